@@ -1,0 +1,32 @@
+# Both targets bootstrap .venv on a fresh machine that has only python3 and make.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: test sweep lint format clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check durable sim scenarios tests
+	$(BIN)/ruff format --check durable sim scenarios tests
+	$(BIN)/python -m pytest
+
+sweep: $(STAMP)
+	$(BIN)/durable-sim sweep --store both --crash process,power --out reports/latest
+
+lint: $(STAMP)
+	$(BIN)/ruff check durable sim scenarios tests
+	$(BIN)/ruff format --check durable sim scenarios tests
+
+format: $(STAMP)
+	$(BIN)/ruff format durable sim scenarios tests
+	$(BIN)/ruff check --fix durable sim scenarios tests
+
+clean:
+	rm -rf $(VENV) reports/latest

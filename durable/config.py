@@ -1,0 +1,21 @@
+"""Runtime configuration: every limit has a name with its unit and a bound."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable.events import Budget
+
+
+class RuntimeConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_name: str = "default"
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    heartbeat_s: float = Field(default=10.0, gt=0)
+    lease_wait_limit: int = Field(default=8, ge=1)
+    checkpoint_every: int = Field(default=32, ge=1)
+    budget: Budget = Budget()
+    max_model_attempts: int = Field(default=4, ge=1)
+    backoff_base_s: float = Field(default=1.0, gt=0)
+    backoff_max_s: float = Field(default=60.0, gt=0)

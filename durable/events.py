@@ -1,0 +1,251 @@
+"""Event records: the durable source of truth of a conversation.
+
+Every state change of a conversation is an event appended to its log. A record wraps one event with
+its position (``sequence``), its commit (``batch``), who wrote it (``owner_id``, ``epoch``) and a
+sha256 ``checksum`` over the canonical JSON of everything else, so a reader can tell a torn or
+corrupted record from a good one without trusting the medium.
+
+Canonical JSON (sorted keys, no whitespace, UTF-8) is the only serialisation used for checksums, so
+the same record has the same checksum in every process and under every ``PYTHONHASHSEED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
+StopReason = Literal["completed", "model_error", "aborted", "budget_exhausted", "no_model"]
+TaskKind = Literal["generation", "tool"]
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation checksums are computed over (stable across processes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(BaseModel):
+    """A tool call proposed by the model; ``call_id`` is unique within the conversation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class Budget(BaseModel):
+    """Per-run limits. A run that would exceed one stops with ``budget_exhausted``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_turns: int = 16
+    tool_calls: int = 32
+    tokens: int = 200_000
+
+
+class InputAccepted(_Event):
+    type: Literal["input_accepted"] = "input_accepted"
+    submission_id: str
+    request_id: str | None
+    content: str
+
+
+class RunStarted(_Event):
+    """A run begins; its ``inputs`` move from queued to placed in the same commit."""
+
+    type: Literal["run_started"] = "run_started"
+    run_id: str
+    inputs: list[str]
+    budget: Budget
+
+
+class TaskCreated(_Event):
+    type: Literal["task_created"] = "task_created"
+    task_id: str
+    kind: TaskKind
+    run_id: str
+    phase: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    call: ToolCall | None = None
+
+
+class TaskCheckpoint(_Event):
+    """Where a task continues: its phase and the data that phase needs (e.g. a retry deadline)."""
+
+    type: Literal["task_checkpoint"] = "task_checkpoint"
+    task_id: str
+    phase: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskWaiting(_Event):
+    type: Literal["task_waiting"] = "task_waiting"
+    task_id: str
+    on: list[str]
+
+
+class ModelRequested(_Event):
+    """The pinned request: a crash before its response is committed re-sends exactly this."""
+
+    type: Literal["model_requested"] = "model_requested"
+    task_id: str
+    model: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    cutoff: int
+    attempt: int
+
+
+class ModelCompleted(_Event):
+    type: Literal["model_completed"] = "model_completed"
+    task_id: str
+    text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tokens: int = 0
+
+
+class ModelFailed(_Event):
+    type: Literal["model_failed"] = "model_failed"
+    task_id: str
+    message: str
+    retryable: bool
+
+
+class ToolIntent(_Event):
+    """Committed *before* the tool runs: the durable promise that the effect may happen."""
+
+    type: Literal["tool_intent"] = "tool_intent"
+    task_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    policy: Policy
+    idempotency_key: str
+    epoch: int
+
+
+class ToolResult(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    task_id: str
+    call_id: str
+    output: str
+    is_error: bool
+    source: Literal["executed", "verified", "interrupted", "operator", "aborted", "rejected"]
+
+
+class ToolInterrupted(_Event):
+    """Recovery found an intent without a result; what follows depends on the tool's policy."""
+
+    type: Literal["tool_interrupted"] = "tool_interrupted"
+    task_id: str
+    call_id: str
+    policy: Policy
+
+
+class ReconciliationRequested(_Event):
+    type: Literal["reconciliation_requested"] = "reconciliation_requested"
+    task_id: str
+    call_id: str
+    reason: str
+
+
+class TaskSettled(_Event):
+    type: Literal["task_settled"] = "task_settled"
+    task_id: str
+    outcome: Literal["completed", "failed", "aborted", "superseded"]
+    detail: str = ""
+
+
+class RunStopped(_Event):
+    type: Literal["run_stopped"] = "run_stopped"
+    run_id: str
+    reason: StopReason
+    detail: str = ""
+
+
+class InputSettled(_Event):
+    type: Literal["input_settled"] = "input_settled"
+    submission_id: str
+    status: Literal["done", "unanswered"]
+    answer: str | None = None
+    reason: str | None = None
+
+
+class LeaseAcquired(_Event):
+    type: Literal["lease_acquired"] = "lease_acquired"
+    owner_id: str
+    epoch: int
+    expires_at_s: float
+
+
+Event = Annotated[
+    InputAccepted
+    | RunStarted
+    | TaskCreated
+    | TaskCheckpoint
+    | TaskWaiting
+    | ModelRequested
+    | ModelCompleted
+    | ModelFailed
+    | ToolIntent
+    | ToolResult
+    | ToolInterrupted
+    | ReconciliationRequested
+    | TaskSettled
+    | RunStopped
+    | InputSettled
+    | LeaseAcquired,
+    Field(discriminator="type"),
+]
+
+
+class EventRecord(BaseModel):
+    """One line of the log. ``last_in_batch`` marks the record that completes a commit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    conversation_id: str
+    sequence: int
+    event_id: str
+    recorded_at_s: float
+    batch: str
+    last_in_batch: bool
+    owner_id: str
+    epoch: int
+    event: Event
+    checksum: str = ""
+
+    def body(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"checksum"})
+
+    def compute_checksum(self) -> str:
+        return sha256_hex(canonical_json(self.body()))
+
+    def sealed(self) -> EventRecord:
+        return self.model_copy(update={"checksum": self.compute_checksum()})
+
+    def verify(self) -> bool:
+        return self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
+
+    def to_line(self) -> str:
+        return canonical_json(self.model_dump(mode="json"))
+
+
+RECORD_ADAPTER: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_record(line: str | bytes) -> EventRecord:
+    """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input."""
+    return RECORD_ADAPTER.validate_json(line)

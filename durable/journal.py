@@ -1,0 +1,225 @@
+"""The journal: one conversation's durable state machine inside one process.
+
+It owns the in-memory ``State`` (always ``reduce`` of the committed log), the lease, and the only
+path by which anything is written: ``commit``. A commit is built from the current state under a
+lock (so the check and the write are one step), sealed into records, appended with the expected
+sequence, owner and epoch, and only then applied to the in-memory state. If the store rejects it,
+nothing was written and nothing is applied.
+
+Recovery (``Journal.open``) takes the newest checkpoint that verifies and whose ``through_sequence``
+is present in the log, replays the records after it, and falls back to the older checkpoint or a
+full replay otherwise; its cost is bounded by the checkpoint interval, not by the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+
+from durable.config import RuntimeConfig
+from durable.events import Event as EventT
+from durable.events import EventRecord, LeaseAcquired, RunStopped
+from durable.ports import Ports
+from durable.state import State, apply, new_state
+from durable.store.base import Checkpoint, Lease, LeaseHeld, StaleLease, Store, make_checkpoint
+
+
+class Fenced(Exception):
+    """This process lost the conversation's lease (a newer epoch exists): it must stop."""
+
+
+Builder = Callable[[State], list[EventT]]
+
+
+class Journal:
+    def __init__(
+        self, *, store: Store, ports: Ports, config: RuntimeConfig, state: State, lease: Lease
+    ) -> None:
+        self.store = store
+        self.ports = ports
+        self.config = config
+        self.state = state
+        self.lease = lease
+        self.fenced = False
+        self._lock = trio.Lock()
+        self._since_checkpoint = 0
+        self._changed = trio.Event()
+        self.on_commit: Callable[[], None] = lambda: None
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        *,
+        store: Store,
+        ports: Ports,
+        config: RuntimeConfig,
+        conversation_id: str,
+        owner_id: str,
+    ) -> Journal:
+        """Acquire the lease (waiting out another owner's unexpired lease), recover the state,
+        and record the new epoch in the log."""
+        lease = await acquire_lease(store, ports, config, conversation_id, owner_id)
+        state = await recover_state(store, conversation_id)
+        journal = cls(store=store, ports=ports, config=config, state=state, lease=lease)
+        acquired = LeaseAcquired(
+            owner_id=lease.owner_id, epoch=lease.epoch, expires_at_s=lease.expires_at_s
+        )
+        await journal.commit(lambda s: [acquired])
+        return journal
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def commit(self, build: Builder) -> list[EventRecord]:
+        """Build events from the current state and append them as one atomic batch.
+
+        Returns the committed records (empty if ``build`` returned nothing). Raises ``Fenced`` if
+        the lease is lost; nothing is written then.
+        """
+        async with self._lock:
+            if self.fenced:
+                raise Fenced(f"{self.state.conversation_id}: lease lost")
+            await self._ensure_lease_fresh()
+            events = build(self.state)
+            if not events:
+                return []
+            records = self._seal(events, self.lease.epoch)
+            try:
+                await self.store.append(
+                    self.state.conversation_id,
+                    records,
+                    expected_sequence=self.state.last_sequence + 1,
+                    owner_id=self.lease.owner_id,
+                    epoch=records[0].epoch,
+                )
+            except StaleLease as exc:
+                self.fenced = True
+                raise Fenced(str(exc)) from exc
+            for record in records:
+                apply(self.state, record)
+            self._since_checkpoint += len(records)
+            stopped = any(isinstance(r.event, RunStopped) for r in records)
+            if stopped or self._since_checkpoint >= self.config.checkpoint_every:
+                await self._checkpoint()
+            self._notify()
+            return records
+
+    def _seal(self, events: list[EventT], epoch: int) -> list[EventRecord]:
+        ids = self.ports.ids
+        now = self.ports.clock.now()
+        batch = ids.new("batch")
+        first = self.state.last_sequence + 1
+        return [
+            EventRecord(
+                conversation_id=self.state.conversation_id,
+                sequence=first + i,
+                event_id=ids.new("evt"),
+                recorded_at_s=now,
+                batch=batch,
+                last_in_batch=i == len(events) - 1,
+                owner_id=self.lease.owner_id,
+                epoch=epoch,
+                event=event,
+            ).sealed()
+            for i, event in enumerate(events)
+        ]
+
+    async def _checkpoint(self) -> None:
+        checkpoint = make_checkpoint(self.state, self.ports.clock.now())
+        try:
+            await self.store.save_checkpoint(
+                checkpoint, owner_id=self.lease.owner_id, epoch=self.lease.epoch
+            )
+        except StaleLease as exc:
+            self.fenced = True
+            raise Fenced(str(exc)) from exc
+        self._since_checkpoint = 0
+
+    async def _ensure_lease_fresh(self) -> None:
+        """Renew before writing if the lease is past half its TTL: a paused process that wakes up
+        after losing its lease finds out here (``Fenced``) instead of writing as a zombie."""
+        now = self.ports.clock.now()
+        if now < self.lease.expires_at_s - self.config.lease_ttl_s / 2:
+            return
+        await self.renew()
+
+    async def renew_locked(self) -> None:
+        """Renew under the commit lock (the heartbeat's entry point)."""
+        async with self._lock:
+            if self.fenced:
+                raise Fenced(f"{self.state.conversation_id}: lease lost")
+            await self.renew()
+
+    async def renew(self) -> None:
+        try:
+            self.lease = await self.store.renew_lease(
+                self.lease, ttl_s=self.config.lease_ttl_s, now_s=self.ports.clock.now()
+            )
+        except StaleLease as exc:
+            self.fenced = True
+            raise Fenced(str(exc)) from exc
+
+    # -- observing -----------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+        self.on_commit()
+
+    async def wait_changed(self) -> None:
+        """Wait for the next commit (or fencing)."""
+        await self._changed.wait()
+
+    def fence(self) -> None:
+        self.fenced = True
+        self._notify()
+
+
+async def acquire_lease(
+    store: Store, ports: Ports, config: RuntimeConfig, conversation_id: str, owner_id: str
+) -> Lease:
+    """Acquire, sleeping until another owner's lease expires (bounded by ``lease_wait_limit``)."""
+    for _ in range(config.lease_wait_limit):
+        try:
+            return await store.acquire_lease(
+                conversation_id, owner_id, ttl_s=config.lease_ttl_s, now_s=ports.clock.now()
+            )
+        except LeaseHeld as held:
+            await ports.clock.sleep_until(max(held.expires_at_s, ports.clock.now()) + 1e-3)
+    raise LeaseHeld(
+        f"{conversation_id}: lease still held after {config.lease_wait_limit} waits",
+        expires_at_s=float("nan"),
+    )
+
+
+def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> State | None:
+    """The checkpoint's state if its checksum verifies and it describes this conversation."""
+    if not checkpoint.verify() or checkpoint.conversation_id != conversation_id:
+        return None
+    state = checkpoint.to_state()
+    if state.last_sequence != checkpoint.through_sequence:
+        return None
+    return state
+
+
+async def recover_state(store: Store, conversation_id: str) -> State:
+    """Newest valid checkpoint whose ``through_sequence`` is in the log, then the records after it;
+    else the older checkpoint; else a full replay. Repairs a torn log tail (we hold the lease)."""
+    for checkpoint in await store.load_checkpoints(conversation_id):
+        state = usable_checkpoint(checkpoint, conversation_id)
+        if state is None:
+            continue
+        through = checkpoint.through_sequence
+        records = await store.read_records(conversation_id, max(through - 1, 0), repair=True)
+        if through > 0 and (not records or records[0].sequence != through):
+            continue  # the checkpoint claims events the log does not have: never trust it
+        for record in records:
+            if record.sequence > through:
+                apply(state, record)
+        return state
+    state = new_state(conversation_id)
+    for record in await store.read_records(conversation_id, 0, repair=True):
+        apply(state, record)
+    return state

@@ -1,0 +1,52 @@
+"""The model driver protocol: a pinned request in, a response or a typed error out."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable.events import ToolCall
+
+
+class ModelRequest(BaseModel):
+    """What the model is asked. Built from the pinned ``model_requested`` event, so a request
+    re-sent after a crash is identical to the one that was in flight."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    conversation_id: str
+    task_id: str
+    model: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    messages: list[dict[str, Any]]
+    attempt: int
+
+
+class ProposedCall(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelResponse(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    text: str = ""
+    tool_calls: list[ProposedCall] = Field(default_factory=list)
+    tokens: int = 0
+
+
+class ModelError(Exception):
+    """The model failed. ``retryable`` errors back off (``retry_after_s`` if given); others stop
+    the run with ``model_error``."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class ModelDriver(Protocol):
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+__all__ = ["ModelDriver", "ModelError", "ModelRequest", "ModelResponse", "ProposedCall", "ToolCall"]

@@ -1,0 +1,89 @@
+"""Pure event builders for starting and settling runs (DESIGN 3.7: only a crash may resume).
+
+Every way control returns to a caller — completed, model error, abort, budget exhausted, no model —
+goes through ``settle_run``: it closes every open intent with a result, makes every live task
+of the run terminal, settles the run's inputs and stops the run, all in one commit. Nothing of a
+settled run can run again, and the next input starts a fresh run whose first request contains it.
+"""
+
+from __future__ import annotations
+
+from durable.events import (
+    Budget,
+    Event,
+    InputSettled,
+    RunStarted,
+    RunStopped,
+    StopReason,
+    TaskCreated,
+    TaskSettled,
+    ToolResult,
+)
+from durable.ports import Ids
+from durable.state import State
+
+
+def start_run(state: State, ids: Ids, budget: Budget, inputs: list[str]) -> list[Event]:
+    """A new run over ``inputs`` (queued submissions) with its first generation task.
+
+    The caller guarantees no run is active once the events before these are applied."""
+    assert inputs, "a run needs inputs"
+    run_id = ids.new("run")
+    return [
+        RunStarted(run_id=run_id, inputs=list(inputs), budget=budget),
+        TaskCreated(task_id=ids.new("task"), kind="generation", run_id=run_id, phase="prepare"),
+    ]
+
+
+def settle_run(
+    state: State,
+    ids: Ids,
+    budget: Budget,
+    *,
+    reason: StopReason,
+    answer: str | None = None,
+    detail: str = "",
+    start_next: bool = True,
+) -> list[Event]:
+    """Settle the active run: results for open intents, terminal tasks, settled inputs, stop.
+
+    With ``start_next``, queued inputs start the next run in the same commit, so no input waits
+    for a trigger that a crash could lose.
+    """
+    run_id = state.active_run
+    assert run_id is not None, "no active run to settle"
+    run = state.runs[run_id]
+    assert (reason == "completed") == (answer is not None), "only a completed run has an answer"
+    events: list[Event] = []
+    for intent in state.unresolved_intents():
+        task = state.tasks[intent.task_id]
+        if task.run_id == run_id:
+            events.append(
+                ToolResult(
+                    task_id=task.id,
+                    call_id=intent.call_id,
+                    output=f"Tool {intent.tool} was not finished: the run stopped ({reason})",
+                    is_error=True,
+                    source="aborted",
+                )
+            )
+    for task in state.tasks.values():
+        if task.run_id == run_id and task.status != "terminal":
+            outcome = "completed" if reason == "completed" else "aborted"
+            events.append(TaskSettled(task_id=task.id, outcome=outcome, detail=reason))
+    for sid in run.inputs:
+        if reason == "completed":
+            events.append(InputSettled(submission_id=sid, status="done", answer=answer))
+        else:
+            events.append(InputSettled(submission_id=sid, status="unanswered", reason=reason))
+    events.append(RunStopped(run_id=run_id, reason=reason, detail=detail))
+    if start_next and state.queue:
+        events.extend(start_run(state, ids, budget, list(state.queue)))
+    return events
+
+
+def withdraw_queued(state: State, reason: str) -> list[Event]:
+    """Settle every queued (never placed) input as unanswered, e.g. on abort."""
+    return [
+        InputSettled(submission_id=sid, status="unanswered", reason=reason) for sid in state.queue
+    ]

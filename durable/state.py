@@ -1,0 +1,422 @@
+"""Conversation state, and ``reduce``: the pure function from events to state.
+
+The log is the source of truth; this module is the only place that gives events meaning. ``apply``
+mutates a state in place (the runtime applies each commit once, so copying the whole state per event
+would make long conversations quadratic); ``reduce`` is the pure public form used by recovery,
+checkpoint verification and the simulator's oracles.
+
+Invariant violations (an event that cannot follow the state it is applied to) raise
+``InvariantViolation`` at their source rather than producing a quietly wrong state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable.events import (
+    SCHEMA_VERSION,
+    Budget,
+    EventRecord,
+    InputAccepted,
+    InputSettled,
+    LeaseAcquired,
+    ModelCompleted,
+    ModelFailed,
+    ModelRequested,
+    Policy,
+    ReconciliationRequested,
+    RunStarted,
+    RunStopped,
+    StopReason,
+    TaskCheckpoint,
+    TaskCreated,
+    TaskKind,
+    TaskSettled,
+    TaskWaiting,
+    ToolCall,
+    ToolIntent,
+    ToolInterrupted,
+    ToolResult,
+    canonical_json,
+    sha256_hex,
+)
+
+
+class InvariantViolation(AssertionError):
+    """An event that cannot follow the state it is applied to: the log or the runtime is wrong."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvariantViolation(message)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Submission(_Model):
+    id: str
+    request_id: str | None
+    content: str
+    status: Literal["queued", "placed", "done", "unanswered"] = "queued"
+    run_id: str | None = None
+    answer: str | None = None
+    reason: str | None = None
+    accepted_sequence: int
+
+
+class Run(_Model):
+    id: str
+    inputs: list[str]
+    budget: Budget
+    status: Literal["active", "stopped"] = "active"
+    stop_reason: StopReason | None = None
+    detail: str = ""
+    model_turns: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    started_sequence: int
+
+
+class Task(_Model):
+    id: str
+    kind: TaskKind
+    run_id: str
+    status: Literal["pending", "waiting", "terminal"] = "pending"
+    phase: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    waiting_on: list[str] = Field(default_factory=list)
+    outcome: str | None = None
+    call: ToolCall | None = None
+
+
+class Intent(_Model):
+    call_id: str
+    task_id: str
+    tool: str
+    arguments: dict[str, Any]
+    policy: Policy
+    idempotency_key: str
+    epoch: int
+    sequence: int
+    result_sequence: int | None = None
+    interrupted: bool = False
+    reconciliation: bool = False
+
+
+class Message(_Model):
+    """One entry of the model context. Tool results are kept per call, see ``State.context``."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    submission_id: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class PinnedRequest(_Model):
+    task_id: str
+    model: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    cutoff: int
+    attempt: int
+
+
+class State(_Model):
+    schema_version: int = SCHEMA_VERSION
+    conversation_id: str
+    last_sequence: int = 0
+    epoch: int = 0
+    owner_id: str | None = None
+    submissions: dict[str, Submission] = Field(default_factory=dict)
+    request_ids: dict[str, str] = Field(default_factory=dict)
+    queue: list[str] = Field(default_factory=list)
+    runs: dict[str, Run] = Field(default_factory=dict)
+    active_run: str | None = None
+    tasks: dict[str, Task] = Field(default_factory=dict)
+    messages: list[Message] = Field(default_factory=list)
+    tool_results: dict[str, ToolResult] = Field(default_factory=dict)
+    intents: dict[str, Intent] = Field(default_factory=dict)
+    pinned: dict[str, PinnedRequest] = Field(default_factory=dict)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def live_tasks(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.status != "terminal"]
+
+    def runnable_tasks(self) -> list[Task]:
+        """Pending tasks, and waiting tasks whose every dependency is terminal."""
+        return [
+            t
+            for t in self.tasks.values()
+            if t.status == "pending"
+            or (t.status == "waiting" and t.waiting_on and self._deps_done(t))
+        ]
+
+    def _deps_done(self, task: Task) -> bool:
+        return all(self.tasks[d].status == "terminal" for d in task.waiting_on)
+
+    def context(self, cutoff: int) -> list[dict[str, Any]]:
+        """The model context of the first ``cutoff`` messages, each tool round's results in call
+        order, so the context does not depend on the order concurrent tools finished in."""
+        out: list[dict[str, Any]] = []
+        for message in self.messages[:cutoff]:
+            if message.role == "user":
+                out.append({"role": "user", "content": message.content})
+                continue
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [c.model_dump(mode="json") for c in message.tool_calls],
+                }
+            )
+            for call in message.tool_calls:
+                result = self.tool_results.get(call.call_id)
+                if result is not None:
+                    out.append(
+                        {
+                            "role": "tool",
+                            "call_id": call.call_id,
+                            "content": result.output,
+                            "is_error": result.is_error,
+                        }
+                    )
+        return out
+
+    def unresolved_intents(self) -> list[Intent]:
+        return [i for i in self.intents.values() if i.result_sequence is None]
+
+    def digest(self) -> str:
+        return sha256_hex(canonical_json(self.model_dump(mode="json")))
+
+
+def new_state(conversation_id: str) -> State:
+    return State(conversation_id=conversation_id)
+
+
+def apply(state: State, record: EventRecord) -> None:
+    """Apply one record in place. Raises ``InvariantViolation`` if it cannot follow ``state``."""
+    _require(
+        record.conversation_id == state.conversation_id,
+        f"record of {record.conversation_id} applied to {state.conversation_id}",
+    )
+    _require(
+        record.sequence == state.last_sequence + 1,
+        f"sequence {record.sequence} after {state.last_sequence}",
+    )
+    if isinstance(record.event, LeaseAcquired):
+        _require(record.epoch == record.event.epoch, "lease record written under another epoch")
+    else:
+        _require(
+            record.epoch == state.epoch, f"record of epoch {record.epoch} in epoch {state.epoch}"
+        )
+    state.last_sequence = record.sequence
+    _APPLY[type(record.event)](state, record.event, record.sequence)
+
+
+def reduce(state: State, records: Iterable[EventRecord]) -> State:
+    """Pure: the state after ``records``, leaving ``state`` untouched."""
+    out = state.model_copy(deep=True)
+    for record in records:
+        apply(out, record)
+    return out
+
+
+def _input_accepted(state: State, e: InputAccepted, seq: int) -> None:
+    _require(e.submission_id not in state.submissions, f"duplicate submission {e.submission_id}")
+    if e.request_id is not None:
+        _require(e.request_id not in state.request_ids, f"duplicate request_id {e.request_id}")
+        state.request_ids[e.request_id] = e.submission_id
+    state.submissions[e.submission_id] = Submission(
+        id=e.submission_id, request_id=e.request_id, content=e.content, accepted_sequence=seq
+    )
+    state.queue.append(e.submission_id)
+
+
+def _run_started(state: State, e: RunStarted, seq: int) -> None:
+    _require(state.active_run is None, f"run {e.run_id} started while {state.active_run} active")
+    _require(e.run_id not in state.runs, f"duplicate run {e.run_id}")
+    _require(len(e.inputs) > 0, "a run needs at least one input")
+    state.runs[e.run_id] = Run(
+        id=e.run_id, inputs=list(e.inputs), budget=e.budget, started_sequence=seq
+    )
+    state.active_run = e.run_id
+    for sid in e.inputs:
+        sub = state.submissions[sid]
+        _require(sub.status == "queued", f"input {sid} placed twice")
+        sub.status = "placed"
+        sub.run_id = e.run_id
+        state.queue.remove(sid)
+        state.messages.append(Message(role="user", content=sub.content, submission_id=sid))
+
+
+def _task_created(state: State, e: TaskCreated, seq: int) -> None:
+    _require(e.task_id not in state.tasks, f"duplicate task {e.task_id}")
+    _require(e.run_id == state.active_run, f"task {e.task_id} created outside the active run")
+    state.tasks[e.task_id] = Task(
+        id=e.task_id, kind=e.kind, run_id=e.run_id, phase=e.phase, data=dict(e.data), call=e.call
+    )
+
+
+def _live_task(state: State, task_id: str) -> Task:
+    task = state.tasks.get(task_id)
+    _require(task is not None, f"unknown task {task_id}")
+    assert task is not None
+    _require(task.status != "terminal", f"task {task_id} changed after it was terminal")
+    return task
+
+
+def _task_checkpoint(state: State, e: TaskCheckpoint, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    task.phase = e.phase
+    task.data = dict(e.data)
+    task.status = "pending"
+    task.waiting_on = []
+
+
+def _task_waiting(state: State, e: TaskWaiting, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    task.status = "waiting"
+    task.waiting_on = list(e.on)
+
+
+def _model_requested(state: State, e: ModelRequested, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    _require(e.cutoff <= len(state.messages), "model request beyond the context")
+    state.pinned[e.task_id] = PinnedRequest(
+        task_id=e.task_id,
+        model=e.model,
+        options=dict(e.options),
+        cutoff=e.cutoff,
+        attempt=e.attempt,
+    )
+    task.phase = "request"
+    task.status = "pending"
+
+
+def _model_completed(state: State, e: ModelCompleted, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    run = state.runs[task.run_id]
+    run.model_turns += 1
+    run.tokens += e.tokens
+    state.messages.append(Message(role="assistant", content=e.text, tool_calls=list(e.tool_calls)))
+    state.pinned.pop(e.task_id, None)
+
+
+def _model_failed(state: State, e: ModelFailed, seq: int) -> None:
+    _live_task(state, e.task_id)
+    state.pinned.pop(e.task_id, None)
+
+
+def _tool_intent(state: State, e: ToolIntent, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    _require(e.call_id not in state.intents, f"second intent for call {e.call_id}")
+    _require(e.epoch == state.epoch, f"intent fenced with epoch {e.epoch}, lease is {state.epoch}")
+    state.intents[e.call_id] = Intent(
+        call_id=e.call_id,
+        task_id=e.task_id,
+        tool=e.tool,
+        arguments=dict(e.arguments),
+        policy=e.policy,
+        idempotency_key=e.idempotency_key,
+        epoch=e.epoch,
+        sequence=seq,
+    )
+    state.runs[task.run_id].tool_calls += 1
+    task.phase = "execute"
+    task.status = "pending"
+
+
+def _tool_result(state: State, e: ToolResult, seq: int) -> None:
+    _live_task(state, e.task_id)
+    _require(e.call_id not in state.tool_results, f"second result for call {e.call_id}")
+    intent = state.intents.get(e.call_id)
+    if intent is not None:
+        intent.result_sequence = seq
+    state.tool_results[e.call_id] = e
+
+
+def _tool_interrupted(state: State, e: ToolInterrupted, seq: int) -> None:
+    _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(intent is not None and intent.result_sequence is None, "interrupt without open intent")
+    assert intent is not None
+    intent.interrupted = True
+
+
+def _reconciliation_requested(state: State, e: ReconciliationRequested, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(intent is not None and intent.result_sequence is None, "reconcile without open intent")
+    assert intent is not None
+    intent.reconciliation = True
+    task.phase = "reconcile"
+    task.status = "waiting"
+    task.waiting_on = []
+
+
+def _task_settled(state: State, e: TaskSettled, seq: int) -> None:
+    task = _live_task(state, e.task_id)
+    task.status = "terminal"
+    task.outcome = e.outcome
+    task.waiting_on = []
+    state.pinned.pop(e.task_id, None)
+
+
+def _run_stopped(state: State, e: RunStopped, seq: int) -> None:
+    _require(state.active_run == e.run_id, f"stop of inactive run {e.run_id}")
+    run = state.runs[e.run_id]
+    for task in state.tasks.values():
+        _require(
+            task.run_id != e.run_id or task.status == "terminal",
+            f"run {e.run_id} stopped with live task {task.id}",
+        )
+    for sid in run.inputs:
+        sub = state.submissions[sid]
+        _require(sub.status in ("done", "unanswered"), f"run {e.run_id} stopped, {sid} unsettled")
+    run.status = "stopped"
+    run.stop_reason = e.reason
+    run.detail = e.detail
+    state.active_run = None
+
+
+def _input_settled(state: State, e: InputSettled, seq: int) -> None:
+    sub = state.submissions.get(e.submission_id)
+    _require(sub is not None, f"unknown submission {e.submission_id}")
+    assert sub is not None
+    _require(sub.status in ("queued", "placed"), f"submission {sub.id} settled twice")
+    if sub.status == "queued":
+        state.queue.remove(sub.id)
+    sub.status = e.status
+    sub.answer = e.answer
+    sub.reason = e.reason
+
+
+def _lease_acquired(state: State, e: LeaseAcquired, seq: int) -> None:
+    _require(e.epoch > state.epoch, f"lease epoch {e.epoch} not above {state.epoch}")
+    state.epoch = e.epoch
+    state.owner_id = e.owner_id
+
+
+_APPLY: dict[type, Any] = {
+    InputAccepted: _input_accepted,
+    RunStarted: _run_started,
+    TaskCreated: _task_created,
+    TaskCheckpoint: _task_checkpoint,
+    TaskWaiting: _task_waiting,
+    ModelRequested: _model_requested,
+    ModelCompleted: _model_completed,
+    ModelFailed: _model_failed,
+    ToolIntent: _tool_intent,
+    ToolResult: _tool_result,
+    ToolInterrupted: _tool_interrupted,
+    ReconciliationRequested: _reconciliation_requested,
+    TaskSettled: _task_settled,
+    RunStopped: _run_stopped,
+    InputSettled: _input_settled,
+    LeaseAcquired: _lease_acquired,
+}

@@ -1,0 +1,29 @@
+"""Stores: where a conversation's log, checkpoints and lease live. See ``base`` for the contract."""
+
+from durable.store.base import (
+    Checkpoint,
+    CorruptStore,
+    Lease,
+    LeaseHeld,
+    SequenceConflict,
+    StaleLease,
+    Store,
+    StoreError,
+    make_checkpoint,
+)
+from durable.store.file import FileStore
+from durable.store.sqlite import SQLiteStore
+
+__all__ = [
+    "Checkpoint",
+    "CorruptStore",
+    "FileStore",
+    "Lease",
+    "LeaseHeld",
+    "SQLiteStore",
+    "SequenceConflict",
+    "StaleLease",
+    "Store",
+    "StoreError",
+    "make_checkpoint",
+]

@@ -1,0 +1,128 @@
+"""The store contract shared by ``FileStore`` and ``SQLiteStore``, and its typed errors.
+
+A store keeps, per conversation: an append-only log of sealed ``EventRecord``s, up to two
+checkpoints, and one lease. Every mutation is fenced: an append or checkpoint carries the writer's
+``owner_id`` and lease ``epoch``, and a store rejects it with ``StaleLease`` unless that is the
+current lease, and with ``SequenceConflict`` unless ``expected_sequence`` is the next sequence. A
+rejected operation writes nothing.
+
+Reads verify: ``read_records`` returns only complete batches of records whose checksums verify, in
+contiguous sequence order, and raises ``CorruptStore`` if a *committed* record (one followed by more
+data) is damaged. A damaged *tail* (a torn last write) is what a crash leaves, not corruption: with
+``repair=True`` (the lease holder recovering) it is truncated, never trusted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from durable.events import SCHEMA_VERSION, EventRecord, canonical_json, sha256_hex
+from durable.state import State
+
+
+class StoreError(Exception):
+    """Base of every error a store raises on purpose."""
+
+
+class StaleLease(StoreError):
+    """The writer's lease is not the current one: it must stop writing (it is a zombie)."""
+
+
+class LeaseHeld(StoreError):
+    """Another owner holds an unexpired lease on the conversation."""
+
+    def __init__(self, message: str, *, expires_at_s: float) -> None:
+        super().__init__(message)
+        self.expires_at_s = expires_at_s
+
+
+class SequenceConflict(StoreError):
+    """``expected_sequence`` is not the next sequence of the log."""
+
+
+class CorruptStore(StoreError):
+    """Committed data fails verification (bad checksum, gap, unparseable committed record)."""
+
+
+class Lease(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    conversation_id: str
+    owner_id: str
+    epoch: int
+    expires_at_s: float
+
+
+class Checkpoint(BaseModel):
+    """Reduced state through ``through_sequence``; ``checksum`` covers everything else."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    conversation_id: str
+    through_sequence: int
+    saved_at_s: float
+    state: dict[str, Any]
+    checksum: str
+
+    def compute_checksum(self) -> str:
+        return sha256_hex(canonical_json(self.model_dump(mode="json", exclude={"checksum"})))
+
+    def verify(self) -> bool:
+        return self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
+
+    def to_state(self) -> State:
+        return State.model_validate(self.state)
+
+
+def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
+    body = {
+        "schema_version": SCHEMA_VERSION,
+        "conversation_id": state.conversation_id,
+        "through_sequence": state.last_sequence,
+        "saved_at_s": saved_at_s,
+        "state": state.model_dump(mode="json"),
+    }
+    return Checkpoint(**body, checksum=sha256_hex(canonical_json(body)))
+
+
+class Store(Protocol):
+    """What the runtime needs from durable storage. Both stores implement exactly this."""
+
+    async def list_conversations(self) -> list[str]: ...
+
+    async def read_records(
+        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
+    ) -> list[EventRecord]: ...
+
+    async def append(
+        self,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None: ...
+
+    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        """Newest first; returns what is stored, verified or not (the caller verifies)."""
+        ...
+
+    async def save_checkpoint(
+        self, checkpoint: Checkpoint, *, owner_id: str, epoch: int
+    ) -> None: ...
+
+    async def acquire_lease(
+        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+    ) -> Lease: ...
+
+    async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease: ...
+
+    async def release_lease(self, lease: Lease) -> None: ...
+
+    async def current_lease(self, conversation_id: str) -> Lease | None: ...
+
+    def describe(self) -> str:
+        """One line naming the store and its durability mode (for reports)."""
+        ...

@@ -1,0 +1,565 @@
+"""``FileStore``: a directory per conversation holding a JSONL event log, checkpoints and a lease.
+
+Layout under ``root``::
+
+    {conversation_id}/events.jsonl                      one sealed EventRecord per line
+    {conversation_id}/lease.json                        the current Lease (canonical JSON)
+    {conversation_id}/checkpoint-{through:012d}.json    up to two Checkpoints
+
+Every file operation goes through the ``FileSystem`` port, so the simulator can crash the process
+(or cut the power) between any two of them and then check that what survives is what the
+durability mode promises (see the ``FileStore`` docstring).
+
+Commit rule of the log: a batch (the records of one ``append``) is committed only once its last
+record (``last_in_batch``) is complete, parses and verifies. Whatever follows the last committed
+batch is a *tail*. A tail is what a crash leaves behind (a torn last write) and is never trusted;
+a damaged record *followed by* valid later records is damage to committed data and is reported as
+``CorruptStore`` instead of being silently dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from durable.events import EventRecord, canonical_json, parse_record
+from durable.ports import FileSystem
+from durable.store.base import (
+    Checkpoint,
+    CorruptStore,
+    Lease,
+    LeaseHeld,
+    SequenceConflict,
+    StaleLease,
+)
+
+_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
+_CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
+EVENTS_FILE = "events.jsonl"
+LEASE_FILE = "lease.json"
+
+
+def check_conversation_id(conversation_id: str) -> str:
+    """Reject ids that could escape the store directory or collide (``..``, ``/``, empty, huge).
+
+    Shared by both stores so a conversation id valid for one is valid for the other.
+    """
+    if not isinstance(conversation_id, str) or not _CONVERSATION_ID.fullmatch(conversation_id):
+        raise ValueError(f"invalid conversation id {conversation_id!r}: must match [A-Za-z0-9_.-]")
+    if conversation_id in (".", ".."):
+        raise ValueError(f"invalid conversation id {conversation_id!r}")
+    return conversation_id
+
+
+def check_batch(
+    conversation_id: str, records: list[EventRecord], owner_id: str, epoch: int
+) -> None:
+    """Caller bugs, not store states: an append must be one well-formed, sealed batch.
+
+    Checked before anything is written so a malformed batch can never reach the log (a reader
+    would otherwise see an incomplete batch and treat committed data as a torn tail).
+    """
+    if not records:
+        raise ValueError("append needs at least one record")
+    batch = records[0].batch
+    for i, record in enumerate(records):
+        where = f"record {i} (sequence {record.sequence})"
+        if record.conversation_id != conversation_id:
+            raise ValueError(f"{where} belongs to {record.conversation_id}, not {conversation_id}")
+        if not record.verify():
+            raise ValueError(f"{where} is not sealed or its checksum does not verify")
+        if record.owner_id != owner_id or record.epoch != epoch:
+            raise ValueError(
+                f"{where} written as ({record.owner_id}, epoch {record.epoch}) "
+                f"but appended as ({owner_id}, epoch {epoch})"
+            )
+        if record.batch != batch:
+            raise ValueError(f"{where} is in batch {record.batch}, the append is batch {batch}")
+        if record.last_in_batch != (i == len(records) - 1):
+            raise ValueError(f"{where}: only the last record of a batch has last_in_batch")
+
+
+def check_sequences(records: list[EventRecord], expected_sequence: int, last_sequence: int) -> None:
+    """The optimistic-concurrency check: the batch must continue the log exactly."""
+    if expected_sequence != last_sequence + 1:
+        raise SequenceConflict(
+            f"expected_sequence {expected_sequence}, but the next sequence is {last_sequence + 1}"
+        )
+    for i, record in enumerate(records):
+        if record.sequence != expected_sequence + i:
+            raise SequenceConflict(
+                f"record {i} has sequence {record.sequence}, expected {expected_sequence + i}"
+            )
+
+
+@dataclass
+class _LogCache:
+    """What this process knows about a clean (tail-free) events file it has verified.
+
+    ``offsets[i]`` is the byte offset of the line holding sequence ``i + 1``; ``size`` is the file
+    size, which also equals the end of the last committed batch (only clean files are cached).
+    """
+
+    size: int
+    last_sequence: int
+    offsets: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Scan:
+    """The result of parsing an events file: its committed prefix and what follows it."""
+
+    records: list[EventRecord]
+    offsets: list[int]
+    good_end: int
+    size: int
+    tail_problem: str | None = None
+
+    @property
+    def last_sequence(self) -> int:
+        return self.records[-1].sequence if self.records else 0
+
+
+class FileStore:
+    """A store in a directory of plain files, with two durability modes.
+
+    ``fsync=True``: every acknowledged append (``append`` returned) survives a process crash and
+    power loss: the batch is written with one ``append`` call and fsynced (and the directory is
+    fsynced when the events file is created) before ``append`` returns. Checkpoints and leases are
+    written with the atomic-write protocol (write ``tmp``, fsync ``tmp``, rename over the target,
+    fsync the directory), so each is either the old or the new version, durably.
+
+    ``fsync=False``: acknowledged appends survive a process crash (``kill -9``: the data is in the
+    OS page cache) but power loss may lose any *suffix* of them, never a middle one; a batch torn
+    by power loss is a tail that recovery (``read_records(repair=True)``) truncates, never trusts.
+    Checkpoints are written atomically but not durably (power loss may leave a torn or missing
+    one; ``load_checkpoints`` skips what does not parse and the caller verifies checksums).
+    Leases are fsynced even in this mode: they are rare, and a lease that went back to an older
+    epoch (or was torn) after power loss would break fencing or make the conversation unreadable.
+
+    Appends are fenced against ``lease.json`` and checked against the log's next sequence; a
+    rejected append writes nothing. This process caches (file size, last sequence) per
+    conversation so an append does not rescan the log; a size that differs from the cached one
+    means another process wrote, and the log is rescanned.
+    """
+
+    def __init__(self, root: str, *, fs: FileSystem, fsync: bool = True) -> None:
+        self._root = root.rstrip("/") or "/"
+        self._fs = fs
+        self._fsync = fsync
+        self._cache: dict[str, _LogCache] = {}
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    def _dir(self, conversation_id: str) -> str:
+        return f"{self._root}/{check_conversation_id(conversation_id)}"
+
+    def _events_path(self, conversation_id: str) -> str:
+        return f"{self._dir(conversation_id)}/{EVENTS_FILE}"
+
+    def _lease_path(self, conversation_id: str) -> str:
+        return f"{self._dir(conversation_id)}/{LEASE_FILE}"
+
+    def _ensure_dir(self, conversation_id: str) -> str:
+        """Create the conversation directory, its entry in ``root`` made durable in fsync mode."""
+        path = self._dir(conversation_id)
+        if not self._fs.exists(path):
+            self._fs.makedirs(path)
+            if self._fsync:
+                self._fs.fsync_dir(self._root)
+        return path
+
+    def describe(self) -> str:
+        if self._fsync:
+            return "file store (fsync=True: acknowledged commits survive power loss)"
+        return (
+            "file store (fsync=False: acknowledged commits survive a process crash, not power loss)"
+        )
+
+    # -- atomic writes -------------------------------------------------------------------------
+
+    def _atomic_write(self, directory: str, name: str, data: bytes, *, durable: bool) -> None:
+        """Write ``tmp``, fsync it, rename over ``name``, fsync the directory (fsyncs if durable).
+
+        A crash at any point leaves either the old file or the new one under ``name`` (plus,
+        perhaps, a stray ``tmp`` that the next write overwrites or a checkpoint save removes).
+        """
+        target = f"{directory}/{name}"
+        tmp = f"{target}.tmp"
+        self._fs.write(tmp, data)
+        if durable:
+            self._fs.fsync(tmp)
+        self._fs.rename(tmp, target)
+        if durable:
+            self._fs.fsync_dir(directory)
+
+    # -- leases --------------------------------------------------------------------------------
+
+    def _read_lease(self, conversation_id: str) -> Lease | None:
+        path = self._lease_path(conversation_id)
+        if not self._fs.exists(path):
+            return None
+        raw = self._fs.read(path)
+        try:
+            lease = Lease.model_validate_json(raw)
+        except ValueError as exc:
+            raise CorruptStore(f"{path}: lease file does not parse: {exc}") from exc
+        if lease.conversation_id != conversation_id:
+            raise CorruptStore(f"{path}: lease is for conversation {lease.conversation_id}")
+        return lease
+
+    def _write_lease(self, lease: Lease) -> None:
+        directory = self._ensure_dir(lease.conversation_id)
+        data = (canonical_json(lease.model_dump(mode="json")) + "\n").encode("utf-8")
+        # Always durable, whatever the mode: see the class docstring.
+        self._atomic_write(directory, LEASE_FILE, data, durable=True)
+
+    def _fence(self, conversation_id: str, owner_id: str, epoch: int) -> None:
+        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease."""
+        lease = self._read_lease(conversation_id)
+        if lease is None:
+            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
+        if lease.owner_id != owner_id or lease.epoch != epoch:
+            raise StaleLease(
+                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
+                f"{owner_id} (epoch {epoch}) is fenced"
+            )
+
+    async def current_lease(self, conversation_id: str) -> Lease | None:
+        return self._read_lease(conversation_id)
+
+    async def acquire_lease(
+        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+    ) -> Lease:
+        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
+        previous = self._read_lease(conversation_id)
+        if previous is not None and previous.owner_id != owner_id and previous.expires_at_s > now_s:
+            raise LeaseHeld(
+                f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
+                f"until {previous.expires_at_s}",
+                expires_at_s=previous.expires_at_s,
+            )
+        lease = Lease(
+            conversation_id=conversation_id,
+            owner_id=owner_id,
+            epoch=(previous.epoch + 1) if previous is not None else 1,
+            expires_at_s=now_s + ttl_s,
+        )
+        self._write_lease(lease)
+        return lease
+
+    async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        stored = self._read_lease(lease.conversation_id)
+        if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
+            held = f"({stored.owner_id}, epoch {stored.epoch})" if stored is not None else "none"
+            raise StaleLease(
+                f"{lease.conversation_id}: cannot renew ({lease.owner_id}, epoch {lease.epoch}); "
+                f"the stored lease is {held}"
+            )
+        renewed = stored.model_copy(update={"expires_at_s": now_s + ttl_s})
+        self._write_lease(renewed)
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
+        stored = self._read_lease(lease.conversation_id)
+        if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
+            return
+        self._write_lease(stored.model_copy(update={"expires_at_s": -1.0}))
+
+    # -- the event log -------------------------------------------------------------------------
+
+    def _scan(self, conversation_id: str, path: str) -> _Scan:
+        """Parse the whole file: the committed prefix, and a verdict on what follows it."""
+        data = self._fs.read(path)
+        size = len(data)
+        good: list[EventRecord] = []
+        good_offsets: list[int] = []
+        pending: list[EventRecord] = []
+        pending_offsets: list[int] = []
+        pending_line = 0  # line number where the pending (not yet complete) batch starts
+        good_end = 0
+        last_sequence = 0
+        pos = 0
+        line_no = 0
+        problem: str | None = None
+        fail_pos = size  # where the first failing line starts (size: no failing line)
+        while pos < size:
+            line_no += 1
+            newline = data.find(b"\n", pos)
+            if newline < 0:
+                problem = f"line {line_no}: incomplete line (no newline, {size - pos} bytes)"
+                fail_pos = pos
+                break
+            record, why = self._check_line(data[pos:newline], conversation_id)
+            if record is not None:
+                expected = (pending[-1].sequence if pending else last_sequence) + 1
+                if record.sequence != expected:
+                    why = f"sequence {record.sequence}, expected {expected}"
+                elif pending and record.batch != pending[0].batch:
+                    why = f"batch {record.batch} starts before batch {pending[0].batch} completed"
+            if why is not None:
+                problem = f"line {line_no}: {why}"
+                fail_pos = pos
+                break
+            assert record is not None
+            if not pending:
+                pending_line = line_no
+            pending.append(record)
+            pending_offsets.append(pos)
+            pos = newline + 1
+            if record.last_in_batch:
+                good.extend(pending)
+                good_offsets.extend(pending_offsets)
+                pending.clear()
+                pending_offsets.clear()
+                good_end = pos
+                last_sequence = record.sequence
+        if problem is None and pending:
+            problem = (
+                f"line {pending_line}: batch {pending[0].batch} starts here but its last record "
+                "is missing"
+            )
+        if problem is not None:
+            self._check_tail(conversation_id, path, data, fail_pos, line_no, last_sequence, problem)
+        return _Scan(good, good_offsets, good_end, size, problem)
+
+    @staticmethod
+    def _check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, str | None]:
+        """Parse and verify one complete line: (record, None) if good, else (maybe record, why)."""
+        try:
+            record = parse_record(line)
+        except ValueError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return None, f"does not parse ({first})"
+        if not record.verify():
+            return None, f"checksum mismatch (sequence {record.sequence})"
+        if record.conversation_id != conversation_id:
+            return None, f"record of conversation {record.conversation_id}"
+        return record, None
+
+    def _check_tail(
+        self,
+        conversation_id: str,
+        path: str,
+        data: bytes,
+        fail_pos: int,
+        fail_line: int,
+        last_sequence: int,
+        problem: str,
+    ) -> None:
+        """Tell a torn tail from damaged committed data.
+
+        A crash (even power loss) tears only the end of the last write, so nothing valid can
+        follow the first bad line. A complete line at or after it that parses, verifies and
+        continues past the committed prefix proves that later commits were made on top of the
+        damaged one: that is corruption, and truncating it would silently drop committed data.
+        """
+        pos = fail_pos
+        line_no = fail_line
+        while pos < len(data):
+            newline = data.find(b"\n", pos)
+            if newline < 0:
+                return
+            record, why = self._check_line(data[pos:newline], conversation_id)
+            if record is not None and why is None and record.sequence > last_sequence:
+                raise CorruptStore(
+                    f"{path}: {problem}, but line {line_no} holds a valid later record "
+                    f"(sequence {record.sequence}): committed data is damaged"
+                )
+            pos = newline + 1
+            line_no += 1
+
+    def _settle(self, conversation_id: str, path: str, scan: _Scan, *, repair: bool) -> None:
+        """Cache a clean scan; with ``repair``, truncate a torn tail first (and drop checkpoints
+        beyond the log). An unrepaired tail is not cached, so the next call rescans."""
+        entry = _LogCache(scan.good_end, scan.last_sequence, scan.offsets)
+        if scan.good_end == scan.size:
+            self._cache[conversation_id] = entry
+        elif repair:
+            self._fs.truncate(path, scan.good_end)
+            if self._fsync:
+                self._fs.fsync(path)
+            self._cache[conversation_id] = entry
+        else:
+            self._cache.pop(conversation_id, None)
+        if repair:
+            self._drop_future_checkpoints(conversation_id, scan.last_sequence)
+
+    async def read_records(
+        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
+    ) -> list[EventRecord]:
+        """The committed records after ``after_sequence``, verified; see the module docstring.
+
+        ``repair`` (the lease holder recovering) truncates a torn tail instead of ignoring it,
+        and always rescans the whole file rather than trusting this process's cache.
+        """
+        path = self._events_path(conversation_id)
+        if not self._fs.exists(path):
+            self._cache.pop(conversation_id, None)
+            if repair:
+                self._drop_future_checkpoints(conversation_id, 0)
+            return []
+        cached = self._cache.get(conversation_id)
+        if cached is not None and not repair and self._fs.size(path) == cached.size:
+            # A clean file this process already verified: parse only the lines asked for.
+            records = self._read_from_cache(conversation_id, path, cached, after_sequence)
+            if records is not None:
+                return records
+        scan = self._scan(conversation_id, path)
+        self._settle(conversation_id, path, scan, repair=repair)
+        return [r for r in scan.records if r.sequence > after_sequence]
+
+    def _read_from_cache(
+        self, conversation_id: str, path: str, cached: _LogCache, after_sequence: int
+    ) -> list[EventRecord] | None:
+        """Parse the lines after ``after_sequence`` of a cached clean file; None if they changed."""
+        start_index = max(after_sequence, 0)
+        if start_index >= cached.last_sequence:
+            return []
+        data = self._fs.read(path)
+        if len(data) != cached.size:
+            return None
+        out: list[EventRecord] = []
+        pos = cached.offsets[start_index]
+        expected = start_index + 1
+        while pos < cached.size:
+            newline = data.find(b"\n", pos)
+            if newline < 0:
+                return None
+            record, why = self._check_line(data[pos:newline], conversation_id)
+            if record is None or why is not None or record.sequence != expected:
+                return None
+            out.append(record)
+            expected += 1
+            pos = newline + 1
+        if not out or not out[-1].last_in_batch or out[-1].sequence != cached.last_sequence:
+            return None
+        return out
+
+    async def append(
+        self,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
+        """Fence, check the sequence, then write the whole batch with one ``append`` call.
+
+        One call means a process crash leaves all or nothing of the batch; power loss may tear
+        it, and the reader treats that as a tail. The log is repaired (its torn tail truncated)
+        before appending, which is safe because the fence proved this writer holds the lease:
+        appending after a torn tail would turn it into corruption in the middle of the log.
+        """
+        path = self._events_path(conversation_id)
+        check_batch(conversation_id, records, owner_id, epoch)
+        self._fence(conversation_id, owner_id, epoch)
+        created = not self._fs.exists(path)
+        if created:
+            log = _LogCache(size=0, last_sequence=0)
+        else:
+            cached = self._cache.get(conversation_id)
+            if cached is not None and self._fs.size(path) == cached.size:
+                log = cached
+            else:
+                scan = self._scan(conversation_id, path)
+                self._settle(conversation_id, path, scan, repair=True)
+                log = _LogCache(scan.good_end, scan.last_sequence, scan.offsets)
+        check_sequences(records, expected_sequence, log.last_sequence)
+        data = bytearray()
+        new_offsets: list[int] = []
+        for record in records:
+            new_offsets.append(log.size + len(data))
+            data += (record.to_line() + "\n").encode("utf-8")
+        self._fs.append(path, bytes(data))
+        if self._fsync:
+            self._fs.fsync(path)
+            if created:
+                self._fs.fsync_dir(self._dir(conversation_id))
+        # Only now that the batch is written does the cache move (extended in place: copying
+        # the offsets on every append would make a long conversation quadratic).
+        log.offsets.extend(new_offsets)
+        log.size += len(data)
+        log.last_sequence = records[-1].sequence
+        self._cache[conversation_id] = log
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _checkpoint_files(
+        self, conversation_id: str
+    ) -> tuple[str, list[tuple[int, str]], list[str]]:
+        """(directory, [(through_sequence, name)] sorted newest first, stray tmp names)."""
+        directory = self._dir(conversation_id)
+        if not self._fs.exists(directory):
+            return directory, [], []
+        found: list[tuple[int, str]] = []
+        strays: list[str] = []
+        for name in self._fs.listdir(directory):
+            match = _CHECKPOINT_NAME.fullmatch(name)
+            if match is not None:
+                found.append((int(match.group(1)), name))
+            elif _CHECKPOINT_TMP.fullmatch(name):
+                strays.append(name)
+        found.sort(reverse=True)
+        return directory, found, strays
+
+    def _unlink_all(self, directory: str, names: list[str]) -> None:
+        for name in names:
+            self._fs.unlink(f"{directory}/{name}")
+        if names and self._fsync:
+            self._fs.fsync_dir(directory)
+
+    def _drop_future_checkpoints(self, conversation_id: str, last_sequence: int) -> None:
+        """Remove checkpoints beyond the log: they describe a suffix that power loss took away.
+
+        Left in place, such a checkpoint would verify and, once the log grew past its sequence
+        again with *different* events, be trusted as the state of history that never survived.
+        """
+        directory, found, _ = self._checkpoint_files(conversation_id)
+        self._unlink_all(directory, [name for through, name in found if through > last_sequence])
+
+    async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
+        """Fence, write atomically, then keep only this checkpoint and the newest older one.
+
+        Checkpoints *newer* than the one saved are removed too: the writer's log ends here, so
+        they can only be left over from a suffix lost to power loss.
+        """
+        conversation_id = checkpoint.conversation_id
+        self._fence(conversation_id, owner_id, epoch)
+        directory = self._ensure_dir(conversation_id)
+        name = f"checkpoint-{checkpoint.through_sequence:012d}.json"
+        data = (canonical_json(checkpoint.model_dump(mode="json")) + "\n").encode("utf-8")
+        self._atomic_write(directory, name, data, durable=self._fsync)
+        _, found, strays = self._checkpoint_files(conversation_id)
+        older = [n for through, n in found if through < checkpoint.through_sequence]
+        newer = [n for through, n in found if through > checkpoint.through_sequence]
+        self._unlink_all(directory, newer + older[1:] + strays)
+
+    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        """Every checkpoint file that parses, newest first; checksums are the caller's to verify."""
+        directory, found, _ = self._checkpoint_files(conversation_id)
+        out: list[Checkpoint] = []
+        for _, name in found:
+            try:
+                out.append(Checkpoint.model_validate_json(self._fs.read(f"{directory}/{name}")))
+            except ValueError:
+                continue  # torn by power loss: expected, the caller falls back
+        out.sort(key=lambda cp: cp.through_sequence, reverse=True)
+        return out
+
+    # -- listing -------------------------------------------------------------------------------
+
+    async def list_conversations(self) -> list[str]:
+        if not self._fs.exists(self._root):
+            return []
+        out: list[str] = []
+        for name in self._fs.listdir(self._root):
+            if not _CONVERSATION_ID.fullmatch(name) or name in (".", ".."):
+                continue
+            base = f"{self._root}/{name}"
+            if self._fs.exists(f"{base}/{EVENTS_FILE}") or self._fs.exists(f"{base}/{LEASE_FILE}"):
+                out.append(name)
+        return sorted(out)

@@ -1,0 +1,411 @@
+"""``SQLiteStore``: the store contract on one SQLite database (stdlib ``sqlite3``, WAL mode).
+
+Every operation is one plain function that runs one whole transaction (``BEGIN IMMEDIATE`` for
+writes, so the fence and the sequence check see the same snapshot the write commits on) and is
+handed to the ``Blocking`` port: inline under the simulator, so time stays deterministic, and on
+trio's worker threads in production. No transaction ever spans two blocking calls, so a process
+that dies between calls leaves no open transaction behind (see ``abandon``).
+
+``aiosqlite`` is deliberately not used: it is asyncio-only and runs its own thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+import trio
+
+from durable.events import EventRecord, canonical_json, parse_record
+from durable.ports import Blocking
+from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
+from durable.store.file import check_batch, check_conversation_id, check_sequences
+
+T = TypeVar("T")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS events (
+        conversation_id TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, sequence)
+    )""",
+    """CREATE TABLE IF NOT EXISTS checkpoints (
+        conversation_id TEXT NOT NULL,
+        through_sequence INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, through_sequence)
+    )""",
+    """CREATE TABLE IF NOT EXISTS leases (
+        conversation_id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_at_s REAL NOT NULL
+    )""",
+)
+
+# Error codes that mean the file itself is bad, as opposed to a busy or full database.
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+
+
+class SQLiteStore:
+    """A store in one SQLite database file, with two durability modes.
+
+    ``synchronous="FULL"`` (the default): every acknowledged commit survives a process crash and
+    power loss (WAL is fsynced at each commit). ``synchronous="NORMAL"``: acknowledged commits
+    survive a process crash, but power loss may lose the most recent ones (WAL order, so always a
+    suffix, and a checkpoint never outlives the events it summarises).
+
+    The connection is opened lazily, inside the first blocking call, so constructing a store does
+    no I/O. Calls are serialised by a trio lock: one connection must not run two transactions at
+    once from two worker threads.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        blocking: Blocking,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        self._path = path
+        self._blocking = blocking
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lock = trio.Lock()
+
+    def describe(self) -> str:
+        if self._synchronous == "FULL":
+            return (
+                "sqlite store (synchronous=FULL: acknowledged commits survive process crash "
+                "and power loss)"
+            )
+        return (
+            "sqlite store (synchronous=NORMAL: acknowledged commits survive a process crash; "
+            "power loss may lose the most recent commits)"
+        )
+
+    # -- connection and transactions ------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        """Open (once) and set up the database. Runs inside a blocking call."""
+        if self._conn is not None:
+            return self._conn
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":
+                raise CorruptStore(f"{self._path}: could not switch to WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            except Exception:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except Exception:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _corrupt(self, exc: sqlite3.DatabaseError) -> CorruptStore | None:
+        if getattr(exc, "sqlite_errorcode", None) in _CORRUPT_CODES:
+            return CorruptStore(f"{self._path}: not a usable SQLite database: {exc}")
+        return None
+
+    def _transaction(
+        self, body: Callable[[sqlite3.Connection], T], *, write: bool
+    ) -> Callable[[], T]:
+        """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""
+
+        def run() -> T:
+            try:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    result = body(conn)
+                    conn.execute("COMMIT")
+                except Exception:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return result
+            except sqlite3.DatabaseError as exc:
+                corrupt = self._corrupt(exc)
+                if corrupt is not None:
+                    raise corrupt from exc
+                raise
+
+        return run
+
+    async def _run(self, label: str, body: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+        async with self._lock:
+            return await self._blocking.run(label, self._transaction(body, write=write))
+
+    def abandon(self) -> None:
+        """Drop the connection without committing: the OS closing a killed process's handles.
+
+        Every transaction lives inside one blocking call, so there is never one open here.
+        """
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        """Normal shutdown: close the connection (SQLite checkpoints the WAL on last close)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+
+        def run() -> None:
+            conn.close()
+
+        async with self._lock:
+            await self._blocking.run("sqlite.close", run)
+
+    # -- leases --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _lease_row(conn: sqlite3.Connection, conversation_id: str) -> Lease | None:
+        row = conn.execute(
+            "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Lease(
+            conversation_id=conversation_id,
+            owner_id=row[0],
+            epoch=row[1],
+            expires_at_s=row[2],
+        )
+
+    @staticmethod
+    def _put_lease(conn: sqlite3.Connection, lease: Lease) -> None:
+        conn.execute(
+            "INSERT INTO leases (conversation_id, owner_id, epoch, expires_at_s) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+            "owner_id = excluded.owner_id, epoch = excluded.epoch, "
+            "expires_at_s = excluded.expires_at_s",
+            (lease.conversation_id, lease.owner_id, lease.epoch, lease.expires_at_s),
+        )
+
+    @classmethod
+    def _fence(
+        cls, conn: sqlite3.Connection, conversation_id: str, owner_id: str, epoch: int
+    ) -> None:
+        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease (inside the write)."""
+        lease = cls._lease_row(conn, conversation_id)
+        if lease is None:
+            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
+        if lease.owner_id != owner_id or lease.epoch != epoch:
+            raise StaleLease(
+                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
+                f"{owner_id} (epoch {epoch}) is fenced"
+            )
+
+    async def current_lease(self, conversation_id: str) -> Lease | None:
+        check_conversation_id(conversation_id)
+        return await self._run(
+            "sqlite.read", lambda conn: self._lease_row(conn, conversation_id), write=False
+        )
+
+    async def acquire_lease(
+        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+    ) -> Lease:
+        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
+        check_conversation_id(conversation_id)
+
+        def body(conn: sqlite3.Connection) -> Lease:
+            previous = self._lease_row(conn, conversation_id)
+            if (
+                previous is not None
+                and previous.owner_id != owner_id
+                and previous.expires_at_s > now_s
+            ):
+                raise LeaseHeld(
+                    f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
+                    f"until {previous.expires_at_s}",
+                    expires_at_s=previous.expires_at_s,
+                )
+            lease = Lease(
+                conversation_id=conversation_id,
+                owner_id=owner_id,
+                epoch=(previous.epoch + 1) if previous is not None else 1,
+                expires_at_s=now_s + ttl_s,
+            )
+            self._put_lease(conn, lease)
+            return lease
+
+        return await self._run("sqlite.lease", body, write=True)
+
+    async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        check_conversation_id(lease.conversation_id)
+
+        def body(conn: sqlite3.Connection) -> Lease:
+            stored = self._lease_row(conn, lease.conversation_id)
+            if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
+                held = f"({stored.owner_id}, epoch {stored.epoch})" if stored else "none"
+                raise StaleLease(
+                    f"{lease.conversation_id}: cannot renew ({lease.owner_id}, epoch "
+                    f"{lease.epoch}); the stored lease is {held}"
+                )
+            renewed = stored.model_copy(update={"expires_at_s": now_s + ttl_s})
+            self._put_lease(conn, renewed)
+            return renewed
+
+        return await self._run("sqlite.lease", body, write=True)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
+        check_conversation_id(lease.conversation_id)
+
+        def body(conn: sqlite3.Connection) -> None:
+            stored = self._lease_row(conn, lease.conversation_id)
+            if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
+                return
+            self._put_lease(conn, stored.model_copy(update={"expires_at_s": -1.0}))
+
+        await self._run("sqlite.lease", body, write=True)
+
+    # -- the event log -------------------------------------------------------------------------
+
+    async def read_records(
+        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
+    ) -> list[EventRecord]:
+        """The records after ``after_sequence``, each verified, contiguous and batch-complete.
+
+        SQLite commits whole transactions, so there is no torn tail: ``repair`` is accepted for
+        the contract and ignored, and any bad row is corruption of committed data.
+        """
+        del repair
+        check_conversation_id(conversation_id)
+        start = max(after_sequence, 0)
+
+        def body(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return conn.execute(
+                "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
+                "ORDER BY sequence",
+                (conversation_id, start),
+            ).fetchall()
+
+        rows = await self._run("sqlite.read", body, write=False)
+        out: list[EventRecord] = []
+        expected = start + 1
+        for sequence, text in rows:
+            where = f"{self._path}: events row ({conversation_id}, {sequence})"
+            if sequence != expected:
+                raise CorruptStore(f"{where}: sequence gap, expected {expected}")
+            try:
+                record = parse_record(text)
+            except ValueError as exc:
+                raise CorruptStore(f"{where}: record does not parse: {exc}") from exc
+            if not record.verify():
+                raise CorruptStore(f"{where}: checksum mismatch")
+            if record.sequence != sequence or record.conversation_id != conversation_id:
+                raise CorruptStore(
+                    f"{where}: holds ({record.conversation_id}, {record.sequence}) instead"
+                )
+            out.append(record)
+            expected += 1
+        if out and not out[-1].last_in_batch:
+            raise CorruptStore(
+                f"{self._path}: conversation {conversation_id} ends inside batch {out[-1].batch}"
+            )
+        return out
+
+    async def append(
+        self,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
+        """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
+        check_conversation_id(conversation_id)
+        check_batch(conversation_id, records, owner_id, epoch)
+        rows = [(conversation_id, r.sequence, r.to_line()) for r in records]
+
+        def body(conn: sqlite3.Connection) -> None:
+            self._fence(conn, conversation_id, owner_id, epoch)
+            (last,) = conn.execute(
+                "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+            check_sequences(records, expected_sequence, last)
+            conn.executemany(
+                "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)", rows
+            )
+
+        await self._run("sqlite.commit", body, write=True)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
+        """Fence, store, and keep only this checkpoint and the newest older one (one transaction).
+
+        Checkpoints newer than this one are removed as well, as ``FileStore`` does: the writer's
+        log ends here, so a newer one cannot describe it.
+        """
+        conversation_id = check_conversation_id(checkpoint.conversation_id)
+        through = checkpoint.through_sequence
+        text = canonical_json(checkpoint.model_dump(mode="json"))
+
+        def body(conn: sqlite3.Connection) -> None:
+            self._fence(conn, conversation_id, owner_id, epoch)
+            conn.execute(
+                "INSERT OR REPLACE INTO checkpoints (conversation_id, through_sequence, body) "
+                "VALUES (?, ?, ?)",
+                (conversation_id, through, text),
+            )
+            conn.execute(
+                "DELETE FROM checkpoints WHERE conversation_id = ? AND through_sequence > ?",
+                (conversation_id, through),
+            )
+            conn.execute(
+                "DELETE FROM checkpoints WHERE conversation_id = ? AND through_sequence < ("
+                "SELECT MAX(through_sequence) FROM checkpoints "
+                "WHERE conversation_id = ? AND through_sequence < ?)",
+                (conversation_id, conversation_id, through),
+            )
+
+        await self._run("sqlite.checkpoint", body, write=True)
+
+    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        """Every stored checkpoint that parses, newest first; the caller verifies checksums."""
+        check_conversation_id(conversation_id)
+
+        def body(conn: sqlite3.Connection) -> list[tuple[str]]:
+            return conn.execute(
+                "SELECT body FROM checkpoints WHERE conversation_id = ? "
+                "ORDER BY through_sequence DESC",
+                (conversation_id,),
+            ).fetchall()
+
+        out: list[Checkpoint] = []
+        for (text,) in await self._run("sqlite.read", body, write=False):
+            try:
+                out.append(Checkpoint.model_validate_json(text))
+            except ValueError:
+                continue
+        out.sort(key=lambda cp: cp.through_sequence, reverse=True)
+        return out
+
+    # -- listing -------------------------------------------------------------------------------
+
+    async def list_conversations(self) -> list[str]:
+        def body(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT conversation_id FROM events UNION SELECT conversation_id FROM leases"
+            ).fetchall()
+            return sorted(row[0] for row in rows)
+
+        return await self._run("sqlite.read", body, write=False)

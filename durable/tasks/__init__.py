@@ -1,0 +1,32 @@
+"""Task phase handlers. A handler runs one task from the phase its checkpoint names and must commit
+progress (a new checkpoint, a wait, or a terminal outcome) before it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from durable.config import RuntimeConfig
+from durable.journal import Journal
+from durable.model import ModelDriver
+from durable.ports import Ports
+from durable.state import State, Task
+from durable.tools import ToolRegistry
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskEnv:
+    """Everything a phase handler may use. Nothing else reaches the world."""
+
+    journal: Journal
+    ports: Ports
+    config: RuntimeConfig
+    model: ModelDriver | None
+    tools: ToolRegistry
+
+
+def live_task(state: State, task_id: str) -> Task | None:
+    """The task if it is still live in an active run (an abort may have settled it)."""
+    task = state.tasks.get(task_id)
+    if task is None or task.status == "terminal" or state.active_run != task.run_id:
+        return None
+    return task

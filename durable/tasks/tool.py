@@ -1,0 +1,166 @@
+"""The tool task: one tool call. Phases ``call → execute → terminal``.
+
+``call`` commits the intent (arguments, policy, idempotency key, fencing epoch) *before* the tool
+runs, then runs it and commits its result in the same invocation. So the scheduler only ever starts
+a task in phase ``execute`` after a crash: that entry point is the recovery path, and it applies the
+tool's recovery policy (DESIGN 3.6) instead of blindly running the tool again.
+"""
+
+from __future__ import annotations
+
+from durable.events import (
+    Event,
+    ReconciliationRequested,
+    TaskSettled,
+    ToolIntent,
+    ToolInterrupted,
+    ToolResult,
+)
+from durable.state import Intent, State
+from durable.tasks import TaskEnv, live_task
+from durable.tools import ToolContext, ToolSpec, idempotency_key, interrupted_message
+
+
+async def run_tool(env: TaskEnv, task_id: str) -> None:
+    task = live_task(env.journal.state, task_id)
+    if task is None:
+        return
+    if task.phase == "call":
+        await _call(env, task_id)
+    elif task.phase == "execute":
+        await _recover(env, task_id)
+    else:
+        raise AssertionError(f"tool task {task_id} cannot run from phase {task.phase}")
+
+
+async def _call(env: TaskEnv, task_id: str) -> None:
+    task = env.journal.state.tasks[task_id]
+    assert task.call is not None, f"tool task {task_id} without a call"
+    call = task.call
+    spec = env.tools.get(call.tool)
+    if spec is None:
+        rejected = ToolResult(
+            task_id=task_id,
+            call_id=call.call_id,
+            output=f"unknown tool {call.tool!r}",
+            is_error=True,
+            source="rejected",
+        )
+        settled = TaskSettled(task_id=task_id, outcome="failed", detail="unknown tool")
+        await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
+        return
+    conversation_id = env.journal.state.conversation_id
+
+    def build(state: State) -> list[Event]:
+        if live_task(state, task_id) is None:
+            return []
+        return [
+            ToolIntent(
+                task_id=task_id,
+                call_id=call.call_id,
+                tool=call.tool,
+                arguments=dict(call.arguments),
+                policy=spec.policy,
+                idempotency_key=idempotency_key(conversation_id, call.call_id),
+                epoch=env.journal.lease.epoch,
+            )
+        ]
+
+    if not await env.journal.commit(build):
+        return
+    intent = env.journal.state.intents[call.call_id]
+    await execute_and_record(env, spec, intent, attempt="first")
+
+
+async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:
+    """Run the tool under its intent's key and the current fencing epoch; record its result.
+    A tool's ``Exception`` is its (error) result; cancellation and crashes propagate."""
+    context = _context(env, intent, attempt)
+    try:
+        output = await spec.fn(dict(intent.arguments), context)
+        is_error = False
+    except Exception as exc:
+        output = f"{type(exc).__name__}: {exc}"
+        is_error = True
+    result = ToolResult(
+        task_id=intent.task_id,
+        call_id=intent.call_id,
+        output=output,
+        is_error=is_error,
+        source="executed",
+    )
+    outcome = "failed" if is_error else "completed"
+    settled = TaskSettled(task_id=intent.task_id, outcome=outcome)
+    await env.journal.commit(lambda s: [result, settled] if live_task(s, intent.task_id) else [])
+
+
+def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
+    return ToolContext(
+        conversation_id=env.journal.state.conversation_id,
+        call_id=intent.call_id,
+        idempotency_key=intent.idempotency_key,
+        epoch=env.journal.lease.epoch,
+        attempt="first" if attempt == "first" else "recovery",
+    )
+
+
+async def _recover(env: TaskEnv, task_id: str) -> None:
+    """An intent without a result, found after a crash: apply the recorded policy. The tool is
+    re-executed only if the recorded policy and the current tool definition both allow it."""
+    state = env.journal.state
+    task = state.tasks[task_id]
+    assert task.call is not None
+    intent = state.intents[task.call.call_id]
+    assert intent.result_sequence is None, f"{intent.call_id} already has a result"
+    spec = env.tools.get(intent.tool)
+    policy = intent.policy if spec is not None and spec.policy == intent.policy else "unsafe"
+    if policy in ("replay_safe", "idempotent"):
+        assert spec is not None
+        await execute_and_record(env, spec, intent, attempt="recovery")
+        return
+    if policy == "verify_then_continue":
+        assert spec is not None and spec.verifier is not None
+        try:
+            verdict = await spec.verifier(dict(intent.arguments), _context(env, intent, "recovery"))
+            status, output = verdict.status, verdict.output
+        except Exception as exc:
+            status, output = "unknown", f"verifier failed: {type(exc).__name__}: {exc}"
+        if status == "not_applied":
+            await execute_and_record(env, spec, intent, attempt="recovery")
+            return
+        if status == "applied":
+            events: list[Event] = [
+                ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
+                ToolResult(
+                    task_id=task_id,
+                    call_id=intent.call_id,
+                    output=output,
+                    is_error=False,
+                    source="verified",
+                ),
+                TaskSettled(task_id=task_id, outcome="completed", detail="verified applied"),
+            ]
+        else:
+            events = _reconcile(task_id, intent, f"verifier could not tell: {output}")
+    elif policy == "manual":
+        events = _reconcile(task_id, intent, "manual policy: an operator must resolve this call")
+    else:
+        events = [
+            ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
+            ToolResult(
+                task_id=task_id,
+                call_id=intent.call_id,
+                output=interrupted_message(intent.tool),
+                is_error=True,
+                source="interrupted",
+            ),
+            TaskSettled(task_id=task_id, outcome="failed", detail="interrupted"),
+        ]
+    await env.journal.commit(lambda s: events if live_task(s, task_id) else [])
+
+
+def _reconcile(task_id: str, intent: Intent, reason: str) -> list[Event]:
+    return [
+        ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
+        ReconciliationRequested(task_id=task_id, call_id=intent.call_id, reason=reason),
+    ]

@@ -1,0 +1,104 @@
+"""Tool specifications and their recovery policies (DESIGN 3.6).
+
+A tool's *policy* says what the runtime may do when it finds the tool's intent committed but no
+result (the process died somewhere between the two). The policy is a promise about the *effect*:
+
+==========================  ========================================  ==============================
+policy                      on recovery                               effect promise
+==========================  ========================================  ==============================
+``replay_safe``             execute again                             at least once
+``idempotent``              execute again with the same key           exactly once (service dedupes)
+``verify_then_continue``    ask the verifier; applied → record its    exactly once
+                            result, not applied → execute, unknown →
+                            as ``manual``
+``unsafe`` (default)        never again; record an interrupted error  at most once
+``manual``                  never again; wait for an operator         at most once
+==========================  ========================================  ==============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from durable.events import Policy
+
+POLICIES: tuple[Policy, ...] = (
+    "replay_safe",
+    "idempotent",
+    "verify_then_continue",
+    "unsafe",
+    "manual",
+)
+
+
+class ToolError(Exception):
+    """A tool failed. The failure becomes the call's (error) result; the run goes on."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    """What a tool is told about its call. ``epoch`` is the fencing token for external services."""
+
+    conversation_id: str
+    call_id: str
+    idempotency_key: str
+    epoch: int
+    attempt: Literal["first", "recovery"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verification:
+    """A verifier's answer: was the interrupted call's effect applied, and with what result."""
+
+    status: Literal["applied", "not_applied", "unknown"]
+    output: str = ""
+
+
+ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+VerifierFn = Callable[[dict[str, Any], ToolContext], Awaitable[Verification]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    name: str
+    fn: ToolFn
+    policy: Policy = "unsafe"
+    verifier: VerifierFn | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"tool {self.name!r}: unknown policy {self.policy!r}")
+        if self.policy == "verify_then_continue" and self.verifier is None:
+            raise ValueError(f"tool {self.name!r}: verify_then_continue needs a verifier")
+
+
+class ToolRegistry:
+    """Tools by name. Re-registering a name is an error (it would silently change a policy)."""
+
+    def __init__(self, specs: list[ToolSpec] | None = None) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs or []:
+            self.register(spec)
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"tool {spec.name!r} registered twice")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+
+def idempotency_key(conversation_id: str, call_id: str) -> str:
+    """One key per call, never per attempt: a service dedupes retries of the same call by it."""
+    return f"{conversation_id}:{call_id}"
+
+
+def interrupted_message(tool: str) -> str:
+    return f"Tool {tool} was interrupted and may have partially run"

@@ -1,0 +1,115 @@
+"""Crash schedules and the fault injector.
+
+Every port call of a simulated process passes a labelled boundary *before* and *after* it. The
+boundaries of one world run are numbered 0, 1, 2, ... in the order they are reached (across all
+processes and restarts). A crash schedule is a list of ``(index, before|after, process|power)``;
+its text form, printed by every failure and accepted by ``replay``, is
+``14:after:power,3:before:process``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+When = Literal["before", "after"]
+CrashKind = Literal["process", "power"]
+MAX_SCHEDULE_DEPTH = 8
+
+_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power)$")
+
+
+class ScheduleError(ValueError):
+    """A schedule's text form is malformed."""
+
+
+@dataclass(frozen=True, order=True)
+class CrashPoint:
+    index: int
+    when: When
+    kind: CrashKind
+
+    def text(self) -> str:
+        return f"{self.index}:{self.when}:{self.kind}"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    points: tuple[CrashPoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.points) > MAX_SCHEDULE_DEPTH:
+            raise ScheduleError(f"a schedule has at most {MAX_SCHEDULE_DEPTH} crash points")
+        indexes = [p.index for p in self.points]
+        if indexes != sorted(indexes) or len(set(indexes)) != len(indexes):
+            raise ScheduleError("crash points must have distinct, increasing boundary indexes")
+
+    @classmethod
+    def of(cls, *points: CrashPoint) -> Schedule:
+        return cls(tuple(sorted(points)))
+
+    def text(self) -> str:
+        return ",".join(p.text() for p in self.points) or "none"
+
+    def at(self, index: int, when: When) -> CrashPoint | None:
+        for point in self.points:
+            if point.index == index and point.when == when:
+                return point
+        return None
+
+    @property
+    def last_index(self) -> int:
+        return self.points[-1].index if self.points else -1
+
+
+def parse_schedule(text: str) -> Schedule:
+    """Parse ``14:after:power,3:before:process`` (or ``none``); raise ``ScheduleError``."""
+    text = text.strip()
+    if text in ("", "none"):
+        return Schedule()
+    points: list[CrashPoint] = []
+    for part in text.split(","):
+        match = _POINT.match(part.strip())
+        if match is None:
+            raise ScheduleError(
+                f"malformed crash point {part.strip()!r}: expected INDEX:before|after:process|power"
+            )
+        index, when, kind = match.groups()
+        points.append(CrashPoint(int(index), when, kind))  # type: ignore[arg-type]
+    indexes = [p.index for p in points]
+    if len(set(indexes)) != len(indexes):
+        raise ScheduleError("two crash points at the same boundary index")
+    return Schedule.of(*points)
+
+
+@dataclass(frozen=True)
+class Boundary:
+    index: int
+    label: str
+    process: str
+    time_s: float
+
+    @property
+    def kind(self) -> str:
+        """The boundary's kind for reports: commit, fs.write, fs.fsync, tool, model, lease, ..."""
+        return boundary_kind(self.label)
+
+
+def boundary_kind(label: str) -> str:
+    head = label.split(":", 1)[0].split("#", 1)[0]
+    if head in ("store.commit", "sqlite.commit"):
+        return "commit"
+    if head.startswith("store.lease") or head == "sqlite.lease":
+        return "lease"
+    if head.startswith("store.checkpoint") or head == "sqlite.checkpoint":
+        return "checkpoint"
+    if head == "fs.fsync_dir":
+        return "fs.dir-fsync"
+    if head in ("fs.write", "fs.append", "fs.truncate"):
+        return "fs.write"
+    if head.startswith("tool."):
+        return "tool"
+    if head.startswith("model."):
+        return "model"
+    return head

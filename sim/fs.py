@@ -1,0 +1,465 @@
+"""SimFS: an in-memory filesystem with a page cache, so a simulated power loss can lose things.
+
+It implements ``durable.ports.FileSystem`` exactly and keeps two states side by side:
+
+- the **current** state, what every process sees (the page cache), and
+- the **durable** state, what is on disk and survives a power loss.
+
+Files are inodes. Each inode holds its current bytes and its durable bytes (the content at its last
+``fsync``). Directories map names to nodes twice: the *current entries* and the *durable entries*
+(as of the directory's last ``fsync_dir``). So ``write``/``append``/``truncate`` change only an
+inode's current bytes until ``fsync(file)``, and a create, ``rename`` or ``unlink`` changes only the
+current entries of a directory until ``fsync_dir(directory)``.
+
+Crashes:
+
+- ``process_crash()`` (kill -9) loses nothing: the page cache belongs to the kernel. A no-op.
+- ``power_loss(rng)`` first reverts every directory's entries to its durable entries (an
+  un-fsynced create disappears, an un-fsynced rename or unlink is undone: the old inode is back
+  under the old name), then gives every reachable inode with pending changes a seeded content:
+  (a) its durable bytes, (b) its durable bytes plus a prefix of the pending bytes ending on a block
+  boundary (an absolute offset that is a multiple of ``block_size_bytes``, strictly between the
+  durable and the current length) -- only when the pending change is a pure extension, i.e. the
+  current bytes start with the durable bytes -- or (c) all its current bytes. Afterwards the
+  current state equals the durable state.
+
+Modelling choices (simplifications, on purpose):
+
+- Directories are durable as soon as ``makedirs`` creates them (as if the parent were fsynced for
+  that one entry); they are never removed or renamed (the port has no ``rmdir``), and renaming a
+  directory raises ``IsADirectoryError``.
+- Renaming a file across directories is supported; each directory becomes durable on its own
+  ``fsync_dir``, so a power loss may leave the file under both names or under neither (POSIX allows
+  this; ext4 happens to journal both sides together). Fsync both directories.
+- Overwriting a file with ``write`` and losing power yields the old or the new content (or a torn
+  extension when the new content extends the old one); the ext4 "zero-length file after
+  truncate-and-rewrite" outcome is not modelled separately beyond that.
+- Paths are ``/``-separated; empty and ``.`` components are ignored and ``..`` is rejected, so
+  ``"a/b"`` and ``"/a/b"`` name the same file. Snapshots report paths with a leading ``/``.
+
+Determinism: no clocks, no global random, no iteration over sets of strings; the only randomness is
+the ``random.Random`` handed to ``power_loss``, consumed in sorted path order and only for inodes
+whose content actually differs from their durable content.
+
+Speed: appends extend a ``bytearray`` in place and an fsync only records the durable length, so a
+pure append-only log is never copied; the durable bytes are materialised only when a ``write`` or a
+shrinking ``truncate`` would destroy them. Directory fsyncs and power losses touch only the names
+changed since the last directory fsync.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+
+__all__ = ["SimFS"]
+
+_OPS = (
+    "makedirs",
+    "exists",
+    "read",
+    "size",
+    "write",
+    "append",
+    "truncate",
+    "fsync",
+    "rename",
+    "fsync_dir",
+    "listdir",
+    "unlink",
+    "process_crash",
+    "power_loss",
+)
+
+_SPLIT_CACHE_MAX = 8192
+
+
+class _Inode:
+    """A file. Durable content is ``durable_bytes`` if set, else ``data[:durable_len]``."""
+
+    __slots__ = ("data", "durable_bytes", "durable_len", "ino")
+
+    def __init__(self, ino: int) -> None:
+        self.ino = ino
+        self.data = bytearray()
+        self.durable_len = 0
+        self.durable_bytes: bytes | None = None
+
+    def durable_content(self) -> bytes:
+        if self.durable_bytes is not None:
+            return self.durable_bytes
+        return bytes(self.data[: self.durable_len])
+
+    def preserve_durable(self, keep: int) -> None:
+        """Materialise the durable bytes before the current data loses its first ``keep`` bytes."""
+        if self.durable_bytes is None and keep < self.durable_len:
+            self.durable_bytes = bytes(self.data[: self.durable_len])
+
+    def mark_synced(self) -> None:
+        self.durable_len = len(self.data)
+        self.durable_bytes = None
+
+
+class _Dir:
+    """A directory: current entries, durable entries, and the names changed in between."""
+
+    __slots__ = ("durable", "entries", "key", "pending")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.entries: dict[str, _Inode | _Dir] = {}
+        self.durable: dict[str, _Inode | _Dir] = {}
+        # Names whose current entry may differ from the durable one (a dict used as an ordered set).
+        self.pending: dict[str, None] = {}
+
+
+def _display(key: str) -> str:
+    return "/" + key
+
+
+def _join(parent_key: str, name: str) -> str:
+    return f"{parent_key}/{name}" if parent_key else name
+
+
+def _not_found(path: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+
+
+def _is_dir(path: str) -> IsADirectoryError:
+    return IsADirectoryError(errno.EISDIR, "Is a directory", path)
+
+
+def _not_dir(path: str) -> NotADirectoryError:
+    return NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
+
+
+class SimFS:
+    """A simulated filesystem with page-cache crash semantics; see the module docstring.
+
+    ``block_size_bytes`` is the granularity at which an unsynced append can be torn by
+    ``power_loss``. ``stats`` counts calls per operation (including ``process_crash`` and
+    ``power_loss``), failed calls too.
+    """
+
+    def __init__(self, block_size_bytes: int = 512) -> None:
+        if block_size_bytes <= 0:
+            raise ValueError("block_size_bytes must be positive")
+        self.block_size_bytes = block_size_bytes
+        self.stats: dict[str, int] = dict.fromkeys(_OPS, 0)
+        self._root = _Dir("")
+        # Every directory by key ("" is the root, "a/b" is /a/b). Directories never move or vanish.
+        self._dirs: dict[str, _Dir] = {"": self._root}
+        # Inodes whose current data may differ from their durable data, by inode number.
+        self._dirty: dict[int, _Inode] = {}
+        self._next_ino = 1
+        self._split_cache: dict[str, tuple[str, str]] = {}
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def _split(self, path: str) -> tuple[str, str]:
+        """``(parent key, name)``; the root is ``("", "")``."""
+        hit = self._split_cache.get(path)
+        if hit is not None:
+            return hit
+        parts = [p for p in path.split("/") if p and p != "."]
+        if ".." in parts:
+            raise ValueError(f"SimFS does not resolve '..': {path!r}")
+        result = ("/".join(parts[:-1]), parts[-1]) if parts else ("", "")
+        if len(self._split_cache) >= _SPLIT_CACHE_MAX:
+            self._split_cache.clear()
+        self._split_cache[path] = result
+        return result
+
+    def _parent(self, parent_key: str, path: str) -> _Dir:
+        d = self._dirs.get(parent_key)
+        if d is not None:
+            return d
+        # Say why, like the OS would: a missing component, or a file used as a directory.
+        node: _Inode | _Dir = self._root
+        for part in parent_key.split("/"):
+            if isinstance(node, _Inode):
+                raise _not_dir(path)
+            child = node.entries.get(part)
+            if child is None:
+                raise _not_found(path)
+            node = child
+        raise _not_dir(path)
+
+    def _file(self, path: str) -> tuple[_Dir, str, _Inode]:
+        parent_key, name = self._split(path)
+        if not name:
+            raise _is_dir(path)
+        d = self._parent(parent_key, path)
+        node = d.entries.get(name)
+        if node is None:
+            raise _not_found(path)
+        if isinstance(node, _Dir):
+            raise _is_dir(path)
+        return d, name, node
+
+    def _dir(self, path: str) -> _Dir:
+        parent_key, name = self._split(path)
+        d = self._dirs.get(_join(parent_key, name))
+        if d is not None:
+            return d
+        parent = self._parent(parent_key, path)
+        if name in parent.entries:
+            raise _not_dir(path)
+        raise _not_found(path)
+
+    def _create(self, d: _Dir, name: str) -> _Inode:
+        node = _Inode(self._next_ino)
+        self._next_ino += 1
+        d.entries[name] = node
+        d.pending[name] = None
+        return node
+
+    def _open_for_write(self, path: str) -> _Inode:
+        parent_key, name = self._split(path)
+        if not name:
+            raise _is_dir(path)
+        d = self._parent(parent_key, path)
+        node = d.entries.get(name)
+        if node is None:
+            node = self._create(d, name)
+        elif isinstance(node, _Dir):
+            raise _is_dir(path)
+        self._dirty[node.ino] = node
+        return node
+
+    # -- the FileSystem port ------------------------------------------------------------------
+
+    def makedirs(self, path: str) -> None:
+        """Create the directory and any missing parents (exist_ok); durable at once (see module)."""
+        self.stats["makedirs"] += 1
+        parent_key, name = self._split(path)
+        key = _join(parent_key, name)
+        if key in self._dirs:
+            return
+        d = self._root
+        for part in key.split("/"):
+            child = d.entries.get(part)
+            if child is None:
+                child = _Dir(_join(d.key, part))
+                self._dirs[child.key] = child
+                d.entries[part] = child
+                d.durable[part] = child
+                d.pending.pop(part, None)
+            elif isinstance(child, _Inode):
+                raise FileExistsError(errno.EEXIST, "File exists", path)
+            d = child
+
+    def exists(self, path: str) -> bool:
+        self.stats["exists"] += 1
+        parent_key, name = self._split(path)
+        d = self._dirs.get(parent_key)
+        if d is None:
+            return False
+        return not name or name in d.entries
+
+    def read(self, path: str) -> bytes:
+        self.stats["read"] += 1
+        return bytes(self._file(path)[2].data)
+
+    def size(self, path: str) -> int:
+        self.stats["size"] += 1
+        return len(self._file(path)[2].data)
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or truncate, then write: ``open(path, "wb").write(data)``."""
+        self.stats["write"] += 1
+        node = self._open_for_write(path)
+        node.preserve_durable(0)
+        node.data = bytearray(data)
+
+    def append(self, path: str, data: bytes) -> None:
+        """Extend (creating the file if missing): ``open(path, "ab").write(data)``."""
+        self.stats["append"] += 1
+        node = self._open_for_write(path)
+        node.data += data
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cut to ``size`` bytes, or extend with zero bytes (POSIX ``truncate``)."""
+        self.stats["truncate"] += 1
+        if size < 0:
+            raise OSError(errno.EINVAL, "Invalid argument", path)
+        node = self._file(path)[2]
+        self._dirty[node.ino] = node
+        current = len(node.data)
+        if size < current:
+            node.preserve_durable(size)
+            del node.data[size:]
+        elif size > current:
+            node.data += bytes(size - current)
+
+    def fsync(self, path: str) -> None:
+        """Make the file's content durable (not its directory entry). On a directory: fsync_dir."""
+        self.stats["fsync"] += 1
+        parent_key, name = self._split(path)
+        d = self._parent(parent_key, path)
+        node = d.entries.get(name) if name else d
+        if node is None:
+            raise _not_found(path)
+        if isinstance(node, _Dir):
+            self._sync_dir(node)
+            return
+        node.mark_synced()
+        self._dirty.pop(node.ino, None)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` by ``src`` in the current view; durable after fsync_dir."""
+        self.stats["rename"] += 1
+        sd, sname, node = self._file(src)
+        dparent_key, dname = self._split(dst)
+        if not dname:
+            raise _is_dir(dst)
+        dd = self._parent(dparent_key, dst)
+        target = dd.entries.get(dname)
+        if isinstance(target, _Dir):
+            raise _is_dir(dst)
+        if target is node:
+            return  # POSIX: renaming a file onto itself (or a hard link of it) does nothing.
+        del sd.entries[sname]
+        sd.pending[sname] = None
+        dd.entries[dname] = node
+        dd.pending[dname] = None
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the directory's current entries durable (creates, renames, unlinks in it)."""
+        self.stats["fsync_dir"] += 1
+        self._sync_dir(self._dir(path))
+
+    def listdir(self, path: str) -> list[str]:
+        self.stats["listdir"] += 1
+        return sorted(self._dir(path).entries)
+
+    def unlink(self, path: str) -> None:
+        """Remove the name from the current view; durable after fsync_dir."""
+        self.stats["unlink"] += 1
+        d, name, _ = self._file(path)
+        del d.entries[name]
+        d.pending[name] = None
+
+    @staticmethod
+    def _sync_dir(d: _Dir) -> None:
+        if not d.pending:
+            return
+        entries, durable = d.entries, d.durable
+        for name in d.pending:
+            node = entries.get(name)
+            if node is None:
+                durable.pop(name, None)
+            else:
+                durable[name] = node
+        d.pending.clear()
+
+    # -- crashes ------------------------------------------------------------------------------
+
+    def process_crash(self) -> None:
+        """A kill -9: the page cache survives, so nothing is lost. Exists for symmetry."""
+        self.stats["process_crash"] += 1
+
+    def power_loss(self, rng: random.Random) -> dict[str, str]:
+        """Lose everything not durable, tearing pending content by a seeded choice.
+
+        Returns, sorted by path, what happened to each surviving file that had pending content:
+        ``"durable"`` (pending bytes lost), ``"torn:<length>"`` (kept up to a block boundary) or
+        ``"all"`` (every pending byte made it). Files without pending content are not listed.
+        """
+        self.stats["power_loss"] += 1
+        for d in self._dirs.values():
+            if d.pending:
+                entries, durable = d.entries, d.durable
+                for name in d.pending:
+                    node = durable.get(name)
+                    if node is None:
+                        entries.pop(name, None)
+                    else:
+                        entries[name] = node
+                d.pending.clear()
+        outcomes: dict[str, str] = {}
+        dirty = self._dirty
+        if dirty:
+            # An inode reachable under two names (a half-durable cross-directory rename) is settled
+            # once, under its first name in sorted order, and reported under both.
+            settled: dict[int, str | None] = {}
+            for key in sorted(self._dirs):
+                entries = self._dirs[key].entries
+                for name in sorted(entries):
+                    node = entries[name]
+                    if not isinstance(node, _Inode):
+                        continue
+                    ino = node.ino
+                    if ino in settled:
+                        outcome = settled[ino]
+                    elif dirty.pop(ino, None) is not None:
+                        outcome = settled[ino] = self._settle(node, rng)
+                    else:
+                        continue
+                    if outcome is not None:
+                        outcomes[_display(_join(key, name))] = outcome
+            # Whatever is left is unreachable (created or renamed away, never dir-fsynced): gone.
+            dirty.clear()
+        return dict(sorted(outcomes.items()))
+
+    def _settle(self, node: _Inode, rng: random.Random) -> str | None:
+        data = node.data
+        current = len(data)
+        kept = node.durable_bytes
+        if kept is None:
+            durable_len = node.durable_len
+            extension = True
+        else:
+            durable_len = len(kept)
+            extension = current >= durable_len and data.startswith(kept)
+        if extension and current == durable_len:
+            node.mark_synced()
+            return None  # nothing pending after all; no randomness spent
+        bs = self.block_size_bytes
+        first = durable_len // bs + 1  # index of the first block boundary after the durable end
+        # Block boundaries strictly between the durable end and the current end (a torn append).
+        boundaries = max(0, (current - 1) // bs - first + 1) if extension else 0
+        choice = rng.randrange(3) if boundaries else 2 * rng.randrange(2)
+        if choice == 0:
+            if kept is None:
+                del data[durable_len:]
+            else:
+                node.data = bytearray(kept)
+            outcome = "durable"
+        elif choice == 1:
+            cut = (first + rng.randrange(boundaries)) * bs
+            del data[cut:]
+            outcome = f"torn:{cut}"
+        else:
+            outcome = "all"
+        node.mark_synced()
+        return outcome
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    def has_pending(self) -> bool:
+        """Whether a power loss might differ from a process crash (conservative: may say True)."""
+        return bool(self._dirty) or any(d.pending for d in self._dirs.values())
+
+    def snapshot(self) -> dict[str, bytes]:
+        """The current view: every file's path (with a leading ``/``) and content, sorted."""
+        out = {
+            _display(_join(key, name)): bytes(node.data)
+            for key, d in self._dirs.items()
+            for name, node in d.entries.items()
+            if isinstance(node, _Inode)
+        }
+        return dict(sorted(out.items()))
+
+    def durable_snapshot(self) -> dict[str, bytes]:
+        """What is on disk: durable entries with durable content, sorted by path.
+
+        This is what ``power_loss`` leaves when it chooses "durable" for every file.
+        """
+        out = {
+            _display(_join(key, name)): node.durable_content()
+            for key, d in self._dirs.items()
+            for name, node in d.durable.items()
+            if isinstance(node, _Inode)
+        }
+        return dict(sorted(out.items()))

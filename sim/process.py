@@ -1,0 +1,341 @@
+"""Simulated processes, their ports, and crashes (DESIGN 4.2).
+
+A ``SimProcess`` is one runtime instance with its own owner id and cancel scope. Every port it is
+given crosses labelled boundaries through the ``Machine``'s injector and refuses every call once the
+process is dead. A crash marks the process dead *first*, then cancels its scope and raises
+``SimulatedCrash`` out of the port call: so no ``finally`` or ``__aexit__`` of the runtime can touch
+the world after the crash instant (any port call they make is refused), exactly like kill -9.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import trio
+
+from durable.events import EventRecord
+from durable.store.base import Checkpoint, Lease
+from sim.faults import Boundary, CrashPoint, Schedule
+from sim.fs import SimFS
+from sim.world import World
+
+T = TypeVar("T")
+
+
+class SimulatedCrash(BaseException):
+    """Raised out of a port call at a crash boundary. A BaseException, so that no runtime
+    ``except Exception`` can mistake a crash for a handled error."""
+
+    def __init__(self, point: CrashPoint) -> None:
+        super().__init__(point.text())
+        self.point = point
+
+
+class ProcessDead(BaseException):
+    """A dead process called a port: refused (a killed process cannot touch the world)."""
+
+
+@dataclass(frozen=True)
+class CrashRecord:
+    point: CrashPoint
+    label: str
+    process: str
+    time_s: float
+    pinned_request: bool
+    power_outcome: dict[str, str] = field(default_factory=dict)
+
+
+class SimProcess:
+    def __init__(self, machine: Machine, number: int) -> None:
+        self.machine = machine
+        self.id = f"p{number}"
+        self.owner_id = f"owner-{number}"
+        self.alive = True
+        self.scope = trio.CancelScope()
+        self.runtime: Any = None
+        self.sqlite_stores: list[Any] = []
+        self.paused_until_s: float | None = None
+        self.error: str | None = None
+
+    def check_alive(self, what: str) -> None:
+        if not self.alive:
+            raise ProcessDead(f"{self.id} is dead: refused {what}")
+
+    def pinned_request(self) -> bool:
+        """Whether this process had a model request pinned and not answered (for I11)."""
+        runtime = self.runtime
+        if runtime is None:
+            return False
+        return any(c.journal.state.pinned for c in runtime._conversations.values())
+
+
+class Machine:
+    """The host: SimFS, the injector, the processes. Outlives every process."""
+
+    def __init__(self, world: World, schedule: Schedule, *, fs: SimFS) -> None:
+        self.world = world
+        self.schedule = schedule
+        self.fs = fs
+        self.boundaries: list[Boundary] = []
+        self.crashes: list[CrashRecord] = []
+        self.processes: list[SimProcess] = []
+        self.durable_commits: list[tuple[int, list[EventRecord]]] = []
+        self.leases: list[tuple[float, Lease]] = []
+        self._next_index = 0
+        self._counters: dict[str, int] = {}
+
+    def spawn(self) -> SimProcess:
+        process = SimProcess(self, len(self.processes) + 1)
+        self.processes.append(process)
+        self.world.record("spawn", process.id)
+        return process
+
+    def numbered(self, kind: str) -> int:
+        n = self._counters.get(kind, 0) + 1
+        self._counters[kind] = n
+        return n
+
+    @property
+    def faults_over(self) -> bool:
+        return self._next_index > self.schedule.last_index
+
+    # -- boundaries ----------------------------------------------------------------------------
+
+    def before(self, process: SimProcess, label: str) -> int:
+        process.check_alive(label)
+        index = self._next_index
+        self._next_index += 1
+        now = trio.current_time()
+        self.boundaries.append(Boundary(index, label, process.id, now))
+        self.world.record("b", index, label, process.id)
+        point = self.schedule.at(index, "before")
+        if point is not None:
+            self.crash(process, point, label)
+        return index
+
+    def after(self, process: SimProcess, index: int, label: str) -> None:
+        point = self.schedule.at(index, "after")
+        if point is not None:
+            self.crash(process, point, label)
+
+    def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
+        victims = [p for p in self.processes if p.alive] if point.kind == "power" else [process]
+        pinned = any(p.pinned_request() for p in victims)
+        for victim in victims:
+            victim.alive = False
+        outcome: dict[str, str] = {}
+        if point.kind == "power":
+            outcome = self.fs.power_loss(self.world.rng("power"))
+        record = CrashRecord(point, label, process.id, trio.current_time(), pinned, outcome)
+        self.crashes.append(record)
+        self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
+        for victim in victims:
+            for store in victim.sqlite_stores:
+                store.abandon()  # the OS closes a killed process's files; SQLite rolls back
+            victim.scope.cancel()
+        raise SimulatedCrash(point)
+
+    def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
+        index = self.before(process, label)
+        result = fn()
+        self.after(process, index, label)
+        return result
+
+
+# -- ports -----------------------------------------------------------------------------------------
+
+
+class SimClock:
+    def __init__(self, process: SimProcess) -> None:
+        self._process = process
+
+    def now(self) -> float:
+        self._process.check_alive("clock.now")
+        return trio.current_time()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        self._process.check_alive("clock.sleep")
+        await trio.sleep_until(deadline_s)
+        self._process.check_alive("clock.sleep")
+
+
+class ProcessFS:
+    """SimFS as seen by one process: reads refuse after death; every mutation is a boundary."""
+
+    def __init__(self, process: SimProcess, fs: SimFS, root: str) -> None:
+        self._p = process
+        self._fs = fs
+        self._root = root.rstrip("/") + "/"
+
+    def _label(self, op: str, path: str) -> str:
+        rel = path[len(self._root) :] if path.startswith(self._root) else path
+        return f"fs.{op}:{rel}"
+
+    def _mutate(self, op: str, path: str, fn: Callable[[], T]) -> T:
+        return self._p.machine.crossing(self._p, self._label(op, path), fn)
+
+    def makedirs(self, path: str) -> None:
+        self._p.check_alive("fs.makedirs")
+        self._fs.makedirs(path)
+
+    def exists(self, path: str) -> bool:
+        self._p.check_alive("fs.exists")
+        return self._fs.exists(path)
+
+    def read(self, path: str) -> bytes:
+        self._p.check_alive("fs.read")
+        return self._fs.read(path)
+
+    def size(self, path: str) -> int:
+        self._p.check_alive("fs.size")
+        return self._fs.size(path)
+
+    def listdir(self, path: str) -> list[str]:
+        self._p.check_alive("fs.listdir")
+        return self._fs.listdir(path)
+
+    def write(self, path: str, data: bytes) -> None:
+        self._mutate("write", path, lambda: self._fs.write(path, data))
+
+    def append(self, path: str, data: bytes) -> None:
+        self._mutate("append", path, lambda: self._fs.append(path, data))
+
+    def truncate(self, path: str, size: int) -> None:
+        self._mutate("truncate", path, lambda: self._fs.truncate(path, size))
+
+    def fsync(self, path: str) -> None:
+        self._mutate("fsync", path, lambda: self._fs.fsync(path))
+
+    def rename(self, src: str, dst: str) -> None:
+        self._mutate("rename", dst, lambda: self._fs.rename(src, dst))
+
+    def fsync_dir(self, path: str) -> None:
+        self._mutate("fsync_dir", path.rstrip("/") + "/", lambda: self._fs.fsync_dir(path))
+
+    def unlink(self, path: str) -> None:
+        self._mutate("unlink", path, lambda: self._fs.unlink(path))
+
+
+class SimBlocking:
+    """Blocking calls run inline (no threads: time stays virtual and deterministic). SQLite
+    reads are not boundaries; every other call is one."""
+
+    def __init__(self, process: SimProcess) -> None:
+        self._p = process
+
+    async def run(self, label: str, fn: Callable[[], T]) -> T:
+        if label.endswith(".read"):
+            self._p.check_alive(label)
+            return fn()
+        return self._p.machine.crossing(self._p, label, fn)
+
+
+class SimIds:
+    def __init__(self, process: SimProcess, world: World) -> None:
+        self._p = process
+        self._world = world
+
+    def new(self, kind: str) -> str:
+        self._p.check_alive("ids.new")
+        return self._world.ids.new(kind)
+
+
+class InstrumentedStore:
+    """Wraps a process's store so each logical store operation is a labelled boundary too
+    (``store.commit#14``), and records what each commit made durable (for I6 and I12)."""
+
+    def __init__(self, inner: Any, process: SimProcess) -> None:
+        self._inner = inner
+        self._p = process
+
+    async def _op(self, kind: str, call: Callable[[], Any]) -> Any:
+        machine = self._p.machine
+        label = f"{kind}#{machine.numbered(kind)}"
+        index = machine.before(self._p, label)
+        result = await call()
+        machine.after(self._p, index, label)
+        return result, index
+
+    async def list_conversations(self) -> list[str]:
+        self._p.check_alive("store.list")
+        return await self._inner.list_conversations()
+
+    async def read_records(
+        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
+    ) -> list[EventRecord]:
+        self._p.check_alive("store.read")
+        return await self._inner.read_records(conversation_id, after_sequence, repair=repair)
+
+    async def append(
+        self,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
+        machine = self._p.machine
+        label = f"store.commit#{machine.numbered('store.commit')}"
+        index = machine.before(self._p, label)
+        await self._inner.append(
+            conversation_id,
+            records,
+            expected_sequence=expected_sequence,
+            owner_id=owner_id,
+            epoch=epoch,
+        )
+        machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
+        machine.durable_commits.append((index, records))
+        machine.after(self._p, index, label)
+
+    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        self._p.check_alive("store.load_checkpoints")
+        return await self._inner.load_checkpoints(conversation_id)
+
+    async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
+        await self._op(
+            "store.checkpoint",
+            lambda: self._inner.save_checkpoint(checkpoint, owner_id=owner_id, epoch=epoch),
+        )
+
+    async def acquire_lease(
+        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+    ) -> Lease:
+        lease, _ = await self._op(
+            "store.lease.acquire",
+            lambda: self._inner.acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s),
+        )
+        self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
+        self._p.machine.leases.append((trio.current_time(), lease))
+        return lease
+
+    async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        renewed, _ = await self._op(
+            "store.lease.renew", lambda: self._inner.renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
+        )
+        self._p.machine.leases.append((trio.current_time(), renewed))
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        await self._op("store.lease.release", lambda: self._inner.release_lease(lease))
+
+    async def current_lease(self, conversation_id: str) -> Lease | None:
+        self._p.check_alive("store.current_lease")
+        return await self._inner.current_lease(conversation_id)
+
+    def describe(self) -> str:
+        return self._inner.describe()
+
+
+def _kinds(records: list[EventRecord]) -> list[str]:
+    return [r.event.type for r in records]
+
+
+def is_crash_only(exc: BaseException) -> bool:
+    """True if ``exc`` (possibly a group) holds nothing but crash and cancellation exceptions."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_crash_only(e) for e in exc.exceptions)
+    return isinstance(exc, SimulatedCrash | ProcessDead | trio.Cancelled)

@@ -1,0 +1,67 @@
+"""Fake tools: scenario tool definitions bound to the world's external services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification, VerifierFn
+from sim.process import SimProcess
+from sim.scenario import Scenario, ToolDef
+from sim.services import Services
+
+
+def marked_line(arguments: dict[str, Any], ctx: ToolContext) -> str:
+    """The line an append writes: tagged with the call's key so a verifier can find it."""
+    return f"{arguments.get('line', 'edit')}  # {ctx.idempotency_key}"
+
+
+def build_tools(scenario: Scenario, services: Services, process: SimProcess) -> ToolRegistry:
+    return ToolRegistry([_spec(tool, services, process) for tool in scenario.tools])
+
+
+def _spec(tool: ToolDef, services: Services, process: SimProcess) -> ToolSpec:
+    op = tool.operation
+
+    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        if tool.latency_s:
+            process.check_alive("tool.latency")
+            await trio.sleep(tool.latency_s)
+        if op == "workspace.read":
+            return services.read(process, ctx, str(arguments.get("path", "")))
+        if op == "workspace.append_line":
+            path = str(arguments.get("path", ""))
+            return services.append_line(process, ctx, path, marked_line(arguments, ctx))
+        if op == "payments.charge":
+            return services.charge(process, ctx, int(arguments.get("amount", 0)))
+        if op == "outbox.send":
+            return services.send(
+                process, ctx, str(arguments.get("to", "")), str(arguments.get("subject", ""))
+            )
+        assert op == "counter.increment", op
+        return services.increment(process, ctx)
+
+    verifier: VerifierFn | None = None
+    if tool.policy == "verify_then_continue":
+        verifier = _verifier(op, services, process)
+    return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
+
+
+def _verifier(op: str, services: Services, process: SimProcess) -> VerifierFn:
+    async def verify(arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+        process.check_alive("tool.verify")
+        if op == "workspace.append_line":
+            path = str(arguments.get("path", ""))
+            if services.has_line(path, marked_line(arguments, ctx)):
+                return Verification(status="applied", output=f"appended 1 line to {path}")
+            return Verification(status="not_applied")
+        if op == "payments.charge":
+            if ctx.idempotency_key in services.charges:
+                return Verification(
+                    status="applied", output=f"charged {services.charges[ctx.idempotency_key]}"
+                )
+            return Verification(status="not_applied")
+        return Verification(status="unknown", output=f"{op} cannot be verified")
+
+    return verify

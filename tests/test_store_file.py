@@ -1,0 +1,424 @@
+"""What only the file store has to get right: torn tails, damaged files and the write protocol.
+
+Also the SQLite store's refusal to open a file that is not a database.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from durable.events import EventRecord, InputAccepted
+from durable.ports import InlineBlocking, OsFileSystem
+from durable.state import State, new_state, reduce
+from durable.store import (
+    CorruptStore,
+    FileStore,
+    Lease,
+    SQLiteStore,
+    make_checkpoint,
+)
+
+CONV = "conv-1"
+T = TypeVar("T")
+
+
+def records(start: int, count: int, lease: Lease, *, batch: str | None = None) -> list[EventRecord]:
+    batch_id = batch or f"batch-{start}"
+    return [
+        EventRecord(
+            conversation_id=CONV,
+            sequence=start + i,
+            event_id=f"evt-{start + i}",
+            recorded_at_s=float(start + i),
+            batch=batch_id,
+            last_in_batch=i == count - 1,
+            owner_id=lease.owner_id,
+            epoch=lease.epoch,
+            event=InputAccepted(
+                submission_id=f"sub-{start + i}", request_id=None, content=f"m{start + i}"
+            ),
+        ).sealed()
+        for i in range(count)
+    ]
+
+
+def state_after(log: list[EventRecord]) -> State:
+    """The reduced state after ``log`` (whose records carry epoch 1 but no lease_acquired)."""
+    start = new_state(CONV).model_copy(update={"epoch": log[0].epoch, "owner_id": log[0].owner_id})
+    return reduce(start, log)
+
+
+def line(record: EventRecord) -> bytes:
+    return (record.to_line() + "\n").encode("utf-8")
+
+
+async def append(store: FileStore, batch: list[EventRecord], lease: Lease) -> None:
+    await store.append(
+        CONV, batch, expected_sequence=batch[0].sequence, owner_id=lease.owner_id, epoch=lease.epoch
+    )
+
+
+@pytest.fixture(params=[True, False], ids=["fsync", "nofsync"])
+def fsync(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def open_store(tmp_path: Path, fsync: bool = True) -> FileStore:
+    return FileStore(str(tmp_path / "store"), fs=OsFileSystem(), fsync=fsync)
+
+
+def events_file(tmp_path: Path) -> Path:
+    return tmp_path / "store" / CONV / "events.jsonl"
+
+
+async def setup_log(tmp_path: Path, fsync: bool) -> tuple[Lease, list[EventRecord]]:
+    """A log of two committed batches (sequences 1-3), returning the lease and the records."""
+    store = open_store(tmp_path, fsync)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    good = records(1, 2, lease) + records(3, 1, lease)
+    await append(store, good[:2], lease)
+    await append(store, good[2:], lease)
+    return lease, good
+
+
+def corrupt_checksum(record: EventRecord) -> bytes:
+    """The record's line with its content changed but its old checksum kept."""
+    body = json.loads(record.to_line())
+    body["event"]["content"] = "tampered"
+    return (json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def torn_tails(lease: Lease) -> dict[str, bytes]:
+    nxt = records(4, 3, lease)
+    return {
+        "half-line": line(nxt[0])[:40],
+        "line-without-newline": line(nxt[0])[:-1],
+        "incomplete-batch": line(nxt[0]) + line(nxt[1]),
+        "incomplete-batch-then-half-line": line(nxt[0]) + line(nxt[1])[:25],
+        "bad-checksum-last": b"".join(line(r) for r in nxt[:2]) + corrupt_checksum(nxt[2]),
+        "zeros": b"\x00" * 300,
+        "garbage-line": b"not json at all\n",
+        "duplicate-old-record": line(records(3, 1, lease, batch="x")[0]),
+    }
+
+
+TAIL_KINDS = [
+    "half-line",
+    "line-without-newline",
+    "incomplete-batch",
+    "incomplete-batch-then-half-line",
+    "bad-checksum-last",
+    "zeros",
+    "garbage-line",
+    "duplicate-old-record",
+]
+
+
+@pytest.mark.parametrize("kind", TAIL_KINDS)
+async def test_torn_tail_ignored_then_repaired(tmp_path: Path, fsync: bool, kind: str) -> None:
+    lease, good = await setup_log(tmp_path, fsync)
+    path = events_file(tmp_path)
+    clean = path.read_bytes()
+    with path.open("ab") as f:
+        f.write(torn_tails(lease)[kind])
+    torn = path.read_bytes()
+
+    # Without repair: the tail is ignored, never trusted, and left alone.
+    store = open_store(tmp_path, fsync)
+    assert await store.read_records(CONV) == good
+    assert path.read_bytes() == torn
+
+    # With repair: truncated to the committed prefix.
+    assert await store.read_records(CONV, repair=True) == good
+    assert path.read_bytes() == clean
+
+    # Appends continue contiguously after the repaired log.
+    more = records(4, 2, lease)
+    await append(store, more, lease)
+    assert await open_store(tmp_path, fsync).read_records(CONV) == good + more
+
+
+@pytest.mark.parametrize("kind", TAIL_KINDS)
+async def test_append_repairs_a_torn_tail_first(tmp_path: Path, fsync: bool, kind: str) -> None:
+    """An append on top of an unrepaired tail would bury it in the middle of the log."""
+    lease, good = await setup_log(tmp_path, fsync)
+    with events_file(tmp_path).open("ab") as f:
+        f.write(torn_tails(lease)[kind])
+    store = open_store(tmp_path, fsync)
+    more = records(4, 1, lease)
+    await append(store, more, lease)
+    assert await open_store(tmp_path, fsync).read_records(CONV) == good + more
+
+
+async def test_tail_appearing_under_a_warm_cache(tmp_path: Path) -> None:
+    """The cache notices the file changed size and rescans rather than trusting itself."""
+    lease, good = await setup_log(tmp_path, True)
+    store = open_store(tmp_path)
+    assert await store.read_records(CONV) == good
+    with events_file(tmp_path).open("ab") as f:
+        f.write(line(records(4, 2, lease)[0]))
+    assert await store.read_records(CONV) == good
+    assert await store.read_records(CONV, after_sequence=1) == good[1:]
+    more = records(4, 1, lease)
+    await append(store, more, lease)
+    assert await store.read_records(CONV) == good + more
+
+
+def _rewrite_line(path: Path, index: int, new: bytes | None) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    if new is None:
+        del lines[index]
+    else:
+        lines[index] = new
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("damage", ["checksum", "unparseable", "missing", "torn-then-more"])
+async def test_damage_in_the_middle_is_corruption(tmp_path: Path, damage: str) -> None:
+    store = open_store(tmp_path)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    log = records(1, 1, lease) + records(2, 2, lease) + records(4, 1, lease) + records(5, 1, lease)
+    for batch in (log[:1], log[1:3], log[3:4], log[4:]):
+        await append(store, batch, lease)
+    path = events_file(tmp_path)
+    if damage == "checksum":
+        _rewrite_line(path, 1, corrupt_checksum(log[1]))
+    elif damage == "unparseable":
+        _rewrite_line(path, 3, b'{"sequence": 4, "oops\n')
+    elif damage == "missing":
+        _rewrite_line(path, 3, None)  # record 4 (its own batch) gone: a gap
+    else:
+        _rewrite_line(path, 2, None)  # batch 2-3 lost its last record, later batches follow
+    before = path.read_bytes()
+    for repair in (False, True):
+        with pytest.raises(CorruptStore) as err:
+            await open_store(tmp_path).read_records(CONV, repair=repair)
+        message = str(err.value)
+        assert "events.jsonl" in message
+        assert "line " in message
+    with pytest.raises(CorruptStore):
+        await append(open_store(tmp_path), records(6, 1, lease), lease)
+    assert path.read_bytes() == before  # corruption is reported, never "repaired" away
+
+
+async def test_incomplete_batch_followed_by_a_commit_is_corruption(tmp_path: Path) -> None:
+    lease, _ = await setup_log(tmp_path, True)
+    path = events_file(tmp_path)
+    with path.open("ab") as f:
+        f.write(line(records(4, 2, lease)[0]))  # batch 4-5 torn ...
+        f.write(line(records(5, 1, lease, batch="later")[0]))  # ... then a later commit
+    with pytest.raises(CorruptStore, match="line 5"):
+        await open_store(tmp_path).read_records(CONV)
+
+
+async def test_corrupt_newest_checkpoint_fails_verify(tmp_path: Path) -> None:
+    lease, good = await setup_log(tmp_path, True)
+    store = open_store(tmp_path)
+    older = make_checkpoint(state_after(good[:2]), saved_at_s=1.0)
+    newer = make_checkpoint(state_after(good), saved_at_s=2.0)
+    await store.save_checkpoint(older, owner_id="owner-a", epoch=lease.epoch)
+    await store.save_checkpoint(newer, owner_id="owner-a", epoch=lease.epoch)
+    cp_path = tmp_path / "store" / CONV / "checkpoint-000000000003.json"
+    assert cp_path.exists()
+    body = json.loads(cp_path.read_text())
+    body["state"]["last_sequence"] = 99  # bit rot that still parses
+    cp_path.write_text(json.dumps(body))
+    loaded = await open_store(tmp_path).load_checkpoints(CONV)
+    assert [cp.through_sequence for cp in loaded] == [3, 2]
+    assert not loaded[0].verify()
+    assert loaded[1].verify()
+    assert loaded[1] == older
+
+    # A torn (unparseable) checkpoint is skipped, as power loss may leave one.
+    cp_path.write_bytes(cp_path.read_bytes()[:30])
+    assert await open_store(tmp_path).load_checkpoints(CONV) == [older]
+
+
+async def test_stray_tmp_files_are_cleaned_up(tmp_path: Path) -> None:
+    lease, good = await setup_log(tmp_path, True)
+    conv_dir = tmp_path / "store" / CONV
+    (conv_dir / "checkpoint-000000000002.json.tmp").write_text("{half")
+    store = open_store(tmp_path)
+    assert await store.load_checkpoints(CONV) == []
+    cp = make_checkpoint(state_after(good), saved_at_s=1.0)
+    await store.save_checkpoint(cp, owner_id="owner-a", epoch=lease.epoch)
+    assert sorted(p.name for p in conv_dir.iterdir()) == [
+        "checkpoint-000000000003.json",
+        "events.jsonl",
+        "lease.json",
+    ]
+
+
+async def test_repair_drops_checkpoints_beyond_the_log(tmp_path: Path) -> None:
+    """After power loss without fsync a checkpoint may outlive the events it summarises."""
+    lease, good = await setup_log(tmp_path, False)
+    store = open_store(tmp_path, False)
+    cp2 = make_checkpoint(state_after(good[:2]), saved_at_s=1.0)
+    cp3 = make_checkpoint(state_after(good), saved_at_s=1.0)
+    await store.save_checkpoint(cp2, owner_id="owner-a", epoch=lease.epoch)
+    await store.save_checkpoint(cp3, owner_id="owner-a", epoch=lease.epoch)
+    path = events_file(tmp_path)
+    path.write_bytes(path.read_bytes()[: len(line(good[0])) + len(line(good[1])) + 10])
+    recovered = open_store(tmp_path, False)
+    assert await recovered.read_records(CONV) == good[:2]
+    assert len(await recovered.load_checkpoints(CONV)) == 2  # plain reads change nothing
+    assert await recovered.read_records(CONV, repair=True) == good[:2]
+    assert await recovered.load_checkpoints(CONV) == [cp2]
+
+
+async def test_garbage_lease_file_is_corruption(tmp_path: Path) -> None:
+    lease, good = await setup_log(tmp_path, True)
+    (tmp_path / "store" / CONV / "lease.json").write_bytes(b"\x00\x01 not a lease")
+    store = open_store(tmp_path)
+    with pytest.raises(CorruptStore, match="lease"):
+        await store.current_lease(CONV)
+    with pytest.raises(CorruptStore):
+        await store.acquire_lease(CONV, "owner-b", ttl_s=30.0, now_s=1000.0)
+    with pytest.raises(CorruptStore):
+        await append(store, records(4, 1, lease), lease)
+    assert await store.read_records(CONV) == good
+
+
+async def test_sqlite_garbage_file_is_corruption(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    path.write_bytes(b"this is not a database, just some bytes " * 200)
+    store = SQLiteStore(str(path), blocking=InlineBlocking())
+    with pytest.raises(CorruptStore, match=r"store\.db"):
+        await store.read_records(CONV)
+    with pytest.raises(CorruptStore):
+        await store.acquire_lease(CONV, "owner-a", ttl_s=1.0, now_s=0.0)
+    store.abandon()
+
+
+async def test_sqlite_damaged_row_is_corruption(tmp_path: Path) -> None:
+    path = str(tmp_path / "store.db")
+    store = SQLiteStore(path, blocking=InlineBlocking())
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    good = records(1, 2, lease) + records(3, 1, lease)
+    await store.append(CONV, good[:2], expected_sequence=1, owner_id="owner-a", epoch=1)
+    await store.append(CONV, good[2:], expected_sequence=3, owner_id="owner-a", epoch=1)
+    await store.close()
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE events SET record = ? WHERE sequence = 2", (corrupt_checksum(good[1]).decode(),)
+    )
+    conn.commit()
+    conn.close()
+    reopened = SQLiteStore(path, blocking=InlineBlocking())
+    assert await reopened.read_records(CONV, after_sequence=2) == good[2:]
+    with pytest.raises(CorruptStore, match="checksum"):
+        await reopened.read_records(CONV)
+    reopened.abandon()
+
+
+@dataclass
+class RecordingBlocking:
+    labels: list[str] = field(default_factory=list)
+
+    async def run(self, label: str, fn: Callable[[], T]) -> T:
+        self.labels.append(label)
+        return fn()
+
+
+async def test_sqlite_calls_go_through_the_blocking_port(tmp_path: Path) -> None:
+    blocking = RecordingBlocking()
+    store = SQLiteStore(str(tmp_path / "store.db"), blocking=blocking)
+    assert blocking.labels == []  # the connection is opened lazily
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    await store.append(CONV, records(1, 1, lease), expected_sequence=1, owner_id="owner-a", epoch=1)
+    log = await store.read_records(CONV)
+    cp = make_checkpoint(state_after(log), saved_at_s=0.0)
+    await store.save_checkpoint(cp, owner_id="owner-a", epoch=1)
+    await store.load_checkpoints(CONV)
+    assert blocking.labels == [
+        "sqlite.lease",
+        "sqlite.commit",
+        "sqlite.read",
+        "sqlite.checkpoint",
+        "sqlite.read",
+    ]
+    store.abandon()
+    assert (
+        await SQLiteStore(str(tmp_path / "store.db"), blocking=blocking).read_records(CONV) == log
+    )
+
+
+@dataclass
+class RecordingFs:
+    """The real file system, logging each call as (operation, file name)."""
+
+    inner: OsFileSystem = field(default_factory=OsFileSystem)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.inner, name)
+
+        def call(*args: Any) -> Any:
+            if name not in ("exists", "read", "size", "listdir"):
+                self.calls.append((name, str(args[0]).rsplit("/", 1)[-1]))
+            return method(*args)
+
+        return call
+
+
+async def test_write_protocol_in_fsync_mode(tmp_path: Path) -> None:
+    fs = RecordingFs()
+    store = FileStore(str(tmp_path / "store"), fs=fs, fsync=True)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    assert fs.calls == [
+        ("makedirs", CONV),
+        ("fsync_dir", "store"),
+        ("write", "lease.json.tmp"),
+        ("fsync", "lease.json.tmp"),
+        ("rename", "lease.json.tmp"),
+        ("fsync_dir", CONV),
+    ]
+    fs.calls.clear()
+    log = records(1, 3, lease)
+    await append(store, log, lease)
+    assert fs.calls == [("append", "events.jsonl"), ("fsync", "events.jsonl"), ("fsync_dir", CONV)]
+    fs.calls.clear()
+    await append(store, records(4, 1, lease), lease)
+    assert fs.calls == [("append", "events.jsonl"), ("fsync", "events.jsonl")]
+    fs.calls.clear()
+    cp = make_checkpoint(state_after(log), saved_at_s=0.0)
+    await store.save_checkpoint(cp, owner_id="owner-a", epoch=lease.epoch)
+    name = "checkpoint-000000000003.json"
+    assert fs.calls == [
+        ("write", f"{name}.tmp"),
+        ("fsync", f"{name}.tmp"),
+        ("rename", f"{name}.tmp"),
+        ("fsync_dir", CONV),
+    ]
+
+
+async def test_no_fsync_mode_only_fsyncs_leases(tmp_path: Path) -> None:
+    fs = RecordingFs()
+    store = FileStore(str(tmp_path / "store"), fs=fs, fsync=False)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    assert ("fsync", "lease.json.tmp") in fs.calls
+    fs.calls.clear()
+    log = records(1, 3, lease)
+    await append(store, log, lease)
+    cp = make_checkpoint(state_after(log), saved_at_s=0.0)
+    await store.save_checkpoint(cp, owner_id="owner-a", epoch=lease.epoch)
+    assert [op for op, _ in fs.calls if op.startswith("fsync")] == []
+    assert "power loss" in store.describe()
+
+
+async def test_one_append_call_per_batch(tmp_path: Path) -> None:
+    """A whole batch in one write: a process crash can never leave half of it."""
+    fs = RecordingFs()
+    store = FileStore(str(tmp_path / "store"), fs=fs, fsync=True)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    fs.calls.clear()
+    await append(store, records(1, 5, lease), lease)
+    assert [op for op, _ in fs.calls].count("append") == 1
+    assert len(events_file(tmp_path).read_bytes().splitlines()) == 5
