@@ -47,6 +47,15 @@ class CrashRecord:
     power_outcome: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LeaseGrant:
+    """A lease acquisition: what the store held just before, and what it granted."""
+
+    time_s: float
+    previous: Lease | None
+    granted: Lease
+
+
 class SimProcess:
     def __init__(self, machine: Machine, number: int) -> None:
         self.machine = machine
@@ -81,8 +90,8 @@ class Machine:
         self.boundaries: list[Boundary] = []
         self.crashes: list[CrashRecord] = []
         self.processes: list[SimProcess] = []
-        self.durable_commits: list[tuple[int, list[EventRecord]]] = []
-        self.leases: list[tuple[float, Lease]] = []
+        self.commits: list[tuple[int, list[EventRecord]]] = []
+        self.grants: list[LeaseGrant] = []
         self._next_index = 0
         self._counters: dict[str, int] = {}
 
@@ -280,6 +289,9 @@ class InstrumentedStore:
         machine = self._p.machine
         label = f"store.commit#{machine.numbered('store.commit')}"
         index = machine.before(self._p, label)
+        # Recorded when the commit *starts*: a crash inside the store (after its write, before
+        # its fsync) may still leave it durable. Oracles keep only commits found in the final log.
+        machine.commits.append((index, records))
         await self._inner.append(
             conversation_id,
             records,
@@ -288,7 +300,6 @@ class InstrumentedStore:
             epoch=epoch,
         )
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
-        machine.durable_commits.append((index, records))
         machine.after(self._p, index, label)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
@@ -304,19 +315,19 @@ class InstrumentedStore:
     async def acquire_lease(
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
     ) -> Lease:
+        previous = await self._inner.current_lease(conversation_id)
         lease, _ = await self._op(
             "store.lease.acquire",
             lambda: self._inner.acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s),
         )
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
-        self._p.machine.leases.append((trio.current_time(), lease))
+        self._p.machine.grants.append(LeaseGrant(now_s, previous, lease))
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         renewed, _ = await self._op(
             "store.lease.renew", lambda: self._inner.renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
         )
-        self._p.machine.leases.append((trio.current_time(), renewed))
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:

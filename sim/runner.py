@@ -35,6 +35,7 @@ from sim.model import FakeModel, ModelCall
 from sim.process import (
     CrashRecord,
     InstrumentedStore,
+    LeaseGrant,
     Machine,
     ProcessFS,
     SimBlocking,
@@ -76,7 +77,8 @@ class RunResult:
     client: ClientView = field(default_factory=ClientView)
     records: list[EventRecord] = field(default_factory=list)
     checkpoints: list[Checkpoint] = field(default_factory=list)
-    durable_commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
+    commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
+    grants: list[LeaseGrant] = field(default_factory=list)
     settled: bool = False
     runtime_error: str | None = None
     store_error: str | None = None
@@ -167,7 +169,8 @@ async def _world_main(
     result.model_calls = model_log
     result.ledger = services.ledger
     result.client = client
-    result.durable_commits = machine.durable_commits
+    result.commits = machine.commits
+    result.grants = machine.grants
     result.processes = len(machine.processes)
     result.files = dict(services.files)
     await _collect_store(result, store_kind, scenario, fs, tmp)

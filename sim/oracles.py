@@ -1,0 +1,556 @@
+"""The oracles I1-I12 (DESIGN 4.6): what must hold after every schedule, with minimal witnesses.
+
+Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
+the external services' effect ledgers, the client's view (what was acknowledged and answered), the
+fake model's call log, and the machine's record of durable commits, leases and crashes. A failure
+names the invariant, carries the few rows that prove it and one sentence saying why.
+
+``I0`` is the runtime itself failing (an exception or a violated internal assertion): a safety
+verdict too, since a runtime that crashes on its own data cannot keep any promise.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from durable.events import (
+    EventRecord,
+    LeaseAcquired,
+    RunStarted,
+    RunStopped,
+    ToolIntent,
+    ToolInterrupted,
+    ToolResult,
+)
+from durable.state import InvariantViolation, State, new_state, reduce
+from sim.runner import RunResult
+
+SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12")
+VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
+
+INVARIANT_NAMES = {
+    "I0": "runtime integrity",
+    "I1": "effects match policy",
+    "I2": "log intact",
+    "I3": "checkpoints consistent",
+    "I4": "crash-only resume",
+    "I5": "inputs settled, no duplicates",
+    "I6": "one result per intent, no effect without intent",
+    "I7": "liveness",
+    "I8": "fencing",
+    "I9": "transparency",
+    "I10": "determinism",
+    "I11": "model calls bounded",
+    "I12": "durability of acknowledgements",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    explanation: str
+    witness: tuple[str, ...] = ()
+    expected: str = ""
+    actual: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.invariant == "I7":
+            return "liveness"
+        if self.invariant == "I10":
+            return "nondeterminism"
+        return "safety"
+
+
+@dataclass
+class Facts:
+    """What the oracles derive once from a result."""
+
+    state: State | None
+    run_of_task: dict[str, str] = field(default_factory=dict)
+    stop_index: dict[str, int] = field(default_factory=dict)
+
+
+def store_promises_power(result: RunResult) -> bool:
+    """Whether the store mode promises acknowledged data survives power loss."""
+    return result.store == "sqlite" or result.scenario.fsync
+
+
+def within_promise(result: RunResult) -> bool:
+    """False if a crash happened that the store mode does not promise to survive."""
+    power = any(c.point.kind == "power" for c in result.crashes)
+    return not power or store_promises_power(result)
+
+
+def check(result: RunResult, reference: RunResult) -> list[Violation]:
+    """Every invariant except I10 (which needs a second run: see ``check_determinism``)."""
+    out: list[Violation] = []
+    if result.runtime_error is not None:
+        out.append(
+            Violation("I0", "the runtime raised instead of recovering", (result.runtime_error,))
+        )
+    out += check_log(result)
+    facts = _facts(result)
+    out += check_checkpoints(result)
+    out += check_fencing(result)
+    if facts.state is not None:
+        promised = within_promise(result)
+        if promised:
+            out += check_effects(result, facts)
+            out += check_results(result, facts)
+            out += check_durability(result, facts)
+        out += check_resume(result, facts)
+        out += check_inputs(result, facts)
+        out += check_transparency(result, reference, facts)
+        out += check_model_calls(result, reference)
+    out += check_liveness(result, facts)
+    return out
+
+
+def check_determinism(first: RunResult, second: RunResult) -> list[Violation]:
+    if first.fingerprint == second.fingerprint:
+        return []
+    return [
+        Violation(
+            "I10",
+            "the same scenario, seed and schedule gave a different trace",
+            (f"first fingerprint {first.fingerprint}", f"second fingerprint {second.fingerprint}"),
+            expected=first.fingerprint,
+            actual=second.fingerprint,
+        )
+    ]
+
+
+def _row(record: EventRecord) -> str:
+    event = record.event.model_dump(mode="json")
+    kind = event.pop("type")
+    detail = ", ".join(f"{k}={v}" for k, v in event.items() if v not in (None, "", [], {}))
+    return f"#{record.sequence} e{record.epoch} {kind}({detail[:160]})"
+
+
+def durable_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
+    """Commits (with the boundary index they started at) whose records are in the final log."""
+    final = {r.checksum for r in result.records}
+    return [(i, recs) for i, recs in result.commits if recs and recs[0].checksum in final]
+
+
+def _facts(result: RunResult) -> Facts:
+    try:
+        state = reduce(new_state(result.scenario.conversation_id), result.records)
+    except InvariantViolation:
+        return Facts(state=None)
+    facts = Facts(state=state)
+    for task in state.tasks.values():
+        facts.run_of_task[task.id] = task.run_id
+    for index, records in durable_commits(result):
+        for record in records:
+            if isinstance(record.event, RunStopped):
+                facts.stop_index.setdefault(record.event.run_id, index)
+    return facts
+
+
+# -- I2 log -----------------------------------------------------------------------------------
+
+
+def check_log(result: RunResult) -> list[Violation]:
+    if result.store_error is not None:
+        return [Violation("I2", "a fresh reader finds the store corrupt", (result.store_error,))]
+    out: list[Violation] = []
+    records = result.records
+    for i, record in enumerate(records):
+        if record.sequence != i + 1:
+            return [
+                Violation(
+                    "I2",
+                    "sequences are not contiguous from 1",
+                    tuple(_row(r) for r in records[max(0, i - 1) : i + 1]),
+                    expected=f"sequence {i + 1}",
+                    actual=f"sequence {record.sequence}",
+                )
+            ]
+        if not record.verify():
+            return [Violation("I2", "a committed record fails its checksum", (_row(record),))]
+    if records and not records[-1].last_in_batch:
+        out.append(
+            Violation("I2", "a partial batch is visible after recovery", (_row(records[-1]),))
+        )
+    try:
+        reduce(new_state(result.scenario.conversation_id), records)
+    except InvariantViolation as exc:
+        out.append(Violation("I2", f"the log does not reduce: {exc}", ()))
+    return out
+
+
+# -- I3 checkpoints ----------------------------------------------------------------------------
+
+
+def check_checkpoints(result: RunResult) -> list[Violation]:
+    out: list[Violation] = []
+    records = result.records
+    for checkpoint in result.checkpoints:
+        if not checkpoint.verify() or checkpoint.through_sequence > len(records):
+            continue
+        try:
+            expected = reduce(
+                new_state(result.scenario.conversation_id), records[: checkpoint.through_sequence]
+            )
+        except InvariantViolation:
+            continue  # I2 reports a log that does not reduce
+        if expected.model_dump(mode="json") != checkpoint.state:
+            out.append(
+                Violation(
+                    "I3",
+                    "a valid checkpoint differs from reduce of the log prefix it claims",
+                    (f"checkpoint through #{checkpoint.through_sequence}",),
+                    expected=f"digest {expected.digest()[:16]}",
+                    actual=f"checkpoint state of {len(checkpoint.state.get('tasks', {}))} tasks",
+                )
+            )
+    return out
+
+
+# -- I8 fencing --------------------------------------------------------------------------------
+
+
+def check_fencing(result: RunResult) -> list[Violation]:
+    epoch, owner = 0, None
+    last_lease: EventRecord | None = None
+    for record in result.records:
+        event = record.event
+        if isinstance(event, LeaseAcquired):
+            if event.epoch <= epoch:
+                return [
+                    Violation(
+                        "I8",
+                        "lease epochs do not strictly increase",
+                        tuple(_row(r) for r in (last_lease, record) if r is not None),
+                    )
+                ]
+            epoch, owner, last_lease = event.epoch, event.owner_id, record
+            continue
+        if record.epoch != epoch or record.owner_id != owner:
+            return [
+                Violation(
+                    "I8",
+                    "a record was appended under a lease that was not the current one",
+                    tuple(_row(r) for r in (last_lease, record) if r is not None),
+                    expected=f"owner {owner} epoch {epoch}",
+                    actual=f"owner {record.owner_id} epoch {record.epoch}",
+                )
+            ]
+    for grant in result.grants:
+        previous, granted = grant.previous, grant.granted
+        expected_epoch = (previous.epoch if previous else 0) + 1
+        live_other = (
+            previous is not None
+            and previous.owner_id != granted.owner_id
+            and previous.expires_at_s > grant.time_s
+        )
+        if live_other or granted.epoch != expected_epoch:
+            assert previous is not None or not live_other
+            return [
+                Violation(
+                    "I8",
+                    "a lease was granted while another owner's was live, or epochs skipped",
+                    (f"stored before: {previous}", f"granted at {grant.time_s:.3f}s: {granted}"),
+                    expected=f"epoch {expected_epoch} after expiry",
+                    actual=f"epoch {granted.epoch}",
+                )
+            ]
+    return out_of_fence_effects(result)
+
+
+def out_of_fence_effects(result: RunResult) -> list[Violation]:
+    """A fenced service must never apply a request whose token is older than one it has seen."""
+    highest = 0
+    for effect in result.ledger:
+        if effect.service != "payments" or not effect.applied:
+            continue
+        if effect.epoch < highest:
+            return [Violation("I8", "a fenced service applied a stale token", (str(effect),))]
+        highest = max(highest, effect.epoch)
+    return []
+
+
+# -- I1 effects and I6 results ---------------------------------------------------------------
+
+
+def check_effects(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    out: list[Violation] = []
+    for intent in facts.state.intents.values():
+        effects = [e for e in result.ledger if e.call_id == intent.call_id and e.applied]
+        n = len(effects)
+        tool_result = facts.state.tool_results.get(intent.call_id)
+        succeeded = (
+            tool_result is not None
+            and not tool_result.is_error
+            and tool_result.source in ("executed", "verified")
+        )
+        bad = ""
+        if intent.policy in ("idempotent", "verify_then_continue"):
+            if n > 1:
+                bad = f"{n} effects, policy {intent.policy} promises exactly once"
+            elif succeeded and n == 0:
+                bad = f"recorded as succeeded with no effect, policy {intent.policy}"
+        elif intent.policy in ("unsafe", "manual"):
+            if n > 1:
+                bad = f"{n} effects, policy {intent.policy} promises at most once"
+        elif succeeded and n == 0:
+            bad = "recorded as executed with no effect, replay_safe promises at least once"
+        if bad:
+            out.append(
+                Violation(
+                    "I1",
+                    f"call {intent.call_id} ({intent.tool}): {bad}",
+                    tuple(str(e) for e in effects[:3]),
+                    expected=_expected_effects(intent.policy),
+                    actual=f"{n} effect(s)",
+                )
+            )
+    return out
+
+
+def _expected_effects(policy: str) -> str:
+    return {
+        "idempotent": "exactly 1 effect",
+        "verify_then_continue": "exactly 1 effect",
+        "unsafe": "at most 1 effect",
+        "manual": "at most 1 effect",
+        "replay_safe": "at least 1 effect",
+    }[policy]
+
+
+def check_results(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    out: list[Violation] = []
+    counts = Counter(r.event.call_id for r in result.records if isinstance(r.event, ToolResult))
+    for call_id, n in counts.items():
+        if n > 1:
+            out.append(Violation("I6", f"call {call_id} has {n} recorded results", ()))
+    if result.settled:
+        for intent in facts.state.intents.values():
+            if counts.get(intent.call_id, 0) == 0 and not intent.reconciliation:
+                out.append(
+                    Violation("I6", f"intent {intent.call_id} never got a result", (intent.tool,))
+                )
+    intent_index: dict[str, int] = {}
+    for index, records in durable_commits(result):
+        for record in records:
+            if isinstance(record.event, ToolIntent):
+                intent_index.setdefault(record.event.call_id, index)
+    for effect in result.ledger:
+        if not effect.applied:
+            continue
+        durable_at = intent_index.get(effect.call_id)
+        if durable_at is None or durable_at > effect.boundary:
+            out.append(
+                Violation(
+                    "I6",
+                    f"effect of {effect.call_id} happened before its intent was durable",
+                    (str(effect), f"intent committed at boundary {durable_at}"),
+                    expected="intent commit boundary < effect boundary",
+                    actual=f"intent at {durable_at}, effect at {effect.boundary}",
+                )
+            )
+    return out
+
+
+# -- I4 crash-only resume ----------------------------------------------------------------------
+
+
+def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    stopped_at: dict[str, int] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, RunStopped):
+            stopped_at[event.run_id] = record.sequence
+            continue
+        task_id = getattr(event, "task_id", None)
+        run_id = facts.run_of_task.get(task_id) if task_id else None
+        if run_id is not None and run_id in stopped_at and not isinstance(event, RunStarted):
+            out.append(
+                Violation(
+                    "I4",
+                    f"run {run_id} stopped at #{stopped_at[run_id]} but its task ran again",
+                    (_row(record),),
+                )
+            )
+            break
+    for call in result.model_calls:
+        run_id = facts.run_of_task.get(call.task_id)
+        if run_id is None:
+            continue
+        stop = facts.stop_index.get(run_id)
+        if stop is not None and call.index > stop:
+            out.append(
+                Violation(
+                    "I4",
+                    f"the model was called for run {run_id} after it stopped",
+                    (f"model call at boundary {call.index}", f"run stopped at boundary {stop}"),
+                )
+            )
+            break
+        run = state.runs.get(run_id)
+        if run is None:
+            continue
+        missing = [
+            state.submissions[s].content
+            for s in run.inputs
+            if state.submissions[s].content not in call.user_contents
+        ]
+        if missing:
+            out.append(
+                Violation(
+                    "I4",
+                    f"a request of run {run_id} does not contain the run's own input",
+                    (
+                        f"missing: {missing[0][:80]!r}",
+                        f"request had {len(call.user_contents)} user messages",
+                    ),
+                    expected=f"request contains {missing[0][:60]!r}",
+                    actual="input absent from the model request",
+                )
+            )
+            break
+    return out
+
+
+# -- I5 inputs ---------------------------------------------------------------------------------
+
+
+def check_inputs(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    by_request = Counter(s.request_id for s in state.submissions.values() if s.request_id)
+    for rid, n in by_request.items():
+        if n > 1:
+            out.append(Violation("I5", f"request {rid} was accepted {n} times", ()))
+    contents = Counter(m.content for m in state.messages if m.role == "user")
+    expected_contents = Counter(i.content for i in result.scenario.inputs)
+    for content, n in contents.items():
+        if n > expected_contents.get(content, 0):
+            out.append(
+                Violation("I5", "a user entry appears more often than it was sent", (content[:80],))
+            )
+    for rid, sid in result.client.acked.items():
+        sub = state.submissions.get(sid)
+        if sub is not None and sub.request_id != rid:
+            out.append(Violation("I5", f"request {rid} maps to another submission {sid}", ()))
+    if result.settled:
+        for sub in state.submissions.values():
+            if sub.status not in ("done", "unanswered"):
+                out.append(Violation("I5", f"submission {sub.id} ended {sub.status}", ()))
+    return out
+
+
+# -- I7 liveness -------------------------------------------------------------------------------
+
+
+def check_liveness(result: RunResult, facts: Facts) -> list[Violation]:
+    if result.runtime_error is not None:
+        return []
+    if result.settled:
+        return []
+    pending = []
+    if facts.state is not None:
+        pending = [
+            f"{s.id} ({s.request_id}) {s.status}"
+            for s in facts.state.submissions.values()
+            if s.status not in ("done", "unanswered")
+        ]
+    return [
+        Violation(
+            "I7",
+            f"not settled {result.scenario.liveness_bound_s:.0f}s (virtual) after the last fault",
+            tuple(pending[:3]),
+            expected="every submission done or unanswered",
+            actual=f"{len(pending)} unsettled",
+        )
+    ]
+
+
+# -- I9 transparency ---------------------------------------------------------------------------
+
+
+def check_transparency(result: RunResult, reference: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    if not result.settled or not within_promise(result):
+        return []
+    interrupted_policies = {
+        r.event.policy for r in result.records if isinstance(r.event, ToolInterrupted)
+    }
+    if interrupted_policies & {"unsafe", "manual"}:
+        return []
+    if any(i.reconciliation for i in facts.state.intents.values()):
+        return []
+    if result.outcome == reference.outcome:
+        return []
+    diff = [rid for rid in reference.outcome if result.outcome.get(rid) != reference.outcome[rid]]
+    rid = diff[0] if diff else "?"
+    return [
+        Violation(
+            "I9",
+            "every interruption was recoverable, yet the outcome differs from the fault-free run",
+            (f"request {rid}",),
+            expected=str(reference.outcome.get(rid))[:200],
+            actual=str(result.outcome.get(rid))[:200],
+        )
+    ]
+
+
+# -- I11 model calls ---------------------------------------------------------------------------
+
+
+def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation]:
+    allowed = len(reference.model_calls) + sum(1 for c in result.crashes if c.pinned_request)
+    actual = len(result.model_calls)
+    if actual <= allowed:
+        return []
+    return [
+        Violation(
+            "I11",
+            "more model calls than the fault-free run plus crashes that hit a pinned request",
+            tuple(
+                f"{c.task_id} attempt {c.attempt} at boundary {c.index}"
+                for c in result.model_calls[:4]
+            ),
+            expected=f"at most {allowed}",
+            actual=str(actual),
+        )
+    ]
+
+
+# -- I12 durability ----------------------------------------------------------------------------
+
+
+def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    for rid in result.client.lost_acks:
+        out.append(Violation("I12", f"acknowledged submission {rid} vanished after a crash", ()))
+    for rid, sid in result.client.acked.items():
+        if sid not in state.submissions:
+            out.append(
+                Violation("I12", f"acknowledged submission {rid} ({sid}) is not durable", ())
+            )
+    for rid, (status, answer, _reason) in result.client.answers.items():
+        sid = result.client.acked.get(rid)
+        sub = state.submissions.get(sid) if sid else None
+        if sub is None or sub.status != status or sub.answer != answer:
+            out.append(
+                Violation(
+                    "I12",
+                    f"the answer returned for {rid} is not what the log holds",
+                    (),
+                    expected=f"{status}: {answer}",
+                    actual=f"{sub.status}: {sub.answer}" if sub else "missing",
+                )
+            )
+    return out
