@@ -180,7 +180,7 @@ class ProcessFS:
 
     def _label(self, op: str, path: str) -> str:
         rel = path[len(self._root) :] if path.startswith(self._root) else path
-        return f"fs.{op}:{rel}"
+        return f"fs.{op}:{rel or '/'}"
 
     def _mutate(self, op: str, path: str, fn: Callable[[], T]) -> T:
         return self._p.machine.crossing(self._p, self._label(op, path), fn)

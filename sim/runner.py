@@ -130,6 +130,7 @@ async def _world_main(
     fs.makedirs(STORE_ROOT)
     machine = Machine(world, schedule, fs=fs)
     services = Services(files=_initial_files(world, scenario))
+    world.record("files", sorted(services.files.items()))
     client = ClientView()
     model_log: list[ModelCall] = []
     config = RuntimeConfig(
@@ -175,6 +176,7 @@ async def _world_main(
     result.files = dict(services.files)
     await _collect_store(result, store_kind, scenario, fs, tmp)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
+    world.record("files", sorted(services.files.items()))
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:

@@ -93,6 +93,8 @@ class Services:
     def append_line(self, process: SimProcess, ctx: ToolContext, path: str, line: str) -> str:
         def apply() -> tuple[bool, str, object]:
             current = self.files.get(path, "")
+            if current and not current.endswith("\n"):
+                current += "\n"
             self.files[path] = current + line + "\n"
             return True, "", f"appended 1 line to {path}"
 

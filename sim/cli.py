@@ -1,0 +1,373 @@
+"""``durable-sim``: the command line of the simulator (DESIGN 5).
+
+Exit status: 0 all pass, 1 a safety violation, 2 usage error, 3 liveness, 4 nondeterminism,
+5 harness error. Bad input gets one line on stderr naming the problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from sim.faults import ScheduleError, parse_schedule
+from sim.scenario import Scenario, ScenarioError, bundled_names, load_scenario
+
+EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def tool_version() -> str:
+    try:
+        return metadata.version("durable-sim")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="durable-sim",
+        description=(
+            "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
+            "virtual clock, kills the process at every commit, file, tool, model and lease "
+            "boundary (process kill and power loss), restarts it, and checks twelve invariants."
+        ),
+        epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="list the bundled scenarios with one-line descriptions")
+
+    run = sub.add_parser(
+        "run",
+        help="run one scenario fault-free and print its fingerprint, boundaries and outcome",
+        description="Run SCENARIO once without faults. SCENARIO is a bundled name or a .json path.",
+    )
+    run.add_argument("scenario")
+    _common(run)
+    run.add_argument("--timeline", action="store_true", help="print every boundary of the run")
+
+    sw = sub.add_parser(
+        "sweep",
+        help="crash every boundary of each scenario and check every invariant",
+        description=(
+            "For each scenario and store: record the fault-free boundary trace, then run every "
+            "schedule (boundary x before/after x crash kind; depth 2 adds a second crash at every "
+            "boundary of the recovery), check the invariants I0-I12 and write a report."
+        ),
+    )
+    sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
+    sw.add_argument("--store", choices=("file", "sqlite", "both"), default="both")
+    sw.add_argument("--crash", default="process,power", help="crash kinds: process,power")
+    sw.add_argument("--depth", type=int, choices=(1, 2), default=1)
+    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--out", default="reports/latest", help="report directory")
+    sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument(
+        "--no-determinism-check",
+        action="store_true",
+        help="skip I10 (re-running every schedule to compare fingerprints): twice as fast",
+    )
+
+    rp = sub.add_parser(
+        "replay",
+        help="re-run one crash schedule (as printed by a failure) and judge it",
+        description="Replay a schedule such as 14:after:power,20:before:process.",
+    )
+    rp.add_argument("--scenario", required=True)
+    rp.add_argument("--schedule", required=True, help="INDEX:before|after:process|power,...")
+    _common(rp)
+    rp.add_argument("--timeline", action="store_true", help="print the run with crashes marked")
+    return parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    p.add_argument("--store", choices=("file", "sqlite"), default="file")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed one line of usage error
+        return int(exc.code or 0) if exc.code in (0, None) else EXIT["usage"]
+    try:
+        if args.command == "list":
+            return _list()
+        if args.command == "run":
+            return _run(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        return _replay(args)
+    except (UsageError, ScenarioError, ScheduleError) as exc:
+        print(f"durable-sim: {exc}", file=sys.stderr)
+        return EXIT["usage"]
+
+
+def _list() -> int:
+    for name in bundled_names():
+        scenario = load_scenario(name)
+        print(f"{name:32} {scenario.description}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sim.runner import run_scenario
+    from sim.sweep import timeline
+
+    scenario = load_scenario(args.scenario)
+    result = run_scenario(scenario, seed=args.seed, store=args.store)
+    doc = {
+        "scenario": scenario.name,
+        "seed": args.seed,
+        "store": args.store,
+        "fingerprint": result.fingerprint,
+        "boundaries": len(result.boundaries),
+        "outcome": result.outcome,
+        "settled": result.settled,
+        "model_calls": len(result.model_calls),
+        "virtual_time_s": round(result.virtual_time_s, 3),
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        for key in ("scenario", "fingerprint", "boundaries", "settled", "model_calls"):
+            print(f"{key:14} {doc[key]}")
+        for rid, outcome in result.outcome.items():
+            detail = outcome["answer"] or outcome["reason"]
+            print(f"{'outcome':14} {rid}: {outcome['status']} {detail}")
+        if args.timeline:
+            print("\n".join(timeline(result, limit=10_000)))
+    return 0 if result.settled and result.runtime_error is None else EXIT["error"]
+
+
+def _crash_kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in ("process", "power")]
+    if bad or not kinds:
+        raise UsageError(f"--crash takes process and/or power, got {text!r}")
+    return kinds
+
+
+def _check_out_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write reports to {path}: {exc.strerror}") from exc
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from sim.sweep import sweep
+
+    kinds = _crash_kinds(args.crash)
+    names = args.scenarios or bundled_names()
+    scenarios: list[Scenario] = [load_scenario(n) for n in names]
+    stores = ["file", "sqlite"] if args.store == "both" else [args.store]
+    out_dir = Path(args.out)
+    _check_out_dir(out_dir)
+    started = time.perf_counter()
+    results: list[Any] = []
+    with _progress(not args.json) as advance:
+        for scenario in scenarios:
+            for store in stores:
+                label = f"{scenario.name}[{store}]"
+                results.append(
+                    sweep(
+                        scenario,
+                        store=store,  # type: ignore[arg-type]
+                        seed=args.seed,
+                        crash_kinds=kinds,  # type: ignore[arg-type]
+                        depth=args.depth,
+                        determinism=not args.no_determinism_check,
+                        progress=lambda n, label=label: advance(label, n),
+                    )
+                )
+    document = results_document(results, args, time.perf_counter() - started)
+    from sim.report import ReportError, write_report
+
+    try:
+        written = write_report(out_dir, document)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        _summary(results)
+        print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
+    return _exit_for(document["totals"]["verdicts"])
+
+
+def results_document(results: list[Any], args: argparse.Namespace, wall_s: float) -> dict[str, Any]:
+    verdicts = dict.fromkeys(("pass", "safety", "liveness", "nondeterminism", "error"), 0)
+    for r in results:
+        for k, v in r.verdicts.items():
+            verdicts[k] += v
+    return {
+        "schema_version": 1,
+        "tool": "durable-sim",
+        "tool_version": tool_version(),
+        "config": {
+            "seed": args.seed,
+            "depth": args.depth,
+            "crash": args.crash,
+            "store": args.store,
+            "determinism_check": not args.no_determinism_check,
+        },
+        "scenarios": [r.to_json() for r in results],
+        "totals": {
+            "schedules": sum(r.schedules for r in results),
+            "verdicts": verdicts,
+            "failures": sum(len(r.failures) for r in results),
+            "wall_s": round(wall_s, 3),
+        },
+    }
+
+
+def _exit_for(verdicts: dict[str, int]) -> int:
+    for verdict in ("error", "safety", "liveness", "nondeterminism"):
+        if verdicts.get(verdict):
+            return EXIT[verdict]
+    return 0
+
+
+def _summary(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="durable-sim sweep")
+    for col in ("scenario", "store", "boundaries", "schedules", "pass", "safety", "liveness"):
+        table.add_column(col, justify="right" if col not in ("scenario", "store") else "left")
+    table.add_column("nondet.", justify="right")
+    table.add_column("error", justify="right")
+    table.add_column("wall s", justify="right")
+    for r in results:
+        v = r.verdicts
+        table.add_row(
+            r.name,
+            r.store + (" (no power)" if r.skipped_power else ""),
+            str(r.boundaries),
+            str(r.schedules),
+            str(v["pass"]),
+            str(v["safety"]),
+            str(v["liveness"]),
+            str(v["nondeterminism"]),
+            str(v["error"]),
+            f"{r.wall_s:.1f}",
+        )
+    console = Console()
+    console.print(table)
+    for r in results:
+        for failure in r.failures[:5]:
+            console.print(
+                f"[red]{failure.verdict}[/red] {failure.invariant} {r.name}[{r.store}] "
+                f"{failure.schedule}: {failure.explanation}",
+                markup=True,
+                highlight=False,
+            )
+            console.print(f"  repro: {failure.repro}", markup=False, highlight=False)
+
+
+class _progress:
+    """A rich progress bar on stderr (silent with --json, so stdout stays a JSON document)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled and sys.stderr.isatty()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Any:
+        if not self._enabled:
+            return lambda label, n: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("schedules"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._bar.__enter__()
+        self._task = self._bar.add_task("sweep", total=None)
+
+        def advance(label: str, n: int) -> None:
+            self._bar.update(self._task, advance=n, description=label)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from sim.runner import run_scenario
+    from sim.sweep import judge, timeline
+
+    schedule = parse_schedule(args.schedule)
+    scenario = load_scenario(args.scenario)
+    reference = run_scenario(scenario, seed=args.seed, store=args.store)
+    if schedule.points and schedule.points[0].index >= len(reference.boundaries):
+        n = len(reference.boundaries)
+        raise UsageError(
+            f"schedule starts at boundary {schedule.points[0].index}, but the fault-free run of "
+            f"{scenario.name} has {n} boundaries (0..{n - 1})"
+        )
+    if args.store == "sqlite" and any(p.kind == "power" for p in schedule.points):
+        raise UsageError("power loss is not simulated for the sqlite store (process crashes only)")
+    result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=schedule)
+    outcome = judge(result, reference)
+    doc = {
+        "scenario": scenario.name,
+        "seed": args.seed,
+        "store": args.store,
+        "schedule": schedule.text(),
+        "verdict": outcome.verdict,
+        "fingerprint": result.fingerprint,
+        "crashes": [f"{c.point.text()} at {c.label}" for c in result.crashes],
+        "violations": [
+            {
+                "invariant": v.invariant,
+                "explanation": v.explanation,
+                "witness": list(v.witness),
+                "expected": v.expected,
+                "actual": v.actual,
+            }
+            for v in outcome.violations
+        ],
+        "outcome": result.outcome,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(f"verdict     {outcome.verdict}")
+        print(f"fingerprint {result.fingerprint}")
+        for crash in doc["crashes"]:
+            print(f"crash       {crash}")
+        for v in outcome.violations:
+            print(f"{v.invariant:4} {v.explanation}")
+            for row in v.witness:
+                print(f"       {row}")
+            if v.expected or v.actual:
+                print(f"       expected: {v.expected}  actual: {v.actual}")
+        if args.timeline:
+            print("\n".join(timeline(result, limit=10_000)))
+    return EXIT[outcome.verdict]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
