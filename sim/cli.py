@@ -122,15 +122,17 @@ def _list() -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from sim.runner import run_scenario
-    from sim.sweep import timeline
+    from sim.sweep import base_schedule, timeline
 
     scenario = load_scenario(args.scenario)
-    result = run_scenario(scenario, seed=args.seed, store=args.store)
+    base = base_schedule(scenario, seed=args.seed, store=args.store)
+    result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=base)
     doc = {
         "scenario": scenario.name,
         "seed": args.seed,
         "store": args.store,
         "fingerprint": result.fingerprint,
+        "schedule": base.text(),
         "boundaries": len(result.boundaries),
         "outcome": result.outcome,
         "settled": result.settled,
@@ -316,11 +318,16 @@ class _progress:
 
 def _replay(args: argparse.Namespace) -> int:
     from sim.runner import run_scenario
-    from sim.sweep import judge, timeline
+    from sim.sweep import base_schedule, judge, timeline
 
     schedule = parse_schedule(args.schedule)
     scenario = load_scenario(args.scenario)
-    reference = run_scenario(scenario, seed=args.seed, store=args.store)
+    reference = run_scenario(
+        scenario,
+        seed=args.seed,
+        store=args.store,
+        schedule=base_schedule(scenario, seed=args.seed, store=args.store),
+    )
     if schedule.points and schedule.points[0].index >= len(reference.boundaries):
         n = len(reference.boundaries)
         raise UsageError(

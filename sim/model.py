@@ -39,8 +39,7 @@ class FakeModel:
         self._log = log
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self._p.check_alive("model.complete")
-        await trio.sleep(MODEL_LATENCY_S)
+        await self._p.sleep_until(trio.current_time() + MODEL_LATENCY_S)
         machine = self._p.machine
         label = f"model.call#{machine.numbered('model.call')}"
         index = machine.before(self._p, label)

@@ -19,6 +19,7 @@ from durable.events import (
     LeaseAcquired,
     RunStarted,
     RunStopped,
+    TaskCheckpoint,
     ToolIntent,
     ToolInterrupted,
     ToolResult,
@@ -438,6 +439,16 @@ def check_inputs(result: RunResult, facts: Facts) -> list[Violation]:
             out.append(
                 Violation("I5", "a user entry appears more often than it was sent", (content[:80],))
             )
+    for rid, first, second in result.client.remapped:
+        out.append(
+            Violation(
+                "I5",
+                f"re-sending request {rid} returned another submission",
+                (f"first {first}", f"then {second}"),
+                expected=first,
+                actual=second,
+            )
+        )
     for rid, sid in result.client.acked.items():
         sub = state.submissions.get(sid)
         if sub is not None and sub.request_id != rid:
@@ -508,6 +519,26 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
 
 
 def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation]:
+    """I11: calls bounded by the fault-free count plus crashes that hit a pinned request; and no
+    retry before the deadline its checkpoint committed (a resume must not reset the backoff)."""
+    deadline: dict[tuple[str, int], float] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, TaskCheckpoint) and event.phase == "retry":
+            key = (event.task_id, int(event.data["attempt"]))
+            deadline[key] = float(event.data["until_s"])
+    for call in result.model_calls:
+        until_s = deadline.get((call.task_id, call.attempt))
+        if until_s is not None and call.time_s < until_s - 1e-9:
+            return [
+                Violation(
+                    "I11",
+                    "a retry was sent before the backoff deadline its checkpoint committed",
+                    (f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s",),
+                    expected=f"not before {until_s:.3f}s",
+                    actual=f"{call.time_s:.3f}s",
+                )
+            ]
     allowed = len(reference.model_calls) + sum(1 for c in result.crashes if c.pinned_request)
     actual = len(result.model_calls)
     if actual <= allowed:

@@ -68,6 +68,17 @@ class SimProcess:
         self.paused_until_s: float | None = None
         self.error: str | None = None
 
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        """Sleep on the virtual clock; a paused process wakes only when its pause ends."""
+        self.check_alive("sleep")
+        await trio.sleep_until(deadline_s)
+        while self.paused_until_s is not None and trio.current_time() < self.paused_until_s:
+            await trio.sleep_until(self.paused_until_s)
+        self.check_alive("sleep")
+
     def check_alive(self, what: str) -> None:
         if not self.alive:
             raise ProcessDead(f"{self.id} is dead: refused {what}")
@@ -94,6 +105,7 @@ class Machine:
         self.grants: list[LeaseGrant] = []
         self._next_index = 0
         self._counters: dict[str, int] = {}
+        self.on_crash: Callable[[], None] = lambda: None
 
     def spawn(self) -> SimProcess:
         process = SimProcess(self, len(self.processes) + 1)
@@ -144,6 +156,7 @@ class Machine:
             for store in victim.sqlite_stores:
                 store.abandon()  # the OS closes a killed process's files; SQLite rolls back
             victim.scope.cancel()
+        self.on_crash()
         raise SimulatedCrash(point)
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
@@ -165,9 +178,7 @@ class SimClock:
         return trio.current_time()
 
     async def sleep_until(self, deadline_s: float) -> None:
-        self._process.check_alive("clock.sleep")
-        await trio.sleep_until(deadline_s)
-        self._process.check_alive("clock.sleep")
+        await self._process.sleep_until(deadline_s)
 
 
 class ProcessFS:

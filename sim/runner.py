@@ -25,8 +25,8 @@ from durable.config import RuntimeConfig
 from durable.events import EventRecord
 from durable.journal import Fenced
 from durable.ports import InlineBlocking, Ports
-from durable.runtime import Runtime
-from durable.store.base import Checkpoint, StoreError
+from durable.runtime import Conversation, Runtime
+from durable.store.base import Checkpoint, LeaseHeld, StoreError
 from durable.store.file import FileStore
 from durable.store.sqlite import SQLiteStore
 from sim.faults import Boundary, Schedule
@@ -44,7 +44,7 @@ from sim.process import (
     SimProcess,
     is_crash_only,
 )
-from sim.scenario import Scenario
+from sim.scenario import ActionDef, Scenario
 from sim.services import Effect, Services
 from sim.tools import build_tools
 from sim.world import World, seed_trio_scheduler
@@ -61,6 +61,11 @@ class ClientView:
     acked: dict[str, str] = field(default_factory=dict)
     answers: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)
     lost_acks: list[str] = field(default_factory=list)
+    remapped: list[tuple[str, str, str]] = field(default_factory=list)
+    actions_done: set[int] = field(default_factory=set)
+
+    def complete(self, scenario: Scenario) -> bool:
+        return all(i.request_id in self.answers for i in scenario.inputs)
 
 
 @dataclass
@@ -118,6 +123,24 @@ def _fast_tmp() -> str | None:
     return str(shm) if shm.is_dir() else None
 
 
+@dataclass
+class WorldEnv:
+    """Everything that outlives a process in one world run."""
+
+    world: World
+    machine: Machine
+    scenario: Scenario
+    services: Services
+    client: ClientView
+    model_log: list[ModelCall]
+    config: RuntimeConfig
+    store_kind: StoreKind
+    fs: SimFS
+    tmp: str | None
+    liveness: trio.CancelScope
+    errors: list[str] = field(default_factory=list)
+
+
 async def _world_main(
     world: World,
     scenario: Scenario,
@@ -131,8 +154,6 @@ async def _world_main(
     machine = Machine(world, schedule, fs=fs)
     services = Services(files=_initial_files(world, scenario))
     world.record("files", sorted(services.files.items()))
-    client = ClientView()
-    model_log: list[ModelCall] = []
     config = RuntimeConfig(
         model_name="fake",
         lease_ttl_s=scenario.lease_ttl_s,
@@ -141,33 +162,31 @@ async def _world_main(
         budget=scenario.budget,
         max_model_attempts=scenario.max_model_attempts,
     )
-    deadline_s: float | None = None
-    for _ in range(MAX_PROCESSES):
-        if deadline_s is None and machine.faults_over:
-            deadline_s = trio.current_time() + scenario.liveness_bound_s
-        process = machine.spawn()
-        store = _store(process, store_kind, scenario, fs, tmp)
-        ports = Ports(
-            clock=SimClock(process),
-            fs=ProcessFS(process, fs, STORE_ROOT),
-            blocking=SimBlocking(process),
-            ids=SimIds(process, world),
-        )
-        model = FakeModel(scenario, process, model_log)
-        tools = build_tools(scenario, services, process)
-        outcome = await _run_process(
-            process, scenario, client, store, ports, model, tools, config, deadline_s
-        )
-        if outcome == "crashed":
-            continue
-        if outcome == "error":
-            result.runtime_error = process.error
-        result.settled = outcome == "settled"
-        break
+    # The liveness bound: virtual time after the latest crash (or the start) within which the
+    # world must settle. It also bounds a run that hangs before its faults are reached.
+    liveness = trio.CancelScope(deadline=scenario.liveness_bound_s)
+
+    def extend_bound() -> None:
+        liveness.deadline = max(liveness.deadline, trio.current_time() + scenario.liveness_bound_s)
+
+    machine.on_crash = extend_bound
+    env = WorldEnv(
+        world, machine, scenario, services, ClientView(), [], config, store_kind, fs, tmp, liveness
+    )
+    with liveness:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_worker, env, 0.0, nursery)
+            takeover = scenario.takeover
+            if takeover is not None:
+                nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery)
+                nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
+    client = env.client
+    result.settled = not liveness.cancelled_caught and not env.errors and client.complete(scenario)
+    result.runtime_error = "; ".join(env.errors) or None
     result.virtual_time_s = trio.current_time()
     result.boundaries = machine.boundaries
     result.crashes = machine.crashes
-    result.model_calls = model_log
+    result.model_calls = env.model_log
     result.ledger = services.ledger
     result.client = client
     result.commits = machine.commits
@@ -177,6 +196,32 @@ async def _world_main(
     await _collect_store(result, store_kind, scenario, fs, tmp)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
     world.record("files", sorted(services.files.items()))
+
+
+async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
+    await trio.sleep_until(at_s)
+    first = env.machine.processes[0]
+    if first.alive:
+        first.paused_until_s = at_s + for_s
+        env.world.record("pause", first.id, at_s + for_s)
+
+
+async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery) -> None:
+    """One worker slot: runs a process; after a crash, starts the next one (a supervisor)."""
+    if start_at_s:
+        await trio.sleep_until(start_at_s)
+    for _ in range(MAX_PROCESSES):
+        if env.client.complete(env.scenario):
+            return
+        process = env.machine.spawn()
+        outcome = await _run_process(env, process)
+        if outcome == "crashed":
+            continue
+        if outcome == "error":
+            env.errors.append(f"{process.id}: {process.error}")
+            nursery.cancel_scope.cancel()
+        return
+    env.errors.append(f"more than {MAX_PROCESSES} processes")
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
@@ -205,33 +250,29 @@ def _store(
     return InstrumentedStore(inner, process)
 
 
-async def _run_process(
-    process: SimProcess,
-    scenario: Scenario,
-    client: ClientView,
-    store: InstrumentedStore,
-    ports: Ports,
-    model: FakeModel,
-    tools: Any,
-    config: RuntimeConfig,
-    deadline_s: float | None,
-) -> str:
-    """One process's life: ``settled``, ``crashed``, ``timeout`` (liveness) or ``error``."""
+async def _run_process(env: WorldEnv, process: SimProcess) -> str:
+    """One process's life: ``ended`` (its client session ended), ``crashed`` or ``error``."""
+    store = _store(process, env.store_kind, env.scenario, env.fs, env.tmp)
+    ports = Ports(
+        clock=SimClock(process),
+        fs=ProcessFS(process, env.fs, STORE_ROOT),
+        blocking=SimBlocking(process),
+        ids=SimIds(process, env.world),
+    )
+    model = FakeModel(env.scenario, process, env.model_log)
+    tools = build_tools(env.scenario, env.services, process)
     try:
         with process.scope:
-            with trio.move_on_at(deadline_s if deadline_s is not None else float("inf")) as bound:
-                async with Runtime.open(
-                    store=store,
-                    model=model,
-                    tools=tools,
-                    ports=ports,
-                    config=config,
-                    owner_id=process.owner_id,
-                ) as runtime:
-                    process.runtime = runtime
-                    await _client_session(process, scenario, client, runtime)
-            if bound.cancelled_caught:
-                return "timeout"
+            async with Runtime.open(
+                store=store,
+                model=model,
+                tools=tools,
+                ports=ports,
+                config=env.config,
+                owner_id=process.owner_id,
+            ) as runtime:
+                process.runtime = runtime
+                await _client_session(env, process, runtime)
     except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
         if not process.alive and is_crash_only(exc):
             return "crashed"
@@ -239,9 +280,7 @@ async def _run_process(
             process.error = f"{type(exc).__name__}: {_describe(exc)}"
             return "error"
         raise
-    if not process.alive:
-        return "crashed"
-    return "settled"
+    return "crashed" if not process.alive else "ended"
 
 
 def _describe(exc: BaseException) -> str:
@@ -250,30 +289,76 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-async def _client_session(
-    process: SimProcess, scenario: Scenario, client: ClientView, runtime: Runtime
-) -> None:
-    conversation = await runtime.conversation(scenario.conversation_id)
-    world = process.machine.world
-    for spec in scenario.inputs:
-        known = client.acked.get(spec.request_id)
-        if known is not None and known in conversation.state.submissions:
-            continue
-        if known is not None:
-            client.lost_acks.append(spec.request_id)
-        if trio.current_time() < spec.at_s:
-            await trio.sleep_until(spec.at_s)
-        handle = await conversation.submit(spec.content, request_id=spec.request_id)
-        client.acked[spec.request_id] = handle.id
-        world.record("ack", spec.request_id, handle.id)
-    for spec in scenario.inputs:
-        handle = conversation.submission(client.acked[spec.request_id])
+async def _client_session(env: WorldEnv, process: SimProcess, runtime: Runtime) -> None:
+    """The client talking to this process: open the conversation (this recovers it), perform the
+    client's steps that were not acknowledged yet (inputs with their request ids, actions) at their
+    times, then wait for every submission to settle. A standby worker that cannot get the lease,
+    or a worker that loses it, ends its session."""
+    scenario, client, world = env.scenario, env.client, env.world
+    try:
+        conversation = await runtime.conversation(scenario.conversation_id)
+    except LeaseHeld:
+        world.record("standby", process.id)
+        return
+    async with trio.open_nursery() as nursery:
+        if scenario.operator is not None:
+            nursery.start_soon(_operator, env, process, conversation)
         try:
-            settled = await handle.wait()
+            await _client_steps(env, process, conversation)
+            for spec in scenario.inputs:
+                handle = conversation.submission(client.acked[spec.request_id])
+                settled = await handle.wait()
+                client.answers[spec.request_id] = (settled.status, settled.answer, settled.reason)
+                world.record("answer", spec.request_id, settled.status, settled.answer)
         except Fenced:
-            return
-        client.answers[spec.request_id] = (settled.status, settled.answer, settled.reason)
-        world.record("answer", spec.request_id, settled.status, settled.answer, settled.reason)
+            world.record("fenced", process.id)
+        nursery.cancel_scope.cancel()
+
+
+async def _client_steps(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:
+    scenario, client, world = env.scenario, env.client, env.world
+    steps: list[tuple[float, int, Any]] = [(i.at_s, n, i) for n, i in enumerate(scenario.inputs)]
+    steps += [(a.at_s, 1000 + n, a) for n, a in enumerate(scenario.actions)]
+    for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
+        if isinstance(step, ActionDef):
+            if number in client.actions_done:
+                continue
+            await process.sleep_until(at_s)
+            await conversation.abort(reason="client abort")
+            client.actions_done.add(number)
+            world.record("action", step.kind, at_s)
+            continue
+        known = client.acked.get(step.request_id)
+        if known is not None and known in conversation.state.submissions:
+            if not scenario.client_resends:
+                continue
+        elif known is not None:
+            client.lost_acks.append(step.request_id)
+        await process.sleep_until(at_s)
+        handle = await conversation.submit(step.content, request_id=step.request_id)
+        if known is not None and handle.id != known:
+            client.remapped.append((step.request_id, known, handle.id))
+        client.acked[step.request_id] = handle.id
+        world.record("ack", step.request_id, handle.id)
+
+
+async def _operator(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:
+    """The human operator: resolves calls waiting for reconciliation, after a delay."""
+    operator = env.scenario.operator
+    assert operator is not None
+    while True:
+        for intent in conversation.pending_reconciliations():
+            await process.sleep_until(process.now() + operator.delay_s)
+            if intent.result_sequence is not None:
+                continue
+            applied = env.services.effects_of(intent.call_id)
+            if operator.decision == "check_ledger" and applied:
+                output, is_error = f"operator confirmed: {intent.tool} was applied", False
+            else:
+                output, is_error = f"operator: {intent.tool} not applied, skipped", True
+            await conversation.resolve(intent.call_id, output=output, is_error=is_error)
+            env.world.record("resolved", intent.call_id, is_error)
+        await conversation.journal.wait_changed()
 
 
 async def _collect_store(

@@ -62,6 +62,40 @@ class InputDef(_Model):
     at_s: float = Field(default=0.0, ge=0, le=86_400)
 
 
+class ActionDef(_Model):
+    """A client action at a virtual time: ``abort`` the conversation's active run."""
+
+    kind: Literal["abort"]
+    at_s: float = Field(ge=0, le=86_400)
+
+
+class OperatorDef(_Model):
+    """How the operator resolves calls waiting for manual reconciliation: ``check_ledger`` looks
+    at the external service (the truth) and records what really happened; ``assume_failed``
+    records an error result without looking."""
+
+    decision: Literal["check_ledger", "assume_failed"] = "check_ledger"
+    delay_s: float = Field(default=5.0, ge=0, le=86_400)
+
+
+class TakeoverDef(_Model):
+    """A second worker starts at ``second_worker_at_s``; the first process is paused (a GC pause,
+    a stopped VM) from ``pause_at_s`` for ``pause_for_s`` seconds, past its lease."""
+
+    pause_at_s: float = Field(ge=0, le=86_400)
+    pause_for_s: float = Field(gt=0, le=86_400)
+    second_worker_at_s: float = Field(ge=0, le=86_400)
+
+
+class BaseCrashDef(_Model):
+    """A crash every run of the scenario suffers (the sweep adds its crash points after it): at
+    the first boundary whose label starts with ``label_prefix``."""
+
+    label_prefix: str = Field(min_length=1, max_length=200)
+    when: Literal["before", "after"] = "after"
+    kind: Literal["process", "power"] = "process"
+
+
 class Scenario(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
     description: str = Field(min_length=1, max_length=300)
@@ -78,6 +112,11 @@ class Scenario(_Model):
     liveness_bound_s: float = Field(default=7200.0, gt=0, le=10**7)
     files: dict[str, str] = Field(default_factory=dict)
     fake_files: int = Field(default=2, ge=0, le=32)
+    actions: list[ActionDef] = Field(default_factory=list, max_length=16)
+    operator: OperatorDef | None = None
+    takeover: TakeoverDef | None = None
+    client_resends: bool = False
+    base_crash: BaseCrashDef | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -96,6 +135,8 @@ class Scenario(_Model):
                         raise ValueError(f"script[{k}] calls undefined tool {call.tool!r}")
         if self.heartbeat_s >= self.lease_ttl_s:
             raise ValueError("heartbeat_s must be below lease_ttl_s")
+        if any(t.policy == "manual" for t in self.tools) and self.operator is None:
+            raise ValueError("a scenario with a manual tool needs an operator")
         return self
 
     def tool(self, name: str) -> ToolDef:

@@ -74,6 +74,8 @@ class ScenarioSweep:
     effects: dict[str, int] = field(default_factory=dict)
     skipped_power: bool = False
     wall_s: float = 0.0
+    base_points: list[CrashPoint] = field(default_factory=list)
+    recovery_paths: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,8 @@ class ScenarioSweep:
             "reference_outcome": self.reference_outcome,
             "effects": self.effects,
             "skipped_power": self.skipped_power,
+            "base_schedule": Schedule(tuple(self.base_points)).text(),
+            "recovery_paths": dict(sorted(self.recovery_paths.items())),
             "wall_s": round(self.wall_s, 3),
         }
 
@@ -121,11 +125,28 @@ def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) 
     return ScheduleOutcome(result.schedule, verdict, violations, result.fingerprint, labels)
 
 
-def depth1_schedules(n_boundaries: int, kinds: Iterable[CrashKind]) -> list[Schedule]:
+def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedule:
+    """The scenario's own crash (``base_crash``) resolved to a boundary index of its fault-free
+    trace on this store; empty if it has none."""
+    spec = scenario.base_crash
+    if spec is None:
+        return Schedule()
+    plain = run_scenario(scenario, seed=seed, store=store)
+    for boundary in plain.boundaries:
+        if boundary.label.startswith(spec.label_prefix):
+            return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
+    raise ValueError(f"{scenario.name}: no boundary label starts with {spec.label_prefix!r}")
+
+
+def depth1_schedules(
+    n_boundaries: int, kinds: Iterable[CrashKind], *, base: Schedule | None = None
+) -> list[Schedule]:
+    """One more crash at every boundary (after the base schedule's own crash points, if any)."""
     kinds = list(kinds)
+    base = base or Schedule()
     return [
-        Schedule.of(CrashPoint(i, when, kind))
-        for i in range(n_boundaries)
+        Schedule.of(*base.points, CrashPoint(i, when, kind))
+        for i in range(base.last_index + 1, n_boundaries)
         for when in ("before", "after")
         for kind in kinds
     ]
@@ -150,7 +171,9 @@ def sweep(
     if store == "sqlite" and "power" in kinds:
         kinds = [k for k in kinds if k != "power"]
         out.skipped_power = True
-    reference = run_scenario(scenario, seed=seed, store=store)
+    base = base_schedule(scenario, seed=seed, store=store)
+    out.base_points = list(base.points)
+    reference = run_scenario(scenario, seed=seed, store=store, schedule=base)
     out.boundaries = len(reference.boundaries)
     out.labels = [b.label for b in reference.boundaries]
     for b in reference.boundaries:
@@ -161,7 +184,7 @@ def sweep(
     _record(out, judge(reference, reference, determinism=determinism), reference)
     if progress:
         progress(1)
-    for schedule in depth1_schedules(out.boundaries, kinds):
+    for schedule in depth1_schedules(out.boundaries, kinds, base=base):
         result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
         outcome = judge(result, reference, determinism=determinism)
         _record(out, outcome, result)
@@ -170,11 +193,11 @@ def sweep(
         if stop_at_first_failure and out.failures:
             break
         if depth == 2:
-            first = schedule.points[0]
+            first = schedule.points[-1]
             for j in range(first.index + 1, len(result.boundaries)):
                 for when in ("before", "after"):
                     for kind in kinds:
-                        deeper = Schedule.of(first, CrashPoint(j, when, kind))
+                        deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
                         r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
                         _record(out, judge(r2, reference, determinism=determinism), r2)
                         if stop_at_first_failure and out.failures:
@@ -183,12 +206,44 @@ def sweep(
     return out
 
 
+def recovery_paths(result: RunResult) -> set[str]:
+    """Which recovery paths a run took: tells a reader what the sweep actually exercised."""
+    paths: set[str] = set()
+    for record in result.records:
+        event = record.event
+        if event.type == "tool_interrupted":
+            paths.add(f"interrupted:{event.policy}")
+        elif event.type == "tool_result" and event.source in ("verified", "operator", "aborted"):
+            paths.add(f"result:{event.source}")
+        elif event.type == "lease_acquired" and event.epoch > 1:
+            paths.add("lease:reacquired")
+    executed: dict[str, int] = {}
+    for effect in result.ledger:
+        executed[effect.call_id] = executed.get(effect.call_id, 0) + 1
+    if any(n > 1 for n in executed.values()):
+        paths.add("tool:re-executed")
+    sent: dict[tuple[str, int], int] = {}
+    for call in result.model_calls:
+        key = (call.task_id, call.attempt)
+        sent[key] = sent.get(key, 0) + 1
+    if any(n > 1 for n in sent.values()):
+        paths.add("model:re-sent")
+    if any(r.sequence for r in result.records) and result.store_error is None and result.crashes:
+        if any(c.point.kind == "power" for c in result.crashes):
+            paths.add("crash:power")
+        else:
+            paths.add("crash:process")
+    return paths
+
+
 def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> None:
     out.schedules += 1
+    for path in recovery_paths(result):
+        out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
     out.verdicts[outcome.verdict] += 1
     points = outcome.schedule.points
-    if len(points) == 1:
-        p = points[0]
+    if points and outcome.schedule.points[:-1] == tuple(out.base_points):
+        p = points[-1]
         out.matrix.append(
             {"index": p.index, "when": p.when, "kind": p.kind, "verdict": outcome.verdict}
         )

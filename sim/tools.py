@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import trio
-
 from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification, VerifierFn
 from sim.process import SimProcess
 from sim.scenario import Scenario, ToolDef
@@ -26,8 +24,7 @@ def _spec(tool: ToolDef, services: Services, process: SimProcess) -> ToolSpec:
 
     async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
         if tool.latency_s:
-            process.check_alive("tool.latency")
-            await trio.sleep(tool.latency_s)
+            await process.sleep_until(process.now() + tool.latency_s)
         if op == "workspace.read":
             return services.read(process, ctx, str(arguments.get("path", "")))
         if op == "workspace.append_line":
