@@ -5,8 +5,9 @@ its position (``sequence``), its commit (``batch``), who wrote it (``owner_id``,
 sha256 ``checksum`` over the canonical JSON of everything else, so a reader can tell a torn or
 corrupted record from a good one without trusting the medium.
 
-Canonical JSON (sorted keys, no whitespace, UTF-8) is the only serialisation used for checksums, so
-the same record has the same checksum in every process and under every ``PYTHONHASHSEED``.
+Canonical JSON (sorted keys, no whitespace, ASCII with ``\\u`` escapes) is the only
+serialisation used for checksums, so the same record has the same checksum in every process and
+under every ``PYTHONHASHSEED``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ TaskKind = Literal["generation", "tool"]
 
 
 def canonical_json(value: Any) -> str:
-    """The one serialisation checksums are computed over (stable across processes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The one serialisation checksums are computed over (stable across processes).
+
+    ASCII-only: non-ASCII characters are ``\\u`` escapes, so any Python string — even one
+    holding a lone surrogate from a model's or a tool's output — encodes to UTF-8 without error.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def sha256_hex(text: str) -> str:

@@ -12,6 +12,7 @@ operating system's files and threads.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,13 +87,26 @@ class Ports:
 
 
 class TrioClock:
-    """trio's clock: monotonic, and virtual when trio runs with a MockClock."""
+    """trio's clock: virtual under a MockClock. Its origin is random per ``trio.run``, so use it
+    only where every reader of a timestamp lives in the same run (tests, single-process tools)."""
 
     def now(self) -> float:
         return trio.current_time()
 
     async def sleep_until(self, deadline_s: float) -> None:
         await trio.sleep_until(deadline_s)
+
+
+class WallClock:
+    """Wall-clock seconds since the epoch. Lease expiries are compared by *other* processes, so
+    they need a time scale shared across processes; trio's clock has a random per-run offset and
+    cannot serve. Sleeping converts the deadline to a trio duration."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        await trio.sleep(max(0.0, deadline_s - time.time()))
 
 
 class OsFileSystem:
@@ -166,5 +180,5 @@ class UuidIds:
 
 
 def real_ports() -> Ports:
-    """The production ports: trio clock, OS files, worker threads, random ids."""
-    return Ports(clock=TrioClock(), fs=OsFileSystem(), blocking=ThreadBlocking(), ids=UuidIds())
+    """The production ports: wall clock, OS files, worker threads, random ids."""
+    return Ports(clock=WallClock(), fs=OsFileSystem(), blocking=ThreadBlocking(), ids=UuidIds())

@@ -276,11 +276,19 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
     except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
         if not process.alive and is_crash_only(exc):
             return "crashed"
+        if _cancel_only(exc):
+            raise  # the world's liveness bound (or the world ending): not the process's doing
         if isinstance(exc, Exception | BaseExceptionGroup):
             process.error = f"{type(exc).__name__}: {_describe(exc)}"
             return "error"
         raise
     return "crashed" if not process.alive else "ended"
+
+
+def _cancel_only(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_cancel_only(e) for e in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)
 
 
 def _describe(exc: BaseException) -> str:

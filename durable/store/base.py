@@ -80,7 +80,7 @@ def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
         "schema_version": SCHEMA_VERSION,
         "conversation_id": state.conversation_id,
         "through_sequence": state.last_sequence,
-        "saved_at_s": saved_at_s,
+        "saved_at_s": float(saved_at_s),  # the model stores a float: hash the same value
         "state": state.model_dump(mode="json"),
     }
     return Checkpoint(**body, checksum=sha256_hex(canonical_json(body)))
