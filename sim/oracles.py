@@ -11,15 +11,16 @@ verdict too, since a runtime that crashes on its own data cannot keep any promis
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
 from durable.events import (
     EventRecord,
     LeaseAcquired,
-    RunStarted,
     RunStopped,
     TaskCheckpoint,
+    TaskCreated,
     ToolIntent,
     ToolInterrupted,
     ToolResult,
@@ -95,6 +96,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     facts = _facts(result)
     out += check_checkpoints(result)
     out += check_fencing(result)
+    out += check_stopped_runs_stay_stopped(result)
     if facts.state is not None:
         promised = within_promise(result)
         if promised:
@@ -172,6 +174,21 @@ def check_log(result: RunResult) -> list[Violation]:
             ]
         if not record.verify():
             return [Violation("I2", "a committed record fails its checksum", (_row(record),))]
+    for previous, record in itertools.pairwise(records):
+        if not previous.last_in_batch and previous.batch != record.batch:
+            out.append(
+                Violation(
+                    "I2",
+                    "a batch ends without its last record (a partial commit is visible)",
+                    (_row(previous), _row(record)),
+                )
+            )
+            break
+        if previous.last_in_batch and previous.batch == record.batch:
+            out.append(
+                Violation("I2", "records follow the end of their own batch", (_row(record),))
+            )
+            break
     if records and not records[-1].last_in_batch:
         out.append(
             Violation("I2", "a partial batch is visible after recovery", (_row(records[-1]),))
@@ -259,7 +276,35 @@ def check_fencing(result: RunResult) -> list[Violation]:
                     actual=f"epoch {granted.epoch}",
                 )
             ]
-    return out_of_fence_effects(result)
+    return stale_appends(result) or out_of_fence_effects(result)
+
+
+def stale_appends(result: RunResult) -> list[Violation]:
+    """Every append a store *accepted* must carry the lease granted last before it: a zombie's
+    append that a later reader happens to drop is still a fencing failure."""
+    grants = sorted(result.grants, key=lambda g: g.boundary)
+    for append in result.accepted:
+        current = None
+        for grant in grants:
+            if grant.boundary < append.boundary:
+                current = grant.granted
+        if current is None:
+            continue
+        if (append.owner_id, append.epoch) != (current.owner_id, current.epoch):
+            return [
+                Violation(
+                    "I8",
+                    "the store accepted an append from a stale lease (a zombie writer)",
+                    (
+                        f"append of #{append.sequences[0]}..#{append.sequences[-1]} at boundary "
+                        f"{append.boundary} by {append.owner_id} epoch {append.epoch}",
+                        f"lease then: {current.owner_id} epoch {current.epoch}",
+                    ),
+                    expected=f"epoch {current.epoch}",
+                    actual=f"epoch {append.epoch}",
+                )
+            ]
+    return []
 
 
 def out_of_fence_effects(result: RunResult) -> list[Violation]:
@@ -361,27 +406,35 @@ def check_results(result: RunResult, facts: Facts) -> list[Violation]:
 # -- I4 crash-only resume ----------------------------------------------------------------------
 
 
-def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
-    assert facts.state is not None
-    state = facts.state
-    out: list[Violation] = []
+def check_stopped_runs_stay_stopped(result: RunResult) -> list[Violation]:
+    """I4 on the raw log (it must work even when the log no longer reduces): no event for a
+    task of a run after that run's ``run_stopped``."""
+    run_of_task: dict[str, str] = {}
     stopped_at: dict[str, int] = {}
     for record in result.records:
         event = record.event
+        if isinstance(event, TaskCreated):
+            run_of_task[event.task_id] = event.run_id
         if isinstance(event, RunStopped):
             stopped_at[event.run_id] = record.sequence
             continue
         task_id = getattr(event, "task_id", None)
-        run_id = facts.run_of_task.get(task_id) if task_id else None
-        if run_id is not None and run_id in stopped_at and not isinstance(event, RunStarted):
-            out.append(
+        run_id = run_of_task.get(task_id) if task_id else None
+        if run_id is not None and run_id in stopped_at:
+            return [
                 Violation(
                     "I4",
                     f"run {run_id} stopped at #{stopped_at[run_id]} but its task ran again",
                     (_row(record),),
                 )
-            )
-            break
+            ]
+    return []
+
+
+def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
     for call in result.model_calls:
         run_id = facts.run_of_task.get(call.task_id)
         if run_id is None:

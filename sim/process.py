@@ -52,8 +52,19 @@ class LeaseGrant:
     """A lease acquisition: what the store held just before, and what it granted."""
 
     time_s: float
+    boundary: int
     previous: Lease | None
     granted: Lease
+
+
+@dataclass(frozen=True)
+class AcceptedAppend:
+    """An append the store accepted (returned from), with the lease it was written under."""
+
+    boundary: int
+    owner_id: str
+    epoch: int
+    sequences: tuple[int, ...]
 
 
 class SimProcess:
@@ -103,6 +114,7 @@ class Machine:
         self.processes: list[SimProcess] = []
         self.commits: list[tuple[int, list[EventRecord]]] = []
         self.grants: list[LeaseGrant] = []
+        self.accepted: list[AcceptedAppend] = []
         self._next_index = 0
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
@@ -148,7 +160,9 @@ class Machine:
             victim.alive = False
         outcome: dict[str, str] = {}
         if point.kind == "power":
-            outcome = self.fs.power_loss(self.world.rng("power"))
+            # One stream per crash point: each point's power loss draws its own outcome (kept,
+            # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
+            outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"))
         record = CrashRecord(point, label, process.id, trio.current_time(), pinned, outcome)
         self.crashes.append(record)
         self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
@@ -311,6 +325,9 @@ class InstrumentedStore:
             epoch=epoch,
         )
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
+        machine.accepted.append(
+            AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
+        )
         machine.after(self._p, index, label)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
@@ -327,12 +344,12 @@ class InstrumentedStore:
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
     ) -> Lease:
         previous = await self._inner.current_lease(conversation_id)
-        lease, _ = await self._op(
+        lease, index = await self._op(
             "store.lease.acquire",
             lambda: self._inner.acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s),
         )
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
-        self._p.machine.grants.append(LeaseGrant(now_s, previous, lease))
+        self._p.machine.grants.append(LeaseGrant(now_s, index, previous, lease))
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:

@@ -33,6 +33,7 @@ from sim.faults import Boundary, Schedule
 from sim.fs import SimFS
 from sim.model import FakeModel, ModelCall
 from sim.process import (
+    AcceptedAppend,
     CrashRecord,
     InstrumentedStore,
     LeaseGrant,
@@ -84,6 +85,7 @@ class RunResult:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
     grants: list[LeaseGrant] = field(default_factory=list)
+    accepted: list[AcceptedAppend] = field(default_factory=list)
     settled: bool = False
     runtime_error: str | None = None
     store_error: str | None = None
@@ -191,6 +193,7 @@ async def _world_main(
     result.client = client
     result.commits = machine.commits
     result.grants = machine.grants
+    result.accepted = machine.accepted
     result.processes = len(machine.processes)
     result.files = dict(services.files)
     await _collect_store(result, store_kind, scenario, fs, tmp)
