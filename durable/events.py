@@ -216,7 +216,9 @@ Event = Annotated[
 
 
 class EventRecord(BaseModel):
-    """One line of the log. ``last_in_batch`` marks the record that completes a commit."""
+    """One line of the log. ``batch_index`` is the record's position in its commit and
+    ``last_in_batch`` marks the record that completes it: together they let a reader tell a torn
+    last commit from damage to an earlier one."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     schema_version: int = SCHEMA_VERSION
@@ -225,6 +227,7 @@ class EventRecord(BaseModel):
     event_id: str
     recorded_at_s: float
     batch: str
+    batch_index: int = 0
     last_in_batch: bool
     owner_id: str
     epoch: int
@@ -251,6 +254,12 @@ RECORD_ADAPTER: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
+def parse_json(text: str | bytes) -> Any:
+    """``json.loads``: unlike pydantic's JSON parser it accepts the lone-surrogate escapes that
+    canonical JSON may contain (a model or tool can produce any Python string)."""
+    return json.loads(text)
+
+
 def parse_record(line: str | bytes) -> EventRecord:
     """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input."""
-    return RECORD_ADAPTER.validate_json(line)
+    return RECORD_ADAPTER.validate_python(parse_json(line))

@@ -95,7 +95,7 @@ class Journal:
                     epoch=records[0].epoch,
                 )
             except StaleLease as exc:
-                self.fenced = True
+                self.fence()
                 raise Fenced(str(exc)) from exc
             for record in records:
                 apply(self.state, record)
@@ -118,6 +118,7 @@ class Journal:
                 event_id=ids.new("evt"),
                 recorded_at_s=now,
                 batch=batch,
+                batch_index=i,
                 last_in_batch=i == len(events) - 1,
                 owner_id=self.lease.owner_id,
                 epoch=epoch,
@@ -133,7 +134,7 @@ class Journal:
                 checkpoint, owner_id=self.lease.owner_id, epoch=self.lease.epoch
             )
         except StaleLease as exc:
-            self.fenced = True
+            self.fence()
             raise Fenced(str(exc)) from exc
         self._since_checkpoint = 0
 
@@ -158,7 +159,7 @@ class Journal:
                 self.lease, ttl_s=self.config.lease_ttl_s, now_s=self.ports.clock.now()
             )
         except StaleLease as exc:
-            self.fenced = True
+            self.fence()
             raise Fenced(str(exc)) from exc
 
     # -- observing -----------------------------------------------------------------------------

@@ -241,6 +241,8 @@ def _run_started(state: State, e: RunStarted, seq: int) -> None:
     _require(state.active_run is None, f"run {e.run_id} started while {state.active_run} active")
     _require(e.run_id not in state.runs, f"duplicate run {e.run_id}")
     _require(len(e.inputs) > 0, "a run needs at least one input")
+    unknown = [sid for sid in e.inputs if sid not in state.submissions]
+    _require(not unknown, f"run {e.run_id} places inputs never accepted: {unknown}")
     state.runs[e.run_id] = Run(
         id=e.run_id, inputs=list(e.inputs), budget=e.budget, started_sequence=seq
     )

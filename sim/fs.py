@@ -403,6 +403,9 @@ class SimFS:
         return dict(sorted(outcomes.items()))
 
     def _settle(self, node: _Inode, rng: random.Random) -> str | None:
+        """Settle one inode's pending content: lost, torn at a block boundary, all kept, or (a
+        quarter of the "all kept" cases of an extension) kept with one damaged character: a
+        partially programmed sector whose bytes still parse, the case only a checksum catches."""
         data = node.data
         current = len(data)
         kept = node.durable_bytes
@@ -420,6 +423,11 @@ class SimFS:
         # Block boundaries strictly between the durable end and the current end (a torn append).
         boundaries = max(0, (current - 1) // bs - first + 1) if extension else 0
         choice = rng.randrange(3) if boundaries else 2 * rng.randrange(2)
+        if choice == 2 and extension and rng.randrange(4) == 0:
+            flipped = _damage_one_letter(data, durable_len, rng)
+            if flipped is not None:
+                node.mark_synced()
+                return f"damaged:{flipped}"
         if choice == 0:
             if kept is None:
                 del data[durable_len:]
@@ -463,3 +471,13 @@ class SimFS:
             if isinstance(node, _Inode)
         }
         return dict(sorted(out.items()))
+
+
+def _damage_one_letter(data: bytearray, start: int, rng: random.Random) -> int | None:
+    """Change one ASCII letter at or after ``start`` into another letter; its offset, or None."""
+    letters = [i for i in range(start, len(data)) if 65 <= data[i] <= 90 or 97 <= data[i] <= 122]
+    if not letters:
+        return None
+    offset = letters[rng.randrange(len(letters))]
+    data[offset] ^= 0x20  # swap case: still a letter, still valid UTF-8 and JSON
+    return offset

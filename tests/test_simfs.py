@@ -183,7 +183,8 @@ def test_power_loss_drops_unsynced_data() -> None:
         fs.append("/d/log", b"x" * 100)  # within the first block: nothing to tear at
 
     results = {after_power_loss(setup_append, seed).read("/d/log") for seed in SEEDS}
-    assert results == {b"", b"x" * 100}
+    damaged = {r for r in results if r.lower() == b"x" * 100 and r.count(b"X") == 1}
+    assert results - damaged == {b"", b"x" * 100}  # plus, at times, one damaged character
 
 
 def test_power_loss_keeps_fsynced_data() -> None:
@@ -245,12 +246,20 @@ def test_power_loss_tears_an_unsynced_append_at_a_block_boundary() -> None:
         fs.append("/d/log", tail)
 
     full = head + tail
-    seen: dict[str, list[int]] = {"durable": [], "torn": [], "all": []}
+    seen: dict[str, list[int]] = {"durable": [], "torn": [], "all": [], "damaged": []}
     for seed in range(200):
         fs = new_fs()
         setup(fs)
         outcome = fs.power_loss(random.Random(seed))
         data = fs.read("/d/log")
+        if len(data) == len(full) and data != full:
+            kind = "damaged"
+            diff = [i for i in range(len(full)) if data[i] != full[i]]
+            assert len(diff) == 1 and diff[0] >= len(head)  # one byte, in the unsynced part
+            assert data[diff[0]] ^ 0x20 == full[diff[0]] and chr(full[diff[0]]).isalpha()
+            assert outcome == {"/d/log": f"damaged:{diff[0]}"}
+            seen[kind].append(seed)
+            continue
         assert full.startswith(data)
         if data == head:
             kind = "durable"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from durable.events import EventRecord, canonical_json, parse_record
+from durable.events import EventRecord, canonical_json, parse_json, parse_record
 from durable.ports import FileSystem
 from durable.store.base import (
     Checkpoint,
@@ -202,7 +202,7 @@ class FileStore:
             return None
         raw = self._fs.read(path)
         try:
-            lease = Lease.model_validate_json(raw)
+            lease = Lease.model_validate(parse_json(raw))
         except ValueError as exc:
             raise CorruptStore(f"{path}: lease file does not parse: {exc}") from exc
         if lease.conversation_id != conversation_id:
@@ -351,11 +351,17 @@ class FileStore:
     ) -> None:
         """Tell a torn tail from damaged committed data.
 
-        A crash (even power loss) tears only the end of the last write, so nothing valid can
-        follow the first bad line. A complete line at or after it that parses, verifies and
-        continues past the committed prefix proves that later commits were made on top of the
-        damaged one: that is corruption, and truncating it would silently drop committed data.
+        A crash (even power loss) damages only the last, unacknowledged write: the commit that
+        starts right after the committed prefix. A valid record of a *later* commit (one that
+        starts after ``last_sequence + 1``, per its ``batch_index``) proves that commits were made
+        on top of the damaged one: that is corruption of acknowledged data, and truncating it
+        would silently drop it. Valid records of the damaged commit itself are part of the tail.
+
+        With ``fsync=False`` a power loss may damage any suffix of acknowledged commits (the
+        mode's promise allows losing it), so damage is always treated as a torn suffix there.
         """
+        if not self._fsync:
+            return
         pos = fail_pos
         line_no = fail_line
         while pos < len(data):
@@ -363,7 +369,10 @@ class FileStore:
             if newline < 0:
                 return
             record, why = self._check_line(data[pos:newline], conversation_id)
-            if record is not None and why is None and record.sequence > last_sequence:
+            later_commit = (
+                record is not None and record.sequence - record.batch_index > last_sequence + 1
+            )
+            if record is not None and why is None and later_commit:
                 raise CorruptStore(
                     f"{path}: {problem}, but line {line_no} holds a valid later record "
                     f"(sequence {record.sequence}): committed data is damaged"
@@ -544,7 +553,9 @@ class FileStore:
         out: list[Checkpoint] = []
         for _, name in found:
             try:
-                out.append(Checkpoint.model_validate_json(self._fs.read(f"{directory}/{name}")))
+                out.append(
+                    Checkpoint.model_validate(parse_json(self._fs.read(f"{directory}/{name}")))
+                )
             except ValueError:
                 continue  # torn by power loss: expected, the caller falls back
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)

@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import trio
 
-from durable.events import EventRecord, canonical_json, parse_record
+from durable.events import EventRecord, canonical_json, parse_json, parse_record
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -393,7 +393,7 @@ class SQLiteStore:
         out: list[Checkpoint] = []
         for (text,) in await self._run("sqlite.read", body, write=False):
             try:
-                out.append(Checkpoint.model_validate_json(text))
+                out.append(Checkpoint.model_validate(parse_json(text)))
             except ValueError:
                 continue
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)

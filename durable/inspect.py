@@ -1,0 +1,472 @@
+"""``python -m durable inspect PATH``: a read-only health report of a store.
+
+PATH is a ``FileStore`` directory or a ``SQLiteStore`` file (recognised by the SQLite header).
+For every conversation the report gives the log (records, last sequence), the lease, the runs,
+the submissions, the open intents and pending reconciliations, and these checks:
+
+- the log's sequences are contiguous from 1 and every record's checksum verifies (the store's own
+  read already refuses damaged *committed* data; a torn tail, which is what a crash leaves, is
+  reported as ignored, never as a failure);
+- the log replays: ``reduce`` accepts every record (no ``InvariantViolation``);
+- the log's epoch is not above the stored lease's epoch;
+- each stored checkpoint verifies, belongs to the conversation, and equals
+  ``reduce(new_state(conversation), records[:through_sequence])``; the report also says which
+  checkpoint recovery would start from.
+
+Inspecting is read-only: it never repairs a torn tail, never takes, renews or releases a lease,
+and never writes a checkpoint; a SQLite store is read through a read-only connection, so a live
+runtime's writer neither waits for it nor makes it wait. It is an operator's tool at the edge of
+the library, so like the real ports it may look at the operating system directly (to tell a
+directory from a SQLite file); the runtime never imports it.
+
+Exit status: 0 if every check passes, 1 if one fails (or the store is corrupt), 2 for usage
+errors (no such path, not a store).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import trio
+
+from durable.events import EventRecord
+from durable.journal import usable_checkpoint
+from durable.ports import InlineBlocking, OsFileSystem
+from durable.state import State, new_state, reduce
+from durable.store import CorruptStore, FileStore, SQLiteStore, Store
+from durable.store.file import EVENTS_FILE
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+STORE_TABLES = frozenset({"events", "checkpoints", "leases"})
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+TEXT_LIMIT = 60
+
+StoreKind = Literal["file", "sqlite"]
+
+
+class UsageError(Exception):
+    """The path is missing or is not a store: exit status 2."""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class ConversationReport:
+    id: str
+    records: int = 0
+    last_sequence: int = 0
+    torn_tail_bytes: int | None = None
+    lease: dict[str, Any] | None = None
+    active_run: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    submissions: list[dict[str, Any]] = field(default_factory=list)
+    open_intents: list[dict[str, Any]] = field(default_factory=list)
+    pending_reconciliations: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "ok": self.ok,
+            "records": self.records,
+            "last_sequence": self.last_sequence,
+            "torn_tail_bytes": self.torn_tail_bytes,
+            "lease": self.lease,
+            "active_run": self.active_run,
+            "runs": self.runs,
+            "submissions": self.submissions,
+            "open_intents": self.open_intents,
+            "pending_reconciliations": self.pending_reconciliations,
+            "checkpoints": self.checkpoints,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+        }
+
+
+@dataclass
+class StoreReport:
+    path: str
+    kind: StoreKind
+    description: str
+    conversations: list[ConversationReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.conversations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "store": self.kind,
+            "description": self.description,
+            "ok": self.ok,
+            "conversations": [c.to_json() for c in self.conversations],
+        }
+
+
+# -- opening ---------------------------------------------------------------------------------------
+
+
+def _read_only_uri(path: str) -> str:
+    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+
+
+class ReadOnlySQLiteStore(SQLiteStore):
+    """``SQLiteStore`` reading through a read-only connection (``mode=ro``).
+
+    The plain store's first call switches the journal mode and creates missing tables inside a
+    write transaction; inspecting must do neither, nor wait for (or block) a live runtime's writes.
+    Every read still goes through ``SQLiteStore``'s own verification.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, blocking=InlineBlocking())
+        self._uri = _read_only_uri(path)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = sqlite3.connect(
+                self._uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+        return self._conn
+
+
+def _sqlite_tables(path: str) -> set[str]:
+    """The table names of a SQLite file, read through a read-only connection."""
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True)
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CorruptStore(f"{path}: not a usable SQLite database: {exc}") from exc
+    return {str(row[0]) for row in rows}
+
+
+def open_store(path: str) -> tuple[StoreKind, Store]:
+    """Recognise the store at ``path`` (without writing anything); ``UsageError`` if it is none."""
+    if not os.path.lexists(path):
+        raise UsageError(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        return "file", FileStore(path, fs=OsFileSystem(), fsync=True)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: not a store (neither a directory nor a regular file)")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if head != SQLITE_MAGIC:
+        raise UsageError(f"{path}: not a store (not a FileStore directory nor a SQLite file)")
+    missing = STORE_TABLES - _sqlite_tables(path)
+    if missing:
+        raise UsageError(
+            f"{path}: a SQLite database, but not a durable store (no {', '.join(sorted(missing))} "
+            "table)"
+        )
+    return "sqlite", ReadOnlySQLiteStore(path)
+
+
+# -- inspecting ------------------------------------------------------------------------------------
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= TEXT_LIMIT:
+        return text
+    return text[: TEXT_LIMIT - 3] + "..."
+
+
+def _torn_tail_bytes(root: str, conversation_id: str, records: list[EventRecord]) -> int:
+    """Bytes after the committed records of a FileStore log: the file size minus the size of the
+    good records' lines (each written as ``to_line() + "\\n"``)."""
+    path = os.path.join(root, conversation_id, EVENTS_FILE)
+    if not os.path.exists(path):
+        return 0
+    good = sum(len(r.to_line().encode("utf-8")) + 1 for r in records)
+    return max(os.path.getsize(path) - good, 0)
+
+
+def _describe_state(report: ConversationReport, state: State) -> None:
+    report.active_run = state.active_run
+    report.runs = [
+        {
+            "id": run.id,
+            "status": run.status,
+            "stop_reason": run.stop_reason,
+            "detail": _clip(run.detail) or "",
+            "inputs": list(run.inputs),
+            "model_turns": run.model_turns,
+            "tool_calls": run.tool_calls,
+        }
+        for run in state.runs.values()
+    ]
+    report.submissions = [
+        {
+            "id": sub.id,
+            "request_id": sub.request_id,
+            "status": sub.status,
+            "run_id": sub.run_id,
+            "content": _clip(sub.content),
+            "answer": _clip(sub.answer),
+            "reason": _clip(sub.reason),
+        }
+        for sub in state.submissions.values()
+    ]
+    for intent in state.unresolved_intents():
+        entry = {
+            "call_id": intent.call_id,
+            "task_id": intent.task_id,
+            "tool": intent.tool,
+            "policy": intent.policy,
+            "idempotency_key": intent.idempotency_key,
+            "epoch": intent.epoch,
+            "sequence": intent.sequence,
+            "interrupted": intent.interrupted,
+            "reconciliation": intent.reconciliation,
+        }
+        report.open_intents.append(entry)
+        if intent.reconciliation:
+            report.pending_reconciliations.append(entry)
+
+
+async def inspect_conversation(
+    store: Store, kind: StoreKind, root: str, conversation_id: str
+) -> ConversationReport:
+    """Everything about one conversation; raises ``CorruptStore`` if its committed data is bad."""
+    report = ConversationReport(id=conversation_id)
+    records = await store.read_records(conversation_id)  # verifies; never repairs
+    lease = await store.current_lease(conversation_id)
+    report.records = len(records)
+    report.last_sequence = records[-1].sequence if records else 0
+    if lease is not None:
+        report.lease = {
+            "owner_id": lease.owner_id,
+            "epoch": lease.epoch,
+            "expires_at_s": lease.expires_at_s,
+        }
+
+    sequences = [r.sequence for r in records]
+    gap = next((i + 1 for i, s in enumerate(sequences) if s != i + 1), None)
+    report.checks.append(
+        Check(
+            "sequences contiguous",
+            gap is None,
+            f"1..{len(records)}" if gap is None else f"sequence {gap} missing or out of place",
+        )
+    )
+    bad = [r.sequence for r in records if not r.verify()]
+    detail = f"{len(records)} records verify" if not bad else f"bad checksums at {bad[:5]}"
+    if kind == "file":
+        report.torn_tail_bytes = _torn_tail_bytes(root, conversation_id, records)
+        if report.torn_tail_bytes:
+            detail += f"; torn tail ignored ({report.torn_tail_bytes} bytes)"
+    report.checks.append(Check("checksums valid", not bad, detail))
+
+    state: State | None
+    try:
+        state = reduce(new_state(conversation_id), records)
+        report.checks.append(Check("log replays", True, f"state through {state.last_sequence}"))
+    except Exception as exc:  # InvariantViolation, or worse: a log no runtime could have written
+        state = None
+        report.checks.append(Check("log replays", False, f"{type(exc).__name__}: {exc}"))
+    if state is not None:
+        _describe_state(report, state)
+        if lease is not None or records:
+            lease_epoch = lease.epoch if lease is not None else 0
+            report.checks.append(
+                Check(
+                    "lease epoch",
+                    state.epoch <= lease_epoch,
+                    f"log epoch {state.epoch}, lease epoch {lease_epoch}",
+                )
+            )
+
+    await _check_checkpoints(store, report, conversation_id, records)
+    return report
+
+
+async def _check_checkpoints(
+    store: Store, report: ConversationReport, conversation_id: str, records: list[EventRecord]
+) -> None:
+    used: int | None = None
+    last = records[-1].sequence if records else 0
+    for checkpoint in await store.load_checkpoints(conversation_id):
+        through = checkpoint.through_sequence
+        entry: dict[str, Any] = {
+            "through_sequence": through,
+            "verifies": checkpoint.verify(),
+            "in_log": 0 <= through <= last,
+            "matches_replay": None,
+            "used_by_recovery": False,
+        }
+        name = f"checkpoint {through}"
+        problems: list[str] = []
+        if not entry["verifies"]:
+            problems.append("checksum does not verify")
+        if checkpoint.conversation_id != conversation_id:
+            problems.append(f"belongs to {checkpoint.conversation_id}")
+        if entry["in_log"] and not problems:
+            try:
+                expected = reduce(new_state(conversation_id), records[:through])
+                entry["matches_replay"] = (
+                    checkpoint.to_state().model_dump() == expected.model_dump()
+                )
+            except Exception as exc:  # the log does not replay, or the state does not parse
+                entry["matches_replay"] = False
+                problems.append(f"cannot compare: {type(exc).__name__}: {exc}")
+            else:
+                if not entry["matches_replay"]:
+                    problems.append(f"differs from replaying records 1..{through}")
+        # Recovery (``journal.recover_state``) takes the newest usable checkpoint in the log.
+        if used is None and entry["in_log"] and usable_checkpoint(checkpoint, conversation_id):
+            used = through
+            entry["used_by_recovery"] = True
+        report.checkpoints.append(entry)
+        if problems:
+            report.checks.append(Check(name, False, "; ".join(problems)))
+        elif not entry["in_log"]:
+            detail = f"beyond the log (last sequence {last}): ignored, recovery removes it"
+            report.checks.append(Check(name, True, detail))
+        else:
+            use = "used by recovery" if entry["used_by_recovery"] else "not used by recovery"
+            report.checks.append(Check(name, True, f"verifies, equals replay, {use}"))
+    if used is None and records:
+        report.checks.append(Check("recovery start", True, "full replay (no usable checkpoint)"))
+
+
+async def inspect_store(path: str) -> StoreReport:
+    kind, store = open_store(path)
+    try:
+        report = StoreReport(path=path, kind=kind, description=store.describe())
+        for conversation_id in await store.list_conversations():
+            report.conversations.append(
+                await inspect_conversation(store, kind, path, conversation_id)
+            )
+        return report
+    finally:
+        if isinstance(store, SQLiteStore):
+            store.abandon()
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+def render_text(report: StoreReport, out: TextIO) -> None:
+    w = out.write
+    w(f"{report.path}: {report.description}\n")
+    if not report.conversations:
+        w("no conversations\n")
+    for conv in report.conversations:
+        w(f"\nconversation {conv.id}: {conv.records} records, last sequence {conv.last_sequence}\n")
+        if conv.lease is None:
+            w("  lease: none\n")
+        else:
+            lease = conv.lease
+            expiry = lease["expires_at_s"]
+            expires = "released" if expiry < 0 else f"expires at {expiry:.3f} s"
+            w(f"  lease: owner {lease['owner_id']}, epoch {lease['epoch']}, {expires}\n")
+        w(f"  active run: {conv.active_run or 'none'}\n")
+        for run in conv.runs:
+            stop = f" ({run['stop_reason']})" if run["stop_reason"] else ""
+            w(f"  run {run['id']}: {run['status']}{stop}, inputs {', '.join(run['inputs'])}\n")
+        for sub in conv.submissions:
+            request = f" request {sub['request_id']}" if sub["request_id"] else ""
+            outcome = ""
+            if sub["answer"] is not None:
+                outcome = f": {sub['answer']!r}"
+            elif sub["reason"] is not None:
+                outcome = f": {sub['reason']}"
+            w(f"  submission {sub['id']}{request}: {sub['status']}{outcome}\n")
+        if not conv.open_intents:
+            w("  open intents: none\n")
+        for intent in conv.open_intents:
+            waiting = ", waiting for an operator" if intent["reconciliation"] else ""
+            w(
+                f"  open intent {intent['call_id']}: tool {intent['tool']} "
+                f"({intent['policy']}), key {intent['idempotency_key']}{waiting}\n"
+            )
+        w(f"  pending reconciliations: {len(conv.pending_reconciliations)}\n")
+        for check in conv.checks:
+            mark = "ok  " if check.ok else "FAIL"
+            w(f"  [{mark}] {check.name}: {check.detail}\n")
+    failed = sum(1 for c in report.conversations if not c.ok)
+    verdict = "all checks pass" if failed == 0 else f"{failed} conversation(s) fail a check"
+    w(f"\n{verdict}\n")
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+HELP = """\
+Inspect a durable store without changing it: no repair of a torn tail, no lease taken, renewed or
+released, no checkpoint written.
+
+PATH is a FileStore directory or a SQLiteStore file (recognised by its SQLite header). For every
+conversation it prints the number of records and the last sequence, the current lease (owner,
+epoch, expiry), the runs (id, status, stop reason, inputs), the submissions (id, request id,
+status, answer or reason), the open tool intents and the pending reconciliations, and checks:
+
+  sequences contiguous  the log holds sequences 1..n without a gap
+  checksums valid       every committed record verifies (a torn tail, which is what a crash
+                        leaves, is reported as ignored, not as a failure)
+  log replays           reduce() accepts every record in order
+  lease epoch           the log's epoch is not above the stored lease's
+  checkpoint N          each checkpoint verifies, belongs to the conversation and equals the
+                        state replayed from records 1..N; the one recovery would use is named
+
+exit status: 0 every check passes; 1 a check fails or the store is corrupt; 2 usage error
+(no such path, not a store)
+"""
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("path", metavar="PATH", help="a FileStore directory or a SQLite file")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
+
+
+def run(
+    path: str, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Inspect ``path`` and print the report; returns the exit status. Never raises for bad
+    input: a missing path or a non-store is 2, a corrupt store or a failed check is 1."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    try:
+        report = trio.run(inspect_store, path)
+    except UsageError as exc:
+        _error(err if not as_json else out, as_json, f"error: {exc}", "usage")
+        return EXIT_USAGE
+    except CorruptStore as exc:
+        _error(out, as_json, f"corrupt store: {exc}", "corrupt")
+        return EXIT_FAILED
+    except (OSError, sqlite3.Error, ValueError) as exc:
+        _error(out, as_json, f"inspect failed: {type(exc).__name__}: {exc}", "failed")
+        return EXIT_FAILED
+    if as_json:
+        out.write(json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n")
+    else:
+        render_text(report, out)
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _error(stream: TextIO, as_json: bool, message: str, kind: str) -> None:
+    message = " ".join(message.split())  # one line, whatever the exception's text
+    if as_json:
+        stream.write(json.dumps({"ok": False, "error": kind, "message": message}) + "\n")
+    else:
+        stream.write(message + "\n")
