@@ -76,6 +76,20 @@ def _parser() -> argparse.ArgumentParser:
         help="skip I10 (re-running every schedule to compare fingerprints): twice as fast",
     )
 
+    mu = sub.add_parser(
+        "mutants",
+        help="plant known recovery bugs one at a time and check the sweep catches each",
+        description=(
+            "For each mutant of the catalogue (a monkeypatch of one runtime function: a known "
+            "bug class of durable runtimes), run the default sweep -- its own scenario first, "
+            "then every bundled scenario, both stores, process and power crashes -- until the "
+            "first failing schedule, and print the kill matrix. Exit 1 if any mutant survives."
+        ),
+    )
+    mu.add_argument("names", nargs="*", metavar="MUTANT", help="default: the whole catalogue")
+    mu.add_argument("--seed", type=int, default=0)
+    mu.add_argument("--json", action="store_true", help="print the kill matrix as JSON")
+
     rp = sub.add_parser(
         "replay",
         help="re-run one crash schedule (as printed by a failure) and judge it",
@@ -107,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "mutants":
+            return _mutants(args)
         return _replay(args)
     except (UsageError, ScenarioError, ScheduleError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
@@ -314,6 +330,57 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(*exc)
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    from sim.mutants import CATALOGUE, kill
+
+    known = {m.name: m for m in CATALOGUE}
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown mutant {unknown[0]!r} (known: {', '.join(known)})")
+    chosen = [known[n] for n in args.names] if args.names else list(CATALOGUE)
+    scenarios = bundled_names()
+    results = []
+    with _progress(not args.json) as advance:
+        for mutant in chosen:
+            results.append(
+                kill(
+                    mutant,
+                    scenarios=scenarios,
+                    seed=args.seed,
+                    progress=lambda n, name=mutant.name: advance(name, n),
+                )
+            )
+    if args.json:
+        print(json.dumps({"mutants": [r.to_json() for r in results]}, indent=2, sort_keys=True))
+    else:
+        _kill_matrix(results)
+    return 0 if all(r.killed for r in results) else 1
+
+
+def _kill_matrix(results: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="durable-sim mutants: kill matrix")
+    for col in ("mutant", "killed", "by", "scenario", "first killing schedule", "runs", "wall s"):
+        table.add_column(col, justify="right" if col in ("runs", "wall s") else "left")
+    for r in results:
+        table.add_row(
+            r.name,
+            "yes" if r.killed else "[red]NO[/red]",
+            ",".join(r.invariants) if r.killed else "-",
+            f"{r.scenario}[{r.store}]" if r.killed else "-",
+            r.schedule or "-",
+            str(r.schedules_to_kill),
+            f"{r.wall_s:.2f}",
+        )
+    console = Console()
+    console.print(table)
+    slowest = max(results, key=lambda r: r.wall_s, default=None)
+    if slowest is not None:
+        console.print(f"slowest kill: {slowest.name} ({slowest.wall_s:.2f}s)", highlight=False)
 
 
 def _replay(args: argparse.Namespace) -> int:

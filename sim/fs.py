@@ -403,9 +403,9 @@ class SimFS:
         return dict(sorted(outcomes.items()))
 
     def _settle(self, node: _Inode, rng: random.Random) -> str | None:
-        """Settle one inode's pending content: lost, torn at a block boundary, all kept, or (a
-        quarter of the "all kept" cases of an extension) kept with one damaged character: a
-        partially programmed sector whose bytes still parse, the case only a checksum catches."""
+        """Settle one inode's pending content: lost, torn at a block boundary, all kept, or (for
+        an extension) kept with one damaged character: a partially programmed sector whose bytes
+        still parse, the case only a checksum catches."""
         data = node.data
         current = len(data)
         kept = node.durable_bytes
@@ -422,12 +422,16 @@ class SimFS:
         first = durable_len // bs + 1  # index of the first block boundary after the durable end
         # Block boundaries strictly between the durable end and the current end (a torn append).
         boundaries = max(0, (current - 1) // bs - first + 1) if extension else 0
-        choice = rng.randrange(3) if boundaries else 2 * rng.randrange(2)
-        if choice == 2 and extension and rng.randrange(4) == 0:
+        # Outcomes: 0 lost, 1 torn at a block boundary, 2 all kept, 3 all kept but one character
+        # damaged (a partially programmed sector: only for extensions, where it is unacknowledged).
+        if extension:
+            choice = rng.randrange(4) if boundaries else (0, 2, 3)[rng.randrange(3)]
+        else:
+            choice = 2 * rng.randrange(2)
+        if choice == 3:
             flipped = _damage_one_letter(data, durable_len, rng)
-            if flipped is not None:
-                node.mark_synced()
-                return f"damaged:{flipped}"
+            node.mark_synced()
+            return f"damaged:{flipped}" if flipped is not None else "all"
         if choice == 0:
             if kept is None:
                 del data[durable_len:]

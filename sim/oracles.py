@@ -88,10 +88,6 @@ def within_promise(result: RunResult) -> bool:
 def check(result: RunResult, reference: RunResult) -> list[Violation]:
     """Every invariant except I10 (which needs a second run: see ``check_determinism``)."""
     out: list[Violation] = []
-    if result.runtime_error is not None:
-        out.append(
-            Violation("I0", "the runtime raised instead of recovering", (result.runtime_error,))
-        )
     out += check_log(result)
     facts = _facts(result)
     out += check_checkpoints(result)
@@ -108,6 +104,11 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
         out += check_transparency(result, reference, facts)
         out += check_model_calls(result, reference)
     out += check_liveness(result, facts)
+    if result.runtime_error is not None:
+        # Last: a runtime that raised is usually the consequence of a violation found above.
+        out.append(
+            Violation("I0", "the runtime raised instead of recovering", (result.runtime_error,))
+        )
     return out
 
 

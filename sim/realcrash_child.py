@@ -34,8 +34,10 @@ Exit status of a child that is not killed: 0 its client session ended, 3 the run
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import re
 import signal
 import sqlite3
@@ -189,16 +191,29 @@ class _NullWorld:
         del kind, fields
 
 
-class _LoggedList(list):  # type: ignore[type-arg]
-    """A list whose appends are also written to the point's record (commits, lease grants)."""
+# The simulator's ``Machine`` keeps these records of what its processes did (the oracles read
+# them from the ``RunResult`` fields of the same names); here each append is also written to the
+# point's record, pickled (parent and children run the same code), so no field is lost.
+MACHINE_RECORDS = ("commits", "grants", "accepted")
 
-    def __init__(self, write: Callable[[Any], None]) -> None:
+
+class _LoggedList(list):  # type: ignore[type-arg]
+    """A list whose appends are also written to the point's record."""
+
+    def __init__(self, log: WorldLog, name: str) -> None:
         super().__init__()
-        self._write = write
+        self._log = log
+        self._name = name
 
     def append(self, item: Any) -> None:
         super().append(item)
-        self._write(item)
+        data = base64.b64encode(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
+        self._log.write({"t": "record", "name": self._name, "pickle": data.decode("ascii")})
+
+
+def decode_record(entry: dict[str, Any]) -> Any:
+    """The object a ``record`` entry holds (written by a child of this same code)."""
+    return pickle.loads(base64.b64decode(entry["pickle"]))
 
 
 class RealMachine:
@@ -214,23 +229,8 @@ class RealMachine:
         self.world = _NullWorld()
         self._next_index = history.next_index
         self._counters = dict(history.counters)
-        self.commits = _LoggedList(self._log_commit)
-        self.grants = _LoggedList(self._log_grant)
-
-    def _log_commit(self, item: Any) -> None:
-        index, records = item
-        self.log.write({"t": "commit", "i": index, "records": [r.to_line() for r in records]})
-
-    def _log_grant(self, grant: Any) -> None:
-        previous = grant.previous.model_dump(mode="json") if grant.previous is not None else None
-        self.log.write(
-            {
-                "t": "grant",
-                "time": grant.time_s,
-                "previous": previous,
-                "granted": grant.granted.model_dump(mode="json"),
-            }
-        )
+        for name in MACHINE_RECORDS:
+            setattr(self, name, _LoggedList(log, name))
 
     def numbered(self, kind: str) -> int:
         n = self._counters.get(kind, 0) + 1
@@ -476,7 +476,9 @@ class ExternalServices:
 
         return self._effect(process, clock, "workspace", "append_line", ctx, apply)
 
-    def charge(self, process: RealProcess, clock: ScaledClock, ctx: ToolContext, amount: int) -> str:
+    def charge(
+        self, process: RealProcess, clock: ScaledClock, ctx: ToolContext, amount: int
+    ) -> str:
         conversation = ctx.conversation_id
 
         def apply(conn: sqlite3.Connection) -> tuple[bool, str, object]:

@@ -50,6 +50,7 @@ class Failure:
     repro: str
     crash_labels: list[str] = field(default_factory=list)
     timeline: list[str] = field(default_factory=list)
+    invariants: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -266,8 +267,13 @@ def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> 
             repro=repro,
             crash_labels=list(outcome.labels),
             timeline=timeline(result),
+            invariants=sorted({v.invariant for v in outcome.violations}, key=_invariant_order),
         )
     )
+
+
+def _invariant_order(invariant: str) -> int:
+    return int(invariant[1:]) if invariant[1:].isdigit() else 99
 
 
 def _effect_summary(result: RunResult) -> dict[str, int]:
