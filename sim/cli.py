@@ -76,6 +76,23 @@ def _parser() -> argparse.ArgumentParser:
         help="skip I10 (re-running every schedule to compare fingerprints): twice as fast",
     )
 
+    fz = sub.add_parser(
+        "fuzz",
+        help="search odd interleavings with Hypothesis; shrink and save what fails",
+        description=(
+            "Runs the schedule fuzzer (crash schedules of any depth over each scenario's "
+            "boundary trace) and the world machine (programs of submits, re-sends, crashes, "
+            "pauses past the lease, aborts and model errors). A failure is shrunk, printed in "
+            "replay form and saved to the corpus directory, which the test suite replays."
+        ),
+    )
+    fz.add_argument("scenario", nargs="?", help="default: every bundled scenario")
+    fz.add_argument("--examples", type=int, default=300, help="examples per fuzzer and scenario")
+    fz.add_argument("--seed", type=int, default=0, help="Hypothesis seed (the world seed is 0)")
+    fz.add_argument("--store", choices=("file", "sqlite"), default="file")
+    fz.add_argument("--corpus", default="tests/corpus", help="where failing cases are saved")
+    fz.add_argument("--no-machine", action="store_true", help="only fuzz schedules")
+
     mu = sub.add_parser(
         "mutants",
         help="plant known recovery bugs one at a time and check the sweep catches each",
@@ -123,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "mutants":
             return _mutants(args)
+        if args.command == "fuzz":
+            return _fuzz(args)
         return _replay(args)
     except (UsageError, ScenarioError, ScheduleError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
@@ -330,6 +349,52 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(*exc)
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from sim.fuzz import fuzz_machine, fuzz_schedules, save_case
+
+    if not 1 <= args.examples <= 100_000:
+        raise UsageError("--examples must be between 1 and 100000")
+    names = [args.scenario] if args.scenario else bundled_names()
+    scenarios = [load_scenario(n) for n in names]
+    started = time.perf_counter()
+    examples = 0
+    findings = []
+    with _progress(True) as advance:
+        for scenario in scenarios:
+
+            def tick(name: str = scenario.name) -> None:
+                nonlocal examples
+                examples += 1
+                advance(f"schedules {name}", 1)
+
+            finding = fuzz_schedules(
+                scenario,
+                store=args.store,
+                examples=args.examples,
+                fuzz_seed=args.seed,
+                on_example=tick,
+            )
+            if finding is not None:
+                findings.append(finding)
+        if not args.no_machine:
+            advance("world machine", 0)
+            finding = fuzz_machine(store=args.store, examples=args.examples, fuzz_seed=args.seed)
+            examples += args.examples
+            if finding is not None:
+                findings.append(finding)
+    wall_s = time.perf_counter() - started
+    for finding in findings:
+        path = save_case(finding, Path(args.corpus))
+        print("\n".join(finding.describe()))
+        print(f"saved: {path}")
+        print(f"repro: {finding.repro(str(path))}")
+    print(
+        f"fuzz: {examples} examples in {wall_s:.1f}s ({examples / wall_s:.1f}/s), "
+        f"{len(findings)} failure(s)"
+    )
+    return 1 if findings else 0
 
 
 def _mutants(args: argparse.Namespace) -> int:

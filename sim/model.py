@@ -39,7 +39,8 @@ class FakeModel:
         self._log = log
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        await self._p.sleep_until(trio.current_time() + MODEL_LATENCY_S)
+        """The call is a boundary when the request is *sent* (the model has it and bills it);
+        the response then takes ``MODEL_LATENCY_S``, during which a crash or pause loses it."""
         machine = self._p.machine
         label = f"model.call#{machine.numbered('model.call')}"
         index = machine.before(self._p, label)
@@ -62,6 +63,7 @@ class FakeModel:
         )
         machine.world.record("model", request.task_id, request.attempt, len(users), outcome)
         machine.after(self._p, index, label)
+        await self._p.sleep_until(trio.current_time() + MODEL_LATENCY_S)
         if isinstance(response, ModelError):
             raise response
         return response

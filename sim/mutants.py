@@ -590,6 +590,25 @@ def verifier_ignored(mp: Patcher) -> None:
     mp.setattr(tool_mod, "_recover", _recover)
 
 
+def forgets_intent_on_second_recovery(mp: Patcher) -> None:
+    """Depth 2 only: a recovery that finds an intent written two epochs ago (a crash hit the
+    previous recovery before it recorded the call's outcome) forgets it was ever started and runs
+    the tool as a first attempt -- an ``unsafe`` effect happens twice. One crash never shows it;
+    the fuzzer's planted-bug test must find and shrink it."""
+    original = tool_mod._recover
+
+    async def _recover(env: Any, task_id: str) -> None:
+        state = env.journal.state
+        intent = state.intents[state.tasks[task_id].call.call_id]
+        if intent.epoch <= env.journal.lease.epoch - 2:
+            spec = env.tools.get(intent.tool)
+            await tool_mod.execute_and_record(env, spec, intent, attempt="first")
+            return
+        await original(env, task_id)
+
+    mp.setattr(tool_mod, "_recover", _recover)
+
+
 # -- the catalogue --------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import trio
 
 from durable.events import EventRecord
 from durable.store.base import Checkpoint, Lease
-from sim.faults import Boundary, CrashPoint, Schedule
+from sim.faults import Boundary, CrashKind, CrashPoint, Schedule
 from sim.fs import SimFS
 from sim.world import World
 
@@ -105,9 +105,17 @@ class SimProcess:
 class Machine:
     """The host: SimFS, the injector, the processes. Outlives every process."""
 
-    def __init__(self, world: World, schedule: Schedule, *, fs: SimFS) -> None:
+    def __init__(
+        self,
+        world: World,
+        schedule: Schedule,
+        *,
+        fs: SimFS,
+        timed_crashes: tuple[tuple[float, CrashKind], ...] = (),
+    ) -> None:
         self.world = world
         self.schedule = schedule
+        self._timed = sorted(timed_crashes)
         self.fs = fs
         self.boundaries: list[Boundary] = []
         self.crashes: list[CrashRecord] = []
@@ -115,6 +123,7 @@ class Machine:
         self.commits: list[tuple[int, list[EventRecord]]] = []
         self.grants: list[LeaseGrant] = []
         self.accepted: list[AcceptedAppend] = []
+        self.paused_with_pinned_request = 0
         self._next_index = 0
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
@@ -144,6 +153,8 @@ class Machine:
         self.boundaries.append(Boundary(index, label, process.id, now))
         self.world.record("b", index, label, process.id)
         point = self.schedule.at(index, "before")
+        if point is None and self._timed and now >= self._timed[0][0]:
+            point = CrashPoint(index, "before", self._timed.pop(0)[1])
         if point is not None:
             self.crash(process, point, label)
         return index

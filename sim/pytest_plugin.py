@@ -45,15 +45,40 @@ def sim_schedule(request: pytest.FixtureRequest) -> Schedule:
 
 
 @pytest.fixture
-def sim_run(sim_seed: int, sim_schedule: Schedule) -> Callable[..., Any]:
+def sim_world(sim_seed: int) -> Any:
+    """A seeded ``sim.world.World`` (RNG streams, ids, trace) for tests of your own parts."""
+    from sim.world import World
+
+    return World(sim_seed)
+
+
+@pytest.fixture
+def sim_run(
+    request: pytest.FixtureRequest, sim_seed: int, sim_schedule: Schedule
+) -> Callable[..., Any]:
     """``sim_run("read_edit_answer", store="file")`` runs a scenario under the session's seed
-    and schedule and returns the ``RunResult``."""
+    and schedule and returns the ``RunResult``; a failing test then ends with the repro command
+    of the last run."""
     from sim.runner import run_scenario
     from sim.scenario import Scenario, load_scenario
 
     def run(scenario: str | Scenario, *, store: str = "file", schedule: Schedule | None = None):
         loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
         chosen = schedule if schedule is not None else sim_schedule
+        ref = scenario if isinstance(scenario, str) else loaded.name
+        request.node._sim_repro = (
+            f"durable-sim replay --scenario {ref} --seed {sim_seed} --store {store} "
+            f"--schedule {chosen.text()}"
+        )
         return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)  # type: ignore[arg-type]
 
     return run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    repro = getattr(item, "_sim_repro", None)
+    if report.failed and repro:
+        report.sections.append(("durable-sim repro", repro))

@@ -45,7 +45,7 @@ from sim.process import (
     SimProcess,
     is_crash_only,
 )
-from sim.scenario import ActionDef, Scenario
+from sim.scenario import ActionDef, ResendDef, Scenario
 from sim.services import Effect, Services
 from sim.tools import build_tools
 from sim.world import World, seed_trio_scheduler
@@ -86,6 +86,7 @@ class RunResult:
     commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
     grants: list[LeaseGrant] = field(default_factory=list)
     accepted: list[AcceptedAppend] = field(default_factory=list)
+    paused_with_pinned_request: int = 0
     settled: bool = False
     runtime_error: str | None = None
     store_error: str | None = None
@@ -153,7 +154,8 @@ async def _world_main(
 ) -> None:
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
-    machine = Machine(world, schedule, fs=fs)
+    timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
+    machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
     services = Services(files=_initial_files(world, scenario))
     world.record("files", sorted(services.files.items()))
     config = RuntimeConfig(
@@ -194,6 +196,7 @@ async def _world_main(
     result.commits = machine.commits
     result.grants = machine.grants
     result.accepted = machine.accepted
+    result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
     result.files = dict(services.files)
     await _collect_store(result, store_kind, scenario, fs, tmp)
@@ -206,6 +209,7 @@ async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
     first = env.machine.processes[0]
     if first.alive:
         first.paused_until_s = at_s + for_s
+        env.machine.paused_with_pinned_request += int(first.pinned_request())
         env.world.record("pause", first.id, at_s + for_s)
 
 
@@ -330,7 +334,21 @@ async def _client_steps(env: WorldEnv, process: SimProcess, conversation: Conver
     scenario, client, world = env.scenario, env.client, env.world
     steps: list[tuple[float, int, Any]] = [(i.at_s, n, i) for n, i in enumerate(scenario.inputs)]
     steps += [(a.at_s, 1000 + n, a) for n, a in enumerate(scenario.actions)]
+    steps += [(r.at_s, 2000 + n, r) for n, r in enumerate(scenario.resends)]
+    by_request = {i.request_id: i for i in scenario.inputs}
     for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
+        if isinstance(step, ResendDef):
+            known = client.acked.get(step.request_id)
+            if number in client.actions_done or known is None:
+                continue  # never acknowledged: the input step itself sends it again
+            await process.sleep_until(at_s)
+            original = by_request[step.request_id]
+            handle = await conversation.submit(original.content, request_id=step.request_id)
+            if handle.id != known:
+                client.remapped.append((step.request_id, known, handle.id))
+            client.actions_done.add(number)
+            world.record("resend", step.request_id, handle.id)
+            continue
         if isinstance(step, ActionDef):
             if number in client.actions_done:
                 continue

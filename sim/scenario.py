@@ -87,6 +87,21 @@ class TakeoverDef(_Model):
     second_worker_at_s: float = Field(ge=0, le=86_400)
 
 
+class TimedCrashDef(_Model):
+    """A crash at the first boundary reached at or after ``at_s`` of virtual time (the fuzzer's
+    state machine writes these; the sweep's crash points come on top)."""
+
+    at_s: float = Field(ge=0, le=86_400)
+    kind: Literal["process", "power"] = "process"
+
+
+class ResendDef(_Model):
+    """The client sends request ``request_id`` again at ``at_s`` (e.g. after a lost response)."""
+
+    request_id: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+    at_s: float = Field(ge=0, le=86_400)
+
+
 class BaseCrashDef(_Model):
     """A crash every run of the scenario suffers (the sweep adds its crash points after it): at
     the first boundary whose label starts with ``label_prefix``."""
@@ -117,6 +132,8 @@ class Scenario(_Model):
     takeover: TakeoverDef | None = None
     client_resends: bool = False
     base_crash: BaseCrashDef | None = None
+    timed_crashes: list[TimedCrashDef] = Field(default_factory=list, max_length=8)
+    resends: list[ResendDef] = Field(default_factory=list, max_length=16)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -135,9 +152,17 @@ class Scenario(_Model):
                         raise ValueError(f"script[{k}] calls undefined tool {call.tool!r}")
         if self.heartbeat_s >= self.lease_ttl_s:
             raise ValueError("heartbeat_s must be below lease_ttl_s")
+        unknown = [r.request_id for r in self.resends if r.request_id not in rids]
+        if unknown:
+            raise ValueError(f"resend of unknown request id {unknown[0]!r}")
         if any(t.policy == "manual" for t in self.tools) and self.operator is None:
             raise ValueError("a scenario with a manual tool needs an operator")
         return self
+
+    def without_faults(self) -> Scenario:
+        """The fault-free reference of this scenario: its timed crashes removed (everything else,
+        a takeover included, is part of the workload)."""
+        return self.model_copy(update={"timed_crashes": []}) if self.timed_crashes else self
 
     def tool(self, name: str) -> ToolDef:
         for tool in self.tools:
@@ -147,12 +172,15 @@ class Scenario(_Model):
 
 
 def load_scenario_file(path: Path) -> Scenario:
+    """A scenario file, or a regression-corpus case (which embeds its scenario)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ScenarioError(f"cannot read scenario file {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    if isinstance(raw, dict) and "scenario" in raw and "schema_version" in raw:
+        raw = raw["scenario"]  # a regression-corpus case embeds the scenario it ran
     try:
         return Scenario.model_validate(raw)
     except ValidationError as exc:

@@ -132,7 +132,7 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     spec = scenario.base_crash
     if spec is None:
         return Schedule()
-    plain = run_scenario(scenario, seed=seed, store=store)
+    plain = run_scenario(scenario.without_faults(), seed=seed, store=store)
     for boundary in plain.boundaries:
         if boundary.label.startswith(spec.label_prefix):
             return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
@@ -174,7 +174,7 @@ def sweep(
         out.skipped_power = True
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
-    reference = run_scenario(scenario, seed=seed, store=store, schedule=base)
+    reference = run_scenario(scenario.without_faults(), seed=seed, store=store, schedule=base)
     out.boundaries = len(reference.boundaries)
     out.labels = [b.label for b in reference.boundaries]
     for b in reference.boundaries:
