@@ -22,12 +22,8 @@ def test_fixtures_and_repro_line(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "--sim-seed", "3")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*durable-sim repro*",
-            "durable-sim replay --scenario idempotent_payment --seed 3 --store sqlite --schedule none*",
-        ]
-    )
+    repro = "durable-sim replay --scenario idempotent_payment --seed 3 --store sqlite"
+    result.stdout.fnmatch_lines(["*durable-sim repro*", f"{repro} --schedule none*"])
 
 
 def test_replay_option_sets_the_schedule(pytester: pytest.Pytester) -> None:
