@@ -107,6 +107,20 @@ def _parser() -> argparse.ArgumentParser:
     mu.add_argument("--seed", type=int, default=0)
     mu.add_argument("--json", action="store_true", help="print the kill matrix as JSON")
 
+    from sim.realcrash import add_realcrash_arguments
+
+    rc = sub.add_parser(
+        "realcrash",
+        help="kill real processes at every crash point and compare with the simulator",
+        description=(
+            "For each process-kill crash point, run the runtime in a child Python process on real "
+            "files or a real SQLite database with a (sped-up) real clock, SIGKILL it at that "
+            "boundary, restart a child to resume, judge with the same oracles, and compare each "
+            "verdict with the simulator's for the same point. Power loss is not faked here."
+        ),
+    )
+    add_realcrash_arguments(rc)
+
     rp = sub.add_parser(
         "replay",
         help="re-run one crash schedule (as printed by a failure) and judge it",
@@ -142,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             return _mutants(args)
         if args.command == "fuzz":
             return _fuzz(args)
+        if args.command == "realcrash":
+            from sim.realcrash import main_realcrash
+
+            return main_realcrash(args)
         return _replay(args)
     except (UsageError, ScenarioError, ScheduleError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)

@@ -124,6 +124,10 @@ class Machine:
         self.grants: list[LeaseGrant] = []
         self.accepted: list[AcceptedAppend] = []
         self.paused_with_pinned_request = 0
+        self.fork_plan: Any = None  # sim.forking.ForkPlan during a fast sweep's forking run
+        self.forked_child = False
+        self.state_parts: Callable[[], list[Any]] = lambda: []
+        self._inherited: list[Any] = []
         self._next_index = 0
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
@@ -157,12 +161,38 @@ class Machine:
             point = CrashPoint(index, "before", self._timed.pop(0)[1])
         if point is not None:
             self.crash(process, point, label)
+        if self.fork_plan is not None:
+            self.fork_plan.fork_at(self, process, index, "before", label)
         return index
 
     def after(self, process: SimProcess, index: int, label: str) -> None:
         point = self.schedule.at(index, "after")
         if point is not None:
             self.crash(process, point, label)
+        if self.fork_plan is not None:
+            self.fork_plan.fork_at(self, process, index, "after", label)
+
+    def keep_inherited(self, resource: Any) -> None:
+        """Hold a resource inherited from a forking parent until this child exits."""
+        self._inherited.append(resource)
+
+    def state_digest(self) -> str | None:
+        """A digest of everything a process kill leaves for the future (None when more than one
+        process is alive: the survivors' memory would count too)."""
+        from sim.forking import digest_of, trio_rng_state
+
+        if sum(1 for p in self.processes if p.alive) != 1:
+            return None
+        parts: list[Any] = [
+            trio.current_time(),
+            trio_rng_state(),
+            sorted(self.fs.snapshot().items()),
+            sorted(self.world.ids._next.items()),
+            self._timed,
+            [(p.id, p.alive, p.paused_until_s) for p in self.processes],
+            self.paused_with_pinned_request,
+        ]
+        return digest_of(parts + self.state_parts())
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
         victims = [p for p in self.processes if p.alive] if point.kind == "power" else [process]
@@ -185,8 +215,14 @@ class Machine:
         raise SimulatedCrash(point)
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
+        """``fn`` between its two boundaries. An operation that fails (an ``Exception``, e.g. a
+        missing file) still has an "after": the process lives on past it and can die there."""
         index = self.before(process, label)
-        result = fn()
+        try:
+            result = fn()
+        except Exception:
+            self.after(process, index, label)
+            raise
         self.after(process, index, label)
         return result
 
@@ -299,7 +335,11 @@ class InstrumentedStore:
         machine = self._p.machine
         label = f"{kind}#{machine.numbered(kind)}"
         index = machine.before(self._p, label)
-        result = await call()
+        try:
+            result = await call()
+        except Exception:  # a refused operation (LeaseHeld, StaleLease) has an "after" too
+            machine.after(self._p, index, label)
+            raise
         machine.after(self._p, index, label)
         return result, index
 
@@ -328,13 +368,17 @@ class InstrumentedStore:
         # Recorded when the commit *starts*: a crash inside the store (after its write, before
         # its fsync) may still leave it durable. Oracles keep only commits found in the final log.
         machine.commits.append((index, records))
-        await self._inner.append(
-            conversation_id,
-            records,
-            expected_sequence=expected_sequence,
-            owner_id=owner_id,
-            epoch=epoch,
-        )
+        try:
+            await self._inner.append(
+                conversation_id,
+                records,
+                expected_sequence=expected_sequence,
+                owner_id=owner_id,
+                epoch=epoch,
+            )
+        except Exception:  # a rejected append (StaleLease) has an "after" too
+            machine.after(self._p, index, label)
+            raise
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
         machine.accepted.append(
             AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))

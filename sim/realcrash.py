@@ -21,9 +21,18 @@ disagreement, whatever the verdicts say).
 
 Time is scaled, explicitly: the children's clock is the wall clock sped up ``speedup`` times
 (default 50: the fake model's 1 s latency is 20 ms, the 30 s lease TTL 0.6 s, the 10 s heartbeat
-0.2 s), so a fault-free run takes a fraction of a second and no heartbeat fires in it, as in the
-simulator. Power loss is out of reach for real processes (the page cache survives a kill) and is
-not faked: only ``process`` crash points are run.
+0.2 s), so a fault-free run takes a fraction of a second; and it stands still between a kill and
+the next child's start, since the simulator restarts a process at the crash instant (a restarted
+child still waits out the dead owner's lease, as in the simulator). Unlike the simulator's, real
+work takes time: 1 ms of I/O is 50 ms of scenario time. Where nothing is timed but the model's
+latency (read_edit_answer, idempotent_payment) that changes no boundary order. Where a client step
+is timed a few scenario seconds after the run's own activity, a lower ``--speedup`` (10) keeps the
+order; where a lease heartbeat fires, its ticks drift by the renewals' real duration (the
+simulator's come at exact multiples of ``heartbeat_s`` and can tie with a step timed at the same
+instant), and the affected points are reported as misaligned (disagreements) rather than compared.
+
+Power loss is out of reach for real processes (the page cache survives a kill) and is not faked:
+only ``process`` crash points are run.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +82,8 @@ from sim.sweep import ScheduleOutcome, base_schedule, depth1_schedules, judge
 from sim.world import World
 
 DEFAULT_SPEEDUP = 50.0
+# Real runs of one point at most, until its boundary trace lines up (see ``_run_lined_up``).
+ALIGN_ATTEMPTS = 3
 BLOCKING_MODES = ("thread", "inline")
 # Boundary kinds in the order ``--points`` covers them: the most telling crash points first.
 KIND_PRIORITY = ("tool", "model", "commit", "checkpoint", "lease")
@@ -322,6 +334,35 @@ def _judge_real(run: RealRun, reference: RunResult) -> tuple[ScheduleOutcome | N
     return judge(run.result, reference, determinism=False), None
 
 
+def _lines_up(
+    run: RealRun, *, sim_labels: list[str], upto: int | None, sim_crashes: list[str]
+) -> bool:
+    """Whether the real run's trace (through index ``upto - 1``; all of it if None) and its
+    crashes are the simulator's."""
+    real = [b.label for b in run.result.boundaries]
+    if upto is not None:
+        real, sim_labels = real[:upto], sim_labels[:upto]
+    return real == sim_labels and [c.label for c in run.result.crashes] == sim_crashes
+
+
+def _run_lined_up(
+    run_once: Callable[[], RealRun], lined_up: Callable[[RealRun], bool]
+) -> tuple[RealRun, int]:
+    """Run until the real trace lines up with the simulator's, at most ``ALIGN_ATTEMPTS`` times.
+
+    A real run that reaches the crash index through other boundaries did not crash at the point
+    being compared: the host stalled the child and scenario time ran on (a lease renewal came
+    due, a timed client step came early). Such a run is not a comparison, so it is run again; a
+    point that never lines up stays a disagreement ("misaligned"). Runs that line up are never
+    re-run, whatever their verdict. Returns the last run and the number of attempts."""
+    attempts = 1
+    run = run_once()
+    while not lined_up(run) and attempts < ALIGN_ATTEMPTS:
+        attempts += 1
+        run = run_once()
+    return run, attempts
+
+
 def observables(result: RunResult) -> dict[str, Any]:
     """What a run did, as far as the world can see (for a finer comparison than the verdict):
     the client's outcome, the ledger, the final log's event kinds, model calls and processes."""
@@ -394,14 +435,26 @@ def realcrash(
     started = time.perf_counter()
     base = base_schedule(scenario, seed=seed, store=kind)
     sim_ref = run_scenario(scenario, seed=seed, store=kind, schedule=base)
-    real_ref_run = run_real(
-        scenario, store=kind, seed=seed, schedule=base, speedup=speedup, blocking=blocking,
-        workdir=workdir,
-    )  # fmt: skip
-    real_ref = real_ref_run.result
     sim_labels = [b.label for b in sim_ref.boundaries]
-    real_labels = [b.label for b in real_ref.boundaries]
+    options: dict[str, Any] = {
+        "store": kind,
+        "seed": seed,
+        "speedup": speedup,
+        "blocking": blocking,
+        "workdir": workdir,
+    }
+    real_ref_run, ref_attempts = _run_lined_up(
+        partial(run_real, scenario, schedule=base, **options),
+        partial(
+            _lines_up,
+            sim_labels=sim_labels,
+            upto=None,
+            sim_crashes=[c.label for c in sim_ref.crashes],
+        ),
+    )
+    real_labels = [b.label for b in real_ref_run.result.boundaries]
     mismatch = _first_mismatch(real_labels, sim_labels)
+    real_ref = real_ref_run.result
     real_ref_outcome, real_ref_error = _judge_real(real_ref_run, real_ref)
     reference = {
         "schedule": base.text(),
@@ -425,17 +478,20 @@ def realcrash(
         sim_result = run_scenario(scenario, seed=seed, store=kind, schedule=schedule)
         sim_outcome = judge(sim_result, sim_ref, determinism=False)
         sim_s = time.perf_counter() - t0
-        run = run_real(
-            scenario, store=kind, seed=seed, schedule=schedule, speedup=speedup,
-            blocking=blocking, workdir=workdir,
-        )  # fmt: skip
+        lined_up = partial(
+            _lines_up,
+            sim_labels=sim_labels,
+            upto=point.index + 1,
+            sim_crashes=[c.label for c in sim_result.crashes],
+        )
+        run, attempts = _run_lined_up(
+            partial(run_real, scenario, schedule=schedule, **options), lined_up
+        )
+        aligned = lined_up(run)
+        crash_labels = [c.label for c in run.result.crashes]
         real_outcome, real_error = _judge_real(run, real_ref)
         real_side, sim_side = _side(real_outcome, real_error), _side(sim_outcome)
         label = real_labels[point.index] if point.index < n else "?"
-        crash_labels = [c.label for c in run.result.crashes]
-        aligned = [b.label for b in run.result.boundaries[: point.index + 1]] == sim_labels[
-            : point.index + 1
-        ] and crash_labels == [c.label for c in sim_result.crashes]
         agree = aligned and real_side["verdict"] == sim_side["verdict"]
         differences = _diff(observables(run.result), observables(sim_result))
         row = {
@@ -451,6 +507,7 @@ def realcrash(
             "real_s": round(run.wall_s, 4),
             "sim_s": round(sim_s, 4),
             "children": run.children,
+            "attempts": attempts,
         }
         rows.append(row)
         if differences:
@@ -462,6 +519,10 @@ def realcrash(
             entry["real"] = real_side
             entry["sim"] = sim_side
             if not aligned:
+                entry["first_divergence"] = _first_mismatch(
+                    [b.label for b in run.result.boundaries[: point.index + 1]],
+                    sim_labels[: point.index + 1],
+                )
                 entry["real_trace"] = [b.label for b in run.result.boundaries[: point.index + 1]][
                     -5:
                 ]
@@ -491,6 +552,8 @@ def realcrash(
         "boundaries": n,
         "sim_boundaries": len(sim_labels),
         "labels_match": mismatch is None,
+        "reference_attempts": ref_attempts,
+        "retried_points": sum(1 for r in rows if r["attempts"] > 1),
         "label_mismatch": mismatch,
         "reference": reference,
         "total_points": 2 * max(0, n - (base.last_index + 1)),
@@ -538,11 +601,18 @@ def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_realcrash(args: argparse.Namespace) -> int:
-    """Run ``realcrash`` from parsed arguments. Exit 0 total agreement, 1 any disagreement,
-    2 usage error (one line on stderr, no traceback)."""
+    """Run ``realcrash`` from parsed arguments (see ``add_realcrash_arguments``). Exit 0: total
+    agreement (and identical fault-free label sequences), 1: any disagreement, 2: usage error
+    (one line on stderr, no traceback)."""
     live = not args.json
+    shown: list[dict[str, Any]] = []
 
     def show(row: dict[str, Any]) -> None:
+        if not shown:
+            print(
+                f"{'index':>5} {'when':6} {'label':46} {'real':9} {'sim':9} {'agree':5} {'wall':>8}"
+            )
+        shown.append(row)
         mark = "yes" if row["agree"] else "NO" + ("" if row["aligned"] else " (misaligned)")
         print(
             f"{row['index']:5d} {row['when']:6} {row['label'][:46]:46} "
@@ -550,11 +620,6 @@ def main_realcrash(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    if live:
-        print(
-            f"{'index':>5} {'when':6} {'label':46} {'real':9} {'sim':9} {'agree':5} {'wall':>8}",
-            flush=True,
-        )
     try:
         doc = realcrash(
             args.scenario,
@@ -595,6 +660,14 @@ def _summary(doc: dict[str, Any]) -> None:
     print(f"fault-free verdicts: real {ref['real']['verdict']}, simulated {ref['sim']['verdict']}")
     for d in doc["disagreements"]:
         print(f"disagreement at {d['point']} ({d['label']}):")
+        if not d["aligned"]:
+            first = d["first_divergence"]
+            where = f" first at index {first['index']}" if first else ""
+            print(
+                f"  misaligned: the real run reached this index through other boundaries{where} "
+                f"(real {first and first['real']!r}, simulated {first and first['sim']!r}); "
+                f"crashed at {d['real_crashes']} vs {d['sim_crashes']}"
+            )
         for side in ("real", "sim"):
             info = d[side]
             print(f"  {side:4} {info['verdict']}")
@@ -606,6 +679,12 @@ def _summary(doc: dict[str, Any]) -> None:
                     print(f"         {w}")
     agreed = sum(1 for r in doc["points"] if r["agree"])
     total = len(doc["points"])
+    if doc["retried_points"] or doc["reference_attempts"] > 1:
+        print(
+            f"re-run until the real trace lined up with the simulator's (a child the host "
+            f"stalled runs on in scenario time): {doc['retried_points']} point(s); fault-free "
+            f"run {doc['reference_attempts']} attempt(s)"
+        )
     same = sum(1 for r in doc["points"] if r["same_observables"])
     print(
         f"observables (outcome, ledger, final log's event kinds, model calls, processes) "

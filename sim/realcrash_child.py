@@ -20,7 +20,7 @@ What outlives a child lives in ``POINT_DIR``, outside it: the store, the externa
 their effect ledger, and ``world.jsonl``, the harness's append-only record of the point (boundary
 trace, commits, lease grants, ids issued, model calls, the client's acknowledgements and answers,
 the crash). A restarted child reads that record to continue the boundary numbering, the label
-counters, the ids and the client's view where the killed child stopped.
+counters, the ids, the client's view and the scenario clock where the killed child stopped.
 
 The crash: when the boundary counter reaches a target ``(index, before|after)``, the child appends
 the crash record and sends itself SIGKILL. Nothing runs after that instant: no ``finally``, no
@@ -89,10 +89,12 @@ class ScaledClock:
     ``now()`` is ``(time.time() - origin) * speedup``: one scenario second lasts ``1/speedup``
     real seconds, uniformly for everything the runtime and the fakes time (the model's latency,
     tool latencies, lease TTL and heartbeat, backoffs, the liveness bound). With the default
-    speedup of 50 the fake model's 1 s latency takes 20 ms and the 30 s lease TTL 0.6 s. The origin
-    is the first child's start and is shared by every child of a point: lease expiries are
-    compared across processes, so they need one time scale (trio's clock has a per-run origin).
-    Sleeping is trio's real sleep, re-checked until the deadline has really passed.
+    speedup of 50 the fake model's 1 s latency takes 20 ms and the 30 s lease TTL 0.6 s. Every
+    child of a point uses one time scale (lease expiries are compared across processes; trio's
+    clock has a per-run origin): the origin is the first child's start, moved forward by the dead
+    time between each kill and the next child's start (see ``main``). Real work takes scenario
+    time too: 1 ms of I/O is 50 ms of scenario time. Sleeping is trio's real sleep, re-checked
+    until the deadline has really passed.
     """
 
     def __init__(self, origin_wall_s: float, speedup: float) -> None:
@@ -103,10 +105,10 @@ class ScaledClock:
         return (time.time() - self.origin_wall_s) * self.speedup
 
     async def sleep_until(self, deadline_s: float) -> None:
-        while True:
-            remaining = deadline_s - self.now()
-            if remaining <= 0:
-                return
+        # Always one checkpoint, even for a deadline already past (as ``trio.sleep_until``, the
+        # simulator's sleep, does): other runnable tasks go first in both worlds.
+        await trio.sleep(max(deadline_s - self.now(), 0.0) / self.speedup)
+        while (remaining := deadline_s - self.now()) > 0:  # woke a hair early (float rounding)
             await trio.sleep(remaining / self.speedup)
 
 
@@ -148,6 +150,7 @@ class History:
     """What earlier children of this point left in ``world.jsonl``."""
 
     origin_wall_s: float | None = None
+    crash_wall_s: float | None = None
     next_index: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     ids: dict[str, int] = field(default_factory=dict)
@@ -172,6 +175,7 @@ class History:
                 h.ids[e["k"]] = h.ids.get(e["k"], 0) + 1
             elif t == "crash":
                 h.crash_times.append(float(e["time"]))
+                h.crash_wall_s = float(e["wall"])
             elif t == "ack":
                 h.acked[e["rid"]] = e["sid"]
             elif t == "answer":
@@ -252,8 +256,13 @@ class RealMachine:
             self.kill(process, index, "after", label)
 
     def crossing(self, process: RealProcess, label: str, fn: Callable[[], T]) -> T:
+        """As ``Machine.crossing``: an operation that fails still has an "after"."""
         index = self.before(process, label)
-        result = fn()
+        try:
+            result = fn()
+        except Exception:
+            self.after(process, index, label)
+            raise
         self.after(process, index, label)
         return result
 
@@ -266,6 +275,7 @@ class RealMachine:
                 "label": label,
                 "p": process.id,
                 "time": self.clock.now(),
+                "wall": time.time(),
                 "pinned": process.pinned_request(),
             },
             sync=True,
@@ -329,7 +339,11 @@ class BoundaryBlocking:
             return await self._call(fn)
         machine = self._p.machine
         index = machine.before(self._p, label)
-        result = await self._call(fn)
+        try:
+            result = await self._call(fn)
+        except Exception:  # as ``SimBlocking`` (``Machine.crossing``): a failed call has an after
+            machine.after(self._p, index, label)
+            raise
         machine.after(self._p, index, label)
         return result
 
@@ -807,9 +821,16 @@ def main(argv: list[str] | None = None) -> int:
     scenario = Scenario.model_validate(cfg["scenario"])
     log = WorldLog(point_dir / LOG_NAME)
     history = History.of(log.entries)
+    # Scenario time starts at the first child's start and stands still between a kill and the
+    # next child's start: the simulator restarts a process at the crash instant, and a child's
+    # interpreter start-up (hundreds of scenario seconds when sped up) must not shift the client's
+    # timed steps or the lease wait relative to it.
     origin = history.origin_wall_s
     if origin is None:
         origin = time.time()
+        log.write({"t": "origin", "wall": origin})
+    elif history.crash_wall_s is not None:
+        origin += time.time() - history.crash_wall_s
         log.write({"t": "origin", "wall": origin})
     clock = ScaledClock(origin, float(cfg["speedup"]))
     targets = {(int(i), str(w)) for i, w in cfg["targets"]}

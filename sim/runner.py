@@ -11,11 +11,12 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import trio
 import trio.testing
@@ -49,6 +50,9 @@ from sim.scenario import ActionDef, ResendDef, Scenario
 from sim.services import Effect, Services
 from sim.tools import build_tools
 from sim.world import World, seed_trio_scheduler
+
+if TYPE_CHECKING:
+    from sim.forking import ForkPlan
 
 StoreKind = Literal["file", "sqlite"]
 STORE_ROOT = "/store"
@@ -103,9 +107,18 @@ class RunResult:
 
 
 def run_scenario(
-    scenario: Scenario, *, seed: int, store: StoreKind, schedule: Schedule | None = None
+    scenario: Scenario,
+    *,
+    seed: int,
+    store: StoreKind,
+    schedule: Schedule | None = None,
+    fork: ForkPlan | None = None,
 ) -> RunResult:
-    """Run ``scenario`` under ``schedule`` (none: fault-free) in a fresh, deterministic world."""
+    """Run ``scenario`` under ``schedule`` (none: fault-free) in a fresh, deterministic world.
+
+    With ``fork`` (the fast sweep), every boundary after the schedule's points forks children that
+    crash there; a child ends inside this call (``ForkPlan.finish_child`` exits the process).
+    """
     schedule = schedule or Schedule()
     result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
     tmp = tempfile.mkdtemp(prefix="durable-sim-", dir=_fast_tmp()) if store == "sqlite" else None
@@ -113,7 +126,7 @@ def run_scenario(
         seed_trio_scheduler(seed)
         world = World(seed)
         clock = trio.testing.MockClock(autojump_threshold=0)
-        trio.run(_world_main, world, scenario, store, schedule, result, tmp, clock=clock)
+        trio.run(_world_main, world, scenario, store, schedule, result, tmp, fork, clock=clock)
         result.fingerprint = world.fingerprint()
     finally:
         if tmp is not None:
@@ -151,6 +164,7 @@ async def _world_main(
     schedule: Schedule,
     result: RunResult,
     tmp: str | None,
+    fork: ForkPlan | None = None,
 ) -> None:
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
@@ -177,6 +191,12 @@ async def _world_main(
     env = WorldEnv(
         world, machine, scenario, services, ClientView(), [], config, store_kind, fs, tmp, liveness
     )
+    if fork is not None:
+        machine.fork_plan = fork
+        machine.state_parts = lambda: _world_parts(env)
+        if store_kind == "sqlite":
+            fork.snapshot = lambda: _snapshot_sqlite(env)
+            fork.relocate = lambda copy: _relocate_sqlite(env, fork, copy)
     with liveness:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_worker, env, 0.0, nursery)
@@ -199,9 +219,61 @@ async def _world_main(
     result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
     result.files = dict(services.files)
-    await _collect_store(result, store_kind, scenario, fs, tmp)
+    await _collect_store(result, store_kind, scenario, fs, env.tmp)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
     world.record("files", sorted(services.files.items()))
+    if fork is not None and fork.in_child:
+        # A forked child reports from inside the run and exits: trio's own teardown would use
+        # I/O primitives (the wakeup socket, epoll) it shares with the forking parent.
+        result.schedule = fork.child_schedule
+        result.fingerprint = world.fingerprint()
+        fork.finish_child(result)  # never returns
+
+
+def _world_parts(env: WorldEnv) -> list[Any]:
+    """What, outside the processes, determines the future (see ``Machine.state_digest``)."""
+    services, client = env.services, env.client
+    parts: list[Any] = [
+        sorted(services.files.items()),
+        sorted(services.charges.items()),
+        sorted(services.fence_epoch.items()),
+        services.outbox,
+        services.counter,
+        len(services.ledger),
+        sorted(client.acked.items()),
+        sorted(client.answers.items()),
+        client.lost_acks,
+        client.remapped,
+        sorted(client.actions_done),
+        len(env.model_log),
+        env.errors,
+        env.liveness.deadline,
+    ]
+    if env.tmp is not None:
+        for name in sorted(os.listdir(env.tmp)):
+            if not name.endswith("-shm"):
+                parts.append((name, Path(env.tmp, name).read_bytes()))
+    return parts
+
+
+def _snapshot_sqlite(env: WorldEnv) -> str:
+    from sim.forking import copy_sqlite_dir
+
+    assert env.tmp is not None
+    return copy_sqlite_dir(env.tmp)
+
+
+def _relocate_sqlite(env: WorldEnv, fork: ForkPlan, copy: str) -> None:
+    """In a forked child: point the world, and every store of every process, at the copy. An
+    inherited connection is kept referenced but never used or closed (closing it could checkpoint
+    the parent's WAL); the store opens a fresh connection to the copy on its next call."""
+    env.tmp = copy
+    fork.child_tmp = copy
+    for process in env.machine.processes:
+        for store in process.sqlite_stores:
+            env.machine.keep_inherited(store._conn)
+            store._conn = None
+            store._path = str(Path(copy) / "store.sqlite")
 
 
 async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:

@@ -13,12 +13,18 @@ not run on the SQLite store and the results say so (``skipped_power``).
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from sim.faults import CrashKind, CrashPoint, Schedule
+from sim import forking
+from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
 from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
 from sim.runner import RunResult, StoreKind, run_scenario
 from sim.scenario import Scenario
@@ -163,7 +169,12 @@ def sweep(
     determinism: bool = True,
     progress: ProgressFn | None = None,
     stop_at_first_failure: bool = False,
+    fast: bool = True,
+    jobs: int | None = None,
 ) -> ScenarioSweep:
+    """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
+    exists) shares the fault-free prefix by forking (see ``sim.forking``); the naive path re-runs
+    every schedule from scratch. Both give the same verdict for every schedule."""
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
     started = time.perf_counter()
@@ -185,6 +196,10 @@ def sweep(
     _record(out, judge(reference, reference, determinism=determinism), reference)
     if progress:
         progress(1)
+    if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
+        _forked_sweep(out, scenario, reference, base, kinds, determinism, progress, jobs)
+        out.wall_s = time.perf_counter() - started
+        return out
     for schedule in depth1_schedules(out.boundaries, kinds, base=base):
         result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
         outcome = judge(result, reference, determinism=determinism)
@@ -205,6 +220,84 @@ def sweep(
                             break
     out.wall_s = time.perf_counter() - started
     return out
+
+
+def _forked_sweep(
+    out: ScenarioSweep,
+    scenario: Scenario,
+    reference: RunResult,
+    base: Schedule,
+    kinds: list[CrashKind],
+    determinism: bool,
+    progress: ProgressFn | None,
+    jobs: int | None,
+) -> None:
+    workdir = tempfile.mkdtemp(prefix="durable-sim-fork-")
+    plan = forking.ForkPlan(
+        base=base,
+        kinds=tuple(kinds),
+        reference=reference,
+        twins=determinism,
+        jobs=jobs or max(1, os.cpu_count() or 1),
+        workdir=workdir,
+        progress=progress,
+    )
+    try:
+        parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
+        plan.wait_all()
+        if determinism and parent.fingerprint != reference.fingerprint:
+            prefix = check_determinism(reference, parent)
+            _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
+        children: dict[str, list[dict[str, Any]]] = {}
+        for text, path in plan.done:
+            children.setdefault(text, []).append(json.loads(Path(path).read_text()))
+        outcomes: dict[str, tuple[str, list[Violation], list[str], list[str], list[str]]] = {}
+        for text, docs in children.items():
+            outcomes[text] = _merge_twins(docs)
+        for text, twin in plan.equivalent:
+            outcomes[text] = outcomes[twin]
+        for text in plan.ordered():
+            verdict, violations, labels, paths, lines = outcomes[text]
+            _record_parts(
+                out,
+                parse_schedule(text),
+                verdict,
+                violations,
+                labels,
+                paths,
+                lambda lines=lines: lines,
+            )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _merge_twins(
+    docs: list[dict[str, Any]],
+) -> tuple[str, list[Violation], list[str], list[str], list[str]]:
+    """One schedule's outcome from its child (or twin children: I10 compares their prints)."""
+    for doc in docs:
+        if "error" in doc:
+            return (
+                "error",
+                [Violation("I0", f"harness error in a forked child: {doc['error']}")],
+                [],
+                [],
+                [],
+            )
+    first = docs[0]
+    violations = [forking.violation_from_json(v) for v in first["violations"]]
+    if len(docs) > 1 and docs[1]["fingerprint"] != first["fingerprint"]:
+        violations.append(
+            Violation(
+                "I10",
+                "the same scenario, seed and schedule gave a different trace",
+                (f"first fingerprint {first['fingerprint']}", f"second {docs[1]['fingerprint']}"),
+                expected=first["fingerprint"],
+                actual=docs[1]["fingerprint"],
+            )
+        )
+    verdict = forking.verdict_of(violations)
+    return verdict, violations, first["labels"], first["paths"], first["timeline"]
 
 
 def recovery_paths(result: RunResult) -> set[str]:
@@ -238,36 +331,53 @@ def recovery_paths(result: RunResult) -> set[str]:
 
 
 def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> None:
+    _record_parts(
+        out,
+        outcome.schedule,
+        outcome.verdict,
+        outcome.violations,
+        list(outcome.labels),
+        sorted(recovery_paths(result)),
+        lambda: timeline(result),
+    )
+
+
+def _record_parts(
+    out: ScenarioSweep,
+    schedule: Schedule,
+    verdict: str,
+    violations: list[Violation],
+    labels: list[str],
+    paths: list[str],
+    lines: Callable[[], list[str]],
+) -> None:
     out.schedules += 1
-    for path in recovery_paths(result):
+    for path in paths:
         out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
-    out.verdicts[outcome.verdict] += 1
-    points = outcome.schedule.points
-    if points and outcome.schedule.points[:-1] == tuple(out.base_points):
+    out.verdicts[verdict] += 1
+    points = schedule.points
+    if points and schedule.points[:-1] == tuple(out.base_points):
         p = points[-1]
-        out.matrix.append(
-            {"index": p.index, "when": p.when, "kind": p.kind, "verdict": outcome.verdict}
-        )
-    if outcome.verdict == "pass":
+        out.matrix.append({"index": p.index, "when": p.when, "kind": p.kind, "verdict": verdict})
+    if verdict == "pass":
         return
-    first = outcome.violations[0] if outcome.violations else None
-    repro = repro_command(out.name, out.seed, out.store, outcome.schedule)
+    first = violations[0] if violations else None
     out.failures.append(
         Failure(
             scenario=out.name,
             store=out.store,
             seed=out.seed,
-            schedule=outcome.schedule.text(),
-            verdict=outcome.verdict,
+            schedule=schedule.text(),
+            verdict=verdict,
             invariant=first.invariant if first else "?",
             explanation=first.explanation if first else "",
             witness=list(first.witness) if first else [],
             expected=first.expected if first else "",
             actual=first.actual if first else "",
-            repro=repro,
-            crash_labels=list(outcome.labels),
-            timeline=timeline(result),
-            invariants=sorted({v.invariant for v in outcome.violations}, key=_invariant_order),
+            repro=repro_command(out.name, out.seed, out.store, schedule),
+            crash_labels=labels,
+            timeline=lines(),
+            invariants=sorted({v.invariant for v in violations}, key=_invariant_order),
         )
     )
 

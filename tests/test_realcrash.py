@@ -24,8 +24,8 @@ def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
     assert doc["agreement"] == 1.0
     effect = [p for p in doc["points"] if p["label"].startswith("tool.effect:payments.charge")]
     assert {p["when"] for p in effect} == {"before", "after"}
-    # A kill after the charge makes the restarted child charge again, deduplicated by the
-    # service: two ledger rows, one applied, in the real run as in the simulated one.
+    # Beyond verdicts, each point's outcome, ledger (after a kill after the charge: the restarted
+    # child's charge deduplicated by the service), final log and model calls are the simulator's.
     assert all(p["aligned"] and p["same_observables"] for p in doc["points"]), doc["divergences"]
     assert doc["per_point_s"] > 0
 

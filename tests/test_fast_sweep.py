@@ -1,0 +1,58 @@
+"""The fast (forking) sweep gives the same verdict for every schedule as the naive sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim import forking
+from sim.scenario import bundled_names, load_scenario
+from sim.sweep import sweep
+
+# long_horizon's naive sweep alone takes many minutes; its 10-turn cut is compared instead.
+# Every other scenario on one store (alternating, to keep the suite fast), and the two with
+# several processes or a base crash -- where forking is trickiest -- on both.
+NAMES = [n for n in bundled_names() if n != "long_horizon"]
+BOTH = ("lease_takeover", "crash_during_recovery")
+CASES = [
+    (name, store)
+    for i, name in enumerate(NAMES)
+    for store in ("file", "sqlite")
+    if name in BOTH or store == ("file", "sqlite")[i % 2]
+]
+
+
+def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
+    return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize(("name", "store"), CASES)
+def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
+    scenario = load_scenario(name)
+    naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
+    fast = sweep(scenario, store=store, determinism=False, fast=True)  # type: ignore[arg-type]
+    assert fast.schedules == naive.schedules
+    assert _verdicts(fast) == _verdicts(naive)
+    assert fast.verdicts == naive.verdicts
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_fast_and_naive_agree_on_a_short_long_horizon() -> None:
+    scenario = load_scenario("long_horizon")
+    script = [scenario.script[0][:10] + scenario.script[0][-1:]]
+    short = scenario.model_copy(update={"script": script})
+    naive = sweep(short, store="file", determinism=False, fast=False)
+    fast = sweep(short, store="file", determinism=False, fast=True)
+    assert _verdicts(fast) == _verdicts(naive)
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
+    from sim.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(mutant):
+        naive = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=False)
+        fast = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
