@@ -11,9 +11,12 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -315,18 +318,50 @@ def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
+@dataclass(frozen=True)
+class Seams:
+    """What you can swap to crash-test your own code under the simulator.
+
+    ``open_runtime`` has ``durable.Runtime.open``'s keyword signature and returns an async
+    context manager yielding a runtime with the same API (``conversation``; a conversation with
+    ``submit``, ``submission``, ``abort``, ``pending_reconciliations``, ``resolve`` and ``state``).
+    ``file_store(root, fs, fsync)`` builds the store of the ``file`` store kind over the process's
+    simulated file system port (every write of yours becomes a crash point). Both must keep the
+    log in ``durable.events`` records: the oracles read the log.
+    """
+
+    open_runtime: Callable[..., Any] = Runtime.open
+    file_store: Callable[[str, Any, bool], Any] = lambda root, fs, fsync: FileStore(
+        root, fs=fs, fsync=fsync
+    )
+
+
+_SEAMS = [Seams()]
+
+
+@contextmanager
+def seams(**changes: Any) -> Iterator[Seams]:
+    """Run the simulator with some seams swapped (``open_runtime=``, ``file_store=``)."""
+    current = dataclasses.replace(_SEAMS[-1], **changes)
+    _SEAMS.append(current)
+    try:
+        yield current
+    finally:
+        _SEAMS.pop()
+
+
 def _store(
     process: SimProcess, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
 ) -> InstrumentedStore:
     if kind == "file":
-        inner: Any = FileStore(
-            STORE_ROOT, fs=ProcessFS(process, fs, STORE_ROOT), fsync=scenario.fsync
+        inner: Any = _SEAMS[-1].file_store(
+            STORE_ROOT, ProcessFS(process, fs, STORE_ROOT), scenario.fsync
         )
-    else:
-        assert tmp is not None
-        inner = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=SimBlocking(process))
-        process.sqlite_stores.append(inner)
-    return InstrumentedStore(inner, process)
+        return InstrumentedStore(inner, process)
+    assert tmp is not None
+    sqlite = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=SimBlocking(process))
+    process.sqlite_stores.append(sqlite)
+    return InstrumentedStore(sqlite, process)
 
 
 async def _run_process(env: WorldEnv, process: SimProcess) -> str:
@@ -342,7 +377,7 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
     tools = build_tools(env.scenario, env.services, process)
     try:
         with process.scope:
-            async with Runtime.open(
+            async with _SEAMS[-1].open_runtime(
                 store=store,
                 model=model,
                 tools=tools,
@@ -376,7 +411,7 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-async def _client_session(env: WorldEnv, process: SimProcess, runtime: Runtime) -> None:
+async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> None:
     """The client talking to this process: open the conversation (this recovers it), perform the
     client's steps that were not acknowledged yet (inputs with their request ids, actions) at their
     times, then wait for every submission to settle. A standby worker that cannot get the lease,
@@ -468,7 +503,7 @@ async def _collect_store(
     """Read what is durable now, through a fresh store that holds no lease and repairs nothing."""
     try:
         if kind == "file":
-            store: Any = FileStore(STORE_ROOT, fs=fs, fsync=scenario.fsync)
+            store: Any = _SEAMS[-1].file_store(STORE_ROOT, fs, scenario.fsync)
         else:
             assert tmp is not None
             store = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=InlineBlocking())
