@@ -22,7 +22,15 @@ from durable.events import Event as EventT
 from durable.events import EventRecord, LeaseAcquired, RunStopped
 from durable.ports import Ports
 from durable.state import State, apply, new_state
-from durable.store.base import Checkpoint, Lease, LeaseHeld, StaleLease, Store, make_checkpoint
+from durable.store.base import (
+    Checkpoint,
+    CorruptStore,
+    Lease,
+    LeaseHeld,
+    StaleLease,
+    Store,
+    make_checkpoint,
+)
 
 
 class Fenced(Exception):
@@ -63,6 +71,13 @@ class Journal:
         and record the new epoch in the log."""
         lease = await acquire_lease(store, ports, config, conversation_id, owner_id)
         state = await recover_state(store, conversation_id)
+        if lease.epoch <= state.epoch:
+            # The lease record went back (e.g. an operator deleted it): writing under this epoch
+            # would put a second owner of an old epoch into the log, which nothing could replay.
+            raise CorruptStore(
+                f"{conversation_id}: the store granted lease epoch {lease.epoch}, but the log "
+                f"already holds epoch {state.epoch}; the lease record was reset"
+            )
         journal = cls(store=store, ports=ports, config=config, state=state, lease=lease)
         acquired = LeaseAcquired(
             owner_id=lease.owner_id, epoch=lease.epoch, expires_at_s=lease.expires_at_s
@@ -100,10 +115,12 @@ class Journal:
             for record in records:
                 apply(self.state, record)
             self._since_checkpoint += len(records)
+            # Waiters are woken before the checkpoint: writing it may be a cancellation point,
+            # and an applied commit must never go unannounced.
+            self._notify()
             stopped = any(isinstance(r.event, RunStopped) for r in records)
             if stopped or self._since_checkpoint >= self.config.checkpoint_every:
                 await self._checkpoint()
-            self._notify()
             return records
 
     def _seal(self, events: list[EventT], epoch: int) -> list[EventRecord]:
@@ -145,6 +162,15 @@ class Journal:
         if now < self.lease.expires_at_s - self.config.lease_ttl_s / 2:
             return
         await self.renew()
+
+    async def ensure_lease(self) -> None:
+        """Raise ``Fenced`` if the lease is lost, renewing it first if it is past half its TTL.
+        Called before a tool runs: it narrows (cannot close) the window in which a process that
+        was paused past its lease acts as a zombie. Only a fenced service closes it."""
+        async with self._lock:
+            if self.fenced:
+                raise Fenced(f"{self.state.conversation_id}: lease lost")
+            await self._ensure_lease_fresh()
 
     async def renew_locked(self) -> None:
         """Renew under the commit lock (the heartbeat's entry point)."""

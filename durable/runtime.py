@@ -105,8 +105,12 @@ class Runtime:
         return await self.store.list_conversations()
 
     async def _shutdown(self) -> None:
+        """Stop every conversation's work, wait until it has stopped, then release the leases:
+        a lease released while a tool is still running would let another owner start early."""
         for conversation in self._conversations.values():
             conversation._scope.cancel()
+        for conversation in self._conversations.values():
+            await conversation._stopped.wait()
             if not conversation.journal.fenced:
                 await self.store.release_lease(conversation.journal.lease)
 
@@ -119,6 +123,7 @@ class Conversation:
         self.journal = journal
         self.id = journal.state.conversation_id
         self._scope = trio.CancelScope()
+        self._stopped = trio.Event()
         self._scheduler: Scheduler | None = None
 
     @property
@@ -141,6 +146,7 @@ class Conversation:
                 nursery.start_soon(lambda: heartbeat(self.journal, on_fenced=self._on_fenced))
                 scheduler.kick()
                 task_status.started()
+        self._stopped.set()  # reached only when the work ended without an exception
 
     def _on_fenced(self) -> None:
         """Lost the lease: stop all of this conversation's work in this process (in memory)."""
@@ -182,9 +188,9 @@ class Conversation:
         run again); does not undo effects that already happened."""
         scheduler = self._scheduler
         assert scheduler is not None
+        if self.journal.fenced:
+            raise Fenced(f"{self.id}: lease lost; this process can no longer abort")
         ids, budget = self.runtime.ports.ids, self.runtime.config.budget
-        scheduler.paused = True
-        await scheduler.cancel_all()
 
         def build(state: State) -> list[Event]:
             events: list[Event] = []
@@ -194,9 +200,15 @@ class Conversation:
                 )
             return events + withdraw_queued(state, "aborted")
 
-        await self.journal.commit(build)
-        scheduler.paused = False
-        scheduler.kick()
+        scheduler.paused = True
+        try:
+            await scheduler.cancel_all()
+            await self.journal.commit(build)
+        finally:
+            # Memory only: whatever ended the abort (an error, the caller's cancellation), the
+            # scheduler must not stay paused.
+            scheduler.paused = False
+            scheduler.kick()
 
     # -- manual reconciliation -----------------------------------------------------------------
 

@@ -53,17 +53,20 @@ class Scheduler:
         journal = self._env.journal
         before = journal.state.last_sequence
         fenced = False
-        with scope:
-            try:
-                await _HANDLERS[kind](self._env, task_id)
-            except Fenced:
-                fenced = True
-        # Bookkeeping of this process's memory only; never reached by a crash (the crash's
-        # exception propagates out of the ``with`` above).
-        del self._running[task_id]
-        if not self._running:
-            self._idle.set()
-            self._idle = trio.Event()
+        try:
+            with scope:
+                try:
+                    await _HANDLERS[kind](self._env, task_id)
+                except Fenced:
+                    fenced = True
+        finally:
+            # This process's memory only (the world is never touched here): an invocation that
+            # is cancelled from outside must still leave the table, or ``cancel_all`` would wait
+            # for it forever.
+            del self._running[task_id]
+            if not self._running:
+                self._idle.set()
+                self._idle = trio.Event()
         if fenced:
             self.on_fenced()
             return

@@ -44,6 +44,8 @@ from durable.events import (
     sha256_hex,
 )
 
+NOT_EXECUTED = "(not executed: the run stopped before this call ran)"
+
 
 class InvariantViolation(AssertionError):
     """An event that cannot follow the state it is applied to: the log or the runtime is wrong."""
@@ -175,16 +177,17 @@ class State(_Model):
                 }
             )
             for call in message.tool_calls:
+                # Every call gets a tool message (model APIs reject an unanswered call): a call
+                # that never ran because its run stopped first is answered as such.
                 result = self.tool_results.get(call.call_id)
-                if result is not None:
-                    out.append(
-                        {
-                            "role": "tool",
-                            "call_id": call.call_id,
-                            "content": result.output,
-                            "is_error": result.is_error,
-                        }
-                    )
+                out.append(
+                    {
+                        "role": "tool",
+                        "call_id": call.call_id,
+                        "content": result.output if result else NOT_EXECUTED,
+                        "is_error": result.is_error if result else True,
+                    }
+                )
         return out
 
     def unresolved_intents(self) -> list[Intent]:

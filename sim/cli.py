@@ -238,7 +238,7 @@ def _check_out_dir(path: Path) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"cannot write reports to {path}: {exc.strerror}") from exc
+        raise UsageError(f"cannot write to {path}: {exc.strerror}") from exc
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -246,19 +246,20 @@ def _sweep(args: argparse.Namespace) -> int:
 
     kinds = _crash_kinds(args.crash)
     names = args.scenarios or bundled_names()
-    scenarios: list[Scenario] = [load_scenario(n) for n in names]
+    scenarios: list[tuple[str, Scenario]] = [(n, load_scenario(n)) for n in names]
     stores = ["file", "sqlite"] if args.store == "both" else [args.store]
     out_dir = Path(args.out)
     _check_out_dir(out_dir)
     started = time.perf_counter()
     results: list[Any] = []
     with _progress(not args.json) as advance:
-        for scenario in scenarios:
+        for ref, scenario in scenarios:
             for store in stores:
                 label = f"{scenario.name}[{store}]"
                 results.append(
                     sweep(
                         scenario,
+                        ref=ref,
                         store=store,  # type: ignore[arg-type]
                         seed=args.seed,
                         crash_kinds=kinds,  # type: ignore[arg-type]
@@ -315,11 +316,19 @@ def _exit_for(verdicts: dict[str, int]) -> int:
     return 0
 
 
-def _summary(results: list[Any]) -> None:
+def _console() -> Any:
+    """A console for tables: the terminal's width, or a wide one when output is redirected (a
+    CI log should not wrap a summary table into an unreadable column of fragments)."""
     from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _summary(results: list[Any]) -> None:
     from rich.table import Table
 
     table = Table(title="durable-sim sweep")
+    console = _console()
     for col in ("scenario", "store", "boundaries", "schedules", "pass", "safety", "liveness"):
         table.add_column(col, justify="right" if col not in ("scenario", "store") else "left")
     table.add_column("nondet.", justify="right")
@@ -339,7 +348,6 @@ def _summary(results: list[Any]) -> None:
             str(v["error"]),
             f"{r.wall_s:.1f}",
         )
-    console = Console()
     console.print(table)
     for r in results:
         for failure in r.failures[:5]:
@@ -394,6 +402,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         raise UsageError("--examples must be between 1 and 100000")
     names = [args.scenario] if args.scenario else bundled_names()
     scenarios = [load_scenario(n) for n in names]
+    _check_out_dir(Path(args.corpus))
     started = time.perf_counter()
     examples = 0
     findings = []
@@ -505,10 +514,10 @@ def _mutants(args: argparse.Namespace) -> int:
 
 
 def _kill_matrix(results: list[Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="durable-sim mutants: kill matrix")
+    console = _console()
     for col in ("mutant", "killed", "by", "scenario", "first killing schedule", "runs", "wall s"):
         table.add_column(col, justify="right" if col in ("runs", "wall s") else "left")
     for r in results:
@@ -521,7 +530,6 @@ def _kill_matrix(results: list[Any]) -> None:
             str(r.schedules_to_kill),
             f"{r.wall_s:.2f}",
         )
-    console = Console()
     console.print(table)
     slowest = max(results, key=lambda r: r.wall_s, default=None)
     if slowest is not None:

@@ -183,6 +183,15 @@ class ForkPlan:
             shutil.rmtree(self.child_tmp, ignore_errors=True)
         os._exit(0)
 
+    def abort_child(self, exc: BaseException) -> None:
+        """A child whose run raised (or was interrupted): report it and exit at once. Unwinding
+        further would run the *parent's* cleanup (its temporary directories) in the child."""
+        with open(self.child_out, "w", encoding="utf-8") as out:
+            json.dump({"error": f"{type(exc).__name__}: {exc}"}, out)
+        if self.child_tmp is not None:
+            shutil.rmtree(self.child_tmp, ignore_errors=True)
+        os._exit(1)
+
 
 def _violation_json(v: Violation) -> dict[str, Any]:
     return {

@@ -99,10 +99,13 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
             out += check_effects(result, facts)
             out += check_results(result, facts)
             out += check_durability(result, facts)
+        if not promised:
+            out += check_suffix_loss(result)
         out += check_resume(result, facts)
-        out += check_inputs(result, facts)
+        out += check_inputs(result, facts, promised=promised)
         out += check_transparency(result, reference, facts)
-        out += check_model_calls(result, reference)
+        if promised:  # lost acknowledged commits legitimately redo work (and model calls)
+            out += check_model_calls(result, reference)
     out += check_liveness(result, facts)
     if result.runtime_error is not None:
         # Last: a runtime that raised is usually the consequence of a violation found above.
@@ -436,6 +439,19 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
     assert facts.state is not None
     state = facts.state
     out: list[Violation] = []
+    task_of_call = {i.call_id: i.task_id for i in state.intents.values()}
+    for effect in result.ledger:
+        run_id = facts.run_of_task.get(task_of_call.get(effect.call_id, ""))
+        stop = facts.stop_index.get(run_id) if run_id else None
+        if effect.applied and stop is not None and effect.boundary > stop:
+            out.append(
+                Violation(
+                    "I4",
+                    f"a tool of run {run_id} took effect after the run stopped",
+                    (str(effect), f"run stopped at boundary {stop}"),
+                )
+            )
+            break
     for call in result.model_calls:
         run_id = facts.run_of_task.get(call.task_id)
         if run_id is None:
@@ -478,7 +494,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
 # -- I5 inputs ---------------------------------------------------------------------------------
 
 
-def check_inputs(result: RunResult, facts: Facts) -> list[Violation]:
+def check_inputs(result: RunResult, facts: Facts, *, promised: bool = True) -> list[Violation]:
     assert facts.state is not None
     state = facts.state
     out: list[Violation] = []
@@ -493,7 +509,9 @@ def check_inputs(result: RunResult, facts: Facts) -> list[Violation]:
             out.append(
                 Violation("I5", "a user entry appears more often than it was sent", (content[:80],))
             )
-    for rid, first, second in result.client.remapped:
+    # A re-sent request id that maps to a new submission is a lost acknowledgement in a mode
+    # that may lose it (power loss without fsync); the mode's own promise is I12's suffix check.
+    for rid, first, second in result.client.remapped if promised else []:
         out.append(
             Violation(
                 "I5",
@@ -616,6 +634,39 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
             actual=str(actual),
         )
     ]
+
+
+def check_suffix_loss(result: RunResult) -> list[Violation]:
+    """I12 for a mode that does not promise power-loss durability (``fsync=False``): a power loss
+    may lose acknowledged commits, but only a *suffix* of them -- never one from the middle."""
+    final = {r.checksum for r in result.records}
+    accepted = {a.boundary for a in result.accepted}
+    for crash in result.crashes:
+        if crash.point.kind != "power":
+            continue
+        before = [
+            (index, records)
+            for index, records in result.commits
+            if index in accepted and index < crash.point.index and records
+        ]
+        kept = [records[0].checksum in final for _, records in before]
+        if kept and kept != sorted(kept, reverse=True):
+            lost = next(i for i, (idx, _) in enumerate(before) if not kept[i])
+            later = next(i for i in range(lost + 1, len(kept)) if kept[i])
+            return [
+                Violation(
+                    "I12",
+                    "a power loss dropped an acknowledged commit but kept a later one",
+                    (
+                        f"lost: commit at boundary {before[lost][0]} "
+                        f"(#{before[lost][1][0].sequence})",
+                        f"kept: commit at boundary {before[later][0]}",
+                    ),
+                    expected="only a suffix of acknowledged commits lost",
+                    actual="a commit lost from the middle",
+                )
+            ]
+    return []
 
 
 # -- I12 durability ----------------------------------------------------------------------------

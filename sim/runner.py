@@ -129,7 +129,12 @@ def run_scenario(
         seed_trio_scheduler(seed)
         world = World(seed)
         clock = trio.testing.MockClock(autojump_threshold=0)
-        trio.run(_world_main, world, scenario, store, schedule, result, tmp, fork, clock=clock)
+        try:
+            trio.run(_world_main, world, scenario, store, schedule, result, tmp, fork, clock=clock)
+        except BaseException as exc:
+            if fork is not None and fork.in_child:
+                fork.abort_child(exc)  # never unwind into the forking parent's frames
+            raise
         result.fingerprint = world.fingerprint()
     finally:
         if tmp is not None:
@@ -289,15 +294,19 @@ async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
 
 
 async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery) -> None:
-    """One worker slot: runs a process; after a crash, starts the next one (a supervisor)."""
+    """One worker slot: runs a process; after a crash, always starts the next one (a supervisor
+    restarts a crashed service even when the client has all its answers: recovery must still
+    run, and settle whatever the crash left)."""
     if start_at_s:
         await trio.sleep_until(start_at_s)
+    crashed = False
     for _ in range(MAX_PROCESSES):
-        if env.client.complete(env.scenario):
+        if env.client.complete(env.scenario) and not crashed:
             return
         process = env.machine.spawn()
         outcome = await _run_process(env, process)
-        if outcome == "crashed":
+        crashed = outcome == "crashed"
+        if crashed:
             continue
         if outcome == "error":
             env.errors.append(f"{process.id}: {process.error}")

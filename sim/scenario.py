@@ -179,6 +179,8 @@ def load_scenario_file(path: Path) -> Scenario:
         raise ScenarioError(f"cannot read scenario file {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if isinstance(raw, dict) and "scenario" in raw and "schema_version" in raw:
         raw = raw["scenario"]  # a regression-corpus case embeds the scenario it ran
     try:

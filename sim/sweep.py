@@ -27,7 +27,7 @@ from sim import forking
 from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
 from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
 from sim.runner import RunResult, StoreKind, run_scenario
-from sim.scenario import Scenario
+from sim.scenario import Scenario, ScenarioError
 
 ProgressFn = Callable[[int], None]
 
@@ -83,6 +83,7 @@ class ScenarioSweep:
     wall_s: float = 0.0
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
+    ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,7 +143,10 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     for boundary in plain.boundaries:
         if boundary.label.startswith(spec.label_prefix):
             return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
-    raise ValueError(f"{scenario.name}: no boundary label starts with {spec.label_prefix!r}")
+    raise ScenarioError(
+        f"{scenario.name}: base_crash.label_prefix {spec.label_prefix!r} matches no boundary of "
+        f"its fault-free run on the {store} store"
+    )
 
 
 def depth1_schedules(
@@ -171,6 +175,7 @@ def sweep(
     stop_at_first_failure: bool = False,
     fast: bool = True,
     jobs: int | None = None,
+    ref: str | None = None,
 ) -> ScenarioSweep:
     """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
     exists) shares the fault-free prefix by forking (see ``sim.forking``); the naive path re-runs
@@ -180,15 +185,21 @@ def sweep(
     started = time.perf_counter()
     kinds: list[CrashKind] = list(crash_kinds)
     out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
+    out.ref = ref or scenario.name
     if store == "sqlite" and "power" in kinds:
         kinds = [k for k in kinds if k != "power"]
         out.skipped_power = True
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
     reference = run_scenario(scenario.without_faults(), seed=seed, store=store, schedule=base)
-    out.boundaries = len(reference.boundaries)
-    out.labels = [b.label for b in reference.boundaries]
-    for b in reference.boundaries:
+    # The oracles compare with the fault-free reference; the crash points are those of the run
+    # the schedules extend (with the scenario's own timed crashes, if it has any).
+    traced = reference
+    if scenario.timed_crashes:
+        traced = run_scenario(scenario, seed=seed, store=store, schedule=base)
+    out.boundaries = len(traced.boundaries)
+    out.labels = [b.label for b in traced.boundaries]
+    for b in traced.boundaries:
         out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
     out.reference_fingerprint = reference.fingerprint
     out.reference_outcome = reference.outcome
@@ -197,7 +208,7 @@ def sweep(
     if progress:
         progress(1)
     if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
-        _forked_sweep(out, scenario, reference, base, kinds, determinism, progress, jobs)
+        _forked_sweep(out, scenario, reference, traced, base, kinds, determinism, progress, jobs)
         out.wall_s = time.perf_counter() - started
         return out
     for schedule in depth1_schedules(out.boundaries, kinds, base=base):
@@ -226,6 +237,7 @@ def _forked_sweep(
     out: ScenarioSweep,
     scenario: Scenario,
     reference: RunResult,
+    traced: RunResult,
     base: Schedule,
     kinds: list[CrashKind],
     determinism: bool,
@@ -245,8 +257,8 @@ def _forked_sweep(
     try:
         parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
         plan.wait_all()
-        if determinism and parent.fingerprint != reference.fingerprint:
-            prefix = check_determinism(reference, parent)
+        if determinism and parent.fingerprint != traced.fingerprint:
+            prefix = check_determinism(traced, parent)
             _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
         children: dict[str, list[dict[str, Any]]] = {}
         for text, path in plan.done:
@@ -374,7 +386,7 @@ def _record_parts(
             witness=list(first.witness) if first else [],
             expected=first.expected if first else "",
             actual=first.actual if first else "",
-            repro=repro_command(out.name, out.seed, out.store, schedule),
+            repro=repro_command(out.ref or out.name, out.seed, out.store, schedule),
             crash_labels=labels,
             timeline=lines(),
             invariants=sorted({v.invariant for v in violations}, key=_invariant_order),

@@ -382,17 +382,22 @@ class FileStore:
 
     def _settle(self, conversation_id: str, path: str, scan: _Scan, *, repair: bool) -> None:
         """Cache a clean scan; with ``repair``, truncate a torn tail first (and drop checkpoints
-        beyond the log). An unrepaired tail is not cached, so the next call rescans."""
+        beyond the log). An unrepaired tail is not cached, so the next call rescans.
+
+        A repair also fsyncs the log: a crash may have left complete batches written but never
+        synced (killed between append and fsync). Recovery builds on them, so they must be
+        durable before anything is appended after them -- otherwise a later power loss could
+        damage them under valid newer commits, which reads as corruption."""
         entry = _LogCache(scan.good_end, scan.last_sequence, scan.offsets)
         if scan.good_end == scan.size:
             self._cache[conversation_id] = entry
         elif repair:
             self._fs.truncate(path, scan.good_end)
-            if self._fsync:
-                self._fs.fsync(path)
             self._cache[conversation_id] = entry
         else:
             self._cache.pop(conversation_id, None)
+        if repair and self._fsync and scan.size > 0:
+            self._fs.fsync(path)
         if repair:
             self._drop_future_checkpoints(conversation_id, scan.last_sequence)
 

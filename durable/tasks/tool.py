@@ -75,6 +75,7 @@ async def _call(env: TaskEnv, task_id: str) -> None:
 async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:
     """Run the tool under its intent's key and the current fencing epoch; record its result.
     A tool's ``Exception`` is its (error) result; cancellation and crashes propagate."""
+    await env.journal.ensure_lease()
     context = _context(env, intent, attempt)
     try:
         output = await spec.fn(dict(intent.arguments), context)
