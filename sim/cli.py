@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", default="reports/latest", help="report directory")
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
     sw.add_argument(
+        "--naive",
+        action="store_true",
+        help="re-run every schedule from scratch instead of forking at each crash point",
+    )
+    sw.add_argument(
         "--no-determinism-check",
         action="store_true",
         help="skip I10 (re-running every schedule to compare fingerprints): twice as fast",
@@ -265,6 +270,7 @@ def _sweep(args: argparse.Namespace) -> int:
                         crash_kinds=kinds,  # type: ignore[arg-type]
                         depth=args.depth,
                         determinism=not args.no_determinism_check,
+                        fast=not args.naive,
                         progress=lambda n, label=label: advance(label, n),
                     )
                 )
@@ -298,6 +304,7 @@ def results_document(results: list[Any], args: argparse.Namespace, wall_s: float
             "crash": args.crash,
             "store": args.store,
             "determinism_check": not args.no_determinism_check,
+            "fast": not args.naive,
         },
         "scenarios": [r.to_json() for r in results],
         "totals": {
