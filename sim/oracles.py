@@ -641,14 +641,16 @@ def check_suffix_loss(result: RunResult) -> list[Violation]:
     may lose acknowledged commits, but only a *suffix* of them -- never one from the middle."""
     final = {r.checksum for r in result.records}
     accepted = {a.boundary for a in result.accepted}
+    previous = -1  # what survived an earlier power loss is durable from then on
     for crash in result.crashes:
         if crash.point.kind != "power":
             continue
         before = [
             (index, records)
             for index, records in result.commits
-            if index in accepted and index < crash.point.index and records
+            if index in accepted and previous < index < crash.point.index and records
         ]
+        previous = crash.point.index
         kept = [records[0].checksum in final for _, records in before]
         if kept and kept != sorted(kept, reverse=True):
             lost = next(i for i, (idx, _) in enumerate(before) if not kept[i])
