@@ -14,6 +14,10 @@ policy                      on recovery                               effect pro
 ``unsafe`` (default)        never again; record an interrupted error  at most once
 ``manual``                  never again; wait for an operator         at most once
 ==========================  ========================================  ==============================
+
+"Exactly once" assumes the effect cannot come from a zombie: a worker paused past its lease can
+still run a tool it had started. A service that honours ``ToolContext.epoch`` as a fencing token
+closes that window; without one, only ``idempotent`` (dedupe by key) keeps its promise then.
 """
 
 from __future__ import annotations
