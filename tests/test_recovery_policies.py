@@ -16,7 +16,6 @@ import pytest
 import trio
 from runtime_helpers import (
     CONV,
-    STORE_KINDS,
     CrashingFS,
     EffectTool,
     Harness,
@@ -31,13 +30,6 @@ from runtime_helpers import (
 from durable.config import RuntimeConfig
 from durable.runtime import Runtime
 from durable.tools import interrupted_message
-
-
-@pytest.fixture(params=STORE_KINDS)
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    made = Stores(request.param, tmp_path)
-    yield made
-    made.close()
 
 
 def world(stores: Stores, tool: EffectTool, **config: Any) -> tuple[Harness, ToolLoopModel]:

@@ -4,13 +4,11 @@ and seed 001's rule that only a crash may leave resumable state (DESIGN 3.4, 3.5
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 from runtime_helpers import (
     CONV,
-    STORE_KINDS,
     CounterIds,
     EffectTool,
     Harness,
@@ -32,13 +30,6 @@ from durable.config import RuntimeConfig
 from durable.ports import real_ports
 from durable.state import new_state, reduce
 from durable.store import LeaseHeld
-
-
-@pytest.fixture(params=STORE_KINDS)
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    made = Stores(request.param, tmp_path)
-    yield made
-    made.close()
 
 
 def user_messages(request: ModelRequest) -> list[str]:
