@@ -215,16 +215,21 @@ class Machine:
         raise SimulatedCrash(point)
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
-        """``fn`` between its two boundaries. An operation that fails (an ``Exception``, e.g. a
-        missing file) still has an "after": the process lives on past it and can die there."""
-        index = self.before(process, label)
-        try:
-            result = fn()
-        except Exception:
-            self.after(process, index, label)
-            raise
-        self.after(process, index, label)
-        return result
+        return cross(self, process, label, fn)
+
+
+def cross(machine: Any, process: Any, label: str, fn: Callable[[], T]) -> T:
+    """``fn`` between the ``before`` and ``after`` boundaries of ``machine`` (the simulator's, or
+    realcrash's). An operation that fails (an ``Exception``, e.g. a missing file) still has an
+    "after": the process lives on past it and can die there."""
+    index = machine.before(process, label)
+    try:
+        result = fn()
+    except Exception:
+        machine.after(process, index, label)
+        raise
+    machine.after(process, index, label)
+    return result
 
 
 # -- ports -----------------------------------------------------------------------------------------
@@ -428,8 +433,25 @@ def _kinds(records: list[EventRecord]) -> list[str]:
     return [r.event.type for r in records]
 
 
-def is_crash_only(exc: BaseException) -> bool:
-    """True if ``exc`` (possibly a group) holds nothing but crash and cancellation exceptions."""
+def only(exc: BaseException, kinds: type | tuple[type, ...]) -> bool:
+    """True if ``exc`` (possibly a nested group) holds nothing but exceptions of ``kinds``."""
     if isinstance(exc, BaseExceptionGroup):
-        return all(is_crash_only(e) for e in exc.exceptions)
-    return isinstance(exc, SimulatedCrash | ProcessDead | trio.Cancelled)
+        return all(only(e, kinds) for e in exc.exceptions)
+    return isinstance(exc, kinds)
+
+
+def is_crash_only(exc: BaseException) -> bool:
+    """True if ``exc`` holds nothing but crash and cancellation exceptions."""
+    return only(exc, (SimulatedCrash, ProcessDead, trio.Cancelled))
+
+
+def is_cancel_only(exc: BaseException) -> bool:
+    """True if ``exc`` holds nothing but cancellations (a bound of the world, not a crash)."""
+    return only(exc, trio.Cancelled)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for an exception or every leaf of a group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_exception(e) for e in exc.exceptions)
+    return str(exc)

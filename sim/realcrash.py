@@ -55,7 +55,6 @@ from typing import Any
 import trio
 
 from durable.ports import InlineBlocking, OsFileSystem
-from durable.store.base import StoreError
 from durable.store.file import FileStore
 from durable.store.sqlite import SQLiteStore
 from sim.faults import Boundary, CrashPoint, Schedule, boundary_kind
@@ -75,7 +74,15 @@ from sim.realcrash_child import (
     decode_record,
     read_entries,
 )
-from sim.runner import MAX_PROCESSES, ClientView, RunResult, StoreKind, _initial_files, run_scenario
+from sim.runner import (
+    MAX_PROCESSES,
+    ClientView,
+    RunResult,
+    StoreKind,
+    _initial_files,
+    read_durable,
+    run_scenario,
+)
 from sim.scenario import Scenario, ScenarioError, load_scenario
 from sim.services import Effect
 from sim.sweep import ScheduleOutcome, base_schedule, depth1_schedules, judge
@@ -250,20 +257,11 @@ def _collect(
 async def _collect_store(
     result: RunResult, store: StoreKind, scenario: Scenario, point_dir: Path
 ) -> None:
-    """Read what is durable now, through a fresh store that holds no lease and repairs nothing."""
-    try:
-        if store == "file":
-            reader: Any = FileStore(
-                str(point_dir / STORE_DIR), fs=OsFileSystem(), fsync=scenario.fsync
-            )
-        else:
-            reader = SQLiteStore(str(point_dir / SQLITE_NAME), blocking=InlineBlocking())
-        result.records = await reader.read_records(scenario.conversation_id, 0)
-        result.checkpoints = await reader.load_checkpoints(scenario.conversation_id)
-        if store == "sqlite":
-            await reader.close()
-    except StoreError as exc:
-        result.store_error = f"{type(exc).__name__}: {exc}"
+    if store == "file":
+        reader: Any = FileStore(str(point_dir / STORE_DIR), fs=OsFileSystem(), fsync=scenario.fsync)
+    else:
+        reader = SQLiteStore(str(point_dir / SQLITE_NAME), blocking=InlineBlocking())
+    await read_durable(result, reader, scenario.conversation_id)
 
 
 # -- choosing points ---------------------------------------------------------------------------

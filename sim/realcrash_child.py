@@ -60,7 +60,13 @@ from durable.store.file import FileStore
 from durable.store.sqlite import SQLiteStore
 from durable.tools import ToolContext, ToolError, ToolRegistry, ToolSpec, Verification, VerifierFn
 from sim.model import MODEL_LATENCY_S, script_answer
-from sim.process import InstrumentedStore, ProcessFS
+from sim.process import (
+    InstrumentedStore,
+    ProcessFS,
+    cross,
+    describe_exception,
+    is_cancel_only,
+)
 from sim.scenario import ActionDef, Scenario, ToolDef
 from sim.tools import marked_line
 from sim.world import seed_trio_scheduler
@@ -256,15 +262,7 @@ class RealMachine:
             self.kill(process, index, "after", label)
 
     def crossing(self, process: RealProcess, label: str, fn: Callable[[], T]) -> T:
-        """As ``Machine.crossing``: an operation that fails still has an "after"."""
-        index = self.before(process, label)
-        try:
-            result = fn()
-        except Exception:
-            self.after(process, index, label)
-            raise
-        self.after(process, index, label)
-        return result
+        return cross(self, process, label, fn)
 
     def kill(self, process: RealProcess, index: int, when: str, label: str) -> None:
         self.log.write(
@@ -775,27 +773,15 @@ async def _run_process(child: Child) -> int:
             process.runtime = runtime
             await _client_session(child, runtime)
     except BaseException as exc:
-        if _cancel_only(exc):
+        if is_cancel_only(exc):
             raise  # the liveness bound: not the process's doing
         if isinstance(exc, Exception | BaseExceptionGroup):
-            message = f"{process.id}: {type(exc).__name__}: {_describe(exc)}"
+            message = f"{process.id}: {type(exc).__name__}: {describe_exception(exc)}"
             child.log.write({"t": "error", "msg": message}, sync=True)
             return EXIT_ERROR
         raise
     child.log.write({"t": "ended", "p": process.id, "time": child.clock.now()})
     return EXIT_ENDED
-
-
-def _cancel_only(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_cancel_only(e) for e in exc.exceptions)
-    return isinstance(exc, trio.Cancelled)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return str(exc)
 
 
 async def _child_main(child: Child) -> int:

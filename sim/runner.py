@@ -47,6 +47,8 @@ from sim.process import (
     SimClock,
     SimIds,
     SimProcess,
+    describe_exception,
+    is_cancel_only,
     is_crash_only,
 )
 from sim.scenario import ActionDef, ResendDef, Scenario
@@ -399,25 +401,13 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
     except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
         if not process.alive and is_crash_only(exc):
             return "crashed"
-        if _cancel_only(exc):
+        if is_cancel_only(exc):
             raise  # the world's liveness bound (or the world ending): not the process's doing
         if isinstance(exc, Exception | BaseExceptionGroup):
-            process.error = f"{type(exc).__name__}: {_describe(exc)}"
+            process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
             return "error"
         raise
     return "crashed" if not process.alive else "ended"
-
-
-def _cancel_only(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_cancel_only(e) for e in exc.exceptions)
-    return isinstance(exc, trio.Cancelled)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return str(exc)
 
 
 async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> None:
@@ -509,16 +499,21 @@ async def _operator(env: WorldEnv, process: SimProcess, conversation: Conversati
 async def _collect_store(
     result: RunResult, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
 ) -> None:
-    """Read what is durable now, through a fresh store that holds no lease and repairs nothing."""
+    if kind == "file":
+        reader: Any = _SEAMS[-1].file_store(STORE_ROOT, fs, scenario.fsync)
+    else:
+        assert tmp is not None
+        reader = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=InlineBlocking())
+    await read_durable(result, reader, scenario.conversation_id)
+
+
+async def read_durable(result: RunResult, reader: Any, conversation_id: str) -> None:
+    """Read what is durable now, through ``reader``: a fresh store that holds no lease and
+    repairs nothing. A store that refuses (``StoreError``) is recorded for I2, not raised."""
     try:
-        if kind == "file":
-            store: Any = _SEAMS[-1].file_store(STORE_ROOT, fs, scenario.fsync)
-        else:
-            assert tmp is not None
-            store = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=InlineBlocking())
-        result.records = await store.read_records(scenario.conversation_id, 0)
-        result.checkpoints = await store.load_checkpoints(scenario.conversation_id)
-        if kind == "sqlite":
-            await store.close()
+        result.records = await reader.read_records(conversation_id, 0)
+        result.checkpoints = await reader.load_checkpoints(conversation_id)
+        if isinstance(reader, SQLiteStore):
+            await reader.close()
     except StoreError as exc:
         result.store_error = f"{type(exc).__name__}: {exc}"
