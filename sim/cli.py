@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from sim.faults import ScheduleError, parse_schedule
+from sim.progress import Progress
 from sim.scenario import Scenario, ScenarioError, bundled_names, load_scenario
+from sim.seams import SeamError, seams
+from sim.world import SEED_MAX
 
 EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
+
+
+FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
 
 
 class UsageError(Exception):
@@ -31,8 +40,27 @@ def tool_version() -> str:
         return "0+unknown"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is the one line the exit-status contract promises (plus a
+    pointer to ``--help``), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT["usage"], f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _seed(text: str) -> int:
+    """A world seed: an integer in the documented range (see ``sim.world.SEED_MAX``)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0..{SEED_MAX} (2**64-1)")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="durable-sim",
         description=(
             "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
@@ -53,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario")
     _common(run)
     run.add_argument("--timeline", action="store_true", help="print every boundary of the run")
+    _seam_options(run)
 
     sw = sub.add_parser(
         "sweep",
@@ -67,13 +96,17 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--store", choices=("file", "sqlite", "both"), default="both")
     sw.add_argument("--crash", default="process,power", help="crash kinds: process,power")
     sw.add_argument("--depth", type=int, choices=(1, 2), default=1)
-    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--seed", type=_seed, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)")
     sw.add_argument("--out", default="reports/latest", help="report directory")
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
     sw.add_argument(
         "--naive",
         action="store_true",
         help="re-run every schedule from scratch instead of forking at each crash point",
+    )
+    _seam_options(sw)
+    sw.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (errors are still printed)"
     )
     sw.add_argument(
         "--no-determinism-check",
@@ -93,9 +126,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     fz.add_argument("scenario", nargs="?", help="default: every bundled scenario")
     fz.add_argument("--examples", type=int, default=300, help="examples per fuzzer and scenario")
-    fz.add_argument("--seed", type=int, default=0, help="Hypothesis seed (the world seed is 0)")
+    fz.add_argument(
+        "--seed", type=_seed, default=0, help="Hypothesis seed (the world seed is 0); 0..2**64-1"
+    )
     fz.add_argument("--store", choices=("file", "sqlite"), default="file")
-    fz.add_argument("--corpus", default="tests/corpus", help="where failing cases are saved")
+    fz.add_argument(
+        "--corpus",
+        default=None,
+        metavar="DIR",
+        help=(
+            "where failing cases are saved (created only when one is): default "
+            "$DURABLE_SIM_CORPUS, else ./tests/corpus if that folder exists, else "
+            "./durable-sim-corpus"
+        ),
+    )
+    fz.add_argument(
+        "--hypothesis-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "Hypothesis' own storage (caches; the fuzzers keep no example database): default "
+            "$XDG_CACHE_HOME/durable-sim/hypothesis or ~/.cache/durable-sim/hypothesis"
+        ),
+    )
     fz.add_argument("--no-machine", action="store_true", help="only fuzz schedules")
 
     mu = sub.add_parser(
@@ -109,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     mu.add_argument("names", nargs="*", metavar="MUTANT", help="default: the whole catalogue")
-    mu.add_argument("--seed", type=int, default=0)
+    mu.add_argument("--seed", type=_seed, default=0, help="world seed (default 0)")
     mu.add_argument("--json", action="store_true", help="print the kill matrix as JSON")
 
     bn = sub.add_parser(
@@ -151,11 +204,40 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--schedule", required=True, help="INDEX:before|after:process|power,...")
     _common(rp)
     rp.add_argument("--timeline", action="store_true", help="print the run with crashes marked")
+    _seam_options(rp)
     return parser
 
 
+def _seam_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "your own runtime or store (see sim.seams; repro lines of a failure found with swapped "
+        "seams carry these options)"
+    )
+    group.add_argument(
+        "--open-runtime",
+        metavar="SPEC",
+        help="FILE.py:NAME or MODULE:NAME of a callable with durable.Runtime.open's keywords",
+    )
+    group.add_argument(
+        "--file-store",
+        metavar="SPEC",
+        help="FILE.py:NAME or MODULE:NAME of a callable (root, fs, fsync) -> store",
+    )
+
+
+def _swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
+    from sim.seams import load
+
+    chosen: dict[str, Any] = {}
+    for name in ("open_runtime", "file_store"):
+        spec = getattr(args, name, None)
+        if spec:
+            chosen[name] = load(spec)
+    return chosen
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)")
     p.add_argument("--store", choices=("file", "sqlite"), default="file")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
@@ -166,27 +248,39 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed one line of usage error
         return int(exc.code or 0) if exc.code in (0, None) else EXIT["usage"]
+    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: the sweep kills its forked
+    # children and removes its temporary directories on the way out.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if on_main_thread else None
     try:
-        if args.command == "list":
-            return _list()
-        if args.command == "run":
-            return _run(args)
-        if args.command == "sweep":
-            return _sweep(args)
-        if args.command == "mutants":
-            return _mutants(args)
-        if args.command == "fuzz":
-            return _fuzz(args)
-        if args.command == "bench":
-            return _bench(args)
-        if args.command == "realcrash":
-            from sim.realcrash import main_realcrash
-
-            return main_realcrash(args)
-        return _replay(args)
-    except (UsageError, ScenarioError, ScheduleError) as exc:
+        with seams(**_swapped_seams(args)):
+            return _dispatch(args)
+    except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
         return EXIT["usage"]
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: children are gone, temporary files removed
+        print("durable-sim: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "realcrash":
+        from sim.realcrash import main_realcrash
+
+        return main_realcrash(args)
+    commands = {
+        "list": lambda: _list(),
+        "run": lambda: _run(args),
+        "sweep": lambda: _sweep(args),
+        "mutants": lambda: _mutants(args),
+        "fuzz": lambda: _fuzz(args),
+        "bench": lambda: _bench(args),
+        "replay": lambda: _replay(args),
+    }
+    return commands[args.command]()
 
 
 def _list() -> int:
@@ -225,7 +319,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{'outcome':14} {rid}: {outcome['status']} {detail}")
         if args.timeline:
             print("\n".join(timeline(result, limit=10_000)))
-    return 0 if result.settled and result.runtime_error is None else EXIT["error"]
+    if not result.settled or result.runtime_error is not None:
+        why = result.runtime_error or (
+            f"it did not settle within its liveness bound ({scenario.liveness_bound_s:g} s of "
+            "virtual time)"
+        )
+        print(f"durable-sim: the fault-free run of {scenario.name} fails: {why}", file=sys.stderr)
+        return EXIT["error"]
+    return 0
 
 
 def _crash_kinds(text: str) -> list[str]:
@@ -257,23 +358,30 @@ def _sweep(args: argparse.Namespace) -> int:
     _check_out_dir(out_dir)
     started = time.perf_counter()
     results: list[Any] = []
-    with _progress(not args.json) as advance:
+    with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         for ref, scenario in scenarios:
             for store in stores:
-                label = f"{scenario.name}[{store}]"
-                results.append(
-                    sweep(
-                        scenario,
-                        ref=ref,
-                        store=store,  # type: ignore[arg-type]
-                        seed=args.seed,
-                        crash_kinds=kinds,  # type: ignore[arg-type]
-                        depth=args.depth,
-                        determinism=not args.no_determinism_check,
-                        fast=not args.naive,
-                        progress=lambda n, label=label: advance(label, n),
-                    )
+                progress.start(f"{scenario.name}[{store}]")
+                result = sweep(
+                    scenario,
+                    ref=ref,
+                    store=store,  # type: ignore[arg-type]
+                    seed=args.seed,
+                    crash_kinds=kinds,  # type: ignore[arg-type]
+                    depth=args.depth,
+                    determinism=not args.no_determinism_check,
+                    fast=not args.naive,
+                    progress=progress.advance,
                 )
+                results.append(result)
+                progress.finish(_verdict_line(result.schedules, result.verdicts))
+                if result.reference_failed:
+                    first = result.failures[0]
+                    print(
+                        f"durable-sim: {scenario.name}[{store}]: its fault-free run fails "
+                        f"({first.invariant}: {first.explanation}); no crash schedule was run",
+                        file=sys.stderr,
+                    )
     document = results_document(results, args, time.perf_counter() - started)
     from sim.report import ReportError, write_report
 
@@ -287,6 +395,11 @@ def _sweep(args: argparse.Namespace) -> int:
         _summary(results)
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
     return _exit_for(document["totals"]["verdicts"])
+
+
+def _verdict_line(schedules: int, verdicts: dict[str, int]) -> str:
+    counts = ", ".join(f"{n} {v}" for v, n in verdicts.items() if n)
+    return f"{schedules} schedules: {counts or 'none'}"
 
 
 def results_document(results: list[Any], args: argparse.Namespace, wall_s: float) -> dict[str, Any]:
@@ -357,7 +470,8 @@ def _summary(results: list[Any]) -> None:
         )
     console.print(table)
     for r in results:
-        for failure in r.failures[:5]:
+        shown = r.failures[:FAILURES_SHOWN]
+        for failure in shown:
             console.print(
                 f"[red]{failure.verdict}[/red] {failure.invariant} {r.name}[{r.store}] "
                 f"{failure.schedule}: {failure.explanation}",
@@ -365,62 +479,38 @@ def _summary(results: list[Any]) -> None:
                 highlight=False,
             )
             console.print(f"  repro: {failure.repro}", markup=False, highlight=False)
-
-
-class _progress:
-    """A rich progress bar on stderr (silent with --json, so stdout stays a JSON document)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._enabled = enabled and sys.stderr.isatty()
-        self._bar: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> Any:
-        if not self._enabled:
-            return lambda label, n: None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("schedules"),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self._bar.__enter__()
-        self._task = self._bar.add_task("sweep", total=None)
-
-        def advance(label: str, n: int) -> None:
-            self._bar.update(self._task, advance=n, description=label)
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
+        if len(r.failures) > len(shown):
+            console.print(
+                f"  ... and {len(r.failures) - len(shown)} more failures of {r.name}[{r.store}] "
+                "(all of them are in the report)",
+                markup=False,
+                highlight=False,
+            )
 
 
 def _fuzz(args: argparse.Namespace) -> int:
+    from hypothesis.configuration import set_hypothesis_home_dir
+
     from sim.fuzz import fuzz_machine, fuzz_schedules, save_case
 
     if not 1 <= args.examples <= 100_000:
         raise UsageError("--examples must be between 1 and 100000")
     names = [args.scenario] if args.scenario else bundled_names()
     scenarios = [load_scenario(n) for n in names]
-    _check_out_dir(Path(args.corpus))
+    corpus = _corpus_dir(args.corpus)
+    set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
     started = time.perf_counter()
     examples = 0
     findings = []
-    with _progress(True) as advance:
+
+    def tick() -> None:
+        nonlocal examples
+        examples += 1
+        progress.advance(1)
+
+    with Progress(command="fuzz", unit="examples") as progress:
         for scenario in scenarios:
-
-            def tick(name: str = scenario.name) -> None:
-                nonlocal examples
-                examples += 1
-                advance(f"schedules {name}", 1)
-
+            progress.start(f"schedules of {scenario.name}[{args.store}]")
             finding = fuzz_schedules(
                 scenario,
                 store=args.store,
@@ -428,17 +518,20 @@ def _fuzz(args: argparse.Namespace) -> int:
                 fuzz_seed=args.seed,
                 on_example=tick,
             )
+            progress.finish(_finding_line(finding))
             if finding is not None:
                 findings.append(finding)
         if not args.no_machine:
-            advance("world machine", 0)
-            finding = fuzz_machine(store=args.store, examples=args.examples, fuzz_seed=args.seed)
-            examples += args.examples
+            progress.start(f"world machine[{args.store}]")
+            finding = fuzz_machine(
+                store=args.store, examples=args.examples, fuzz_seed=args.seed, on_example=tick
+            )
+            progress.finish(_finding_line(finding))
             if finding is not None:
                 findings.append(finding)
     wall_s = time.perf_counter() - started
     for finding in findings:
-        path = save_case(finding, Path(args.corpus))
+        path = save_case(finding, corpus)
         print("\n".join(finding.describe()))
         print(f"saved: {path}")
         print(f"repro: {finding.repro(str(path))}")
@@ -447,6 +540,35 @@ def _fuzz(args: argparse.Namespace) -> int:
         f"{len(findings)} failure(s)"
     )
     return 1 if findings else 0
+
+
+def _finding_line(finding: Any) -> str:
+    if finding is None:
+        return "no failure"
+    first = finding.violations[0] if finding.violations else None
+    return f"FAILED {first.invariant if first else '?'} (shrunk; details below)"
+
+
+def _corpus_dir(given: str | None) -> Path:
+    """Where fuzz saves failing cases; checked now, created only when a case is saved."""
+    if given is None:
+        given = os.environ.get("DURABLE_SIM_CORPUS") or (
+            "tests/corpus" if Path("tests/corpus").is_dir() else "durable-sim-corpus"
+        )
+    path = Path(given)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--corpus {given}: not a directory")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"--corpus {given}: {existing} is not writable")
+    return path
+
+
+def _hypothesis_dir(given: str | None) -> Path:
+    if given is not None:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "durable-sim" / "hypothesis"
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -503,15 +625,15 @@ def _mutants(args: argparse.Namespace) -> int:
     chosen = [known[n] for n in args.names] if args.names else list(CATALOGUE)
     scenarios = bundled_names()
     results = []
-    with _progress(not args.json) as advance:
+    with Progress(command="mutants", unit="schedules") as progress:
         for mutant in chosen:
-            results.append(
-                kill(
-                    mutant,
-                    scenarios=scenarios,
-                    seed=args.seed,
-                    progress=lambda n, name=mutant.name: advance(name, n),
-                )
+            progress.start(mutant.name)
+            result = kill(mutant, scenarios=scenarios, seed=args.seed, progress=progress.advance)
+            results.append(result)
+            progress.finish(
+                f"killed by {','.join(result.invariants)} on {result.scenario}[{result.store}]"
+                if result.killed
+                else "SURVIVED"
             )
     if args.json:
         print(json.dumps({"mutants": [r.to_json() for r in results]}, indent=2, sort_keys=True))

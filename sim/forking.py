@@ -26,18 +26,22 @@ its own before crashing, and never touches (or closes) the connections it inheri
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import select
 import shutil
-import tempfile
+import signal
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from sim import tempdirs
 from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
 from sim.oracles import VERDICT_ORDER, Violation
 
@@ -58,6 +62,18 @@ class ChildOutcome:
 
 
 @dataclass
+class _Child:
+    """A running child, as the parent tracks it."""
+
+    pid: int
+    schedule: str
+    path: str  # where it writes its outcome
+    deadline: float  # time.monotonic() after which it is killed
+    tmp: str | None  # its copy of the SQLite files, if any
+    timed_out: bool = False
+
+
+@dataclass
 class ForkPlan:
     """Configuration and bookkeeping of one forking run (in the parent; children get a copy)."""
 
@@ -71,7 +87,8 @@ class ForkPlan:
     child_out: str = ""
     child_schedule: Schedule = field(default_factory=Schedule)
     child_tmp: str | None = None
-    running: list[tuple[int, str, str]] = field(default_factory=list)  # pid, schedule, path
+    child_timeout_s: float = 300.0  # wall time a child may take before it is killed
+    running: list[_Child] = field(default_factory=list)
     done: list[tuple[str, str]] = field(default_factory=list)  # schedule, path
     seen: dict[str, str] = field(default_factory=dict)  # state digest -> schedule text
     equivalent: list[tuple[str, str]] = field(default_factory=list)  # schedule, twin of
@@ -121,6 +138,7 @@ class ForkPlan:
         if pid == 0:  # the child: crash here, run on, report, exit without cleanup
             _private_trio_io()
             self.in_child = True
+            self.running = []
             self.child_out = path
             self.child_schedule = schedule
             machine.schedule = schedule
@@ -129,25 +147,60 @@ class ForkPlan:
                 self.relocate(snapshot)
             machine.crash(process, point, label)
             raise AssertionError("unreachable: crash raises")
-        self.running.append((pid, schedule.text(), path))
+        deadline = time.monotonic() + self.child_timeout_s
+        self.running.append(_Child(pid, schedule.text(), path, deadline, snapshot))
 
     def _reap_one(self) -> None:
-        pid, status = os.wait()
-        for entry in self.running:
-            if entry[0] == pid:
-                self.running.remove(entry)
-                if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-                    Path(entry[2]).write_text(
-                        json.dumps({"error": f"child exited with status {status}"})
-                    )
-                self.done.append((entry[1], entry[2]))
-                if self.progress is not None:
-                    self.progress(1)
+        """Wait for one child to end, or kill the first that overruns its wall-time bound (a
+        hung child must not hang the sweep: it gets an ``error`` verdict instead)."""
+        assert self.running and not self.in_child
+        while True:
+            for child in self.running:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+                if pid:
+                    self._finish(child, status)
+                    return
+            now = time.monotonic()
+            overdue = min(self.running, key=lambda c: c.deadline)
+            if now >= overdue.deadline:
+                os.kill(overdue.pid, signal.SIGKILL)
+                _, status = os.waitpid(overdue.pid, 0)
+                overdue.timed_out = True
+                self._finish(overdue, status)
                 return
+            _wait_for_exit([c.pid for c in self.running], overdue.deadline - now)
+
+    def _finish(self, child: _Child, status: int) -> None:
+        self.running.remove(child)
+        if child.timed_out:
+            error = f"child did not finish within {self.child_timeout_s:g} s of wall time"
+            Path(child.path).write_text(json.dumps({"error": error}))
+        elif not Path(child.path).exists():
+            code = os.waitstatus_to_exitcode(status)
+            error = f"child exited with status {code} without reporting an outcome"
+            Path(child.path).write_text(json.dumps({"error": error}))
+        if child.tmp is not None:
+            shutil.rmtree(child.tmp, ignore_errors=True)  # the child's own copy, if it left it
+        self.done.append((child.schedule, child.path))
+        if self.progress is not None:
+            self.progress(1)
 
     def wait_all(self) -> None:
         while self.running:
             self._reap_one()
+
+    def kill_running(self) -> None:
+        """On the way out of an interrupted sweep: no child may outlive it."""
+        if self.in_child:
+            return
+        for child in list(self.running):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child.pid, 0)
+            if child.tmp is not None:
+                shutil.rmtree(child.tmp, ignore_errors=True)
+            self.running.remove(child)
 
     def ordered(self) -> list[str]:
         """Schedules in the naive sweep's order (boundary, before/after, kind): boundaries nest
@@ -196,13 +249,26 @@ class ForkPlan:
 
 
 def _private_trio_io() -> None:
-    """Give a forked child its own epoll instance. After ``fork`` parent and child share the
-    kernel's epoll object: a child re-arming or consuming the shared registrations can leave the
-    parent's loop spinning on events it never drains (seen: a forking parent stuck at 100% CPU
-    in ``epoll.poll``). trio has no public way to do this, hence the private attributes; the
-    simulator never waits on I/O, so only trio's own wakeup sockets are registered."""
+    """Give a forked child trio I/O primitives of its own: fresh wakeup socketpairs and a fresh
+    epoll instance.
+
+    After ``fork`` parent and child share every open file description. Two of trio's are
+    wakeup socketpairs (the I/O manager's forced wakeup and the entry queue's, which is also the
+    signal wakeup fd): a child that drains the shared read end consumes a byte the *parent* was
+    meant to wake on, and the parent's run loop then waits for a wakeup that never comes (seen:
+    a fast sweep hung for ever at shutdown, ~1 run in 12). The shared epoll object has the same
+    problem the other way round (a child re-arming registrations leaves the parent spinning).
+
+    The fresh sockets are ``dup2``-ed onto the *same descriptor numbers*, so every trio structure
+    that holds the socket objects or their numbers (the registrations, the signal wakeup fd)
+    refers to the child's private sockets without being rebuilt. trio has no public way to do
+    this, hence the private attributes; the simulator never waits on other I/O, so only trio's
+    own wakeup sockets are registered."""
     run_module: Any = trio._core._run
-    io = run_module.GLOBAL_RUN_CONTEXT.runner.io_manager
+    runner = run_module.GLOBAL_RUN_CONTEXT.runner
+    io = runner.io_manager
+    for pair in (io._force_wakeup, runner.entry_queue.wakeup):
+        _renew_socketpair(pair.wakeup_sock, pair.write_sock)
     shared = io._epoll
     fresh = select.epoll()
     fresh.register(io._force_wakeup.wakeup_sock, select.EPOLLIN)
@@ -215,6 +281,42 @@ def _private_trio_io() -> None:
             fresh.register(fd, flags | select.EPOLLONESHOT)
     io._epoll = fresh
     shared.close()  # this process's descriptor only; the parent's stays open
+
+
+def _renew_socketpair(wakeup_sock: socket.socket, write_sock: socket.socket) -> None:
+    """Replace the connection behind both descriptors by a new private one, with the options
+    trio gives its wakeup pairs (non-blocking, tiny buffers)."""
+    new_wakeup, new_write = socket.socketpair()
+    with new_wakeup, new_write:
+        for sock in (new_wakeup, new_write):
+            sock.setblocking(False)
+        new_wakeup.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        new_write.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+        os.dup2(new_wakeup.fileno(), wakeup_sock.fileno(), inheritable=False)
+        os.dup2(new_write.fileno(), write_sock.fileno(), inheritable=False)
+
+
+def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
+    """Block until one of ``pids`` may have exited or ``timeout_s`` passes. A pidfd becomes
+    readable when its process exits (Linux >= 5.3); elsewhere, poll briefly."""
+    opener = getattr(os, "pidfd_open", None)
+    fds: list[int] = []
+    try:
+        if opener is not None:
+            for pid in pids:
+                try:
+                    fds.append(opener(pid))
+                except ProcessLookupError:
+                    return  # already gone: reap it now
+                except OSError:
+                    break  # no pidfd support in this kernel: poll
+        if fds and len(fds) == len(pids):
+            select.select(fds, [], [], max(0.0, timeout_s))
+        else:
+            time.sleep(min(0.005, max(0.0, timeout_s)))
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _violation_json(v: Violation) -> dict[str, Any]:
@@ -256,7 +358,7 @@ def trio_rng_state() -> Any:
 def copy_sqlite_dir(src: str) -> str:
     """A fresh directory holding a copy of the database and its WAL (the shared-memory index is
     rebuilt by SQLite from the WAL), for a forked child."""
-    dst = tempfile.mkdtemp(prefix="durable-sim-child-", dir=os.path.dirname(src))
+    dst = tempdirs.make("child", parent=os.path.dirname(src))
     for name in os.listdir(src):
         if name.endswith("-shm"):
             continue

@@ -39,6 +39,7 @@ from hypothesis.stateful import (
 
 from sim.faults import CrashPoint, Schedule, boundary_kind
 from sim.oracles import Violation
+from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
 from sim.scenario import Scenario
 from sim.sweep import judge
@@ -97,9 +98,8 @@ class Finding:
     program: list[str] = field(default_factory=list)
 
     def repro(self, scenario_ref: str) -> str:
-        return (
-            f"durable-sim replay --scenario {scenario_ref} --seed {self.seed} "
-            f"--store {self.store} --schedule {self.schedule}"
+        return replay_command(
+            scenario_ref, seed=self.seed, store=self.store, schedule=self.schedule
         )
 
     def describe(self) -> list[str]:
@@ -208,9 +208,12 @@ class WorldMachine(RuleBasedStateMachine):
     store: StoreKind = "file"
     seed: int = 0
     failures: list[tuple[dict[str, Any], list[Violation], list[str]]] = []
+    on_example: Callable[[], None] | None = None
 
     def __init__(self) -> None:
         super().__init__()
+        if WorldMachine.on_example is not None:
+            WorldMachine.on_example()  # one machine per example: progress for long fuzz runs
         self.program = empty_program()
         self.now_s = 0.0
         self.steps: list[str] = []
@@ -306,10 +309,12 @@ def fuzz_machine(
     examples: int = 100,
     fuzz_seed: int = 0,
     max_steps: int = 10,
+    on_example: Callable[[], None] | None = None,
 ) -> Finding | None:
     WorldMachine.store = store
     WorldMachine.seed = seed
     WorldMachine.failures = []
+    WorldMachine.on_example = on_example
     chosen = settings(
         max_examples=examples,
         stateful_step_count=max_steps,
@@ -328,6 +333,7 @@ def fuzz_machine(
         return Finding("machine", program_scenario(program), store, seed, "none", violations, steps)
     finally:
         hypothesis_core.global_force_seed = saved
+        WorldMachine.on_example = None
     return None
 
 

@@ -45,6 +45,9 @@ class CrashRecord:
     time_s: float
     pinned_request: bool
     power_outcome: dict[str, str] = field(default_factory=dict)
+    # How many boundaries had been entered when the process died: an ``after`` crash of a
+    # store commit comes after the commit's own file operations, which have higher indexes.
+    boundaries_entered: int | None = None
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,9 @@ class Machine:
             # One stream per crash point: each point's power loss draws its own outcome (kept,
             # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
             outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"))
-        record = CrashRecord(point, label, process.id, trio.current_time(), pinned, outcome)
+        record = CrashRecord(
+            point, label, process.id, trio.current_time(), pinned, outcome, self._next_index
+        )
         self.crashes.append(record)
         self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
         for victim in victims:

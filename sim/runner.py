@@ -11,12 +11,8 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,10 +25,10 @@ from durable.config import RuntimeConfig
 from durable.events import EventRecord
 from durable.journal import Fenced
 from durable.ports import InlineBlocking, Ports
-from durable.runtime import Conversation, Runtime
+from durable.runtime import Conversation
 from durable.store.base import Checkpoint, LeaseHeld, StoreError
-from durable.store.file import FileStore
 from durable.store.sqlite import SQLiteStore
+from sim import tempdirs
 from sim.faults import Boundary, Schedule
 from sim.fs import SimFS
 from sim.model import FakeModel, ModelCall
@@ -52,6 +48,9 @@ from sim.process import (
     is_crash_only,
 )
 from sim.scenario import ActionDef, ResendDef, Scenario
+from sim.seams import Seams as Seams  # re-exported: `from sim.runner import seams` keeps working
+from sim.seams import current as current_seams
+from sim.seams import seams as seams
 from sim.services import Effect, Services
 from sim.tools import build_tools
 from sim.world import World, seed_trio_scheduler
@@ -126,7 +125,7 @@ def run_scenario(
     """
     schedule = schedule or Schedule()
     result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
-    tmp = tempfile.mkdtemp(prefix="durable-sim-", dir=_fast_tmp()) if store == "sqlite" else None
+    tmp = tempdirs.make("sqlite", parent=tempdirs.fast_parent()) if store == "sqlite" else None
     try:
         seed_trio_scheduler(seed)
         world = World(seed)
@@ -142,11 +141,6 @@ def run_scenario(
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return result
-
-
-def _fast_tmp() -> str | None:
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() else None
 
 
 @dataclass
@@ -329,43 +323,11 @@ def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
-@dataclass(frozen=True)
-class Seams:
-    """What you can swap to crash-test your own code under the simulator.
-
-    ``open_runtime`` has ``durable.Runtime.open``'s keyword signature and returns an async
-    context manager yielding a runtime with the same API (``conversation``; a conversation with
-    ``submit``, ``submission``, ``abort``, ``pending_reconciliations``, ``resolve`` and ``state``).
-    ``file_store(root, fs, fsync)`` builds the store of the ``file`` store kind over the process's
-    simulated file system port (every write of yours becomes a crash point). Both must keep the
-    log in ``durable.events`` records: the oracles read the log.
-    """
-
-    open_runtime: Callable[..., Any] = Runtime.open
-    file_store: Callable[[str, Any, bool], Any] = lambda root, fs, fsync: FileStore(
-        root, fs=fs, fsync=fsync
-    )
-
-
-_SEAMS = [Seams()]
-
-
-@contextmanager
-def seams(**changes: Any) -> Iterator[Seams]:
-    """Run the simulator with some seams swapped (``open_runtime=``, ``file_store=``)."""
-    current = dataclasses.replace(_SEAMS[-1], **changes)
-    _SEAMS.append(current)
-    try:
-        yield current
-    finally:
-        _SEAMS.pop()
-
-
 def _store(
     process: SimProcess, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
 ) -> InstrumentedStore:
     if kind == "file":
-        inner: Any = _SEAMS[-1].file_store(
+        inner: Any = current_seams().file_store(
             STORE_ROOT, ProcessFS(process, fs, STORE_ROOT), scenario.fsync
         )
         return InstrumentedStore(inner, process)
@@ -388,7 +350,7 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
     tools = build_tools(env.scenario, env.services, process)
     try:
         with process.scope:
-            async with _SEAMS[-1].open_runtime(
+            async with current_seams().open_runtime(
                 store=store,
                 model=model,
                 tools=tools,
@@ -500,7 +462,7 @@ async def _collect_store(
     result: RunResult, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
 ) -> None:
     if kind == "file":
-        reader: Any = _SEAMS[-1].file_store(STORE_ROOT, fs, scenario.fsync)
+        reader: Any = current_seams().file_store(STORE_ROOT, fs, scenario.fsync)
     else:
         assert tmp is not None
         reader = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=InlineBlocking())

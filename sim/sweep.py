@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim import forking
+from sim import forking, tempdirs
 from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
 from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
+from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
 from sim.scenario import Scenario, ScenarioError
 
@@ -84,6 +85,7 @@ class ScenarioSweep:
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
     ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
+    reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +105,7 @@ class ScenarioSweep:
             "reference_outcome": self.reference_outcome,
             "effects": self.effects,
             "skipped_power": self.skipped_power,
+            "reference_failed": self.reference_failed,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
             "wall_s": round(self.wall_s, 3),
@@ -110,10 +113,8 @@ class ScenarioSweep:
 
 
 def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> str:
-    return (
-        f"durable-sim replay --scenario {scenario} --seed {seed} --store {store} "
-        f"--schedule {schedule.text()}"
-    )
+    """The replay line of a schedule under the seams in force now (see ``sim.repro``)."""
+    return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
 
 
 def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) -> ScheduleOutcome:
@@ -183,6 +184,7 @@ def sweep(
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
     started = time.perf_counter()
+    tempdirs.remove_all_stale()  # what killed sweeps left behind
     kinds: list[CrashKind] = list(crash_kinds)
     out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
     out.ref = ref or scenario.name
@@ -207,6 +209,12 @@ def sweep(
     _record(out, judge(reference, reference, determinism=determinism), reference)
     if progress:
         progress(1)
+    if out.failures:
+        # Every crash schedule is judged against the fault-free run: when that run itself fails
+        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
+        out.reference_failed = True
+        out.wall_s = time.perf_counter() - started
+        return out
     if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
         _forked_sweep(out, scenario, reference, traced, base, kinds, determinism, progress, jobs)
         out.wall_s = time.perf_counter() - started
@@ -244,7 +252,7 @@ def _forked_sweep(
     progress: ProgressFn | None,
     jobs: int | None,
 ) -> None:
-    workdir = tempfile.mkdtemp(prefix="durable-sim-fork-")
+    workdir = tempdirs.make("fork")
     plan = forking.ForkPlan(
         base=base,
         kinds=tuple(kinds),
@@ -263,11 +271,11 @@ def _forked_sweep(
         children: dict[str, list[dict[str, Any]]] = {}
         for text, path in plan.done:
             children.setdefault(text, []).append(json.loads(Path(path).read_text()))
-        outcomes: dict[str, tuple[str, list[Violation], list[str], list[str], list[str]]] = {}
+        outcomes: dict[str, Outcome] = {}
         for text, docs in children.items():
             outcomes[text] = _merge_twins(docs)
         for text, twin in plan.equivalent:
-            outcomes[text] = outcomes[twin]
+            outcomes[text] = _inherited(outcomes[twin], scenario, out, text)
         for text in plan.ordered():
             verdict, violations, labels, paths, lines = outcomes[text]
             _record_parts(
@@ -280,12 +288,25 @@ def _forked_sweep(
                 lambda lines=lines: lines,
             )
     finally:
+        plan.kill_running()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _merge_twins(
-    docs: list[dict[str, Any]],
-) -> tuple[str, list[Violation], list[str], list[str], list[str]]:
+Outcome = tuple[str, list[Violation], list[str], list[str], list[str]]
+
+
+def _inherited(twin: Outcome, scenario: Scenario, out: ScenarioSweep, text: str) -> Outcome:
+    """The outcome of a schedule whose future is the same as ``twin``'s: the same verdict, but
+    its *own* crash label and timeline (a report card must show the schedule it names, and the
+    two crashed at different boundaries). Only failures are shown, so only they are re-run."""
+    verdict, violations, _, paths, _ = twin
+    if verdict == "pass":
+        return twin
+    result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    return verdict, violations, [c.label for c in result.crashes], paths, timeline(result)
+
+
+def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
     """One schedule's outcome from its child (or twin children: I10 compares their prints)."""
     for doc in docs:
         if "error" in doc:
@@ -408,27 +429,82 @@ def _effect_summary(result: RunResult) -> dict[str, int]:
 
 
 def timeline(result: RunResult, *, limit: int = 400) -> list[str]:
-    """Human-readable events of a run with the crashes marked, for reports and ``--timeline``."""
-    lines: list[str] = []
-    crash_at = {c.point.index: c for c in result.crashes}
+    """Human-readable events of a run with the crashes marked, for reports and ``--timeline``.
+
+    A crash marker stands where the process died: an ``after`` crash of a store commit comes
+    after the commit's own file operations (they nest inside it and have higher indexes). Runs of
+    the same operation by the same process (lease renewals while a run waits) are folded into
+    one line with a count, so a liveness failure's timeline stays readable."""
+    entries: list[tuple[str, str]] = []  # (fold key, line); an empty key never folds
+    pending: list[tuple[int, str]] = []  # (first index after the crash, marker)
     commits = dict(result.commits)
+    before_at = {c.point.index: c for c in result.crashes if c.point.when == "before"}
+    for crash in result.crashes:
+        if crash.point.when == "after":
+            end = crash.boundaries_entered
+            pending.append((crash.point.index + 1 if end is None else end, _marker(crash)))
+    pending.sort()
     for boundary in result.boundaries:
-        crash = crash_at.get(boundary.index)
-        if crash is not None and crash.point.when == "before":
-            lines.append(
-                f"💥 CRASH ({crash.point.kind}) before {boundary.label} in {boundary.process}"
-            )
+        while pending and pending[0][0] <= boundary.index:
+            entries.append(("", pending.pop(0)[1]))
+        crash = before_at.get(boundary.index)
+        if crash is not None:
+            entries.append(("", _marker(crash)))
         records = commits.get(boundary.index)
         detail = ""
         if records:
             detail = " " + ", ".join(f"#{r.sequence} {r.event.type}" for r in records)
         where = f"{boundary.time_s:9.3f}s [{boundary.index:4d}] {boundary.process}"
-        lines.append(f"{where} {boundary.label}{detail}")
-        if crash is not None and crash.point.when == "after":
-            lines.append(
-                f"💥 CRASH ({crash.point.kind}) after {boundary.label} in {boundary.process}"
-            )
-        if len(lines) >= limit:
-            lines.append("…")
-            break
+        key = "" if detail else f"{boundary.process} {_without_numbers(boundary.label)}"
+        entries.append((key, f"{where} {boundary.label}{detail}"))
+    entries += [("", marker) for _, marker in pending]
+    lines = _fold(entries)
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… ({len(lines) - limit} more lines)"]
     return lines
+
+
+def _marker(crash: Any) -> str:
+    p = crash.point
+    return f"💥 CRASH ({p.kind}) {p.when} {crash.label} in {crash.process}"
+
+
+def _without_numbers(label: str) -> str:
+    return re.sub(r"\d+", "N", label)
+
+
+def _fold(entries: list[tuple[str, str]]) -> list[str]:
+    """Fold repeating cycles of foldable lines (e.g. renew, fsync, renew, fsync, ...): a cycle of
+    up to ``FOLD_WIDTH`` lines repeated ``FOLD_MIN`` or more times becomes its first occurrence
+    and a count."""
+    keys = [key for key, _ in entries]
+    lines: list[str] = []
+    i = 0
+    while i < len(entries):
+        width, repeats = _cycle_at(keys, i)
+        if repeats >= FOLD_MIN:
+            lines += [line for _, line in entries[i : i + width]]
+            lines.append(f"{'':11}… the {width} line(s) above, {repeats - 1} more times")
+            i += width * repeats
+        else:
+            lines.append(entries[i][1])
+            i += 1
+    return lines
+
+
+FOLD_WIDTH = 4
+FOLD_MIN = 3
+
+
+def _cycle_at(keys: list[str], i: int) -> tuple[int, int]:
+    """The shortest cycle of foldable keys starting at ``i`` that repeats, and how many times."""
+    for width in range(1, FOLD_WIDTH + 1):
+        cycle = keys[i : i + width]
+        if len(cycle) < width or "" in cycle:
+            break
+        repeats = 1
+        while keys[i + repeats * width : i + (repeats + 1) * width] == cycle:
+            repeats += 1
+        if repeats >= FOLD_MIN:
+            return width, repeats
+    return 1, 1

@@ -17,6 +17,7 @@ from typing import Any
 import trio
 
 FINGERPRINT_VERSION = 1
+SEED_MAX = 2**64 - 1  # seeds are unsigned 64-bit integers, as in the repro lines
 
 
 def derive_seed(seed: int, label: str) -> int:
@@ -51,6 +52,7 @@ class Ids:
 
 class World:
     def __init__(self, seed: int) -> None:
+        assert 0 <= seed <= SEED_MAX, f"seed {seed} outside 0..{SEED_MAX}"
         self.seed = seed
         self.ids = Ids()
         self.trace: list[tuple[Any, ...]] = []

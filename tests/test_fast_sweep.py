@@ -56,3 +56,8 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
         fast = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=True)
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
+    # A schedule that inherits an equivalent one's verdict still shows its own crash and run.
+    assert [(f.schedule, f.crash_labels) for f in fast.failures] == [
+        (f.schedule, f.crash_labels) for f in naive.failures
+    ]
+    assert [f.timeline for f in fast.failures] == [f.timeline for f in naive.failures]

@@ -3,9 +3,15 @@ the store through ``sim.runner.seams`` and run the same sweeps and oracles."""
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from durable import Runtime
 from durable.events import EventRecord
@@ -13,6 +19,8 @@ from durable.store import FileStore
 from sim.runner import seams
 from sim.scenario import load_scenario
 from sim.sweep import sweep
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_a_wrapped_runtime_runs_under_the_simulator() -> None:
@@ -48,6 +56,22 @@ class WriteBackStore(FileStore):
                 await super().append(cid, batch, **options)
 
 
+def write_back_store(root: str, fs: Any, fsync: bool) -> WriteBackStore:
+    """The ``file_store`` seam, at module level so a repro line can name it."""
+    return WriteBackStore(root, fs=fs, fsync=fsync)
+
+
+def _caught_by_sweep() -> Any:
+    return sweep(
+        load_scenario("idempotent_payment"),
+        store="file",
+        crash_kinds=("process",),
+        determinism=False,
+        fast=False,
+        stop_at_first_failure=True,
+    )
+
+
 def test_a_store_that_acknowledges_too_early_is_caught() -> None:
     with seams(file_store=lambda root, fs, fsync: WriteBackStore(root, fs=fs, fsync=fsync)):
         result = sweep(
@@ -60,3 +84,42 @@ def test_a_store_that_acknowledges_too_early_is_caught() -> None:
         )
     assert result.failures, "a store that loses acknowledged appends must fail the sweep"
     assert {"I0", "I2", "I12"} & set(result.failures[0].invariants)
+
+
+def _replay(repro: str) -> subprocess.CompletedProcess[str]:
+    words = shlex.split(repro)
+    assert words[:2] == ["durable-sim", "replay"], repro
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *words[1:]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def test_the_repro_line_of_a_seams_failure_replays_the_same_seams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A repro line that replays the reference runtime would say ``pass``: the line must name
+    the swapped seam, and running it must fail the same way."""
+    monkeypatch.chdir(REPO)
+    with seams(file_store=write_back_store):
+        result = _caught_by_sweep()
+    failure = result.failures[0]
+    assert "--file-store tests/test_own_runtime.py:write_back_store" in failure.repro
+    replayed = _replay(failure.repro)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert failure.invariants[0] in replayed.stdout
+    # Without the seam the same schedule passes: the option is what makes the repro true.
+    plain = failure.repro.split(" --file-store")[0]
+    assert _replay(plain).returncode == 0
+
+
+def test_an_unnameable_seam_gets_no_false_replay_line() -> None:
+    with seams(file_store=lambda root, fs, fsync: WriteBackStore(root, fs=fs, fsync=fsync)):
+        failure = _caught_by_sweep().failures[0]
+    assert not failure.repro.startswith("durable-sim"), failure.repro
+    assert "no durable-sim replay line" in failure.repro
+    assert "pytest " in failure.repro  # under pytest: the test to re-run instead

@@ -1,0 +1,109 @@
+"""Progress of long commands: a bar on a terminal, plain lines everywhere else.
+
+A CI log is not a terminal: a command that prints nothing for ten minutes looks hung, and is
+killed as hung. So when stderr is not a terminal every step (a scenario on a store, a mutant, a
+fuzzed scenario) gets a line when it starts and when it ends, and a long step a heartbeat line
+every ``heartbeat_s`` of wall time. Wall time is read here only to pace the output; nothing the
+simulator computes depends on it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+from typing import Any, TextIO
+
+HEARTBEAT_S = 15.0
+
+
+class Progress:
+    """``with Progress(...) as p: p.start("step"); p.advance(n); p.finish("summary")``."""
+
+    def __init__(
+        self,
+        *,
+        command: str,
+        unit: str,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
+        assert heartbeat_s > 0
+        self._command = command
+        self._unit = unit
+        self._enabled = enabled
+        self._stream = stream if stream is not None else sys.stderr
+        self._heartbeat_s = heartbeat_s
+        self._bar: Any = None
+        self._task: Any = None
+        self._label = ""
+        self._done = 0
+        self._started = 0.0
+        self._last_line = 0.0
+
+    @property
+    def on_terminal(self) -> bool:
+        return bool(getattr(self._stream, "isatty", lambda: False)())
+
+    def __enter__(self) -> Progress:
+        if self._enabled and self.on_terminal:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(self._unit),
+                console=Console(file=self._stream),
+                transient=True,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self._command, total=None)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None
+
+    def start(self, label: str) -> None:
+        """A new step begins."""
+        self._label = label
+        self._done = 0
+        self._started = self._last_line = time.monotonic()
+        if self._bar is not None:
+            self._bar.update(self._task, description=label)
+        else:
+            self._line(f"{label} ...")
+
+    def advance(self, n: int = 1) -> None:
+        self._done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n, description=self._label)
+            return
+        now = time.monotonic()
+        if now - self._last_line >= self._heartbeat_s:
+            self._line(f"{self._label} {self._done} {self._unit} ({now - self._started:.0f} s)")
+
+    def finish(self, summary: str) -> None:
+        """The step ended: one line saying how (also on a terminal, above the bar)."""
+        elapsed = time.monotonic() - self._started
+        text = f"{self._label} {summary} ({elapsed:.1f} s)"
+        if self._bar is not None:
+            self._bar.console.print(f"{self._command}: {text}", markup=False, highlight=False)
+        else:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if not self._enabled:
+            return
+        self._last_line = time.monotonic()
+        print(f"{self._command}: {text}", file=self._stream, flush=True)

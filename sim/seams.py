@@ -1,0 +1,172 @@
+"""Seams: the parts of the world you swap to crash-test your own runtime or store.
+
+``seams(open_runtime=..., file_store=...)`` swaps them for the runs inside the ``with`` block; the
+command line swaps them with ``--open-runtime SPEC`` and ``--file-store SPEC``. A failure found
+with swapped seams must be reproducible with the *same* seams, or its repro line lies (it would
+replay the reference runtime and pass), so ``repro_arguments`` names every swapped seam as a SPEC
+the command line can load: ``path/to/file.py:name`` (a file, relative to the current directory
+when it is below it) or ``package.module:name``. A seam that cannot be named that way (a lambda,
+a function defined inside another) has no command-line repro; the repro line says so and, under
+pytest, names the test to re-run instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from durable.runtime import Runtime
+from durable.store.file import FileStore
+
+
+class SeamError(ValueError):
+    """A seam SPEC that cannot be loaded (one line, names the problem)."""
+
+
+def reference_file_store(root: str, fs: Any, fsync: bool) -> FileStore:
+    """The reference store of the ``file`` store kind over the process's simulated fs port."""
+    return FileStore(root, fs=fs, fsync=fsync)
+
+
+@dataclass(frozen=True)
+class Seams:
+    """What you can swap to crash-test your own code under the simulator.
+
+    ``open_runtime`` has ``durable.Runtime.open``'s keyword signature and returns an async
+    context manager yielding a runtime with the same API (``conversation``; a conversation with
+    ``submit``, ``submission``, ``abort``, ``pending_reconciliations``, ``resolve`` and ``state``).
+    ``file_store(root, fs, fsync)`` builds the store of the ``file`` store kind over the process's
+    simulated file system port (every write of yours becomes a crash point). Both must keep the
+    log in ``durable.events`` records: the oracles read the log.
+    """
+
+    open_runtime: Callable[..., Any] = Runtime.open
+    file_store: Callable[[str, Any, bool], Any] = reference_file_store
+
+
+REFERENCE = Seams()
+NAMES = tuple(f.name for f in dataclasses.fields(Seams))
+_STACK = [REFERENCE]
+
+
+def current() -> Seams:
+    """The seams in force for runs started now."""
+    return _STACK[-1]
+
+
+@contextmanager
+def seams(**changes: Any) -> Iterator[Seams]:
+    """Run the simulator with some seams swapped (``open_runtime=``, ``file_store=``)."""
+    unknown = sorted(set(changes) - set(NAMES))
+    if unknown:
+        raise TypeError(f"unknown seam {unknown[0]!r} (seams: {', '.join(NAMES)})")
+    chosen = dataclasses.replace(_STACK[-1], **changes)
+    _STACK.append(chosen)
+    try:
+        yield chosen
+    finally:
+        _STACK.pop()
+
+
+def load(spec: str) -> Callable[..., Any]:
+    """The object a SPEC names: ``path/to/file.py:name`` or ``package.module:name`` (the name
+    may be dotted: ``module:Class.method``). The current directory is importable, as with
+    ``python -m``."""
+    where, sep, name = spec.rpartition(":")
+    if not sep or not where or not name:
+        raise SeamError(f"seam {spec!r} is not MODULE:NAME or FILE.py:NAME")
+    if where.endswith(".py"):
+        module = _load_file(Path(where), spec)
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise SeamError(f"seam {spec!r}: cannot import {where!r}: {exc}") from exc
+    target: Any = module
+    for part in name.split("."):
+        if not hasattr(target, part):
+            raise SeamError(f"seam {spec!r}: {where} has no attribute {name!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise SeamError(f"seam {spec!r} is not callable")
+    return target
+
+
+def _load_file(path: Path, spec: str) -> Any:
+    if not path.is_file():
+        raise SeamError(f"seam {spec!r}: no file {str(path)!r}")
+    resolved = path.resolve()
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == resolved:
+            return module  # already loaded (e.g. by pytest): keep its objects identical
+    name = "_durable_sim_seam_" + "_".join(resolved.with_suffix("").parts[1:])
+    loader_spec = importlib.util.spec_from_file_location(name, resolved)
+    if loader_spec is None or loader_spec.loader is None:
+        raise SeamError(f"seam {spec!r}: cannot load {str(path)!r}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(resolved.parent))  # its sibling imports, as when run as a script
+    try:
+        loader_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise SeamError(f"seam {spec!r}: loading {str(path)!r} failed: {exc}") from exc
+    finally:
+        sys.path.remove(str(resolved.parent))
+    return module
+
+
+def spec_of(obj: Any) -> str | None:
+    """A SPEC that ``load`` turns back into ``obj``, or None if there is none (lambdas, local
+    functions, objects made at run time)."""
+    module_name = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module_name or not qualname or "<" in qualname:
+        return None
+    module = sys.modules.get(module_name)
+    target: Any = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    if target is None or (target is not obj and getattr(target, "__func__", None) is not obj):
+        return None  # not reachable under its own name
+    if getattr(module, "__package__", None):
+        return f"{module_name}:{qualname}"  # importable by name wherever its package is
+    # A top-level module (a script, a test file pytest imported from its folder): its name
+    # alone would not import from another directory, its file does.
+    source = getattr(module, "__file__", None)
+    if not source:
+        return None
+    path = Path(source).resolve()
+    try:
+        return f"{path.relative_to(Path.cwd())}:{qualname}"
+    except ValueError:
+        return f"{path}:{qualname}"
+
+
+def repro_arguments(chosen: Seams | None = None) -> tuple[list[str], str | None]:
+    """The command-line options that swap the same seams as ``chosen`` (default: the current
+    ones), and, when one of them cannot be named, the reason there is no command-line repro."""
+    chosen = chosen or current()
+    arguments: list[str] = []
+    for name in NAMES:
+        value = getattr(chosen, name)
+        if value is getattr(REFERENCE, name):
+            continue
+        spec = spec_of(value)
+        if spec is None:
+            return [], (
+                f"the {name} seam {getattr(value, '__qualname__', repr(value))} cannot be named "
+                f"as FILE.py:NAME or MODULE:NAME (define it at module level)"
+            )
+        arguments += [f"--{name.replace('_', '-')}", spec]
+    return arguments, None

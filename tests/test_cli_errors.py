@@ -1,0 +1,184 @@
+"""Bad input and long runs on the command line: one line and exit 2, never a traceback; progress
+that a CI log shows; a scenario whose fault-free run fails is refused at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.cli import FAILURES_SHOWN, main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line in a child process whose stderr is a pipe, as in CI."""
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd or REPO,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def _one_line_usage_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("seed", ["-1", "99999999999999999999999999", "18446744073709551616", "x"])
+def test_seeds_outside_the_documented_range_are_refused(seed: str) -> None:
+    line = _one_line_usage_error(_cli("sweep", "read_edit_answer", "--seed", seed))
+    assert "--seed" in line
+
+
+def test_the_largest_seed_is_accepted() -> None:
+    done = _cli("run", "idempotent_payment", "--seed", str(2**64 - 1))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "--bogus"],
+        ["replay", "--scenario", "idempotent_payment"],
+        ["sweep", "--store", "tape"],
+        ["nonsense"],
+        [],
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str]) -> None:
+    _one_line_usage_error(_cli(*args))
+
+
+def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
+    line = _one_line_usage_error(
+        _cli(
+            "replay",
+            "--scenario",
+            "idempotent_payment",
+            "--schedule",
+            "3:after:process",
+            "--file-store",
+            "no/such/file.py:store",
+        )
+    )
+    assert "no/such/file.py" in line
+
+
+def _never_settling(tmp_path: Path) -> Path:
+    """A valid scenario whose fault-free run cannot settle: the tool takes longer than the
+    liveness bound allows."""
+    doc = json.loads((REPO / "scenarios" / "idempotent_payment.json").read_text())
+    doc["name"] = "never_settles"
+    doc["tools"][0]["latency_s"] = 100.0
+    doc["liveness_bound_s"] = 10.0
+    path = tmp_path / "never_settles.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_run_says_why_a_fault_free_run_fails(tmp_path: Path) -> None:
+    done = _cli("run", str(_never_settling(tmp_path)))
+    assert done.returncode == 5
+    assert "did not settle within its liveness bound (10 s" in done.stderr
+
+
+def test_sweep_refuses_a_scenario_whose_fault_free_run_fails(tmp_path: Path) -> None:
+    done = _cli(
+        "sweep", str(_never_settling(tmp_path)), "--store", "file", "--out", str(tmp_path / "r")
+    )
+    assert done.returncode == 3, done.stderr  # liveness: the reference run's own verdict
+    assert "its fault-free run fails (I7" in done.stderr
+    assert "no crash schedule was run" in done.stderr
+    doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert doc["totals"]["schedules"] == 1
+    assert doc["scenarios"][0]["reference_failed"] is True
+
+
+def test_sweep_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> None:
+    done = _cli(
+        "sweep",
+        "idempotent_payment",
+        "--store",
+        "both",
+        "--crash",
+        "process",
+        "--no-determinism-check",
+        "--out",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("sweep: ")]
+    assert progress[0] == "sweep: idempotent_payment[file] ..."
+    assert any(
+        line.startswith("sweep: idempotent_payment[sqlite] ") and "pass" in line
+        for line in progress
+    )
+    quiet = _cli(
+        "sweep",
+        "idempotent_payment",
+        "--store",
+        "file",
+        "--crash",
+        "process",
+        "--no-determinism-check",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    )
+    assert quiet.stderr == ""
+
+
+def test_the_summary_says_how_many_failures_it_did_not_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(mutant):
+        code = main(
+            [
+                "sweep",
+                mutant.scenario,
+                "--store",
+                "file",
+                "--no-determinism-check",
+                "--quiet",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    out = capsys.readouterr().out
+    doc = json.loads((tmp_path / "results.json").read_text())
+    failures = doc["totals"]["failures"]
+    assert code == 1 and failures > FAILURES_SHOWN
+    assert f"and {failures - FAILURES_SHOWN} more failures of" in out
+
+
+def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
+    """Run outside the repository, a passing fuzz run leaves the current directory empty."""
+    done = _cli(
+        "fuzz",
+        "idempotent_payment",
+        "--examples",
+        "3",
+        "--no-machine",
+        "--hypothesis-dir",
+        str(tmp_path / "hyp"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in tmp_path.iterdir()} <= {"hyp"}  # no corpus, no .hypothesis
+    assert "fuzz: schedules of idempotent_payment[file] no failure" in done.stderr
