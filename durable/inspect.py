@@ -1,6 +1,9 @@
 """``python -m durable inspect PATH``: a read-only health report of a store.
 
 PATH is a ``FileStore`` directory or a ``SQLiteStore`` file (recognised by the SQLite header).
+A directory without a single conversation is reported as "no store here", never as a store whose
+checks pass; if it holds a SQLite database (a SQLite store is one file, easily confused with the
+directory it lives in), that is a usage error naming the file to inspect instead.
 For every conversation the report gives the log (records, last sequence), the lease, the runs,
 the submissions, the open intents and pending reconciliations, and these checks:
 
@@ -19,14 +22,16 @@ runtime's writer neither waits for it nor makes it wait. It is an operator's too
 the library, so like the real ports it may look at the operating system directly (to tell a
 directory from a SQLite file); the runtime never imports it.
 
-Exit status: 0 if every check passes, 1 if one fails (or the store is corrupt), 2 for usage
-errors (no such path, not a store).
+Exit status: 0 if every check passes (or a directory holds no conversation: nothing to check),
+1 if one fails (or the store is corrupt), 2 for usage errors (no such path, not a store, a
+directory holding a SQLite database instead of conversations).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import sys
 from dataclasses import dataclass, field
@@ -40,9 +45,10 @@ from durable.journal import usable_checkpoint
 from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
 from durable.store import CorruptStore, FileStore, SQLiteStore, Store
-from durable.store.file import EVENTS_FILE
+from durable.store.file import EVENTS_FILE, LEASE_FILE
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 STORE_TABLES = frozenset({"events", "checkpoints", "leases"})
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TEXT_LIMIT = 60
@@ -181,6 +187,42 @@ def open_store(path: str) -> tuple[StoreKind, Store]:
             "table)"
         )
     return "sqlite", ReadOnlySQLiteStore(path)
+
+
+def _has_sqlite_header(path: str) -> bool:
+    """Whether the file at ``path`` starts with the SQLite header. A file that cannot be read is
+    not recognised by its header (only by its name): this is a hint for a directory holding no
+    conversation, and an unreadable neighbour must not turn that report into a failure."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def sqlite_files(directory: str) -> list[str]:
+    """The names of the regular files directly in ``directory`` that look like SQLite databases
+    (a ``.sqlite``/``.sqlite3`` name, or the SQLite header), sorted."""
+    with os.scandir(directory) as entries:
+        names = sorted(entry.name for entry in entries if entry.is_file())
+    return [
+        name
+        for name in names
+        if name.endswith(SQLITE_SUFFIXES) or _has_sqlite_header(os.path.join(directory, name))
+    ]
+
+
+def _not_a_file_store(directory: str, databases: list[str]) -> UsageError:
+    """The error for a directory with no conversation but SQLite databases: a SQLite store is
+    the database file, so say which path to inspect instead."""
+    shown = ", ".join(databases[:3]) + (f" and {len(databases) - 3} more" if databases[3:] else "")
+    what = "a SQLite database" if len(databases) == 1 else "SQLite databases"
+    how = "the database by its path" if len(databases) == 1 else "each database by its path, e.g."
+    target = shlex.quote(os.path.join(directory, databases[0]))
+    return UsageError(
+        f"{directory} holds {what} ({shown}) and no FileStore conversations: inspect {how}: "
+        f"python -m durable inspect {target}"
+    )
 
 
 # -- inspecting ------------------------------------------------------------------------------------
@@ -341,8 +383,14 @@ async def _check_checkpoints(
         if problems:
             report.checks.append(Check(name, False, "; ".join(problems)))
         elif not entry["in_log"]:
-            detail = f"beyond the log (last sequence {last}): ignored, recovery removes it"
-            report.checks.append(Check(name, True, detail))
+            # A checkpoint is saved only after the commits it covers were acknowledged: in a
+            # durable mode those commits must still be in the log.
+            detail = (
+                f"beyond the log (last sequence {last}): acknowledged commits {last + 1}..{through}"
+                " are lost or damaged (expected only after power loss with FileStore(fsync=False)"
+                " or SQLite synchronous=NORMAL)"
+            )
+            report.checks.append(Check(name, False, detail))
         else:
             use = "used by recovery" if entry["used_by_recovery"] else "not used by recovery"
             report.checks.append(Check(name, True, f"verifies, equals replay, {use}"))
@@ -354,7 +402,12 @@ async def inspect_store(path: str) -> StoreReport:
     kind, store = open_store(path)
     try:
         report = StoreReport(path=path, kind=kind, description=store.describe())
-        for conversation_id in await store.list_conversations():
+        conversation_ids = await store.list_conversations()
+        if kind == "file" and not conversation_ids:
+            databases = sqlite_files(path)
+            if databases:
+                raise _not_a_file_store(path, databases)
+        for conversation_id in conversation_ids:
             report.conversations.append(
                 await inspect_conversation(store, kind, path, conversation_id)
             )
@@ -369,9 +422,19 @@ async def inspect_store(path: str) -> StoreReport:
 
 def render_text(report: StoreReport, out: TextIO) -> None:
     w = out.write
-    w(f"{report.path}: {report.description}\n")
     if not report.conversations:
-        w("no conversations\n")
+        # Nothing was checked: saying "all checks pass" would read as a healthy store, which for
+        # a directory (an empty one, or the wrong one) is not even a store.
+        if report.kind == "file":
+            w(
+                f"{report.path}: no store here: no conversations (no <conversation>/{EVENTS_FILE} "
+                f"or <conversation>/{LEASE_FILE}), nothing checked\n"
+            )
+        else:
+            w(f"{report.path}: {report.description}\n")
+            w("no conversations: the store is empty, nothing checked\n")
+        return
+    w(f"{report.path}: {report.description}\n")
     for conv in report.conversations:
         w(f"\nconversation {conv.id}: {conv.records} records, last sequence {conv.last_sequence}\n")
         if conv.lease is None:
@@ -416,7 +479,9 @@ HELP = """\
 Inspect a durable store without changing it: no repair of a torn tail, no lease taken, renewed or
 released, no checkpoint written.
 
-PATH is a FileStore directory or a SQLiteStore file (recognised by its SQLite header). For every
+PATH is a FileStore directory or a SQLiteStore file (recognised by its SQLite header). A
+directory without a conversation is reported as "no store here" (nothing checked); one that holds
+a SQLite database instead is a usage error that names the file to inspect. For every
 conversation it prints the number of records and the last sequence, the current lease (owner,
 epoch, expiry), the runs (id, status, stop reason, inputs), the submissions (id, request id,
 status, answer or reason), the open tool intents and the pending reconciliations, and checks:
@@ -429,8 +494,9 @@ status, answer or reason), the open tool intents and the pending reconciliations
   checkpoint N          each checkpoint verifies, belongs to the conversation and equals the
                         state replayed from records 1..N; the one recovery would use is named
 
-exit status: 0 every check passes; 1 a check fails or the store is corrupt; 2 usage error
-(no such path, not a store)
+exit status: 0 every check passes (or no conversation: nothing to check); 1 a check fails or
+the store is corrupt; 2 usage error (no such path, not a store, a directory holding a SQLite
+database instead of conversations)
 """
 
 

@@ -31,9 +31,13 @@ Modelling choices (simplifications, on purpose):
 - Renaming a file across directories is supported; each directory becomes durable on its own
   ``fsync_dir``, so a power loss may leave the file under both names or under neither (POSIX allows
   this; ext4 happens to journal both sides together). Fsync both directories.
-- Overwriting a file with ``write`` and losing power yields the old or the new content (or a torn
-  extension when the new content extends the old one); the ext4 "zero-length file after
-  truncate-and-rewrite" outcome is not modelled separately beyond that.
+- Overwriting a file (``write``, or ``truncate`` to zero and appends) and losing power before its
+  ``fsync`` yields the old content, the new content, an empty file (ext4's "zero-length file after
+  truncate-and-rewrite": the truncate reached the disk, the delayed data did not) or a block-wise
+  mix of old and new (each block from either, the length of either), or a torn extension when
+  the new content extends the old one. A shrinking ``truncate`` to a non-zero size yields the old
+  or the new content. (Under the simulator a process's ``write`` is ``open(O_TRUNC)`` plus
+  chunked appends, each a crash point: see ``sim.process.ProcessFS.write``.)
 - Paths are ``/``-separated; empty and ``.`` components are ignored and ``..`` is rejected, so
   ``"a/b"`` and ``"/a/b"`` name the same file. Snapshots report paths with a leading ``/``.
 
@@ -77,13 +81,15 @@ _SPLIT_CACHE_MAX = 8192
 class _Inode:
     """A file. Durable content is ``durable_bytes`` if set, else ``data[:durable_len]``."""
 
-    __slots__ = ("data", "durable_bytes", "durable_len", "ino")
+    __slots__ = ("data", "durable_bytes", "durable_len", "ino", "rewritten")
 
     def __init__(self, ino: int) -> None:
         self.ino = ino
         self.data = bytearray()
         self.durable_len = 0
         self.durable_bytes: bytes | None = None
+        # Truncated to zero since the last fsync: the content is being rewritten in place.
+        self.rewritten = False
 
     def durable_content(self) -> bytes:
         if self.durable_bytes is not None:
@@ -98,6 +104,7 @@ class _Inode:
     def mark_synced(self) -> None:
         self.durable_len = len(self.data)
         self.durable_bytes = None
+        self.rewritten = False
 
 
 class _Dir:
@@ -271,6 +278,7 @@ class SimFS:
         node = self._open_for_write(path)
         node.preserve_durable(0)
         node.data = bytearray(data)
+        node.rewritten = True
 
     def append(self, path: str, data: bytes) -> None:
         """Extend (creating the file if missing): ``open(path, "ab").write(data)``."""
@@ -289,6 +297,8 @@ class SimFS:
         if size < current:
             node.preserve_durable(size)
             del node.data[size:]
+        if size == 0:
+            node.rewritten = True
         elif size > current:
             node.data += bytes(size - current)
 
@@ -363,8 +373,10 @@ class SimFS:
         """Lose everything not durable, tearing pending content by a seeded choice.
 
         Returns, sorted by path, what happened to each surviving file that had pending content:
-        ``"durable"`` (pending bytes lost), ``"torn:<length>"`` (kept up to a block boundary) or
-        ``"all"`` (every pending byte made it). Files without pending content are not listed.
+        ``"durable"`` (pending bytes lost), ``"torn:<length>"`` (kept up to a block boundary),
+        ``"all"`` (every pending byte made it), ``"damaged:<offset>"`` (all, one letter changed),
+        ``"empty"`` or ``"mixed"`` (a rewrite in place: see the module docstring). Files without
+        pending content are not listed.
         """
         self.stats["power_loss"] += 1
         for d in self._dirs.values():
@@ -423,11 +435,25 @@ class SimFS:
         # Block boundaries strictly between the durable end and the current end (a torn append).
         boundaries = max(0, (current - 1) // bs - first + 1) if extension else 0
         # Outcomes: 0 lost, 1 torn at a block boundary, 2 all kept, 3 all kept but one character
-        # damaged (a partially programmed sector: only for extensions, where it is unacknowledged).
+        # damaged (a partially programmed sector: only for extensions, where it is unacknowledged),
+        # and for a file truncated to zero and rewritten in place: 4 empty (ext4's zero-length
+        # file: the truncate reached the disk, the delayed data did not) and 5 a block-wise mix
+        # of old and new content (the disk wrote some of the new blocks, in any order).
         if extension:
             choice = rng.randrange(4) if boundaries else (0, 2, 3)[rng.randrange(3)]
+        elif node.rewritten:
+            choice = (0, 2, 4, 5)[rng.randrange(4)]
         else:
             choice = 2 * rng.randrange(2)
+        if choice == 4:
+            node.data = bytearray()
+            node.mark_synced()
+            return "empty"
+        if choice == 5:
+            assert kept is not None  # not an extension: the old content was materialised
+            node.data = _mix_blocks(kept, bytes(data), bs, rng)
+            node.mark_synced()
+            return "mixed"
         if choice == 3:
             flipped = _damage_one_letter(data, durable_len, rng)
             node.mark_synced()
@@ -475,6 +501,18 @@ class SimFS:
             if isinstance(node, _Inode)
         }
         return dict(sorted(out.items()))
+
+
+def _mix_blocks(old: bytes, new: bytes, block_size_bytes: int, rng: random.Random) -> bytearray:
+    """The old or the new length (whichever the file's size reached the disk with), each block
+    from the old or the new content, zeros where the chosen content has no such block."""
+    length = (len(old), len(new))[rng.randrange(2)]
+    out = bytearray()
+    for start in range(0, length, block_size_bytes):
+        size = min(block_size_bytes, length - start)
+        block = (old, new)[rng.randrange(2)][start : start + size]
+        out += block + bytes(size - len(block))
+    return out
 
 
 def _damage_one_letter(data: bytearray, start: int, rng: random.Random) -> int | None:

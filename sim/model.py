@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from durable.events import canonical_json, sha256_hex
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from sim.process import SimProcess
 from sim.scenario import Scenario
@@ -30,6 +31,9 @@ class ModelCall:
     user_contents: tuple[str, ...]
     time_s: float
     outcome: str
+    # sha256 of the whole request (model, options, messages, attempt): a re-send after a crash
+    # must be the pinned request, byte for byte ("" where the host does not record it).
+    request_digest: str = ""
 
 
 class FakeModel:
@@ -59,6 +63,7 @@ class FakeModel:
                 users,
                 trio.current_time(),
                 outcome,
+                sha256_hex(canonical_json(request.model_dump(mode="json"))),
             )
         )
         machine.world.record("model", request.task_id, request.attempt, len(users), outcome)

@@ -378,6 +378,29 @@ def process_global_counter(mp: Patcher) -> None:
     mp.setattr(tool_mod, "execute_and_record", execute_and_record)
 
 
+def resend_differs_on_recovery(mp: Patcher) -> None:
+    """I11: a generation task resumed in phase ``request`` re-sends a request rebuilt with a
+    marker in its options (as runtimes that add retry hints or timestamps to a resumed prompt
+    do): the model sees a different request than the one that was in flight."""
+    original = generation_mod.run_generation
+
+    class _Marking:
+        def __init__(self, model: Any) -> None:
+            self._model = model
+
+        async def complete(self, request: ModelRequest) -> Any:
+            options = {**request.options, "resumed": True}
+            return await self._model.complete(request.model_copy(update={"options": options}))
+
+    async def run_generation(env: Any, task_id: str) -> None:
+        task = live_task(env.journal.state, task_id)
+        if task is not None and task.phase == "request" and env.model is not None:
+            env = dataclasses.replace(env, model=_Marking(env.model))
+        await original(env, task_id)
+
+    mp.setitem(scheduler_mod._HANDLERS, "generation", run_generation)
+
+
 def resend_twice_on_recovery(mp: Patcher) -> None:
     """I11: a generation task resumed in phase ``request`` sends its pinned request twice."""
     original = generation_mod.run_generation
@@ -432,6 +455,40 @@ def tmp_not_fsynced_before_rename(mp: Patcher) -> None:
         self._fs.write(tmp, data)
         self._fs.rename(tmp, f"{directory}/{name}")
         if durable:
+            self._fs.fsync_dir(directory)
+
+    mp.setattr(FileStore, "_atomic_write", _atomic_write)
+
+
+def lease_written_in_place(mp: Patcher) -> None:
+    """The lease file rewritten in place (no temporary file, no rename), though fsynced: a
+    process killed between the truncating open and the data leaves an empty ``lease.json`` --
+    the most common crash-consistency bug in the literature (ALICE, CrashMonkey)."""
+
+    def _write_lease(self: FileStore, lease: Lease) -> None:
+        directory = self._ensure_dir(lease.conversation_id)
+        path = f"{directory}/{file_store_mod.LEASE_FILE}"
+        self._fs.write(path, (canonical_json(lease.model_dump(mode="json")) + "\n").encode())
+        self._fs.fsync(path)
+        self._fs.fsync_dir(directory)
+
+    mp.setattr(FileStore, "_write_lease", _write_lease)
+
+
+def checkpoint_written_in_place(mp: Patcher) -> None:
+    """Checkpoints written straight under their final name (no temporary file, no rename): a
+    crash mid-write leaves a torn checkpoint where only complete ones may stand."""
+    original = FileStore._atomic_write
+
+    def _atomic_write(
+        self: FileStore, directory: str, name: str, data: bytes, *, durable: bool
+    ) -> None:
+        if not name.startswith("checkpoint-"):
+            original(self, directory, name, data, durable=durable)
+            return
+        self._fs.write(f"{directory}/{name}", data)
+        if durable:
+            self._fs.fsync(f"{directory}/{name}")
             self._fs.fsync_dir(directory)
 
     mp.setattr(FileStore, "_atomic_write", _atomic_write)
@@ -642,6 +699,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "idempotent_payment",
     ),
     Mutant(
+        "lease-in-place",
+        "lease file rewritten in place (no temporary file, no rename)",
+        lease_written_in_place,
+        "idempotent_payment",
+    ),
+    Mutant(
+        "checkpoint-in-place",
+        "checkpoint written in place under its final name (no temporary file, no rename)",
+        checkpoint_written_in_place,
+        "read_edit_answer",
+    ),
+    Mutant(
         "no-dir-fsync",
         "no directory fsync after the rename",
         no_dir_fsync_after_rename,
@@ -654,7 +723,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "checksums-unverified",
         "checksums not verified on load",
         checksums_not_verified,
-        "read_edit_answer",
+        "abort_mid_tool",
     ),
     Mutant(
         "expected-sequence-ignored",
@@ -708,6 +777,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "resend-twice",
         "the pinned request re-sent twice on recovery",
         resend_twice_on_recovery,
+        "read_edit_answer",
+    ),
+    Mutant(
+        "resend-differs",
+        "the request re-sent on recovery differs from the pinned one",
+        resend_differs_on_recovery,
         "read_edit_answer",
     ),
     Mutant(

@@ -26,6 +26,7 @@ from durable.events import (
     ToolResult,
 )
 from durable.state import InvariantViolation, State, new_state, reduce
+from sim.model import ModelCall
 from sim.runner import RunResult
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12")
@@ -574,7 +575,18 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
         return []
     if result.outcome == reference.outcome:
         return []
-    diff = [rid for rid in reference.outcome if result.outcome.get(rid) != reference.outcome[rid]]
+    # A client abort happens at a virtual time; a crash moves the runs (the lease wait, the
+    # recovery) relative to it, so the abort may land on another run than in the fault-free
+    # world. The outcomes it may legitimately change are exactly those of the submissions it
+    # settled as aborted in one world and not the other; every other outcome must still match.
+    moved = _aborted(result) ^ _aborted(reference)
+    diff = [
+        rid
+        for rid in reference.outcome
+        if result.outcome.get(rid) != reference.outcome[rid] and rid not in moved
+    ]
+    if not diff and set(result.outcome) == set(reference.outcome):
+        return []
     rid = diff[0] if diff else "?"
     return [
         Violation(
@@ -585,6 +597,13 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
             actual=str(result.outcome.get(rid))[:200],
         )
     ]
+
+
+def _aborted(run: RunResult) -> set[str]:
+    """Request ids settled as aborted by a client abort (none where the scenario has none)."""
+    if not any(a.kind == "abort" for a in run.scenario.actions):
+        return set()
+    return {rid for rid, outcome in run.outcome.items() if outcome["reason"] == "aborted"}
 
 
 # -- I11 model calls ---------------------------------------------------------------------------
@@ -609,6 +628,24 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
                     (f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s",),
                     expected=f"not before {until_s:.3f}s",
                     actual=f"{call.time_s:.3f}s",
+                )
+            ]
+    # A re-send after a crash must be the pinned request itself: same model, options, messages.
+    sent: dict[tuple[str, int], ModelCall] = {}
+    for call in result.model_calls:
+        first = sent.setdefault((call.task_id, call.attempt), call)
+        if call.request_digest and first.request_digest != call.request_digest:
+            return [
+                Violation(
+                    "I11",
+                    "a request re-sent after a crash differs from the pinned request it re-sends",
+                    (
+                        f"{call.task_id} attempt {call.attempt}: first sent at boundary "
+                        f"{first.index} by {first.process}, again at boundary {call.index} by "
+                        f"{call.process}",
+                    ),
+                    expected=f"request sha256 {first.request_digest[:16]}",
+                    actual=f"request sha256 {call.request_digest[:16]}",
                 )
             ]
     # A crash or a takeover (the old worker paused past its lease) that hit a pinned request may

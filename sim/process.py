@@ -252,6 +252,9 @@ class SimClock:
         await self._process.sleep_until(deadline_s)
 
 
+WRITE_CHUNK_BYTES = 4096  # one write(2) call per page of a rewrite
+
+
 class ProcessFS:
     """SimFS as seen by one process: reads refuse after death; every mutation is a boundary."""
 
@@ -288,7 +291,14 @@ class ProcessFS:
         return self._fs.listdir(path)
 
     def write(self, path: str, data: bytes) -> None:
-        self._mutate("write", path, lambda: self._fs.write(path, data))
+        """A rewrite as the OS performs it: ``open(O_CREAT|O_TRUNC)``, then ``write(2)`` calls of
+        at most ``WRITE_CHUNK_BYTES``, each its own crash boundary. A process killed in between
+        leaves an empty or partial file: only a temporary file and a rename make a rewrite
+        atomic (see docs/crash-model.md)."""
+        self._mutate("open_trunc", path, lambda: self._fs.write(path, b""))
+        for offset in range(0, len(data), WRITE_CHUNK_BYTES):
+            chunk = data[offset : offset + WRITE_CHUNK_BYTES]
+            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._fs.append(path, c))
 
     def append(self, path: str, data: bytes) -> None:
         self._mutate("append", path, lambda: self._fs.append(path, data))

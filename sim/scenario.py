@@ -11,8 +11,11 @@ re-sent after a crash gets the same answer.
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -24,9 +27,43 @@ Operation = Literal[
     "workspace.read", "workspace.append_line", "payments.charge", "outbox.send", "counter.increment"
 ]
 
+#: The operations whose service can tell, after a crash, whether an interrupted call's effect
+#: landed (``append_line``: the line tagged with the call's key is in the file; ``charge``: a
+#: charge is recorded under the call's key). The one list of them: ``sim.tools`` gives a
+#: ``verify_then_continue`` tool a verifier that answers only for these (any other operation's
+#: verifier says "unknown", which sends the call to manual reconciliation), and ``Scenario``
+#: refuses, without an operator, a ``verify_then_continue`` tool bound to any other operation.
+VERIFIABLE_OPERATIONS: frozenset[Operation] = frozenset(
+    {"workspace.append_line", "payments.charge"}
+)
+
+#: Limits on a scenario file, so that no input reaches the parser or the runtime in a shape they
+#: fail on with a traceback. The biggest bundled scenario is under 7 KiB and 7 levels deep (a
+#: corpus case, which wraps its scenario, 8); a nested tool argument deeper than about 250 levels
+#: cannot even be serialised into an event record, so such a run would never settle.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 100
+MAX_MESSAGE_CHARS = 1000
+
 
 class ScenarioError(ValueError):
-    """A scenario that does not exist or fails validation (one line, names the problem)."""
+    """A scenario that does not exist or fails validation (one line, names the problem).
+
+    The command line prints the message as is, so it is made one printable line here, whatever
+    the file put in it (a key with a newline, a control character, a megabyte-long name).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_one_line(message))
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every non-printable character escaped, clipped to ``MAX_MESSAGE_CHARS``."""
+    shown = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    if len(shown) > MAX_MESSAGE_CHARS:
+        shown = shown[: MAX_MESSAGE_CHARS - 3] + "..."
+    return shown
 
 
 class _Model(BaseModel):
@@ -155,8 +192,11 @@ class Scenario(_Model):
         unknown = [r.request_id for r in self.resends if r.request_id not in rids]
         if unknown:
             raise ValueError(f"resend of unknown request id {unknown[0]!r}")
-        if any(t.policy == "manual" for t in self.tools) and self.operator is None:
-            raise ValueError("a scenario with a manual tool needs an operator")
+        if self.operator is None:
+            for tool in self.tools:
+                problem = needs_operator(tool)
+                if problem is not None:
+                    raise ValueError(problem)
         return self
 
     def without_faults(self) -> Scenario:
@@ -171,16 +211,150 @@ class Scenario(_Model):
         raise KeyError(name)
 
 
-def load_scenario_file(path: Path) -> Scenario:
-    """A scenario file, or a regression-corpus case (which embeds its scenario)."""
+def needs_operator(tool: ToolDef) -> str | None:
+    """Why a scenario with ``tool`` needs an operator (a one-line message), or None if it does not.
+
+    After a crash between a call's intent and its result, recovery applies the tool's policy
+    (``durable.tasks.tool``): ``manual`` always asks for reconciliation; ``verify_then_continue``
+    asks the verifier and falls back to reconciliation when it cannot tell, which is every time
+    for an operation outside ``VERIFIABLE_OPERATIONS``. The other policies settle on their own
+    (re-execute, or record the call as interrupted). Without an operator a call waiting for
+    reconciliation never settles, and a sweep reports only a liveness failure (I7, "unsettled").
+    """
+    forever = "after a crash its call would wait for manual reconciliation forever"
+    if tool.policy == "manual":
+        return (
+            f"tool {tool.name!r} has the manual policy and the scenario has no operator: "
+            f"{forever}; add an operator"
+        )
+    if tool.policy == "verify_then_continue" and tool.operation not in VERIFIABLE_OPERATIONS:
+        verifiable = ", ".join(sorted(VERIFIABLE_OPERATIONS))
+        return (
+            f"tool {tool.name!r} has the verify_then_continue policy but its operation "
+            f"{tool.operation} has no verifier, and the scenario has no operator: {forever}; "
+            f"bind it to an operation with a verifier ({verifiable}) or add an operator"
+        )
+    return None
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "an unknown kind of file"
+
+
+def _read_capped(path: Path) -> bytes:
+    """The bytes of ``path``, refused with a ``ScenarioError`` unless it is a regular file of at
+    most ``MAX_FILE_BYTES``.
+
+    The file is opened non-blocking (a named pipe would otherwise block the open) and checked
+    with ``fstat`` on the open descriptor, so what is checked is what is read; at most one byte
+    past the cap is ever read, so ``/dev/zero`` or a growing file cannot exhaust memory.
+    """
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise ScenarioError(f"cannot read scenario file {path}: {exc.strerror}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ScenarioError(
+                f"cannot read scenario file {path}: not a regular file ({_file_kind(mode)})"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(
+            f"{path}: larger than the {MAX_FILE_BYTES}-byte (1 MiB) cap on a scenario file"
+        )
+    return data
+
+
+class _UnusableNumber(ValueError):
+    """A number the parser would accept but the simulator cannot use (raised by the hooks of
+    ``json.loads``, which propagate it)."""
+
+
+def _parse_int(digits: str) -> int:
+    """Refuse huge integers before ``int()`` does (Python raises ValueError past 4300 digits,
+    deep inside the parser): no count, amount or time in a scenario needs more than a few."""
+    count = len(digits.lstrip("-"))
+    if count > MAX_INT_DIGITS:
+        raise _UnusableNumber(f"an integer has {count} digits (at most {MAX_INT_DIGITS})")
+    return int(digits)
+
+
+def _parse_float(text: str) -> float:
+    """Refuse a float that overflows to infinity (``1e400``): event records must be JSON, and
+    JSON has no infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _UnusableNumber(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    """Python's parser accepts ``NaN`` and ``Infinity``; JSON does not, and a NaN argument would
+    make a state differ from itself (its replay never equals its checkpoint)."""
+    raise _UnusableNumber(f"{name} is not a JSON number")
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether parsed JSON nests containers more than ``MAX_DEPTH`` levels (walked with an explicit
+    stack: a check against deep nesting must not recurse)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def load_scenario_file(path: Path) -> Scenario:
+    """A scenario file, or a regression-corpus case (which embeds its scenario).
+
+    Every bad file ends in a one-line ``ScenarioError`` naming the file and the problem: one that
+    cannot be read, is not a regular file or is over ``MAX_FILE_BYTES``; text that is not UTF-8,
+    not JSON, has an unusable number or nests deeper than ``MAX_DEPTH``; a scenario that fails
+    validation.
+    """
+    data = _read_capped(path)
+    too_deep = f"{path}: nested more than {MAX_DEPTH} levels deep (the limit for a scenario file)"
+    try:
+        raw = json.loads(
+            data.decode("utf-8"),
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_refuse_constant,
+        )
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except _UnusableNumber as exc:
+        raise ScenarioError(f"{path}: unusable number: {exc}") from exc
+    except RecursionError as exc:  # the parser recurses once per level: far past MAX_DEPTH
+        raise ScenarioError(too_deep) from exc
+    if _too_deep(raw):
+        raise ScenarioError(too_deep)
     if isinstance(raw, dict) and "scenario" in raw and "schema_version" in raw:
         raw = raw["scenario"]  # a regression-corpus case embeds the scenario it ran
     try:

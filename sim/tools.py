@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification, VerifierFn
 from sim.process import SimProcess
-from sim.scenario import Scenario, ToolDef
+from sim.scenario import VERIFIABLE_OPERATIONS, Scenario, ToolDef
 from sim.services import Services
 
 
@@ -45,20 +46,36 @@ def _spec(tool: ToolDef, services: Services, process: SimProcess) -> ToolSpec:
     return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
 
 
+def _appended(services: Services, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+    path = str(arguments.get("path", ""))
+    if services.has_line(path, marked_line(arguments, ctx)):
+        return Verification(status="applied", output=f"appended 1 line to {path}")
+    return Verification(status="not_applied")
+
+
+def _charged(services: Services, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+    if ctx.idempotency_key in services.charges:
+        return Verification(
+            status="applied", output=f"charged {services.charges[ctx.idempotency_key]}"
+        )
+    return Verification(status="not_applied")
+
+
+Check = Callable[[Services, dict[str, Any], ToolContext], Verification]
+_CHECKS: dict[str, Check] = {"workspace.append_line": _appended, "payments.charge": _charged}
+
+
 def _verifier(op: str, services: Services, process: SimProcess) -> VerifierFn:
+    """A ``verify_then_continue`` tool's verifier. Which operations can be verified is decided by
+    ``sim.scenario.VERIFIABLE_OPERATIONS`` alone (scenario validation reads the same list): those
+    get their check here (a KeyError when the tools are built if one has none), every other
+    operation's verifier says "unknown"."""
+    check = _CHECKS[op] if op in VERIFIABLE_OPERATIONS else None
+
     async def verify(arguments: dict[str, Any], ctx: ToolContext) -> Verification:
         process.check_alive("tool.verify")
-        if op == "workspace.append_line":
-            path = str(arguments.get("path", ""))
-            if services.has_line(path, marked_line(arguments, ctx)):
-                return Verification(status="applied", output=f"appended 1 line to {path}")
-            return Verification(status="not_applied")
-        if op == "payments.charge":
-            if ctx.idempotency_key in services.charges:
-                return Verification(
-                    status="applied", output=f"charged {services.charges[ctx.idempotency_key]}"
-                )
-            return Verification(status="not_applied")
-        return Verification(status="unknown", output=f"{op} cannot be verified")
+        if check is None:
+            return Verification(status="unknown", output=f"{op} cannot be verified")
+        return check(services, arguments, ctx)
 
     return verify

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -309,9 +310,10 @@ def test_checkpoint_with_a_bad_checksum_fails(tmp_path: Path) -> None:
     assert [c["detail"] for c in failed] == ["checksum does not verify"]
 
 
-def test_checkpoint_beyond_the_log_is_reported_not_failed(tmp_path: Path) -> None:
-    """What power loss leaves in ``fsync=False`` mode: the log lost its last batch, the
-    checkpoint of it survived. Recovery ignores (and removes) it; inspect only reports it."""
+def test_checkpoint_beyond_the_log_fails(tmp_path: Path) -> None:
+    """The log lost its last batch, the checkpoint of it survived: acknowledged commits are
+    gone (legitimate only after power loss in a non-durable mode, which inspect cannot tell),
+    so the check fails and names the missing sequences."""
     stores = build("file", tmp_path)
     events = stores.path / CONV / "events.jsonl"
     lines = events.read_bytes().splitlines(keepends=True)
@@ -319,8 +321,9 @@ def test_checkpoint_beyond_the_log_is_reported_not_failed(tmp_path: Path) -> Non
     keep = batches.index(batches[-1])
     events.write_bytes(b"".join(lines[:keep]))
     code, out, _ = inspect(stores.path)
-    assert code == 0, out
+    assert code == 1, out
     assert f"checkpoint {len(lines)}: beyond the log (last sequence {keep})" in out
+    assert f"acknowledged commits {keep + 1}..{len(lines)} are lost or damaged" in out
 
 
 def test_log_that_does_not_replay_fails(tmp_path: Path) -> None:
@@ -388,9 +391,14 @@ def test_damaged_sqlite_file(tmp_path: Path) -> None:
 
 
 def test_empty_directory_is_an_empty_store(tmp_path: Path) -> None:
+    """Nothing to check is not a failure, but it is not reported as a store whose checks pass."""
     code, out, _ = inspect(tmp_path)
     assert code == 0
     assert "no conversations" in out
+    assert out == (
+        f"{tmp_path}: no store here: no conversations (no <conversation>/events.jsonl or "
+        "<conversation>/lease.json), nothing checked\n"
+    )
     doc = json.loads(inspect(tmp_path, "--json")[1])
     assert doc == {
         "conversations": [],
@@ -399,6 +407,99 @@ def test_empty_directory_is_an_empty_store(tmp_path: Path) -> None:
         "path": str(tmp_path),
         "store": "file",
     }
+
+
+def test_directory_of_other_files_says_no_store_here(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a store")
+    (tmp_path / "sub").mkdir()
+    code, out, err = inspect(tmp_path)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"{tmp_path}: no store here: no conversations")
+    assert "all checks pass" not in out and out.count("\n") == 1
+
+
+def test_empty_sqlite_store_says_nothing_checked(tmp_path: Path) -> None:
+    stores = Stores("sqlite", tmp_path)
+
+    async def create_tables() -> None:
+        assert await stores().list_conversations() == []
+
+    trio.run(create_tables)
+    stores.close()
+    code, out, _ = inspect(stores.path)
+    assert code == 0
+    assert out.endswith("\nno conversations: the store is empty, nothing checked\n")
+    assert "all checks pass" not in out
+
+
+def test_directory_holding_a_sqlite_store_names_the_file(tmp_path: Path) -> None:
+    """The easy mistake: the directory a SQLite store lives in, instead of the store's file. It
+    used to pass as an empty FileStore ("all checks pass"); it is a usage error that says which
+    path to inspect, and that path is the store."""
+    stores = build("sqlite", tmp_path)
+    database = stores.path
+    before = database.read_bytes()
+    code, out, err = inspect(tmp_path)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: {tmp_path} holds a SQLite database ({database.name}) and no FileStore "
+        f"conversations: inspect the database by its path: python -m durable inspect "
+        f"{shlex.quote(str(database))}\n"
+    )
+    code, out, _ = inspect(tmp_path, "--json")
+    assert code == 2 and json.loads(out)["error"] == "usage"
+    assert database.read_bytes() == before
+    assert inspect(database)[0] == 0  # the hint's command inspects the store
+
+
+def test_sqlite_files_are_recognised_by_name_or_header(tmp_path: Path) -> None:
+    """An empty ``*.sqlite`` (what ``sqlite3.connect`` leaves before the first write) counts by
+    its name, a file with the SQLite header by its content; several are all named."""
+    (tmp_path / "fresh.sqlite").write_bytes(b"")
+    (tmp_path / "data").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    (tmp_path / "readme.txt").write_text("SQLite format 3 is described elsewhere")
+    code, _, err = inspect(tmp_path)
+    assert code == 2
+    assert f"{tmp_path} holds SQLite databases (data, fresh.sqlite) and no FileStore" in err
+    assert (
+        f"inspect each database by its path, e.g.: python -m durable inspect {tmp_path}/data" in err
+    )
+    assert err.count("\n") == 1
+
+
+def test_file_store_with_a_sqlite_file_beside_it_is_a_file_store(tmp_path: Path) -> None:
+    stores = build("file", tmp_path)
+    (stores.path / "stray.sqlite").write_bytes(b"")
+    code, out, _ = inspect(stores.path)
+    assert code == 0 and out.rstrip().endswith("all checks pass")
+
+
+def test_python_dash_m_durable_on_a_directory_without_a_store(tmp_path: Path) -> None:
+    """Through the real entry point: a missing path and a directory holding only a SQLite
+    store exit 2 with one line and no traceback; an empty directory says there is no store."""
+    build("sqlite", tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    results = {}
+    for path in (tmp_path / "missing", tmp_path, empty):
+        results[path] = subprocess.run(
+            [sys.executable, "-m", "durable", "inspect", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    for path in (tmp_path / "missing", tmp_path):
+        done = results[path]
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "no such file or directory" in results[tmp_path / "missing"].stderr
+    assert "holds a SQLite database (store.db)" in results[tmp_path].stderr
+    done = results[empty]
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "no store here" in done.stdout and "all checks pass" not in done.stdout
 
 
 def test_unparseable_lease_file(tmp_path: Path) -> None:

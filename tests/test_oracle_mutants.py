@@ -152,7 +152,7 @@ CASES = [
         recover_without_progress,
         bundled("idempotent_payment"),
         Crash("tool.effect:payments.charge", "after", "process"),
-        "23:after:process (after tool.effect:payments.charge#call-1): the recovered task 'made no "
+        "24:after:process (after tool.effect:payments.charge#call-1): the recovered task 'made no "
         "progress'",
     ),
     Case(
@@ -161,7 +161,7 @@ CASES = [
         unsafe_replays_on_recovery,
         bundled("read_edit_answer"),
         Crash("tool.effect:workspace.append_line", "after", "process"),
-        "45:after:process (after tool.effect:workspace.append_line#call-2): 2 effects, unsafe",
+        "47:after:process (after tool.effect:workspace.append_line#call-2): 2 effects, unsafe",
     ),
     Case(
         "I1",
@@ -169,7 +169,7 @@ CASES = [
         idempotency_key_per_attempt,
         bundled("idempotent_payment"),
         Crash("tool.effect:payments.charge", "after", "process"),
-        "23:after:process (after tool.effect:payments.charge#call-1): charged twice",
+        "24:after:process (after tool.effect:payments.charge#call-1): charged twice",
     ),
     Case(
         "I2",
@@ -177,11 +177,11 @@ CASES = [
         trust_torn_tail,
         bundled("read_edit_answer"),
         # The 4th append is commit #4 (model_completed, task_checkpoint, task_created,
-        # task_waiting); seed 4's power loss at this point keeps the file's first 2560 bytes: a
+        # task_waiting); seed 3's power loss at this point keeps the file's first 2560 bytes: a
         # torn batch. (Each crash point draws its own power outcome.)
         Crash("fs.append:c1/events.jsonl", "after", "power", nth=4),
-        "18:after:power, seed 4 (after the append of store.commit#4, torn:2560): CorruptStore",
-        seed=4,
+        "19:after:power, seed 3 (after the append of store.commit#4, torn:2560): CorruptStore",
+        seed=3,
         also=frozenset({"I0", "I6", "I9", "I12"}),
     ),
     Case(
@@ -214,7 +214,7 @@ CASES = [
         no_request_id_dedupe,
         resubmitting_client,
         Crash("store.commit#3", "after", "process"),
-        "13:after:process (after store.commit#3, the first model_requested): the re-sent "
+        "14:after:process (after store.commit#3, the first model_requested): the re-sent "
         "ticket-1 is accepted twice",
         also=frozenset({"I9"}),
     ),
@@ -224,7 +224,7 @@ CASES = [
         no_request_id_dedupe_strict_reducer,
         resubmitting_client,
         Crash("store.commit#3", "after", "process"),
-        "13:after:process: I0 + I2 (the reducer rejects the duplicate request id)",
+        "14:after:process: I0 + I2 (the reducer rejects the duplicate request id)",
         expect=frozenset({"I0", "I2"}),
     ),
     Case(
@@ -241,7 +241,7 @@ CASES = [
         scheduler_skips_execute,
         bundled("idempotent_payment"),
         Crash("tool.effect:payments.charge", "after", "process"),
-        "23:after:process (after tool.effect:payments.charge#call-1): pay-1 never settles",
+        "24:after:process (after tool.effect:payments.charge#call-1): pay-1 never settles",
     ),
     Case(
         "I8",
@@ -257,7 +257,7 @@ CASES = [
         acquire_keeps_epoch,
         bundled("idempotent_payment"),
         Crash("store.commit#2", "after", "process"),
-        "10:after:process (after store.commit#2): owner-2 gets epoch 1 again",
+        "11:after:process (after store.commit#2): owner-2 gets epoch 1 again",
         also=frozenset({"I0", "I2"}),
     ),
     Case(
@@ -266,7 +266,7 @@ CASES = [
         recovery_rewrites_output,
         bundled("idempotent_payment"),
         Crash("tool.effect:payments.charge", "after", "process"),
-        "23:after:process (after tool.effect:payments.charge#call-1): answer digest differs",
+        "24:after:process (after tool.effect:payments.charge#call-1): answer digest differs",
     ),
     Case(
         "I10",
@@ -283,7 +283,7 @@ CASES = [
         resend_twice_on_recovery,
         bundled("idempotent_payment"),
         Crash("model.call#1", "after", "process"),
-        "16:after:process (after model.call#1, response not committed): 4 calls, at most 3",
+        "17:after:process (after model.call#1, response not committed): 4 calls, at most 3",
     ),
     Case(
         "I12",
@@ -292,7 +292,7 @@ CASES = [
         bundled("idempotent_payment"),
         # The mutant's trace has no fsync boundaries: store.commit#3 is boundary 10 there.
         Crash("store.commit#3", "before", "power"),
-        "10:before:power (before store.commit#3, after pay-1 was acknowledged): pay-1 vanished",
+        "11:before:power (before store.commit#3, after pay-1 was acknowledged): pay-1 vanished",
         # The client re-sends the lost pay-1 and gets a new submission: I5 reports the remap.
         also=frozenset({"I5"}),
     ),

@@ -73,15 +73,8 @@ def _caught_by_sweep() -> Any:
 
 
 def test_a_store_that_acknowledges_too_early_is_caught() -> None:
-    with seams(file_store=lambda root, fs, fsync: WriteBackStore(root, fs=fs, fsync=fsync)):
-        result = sweep(
-            load_scenario("idempotent_payment"),
-            store="file",
-            crash_kinds=("process",),
-            determinism=False,
-            fast=False,
-            stop_at_first_failure=True,
-        )
+    with seams(file_store=write_back_store):
+        result = _caught_by_sweep()
     assert result.failures, "a store that loses acknowledged appends must fail the sweep"
     assert {"I0", "I2", "I12"} & set(result.failures[0].invariants)
 

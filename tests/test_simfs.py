@@ -176,7 +176,36 @@ def test_power_loss_drops_unsynced_data() -> None:
         fs.write("/d/f", b"never synced")
 
     results = {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS}
-    assert results == {OLD, b"never synced"}  # not a pure extension: never torn
+    new = b"never synced"
+    # A rewrite in place: old, new, empty (ext4's zero-length file), or a block-wise mix with
+    # the old or the new length (one block here: the old or new block cut or zero-padded).
+    mixes = {OLD[: len(new)], new + bytes(len(OLD) - len(new))}
+    assert {OLD, new, b""} <= results <= {OLD, new, b""} | mixes
+
+
+def test_power_loss_after_a_multi_block_rewrite_can_mix_blocks() -> None:
+    old, new = b"o" * 2048, b"n" * 2048
+
+    def setup(fs: SimFS) -> None:
+        durable_file(fs, "/d/f", old)
+        fs.write("/d/f", new)
+
+    results = {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS}
+    assert {old, new, b""} < results
+    mixed = [r for r in results if r not in (old, new, b"")]
+    assert mixed and all(len(r) == 2048 for r in mixed)
+    for content in mixed:  # every 512-byte block is wholly old or wholly new
+        blocks = {content[i : i + 512] for i in range(0, 2048, 512)}
+        assert blocks <= {b"o" * 512, b"n" * 512} and len(blocks) == 2
+
+
+def test_a_shrinking_truncate_is_never_emptied_by_power_loss() -> None:
+    def setup(fs: SimFS) -> None:
+        durable_file(fs, "/d/f", OLD)
+        fs.truncate("/d/f", 10)
+
+    results = {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS}
+    assert results == {OLD, OLD[:10]}
 
     def setup_append(fs: SimFS) -> None:
         durable_file(fs, "/d/log", b"")

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from durable.events import EventRecord, InputAccepted
+from durable.journal import recover_state
 from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
 from durable.store import (
@@ -236,9 +237,13 @@ async def test_corrupt_newest_checkpoint_fails_verify(tmp_path: Path) -> None:
     assert loaded[1].verify()
     assert loaded[1] == older
 
-    # A torn (unparseable) checkpoint is skipped, as power loss may leave one.
+    # A torn (unparseable) checkpoint: power loss may leave one only without fsync (skipped
+    # there); with fsync=True the atomic write never does, so it is damage, named, not dropped.
     cp_path.write_bytes(cp_path.read_bytes()[:30])
-    assert await open_store(tmp_path).load_checkpoints(CONV) == [older]
+    assert await open_store(tmp_path, fsync=False).load_checkpoints(CONV) == [older]
+    with pytest.raises(CorruptStore, match=r"checkpoint-000000000003\.json: checkpoint does not"):
+        await open_store(tmp_path).load_checkpoints(CONV)
+    assert cp_path.exists()
 
 
 async def test_stray_tmp_files_are_cleaned_up(tmp_path: Path) -> None:
@@ -422,3 +427,75 @@ async def test_one_append_call_per_batch(tmp_path: Path) -> None:
     await append(store, records(1, 5, lease), lease)
     assert [op for op, _ in fs.calls].count("append") == 1
     assert len(events_file(tmp_path).read_bytes().splitlines()) == 5
+
+
+# -- damage that looks like a crash: the evidence is kept -----------------------------------------
+
+
+async def _checkpointed_log(tmp_path: Path, fsync: bool) -> tuple[FileStore, Path, list[Path]]:
+    """Sequences 1-3 in two batches, a checkpoint through 2 and one through 3."""
+    lease, good = await setup_log(tmp_path, fsync)
+    store = open_store(tmp_path, fsync)
+    for n in (2, 3):
+        checkpoint = make_checkpoint(state_after(good[:n]), saved_at_s=float(n))
+        await store.save_checkpoint(checkpoint, owner_id="owner-a", epoch=lease.epoch)
+    directory = tmp_path / "store" / CONV
+    return store, events_file(tmp_path), sorted(directory.glob("checkpoint-*.json"))
+
+
+def _delete(events: Path) -> None:
+    events.unlink()
+
+
+def _empty(events: Path) -> None:
+    events.write_bytes(b"")
+
+
+def _cut_last_commit(events: Path) -> None:
+    """The last commit (sequence 3) cut off cleanly at a record boundary."""
+    events.write_bytes(b"".join(events.read_bytes().splitlines(keepends=True)[:2]))
+
+
+def _flip_in_last_commit(events: Path) -> None:
+    """One byte changed inside the complete last commit: it reads as a torn tail."""
+    data = bytearray(events.read_bytes())
+    at = data.rindex(b'"content"') if b'"content"' in data else len(data) - 20
+    data[at + 1] ^= 0x20
+    events.write_bytes(bytes(data))
+
+
+DAMAGE = {
+    "log deleted": _delete,
+    "log emptied": _empty,
+    "last commit cut at a record boundary": _cut_last_commit,
+    "byte flipped in the last commit": _flip_in_last_commit,
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+async def test_fsync_store_refuses_a_log_that_lost_acknowledged_commits(
+    tmp_path: Path, damage: str
+) -> None:
+    """A checkpoint through sequence 3 proves commits 1-3 were acknowledged. With fsync=True,
+    recovery stops with CorruptStore naming the missing sequences, and deletes and truncates
+    nothing (the old behaviour: an empty or shorter conversation, both checkpoints deleted)."""
+    _, events, checkpoints = await _checkpointed_log(tmp_path, fsync=True)
+    DAMAGE[damage](events)
+    before = events.read_bytes() if events.exists() else None
+    with pytest.raises(CorruptStore, match=r"proves commits through sequence 3") as err:
+        await recover_state(open_store(tmp_path), CONV)
+    assert "are lost or damaged" in str(err.value)
+    assert all(path.exists() for path in checkpoints), "the evidence was deleted"
+    assert (events.read_bytes() if events.exists() else None) == before, "the log was repaired"
+
+
+@pytest.mark.parametrize("damage", ["last commit cut at a record boundary", "log emptied"])
+async def test_nofsync_store_treats_a_lost_suffix_as_its_promise_allows(
+    tmp_path: Path, damage: str
+) -> None:
+    """With fsync=False power loss may take any suffix of acknowledged commits: recovery goes
+    on from what is left and drops the checkpoints beyond it."""
+    _, events, _ = await _checkpointed_log(tmp_path, fsync=False)
+    DAMAGE[damage](events)
+    state = await recover_state(open_store(tmp_path, fsync=False), CONV)
+    assert state.last_sequence == (2 if "cut" in damage else 0)

@@ -389,6 +389,8 @@ class FileStore:
         durable before anything is appended after them -- otherwise a later power loss could
         damage them under valid newer commits, which reads as corruption."""
         entry = _LogCache(scan.good_end, scan.last_sequence, scan.offsets)
+        if repair:
+            self._check_no_lost_commits(conversation_id, scan.last_sequence)  # before truncating
         if scan.good_end == scan.size:
             self._cache[conversation_id] = entry
         elif repair:
@@ -413,6 +415,7 @@ class FileStore:
         if not self._fs.exists(path):
             self._cache.pop(conversation_id, None)
             if repair:
+                self._check_no_lost_commits(conversation_id, 0)
                 self._drop_future_checkpoints(conversation_id, 0)
             return []
         cached = self._cache.get(conversation_id)
@@ -526,8 +529,32 @@ class FileStore:
         if names and self._fsync:
             self._fs.fsync_dir(directory)
 
+    def _check_no_lost_commits(self, conversation_id: str, last_sequence: int) -> None:
+        """With ``fsync=True``, a checkpoint through a sequence the log no longer has is proof
+        that acknowledged commits are gone (a checkpoint is saved only after the commits it
+        covers were acknowledged, hence synced): a deleted, emptied or cut log, or damage that
+        reads like a torn tail. Recovery must stop with the evidence intact -- truncating the
+        log or deleting the checkpoint would erase the only trace of what was lost. With
+        ``fsync=False`` power loss may legitimately take that suffix (the mode's promise)."""
+        if not self._fsync:
+            return
+        _, found, _ = self._checkpoint_files(conversation_id)
+        beyond = [(through, name) for through, name in found if through > last_sequence]
+        if beyond:
+            through, name = beyond[0]
+            events = self._events_path(conversation_id)
+            held = f"ends at sequence {last_sequence}" if last_sequence else "holds no commit"
+            if not self._fs.exists(events):
+                held = "is missing"
+            raise CorruptStore(
+                f"{events} {held}, but {name} proves commits through sequence {through} were "
+                f"acknowledged: sequences {last_sequence + 1}..{through} are lost or damaged "
+                "(nothing was repaired or deleted)"
+            )
+
     def _drop_future_checkpoints(self, conversation_id: str, last_sequence: int) -> None:
-        """Remove checkpoints beyond the log: they describe a suffix that power loss took away.
+        """Remove checkpoints beyond the log: they describe a suffix that power loss took away
+        (``fsync=False`` only: with ``fsync=True`` ``_check_no_lost_commits`` refuses first).
 
         Left in place, such a checkpoint would verify and, once the log grew past its sequence
         again with *different* events, be trusted as the state of history that never survived.
@@ -553,16 +580,26 @@ class FileStore:
         self._unlink_all(directory, newer + older[1:] + strays)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
-        """Every checkpoint file that parses, newest first; checksums are the caller's to verify."""
+        """Every checkpoint, newest first; checksums are the caller's to verify.
+
+        With ``fsync=True`` a checkpoint reaches its final name only complete and synced (the
+        atomic-write protocol), so one that does not parse is damage, not a crash's leftover:
+        ``CorruptStore`` names it rather than dropping it in silence. With ``fsync=False`` power
+        loss can leave the renamed file empty or torn; it is skipped and the caller falls back.
+        """
         directory, found, _ = self._checkpoint_files(conversation_id)
         out: list[Checkpoint] = []
         for _, name in found:
+            path = f"{directory}/{name}"
             try:
-                out.append(
-                    Checkpoint.model_validate(parse_json(self._fs.read(f"{directory}/{name}")))
-                )
-            except ValueError:
-                continue  # torn by power loss: expected, the caller falls back
+                out.append(Checkpoint.model_validate(parse_json(self._fs.read(path))))
+            except ValueError as exc:
+                if self._fsync:
+                    raise CorruptStore(
+                        f"{path}: checkpoint does not parse, though written atomically and "
+                        f"synced (damaged storage?): {str(exc).splitlines()[0]}"
+                    ) from exc
+                continue  # torn by power loss without fsync: expected, the caller falls back
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)
         return out
 
