@@ -325,7 +325,7 @@ def _run(args: argparse.Namespace) -> int:
             "virtual time)"
         )
         print(f"durable-sim: the fault-free run of {scenario.name} fails: {why}", file=sys.stderr)
-        return EXIT["error"]
+        return EXIT["usage"]  # a scenario that cannot run fault-free cannot be crash-tested
     return 0
 
 
@@ -394,7 +394,8 @@ def _sweep(args: argparse.Namespace) -> int:
     else:
         _summary(results)
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
-    return _exit_for(document["totals"]["verdicts"])
+    refused = any(r.reference_failed for r in results)
+    return _exit_for(document["totals"]["verdicts"], refused=refused)
 
 
 def _verdict_line(schedules: int, verdicts: dict[str, int]) -> str:
@@ -429,7 +430,11 @@ def results_document(results: list[Any], args: argparse.Namespace, wall_s: float
     }
 
 
-def _exit_for(verdicts: dict[str, int]) -> int:
+def _exit_for(verdicts: dict[str, int], *, refused: bool = False) -> int:
+    """The exit status of a sweep: a refused scenario (its fault-free run fails, so its crash
+    schedules were not run) is bad input, and says so whatever the other verdicts are."""
+    if refused:
+        return EXIT["usage"]
     for verdict in ("error", "safety", "liveness", "nondeterminism"):
         if verdicts.get(verdict):
             return EXIT[verdict]
