@@ -248,22 +248,37 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed one line of usage error
         return int(exc.code or 0) if exc.code in (0, None) else EXIT["usage"]
-    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: the sweep kills its forked
+    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: it is turned into a SIGINT,
+    # which trio delivers as KeyboardInterrupt at a safe point; the sweep then kills its forked
     # children and removes its temporary directories on the way out.
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler) if on_main_thread else None
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint) if on_main_thread else None
     try:
         with seams(**_swapped_seams(args)):
             return _dispatch(args)
     except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
         return EXIT["usage"]
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: children are gone, temporary files removed
+    except BaseException as exc:  # re-raised unless it is only the user's interrupt
+        if not _interrupt_only(exc):
+            raise
         print("durable-sim: interrupted", file=sys.stderr)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _sigterm_as_sigint(signum: int, frame: object) -> None:
+    del signum, frame
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _interrupt_only(exc: BaseException) -> bool:
+    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by trio's nurseries."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_interrupt_only(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -676,8 +691,10 @@ def _replay(args: argparse.Namespace) -> int:
 
     schedule = parse_schedule(args.schedule)
     scenario = load_scenario(args.scenario)
+    # Judged as the sweep judges: against the fault-free run (without the scenario's timed
+    # crashes, with its base crash), so a repro line gives the verdict the sweep gave.
     reference = run_scenario(
-        scenario,
+        scenario.without_faults(),
         seed=args.seed,
         store=args.store,
         schedule=base_schedule(scenario, seed=args.seed, store=args.store),

@@ -45,7 +45,8 @@ from sim import tempdirs
 from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
 from sim.oracles import VERDICT_ORDER, Violation
 
-AVAILABLE = hasattr(os, "fork")
+# Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
+AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
 
 
 @dataclass
@@ -70,6 +71,7 @@ class _Child:
     path: str  # where it writes its outcome
     deadline: float  # time.monotonic() after which it is killed
     tmp: str | None  # its copy of the SQLite files, if any
+    counted: bool = True  # counts as one schedule of progress (an I10 twin does not)
     timed_out: bool = False
 
 
@@ -114,6 +116,8 @@ class ForkPlan:
                     twin = self.seen.get(digest)
                     if twin is not None:
                         self.equivalent.append((text, twin))
+                        if self.progress is not None:
+                            self.progress(1)
                         continue
                     self.seen[digest] = text
             for copy in range(2 if self.twins else 1):
@@ -136,19 +140,24 @@ class ForkPlan:
         snapshot = self.snapshot() if self.snapshot is not None else None
         pid = os.fork()
         if pid == 0:  # the child: crash here, run on, report, exit without cleanup
-            _private_trio_io()
+            # Mark the child first: whatever fails from here on must end in ``abort_child``
+            # (this process exits), never unwind into the parent's frames as a second parent.
             self.in_child = True
             self.running = []
             self.child_out = path
             self.child_schedule = schedule
-            machine.schedule = schedule
-            machine.forked_child = True
-            if self.relocate is not None:
-                self.relocate(snapshot)
+            try:
+                _private_trio_io()
+                machine.schedule = schedule
+                machine.forked_child = True
+                if self.relocate is not None:
+                    self.relocate(snapshot)
+            except BaseException as exc:  # the child must report and exit, whatever happened
+                self.abort_child(exc)
             machine.crash(process, point, label)
             raise AssertionError("unreachable: crash raises")
         deadline = time.monotonic() + self.child_timeout_s
-        self.running.append(_Child(pid, schedule.text(), path, deadline, snapshot))
+        self.running.append(_Child(pid, schedule.text(), path, deadline, snapshot, copy == 0))
 
     def _reap_one(self) -> None:
         """Wait for one child to end, or kill the first that overruns its wall-time bound (a
@@ -172,17 +181,17 @@ class ForkPlan:
 
     def _finish(self, child: _Child, status: int) -> None:
         self.running.remove(child)
+        code = os.waitstatus_to_exitcode(status)
         if child.timed_out:
             error = f"child did not finish within {self.child_timeout_s:g} s of wall time"
-            Path(child.path).write_text(json.dumps({"error": error}))
+            _write_outcome(child.path, {"error": error})
         elif not Path(child.path).exists():
-            code = os.waitstatus_to_exitcode(status)
             error = f"child exited with status {code} without reporting an outcome"
-            Path(child.path).write_text(json.dumps({"error": error}))
+            _write_outcome(child.path, {"error": error})
         if child.tmp is not None:
             shutil.rmtree(child.tmp, ignore_errors=True)  # the child's own copy, if it left it
         self.done.append((child.schedule, child.path))
-        if self.progress is not None:
+        if self.progress is not None and child.counted:
             self.progress(1)
 
     def wait_all(self) -> None:
@@ -232,20 +241,23 @@ class ForkPlan:
             ).__dict__
         except BaseException as exc:  # the child must always report and exit
             doc = {"error": f"{type(exc).__name__}: {exc}"}
-        with open(self.child_out, "w", encoding="utf-8") as out:
-            json.dump(doc, out)
-        if self.child_tmp is not None:
-            shutil.rmtree(self.child_tmp, ignore_errors=True)
-        os._exit(0)
+        self._leave(doc, 0)
 
     def abort_child(self, exc: BaseException) -> None:
         """A child whose run raised (or was interrupted): report it and exit at once. Unwinding
         further would run the *parent's* cleanup (its temporary directories) in the child."""
-        with open(self.child_out, "w", encoding="utf-8") as out:
-            json.dump({"error": f"{type(exc).__name__}: {exc}"}, out)
-        if self.child_tmp is not None:
-            shutil.rmtree(self.child_tmp, ignore_errors=True)
-        os._exit(1)
+        self._leave({"error": f"{type(exc).__name__}: {exc}"}, 1)
+
+    def _leave(self, doc: dict[str, Any], code: int) -> None:
+        """Write the outcome (atomically: the parent never reads half of one) and exit, even if
+        writing fails (a full disk): the parent then reports the missing outcome."""
+        assert self.in_child
+        try:
+            _write_outcome(self.child_out, doc)
+            if self.child_tmp is not None:
+                shutil.rmtree(self.child_tmp, ignore_errors=True)
+        finally:
+            os._exit(code)
 
 
 def _private_trio_io() -> None:
@@ -296,6 +308,13 @@ def _renew_socketpair(wakeup_sock: socket.socket, write_sock: socket.socket) -> 
         os.dup2(new_write.fileno(), write_sock.fileno(), inheritable=False)
 
 
+def _write_outcome(path: str, doc: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(doc, out)
+    os.replace(tmp, path)
+
+
 def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
     """Block until one of ``pids`` may have exited or ``timeout_s`` passes. A pidfd becomes
     readable when its process exits (Linux >= 5.3); elsewhere, poll briefly."""
@@ -311,7 +330,10 @@ def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
                 except OSError:
                     break  # no pidfd support in this kernel: poll
         if fds and len(fds) == len(pids):
-            select.select(fds, [], [], max(0.0, timeout_s))
+            poller = select.poll()  # not select(): descriptor numbers may exceed FD_SETSIZE
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            poller.poll(max(0.0, timeout_s) * 1000.0)
         else:
             time.sleep(min(0.005, max(0.0, timeout_s)))
     finally:

@@ -297,10 +297,10 @@ class SimFS:
         if size < current:
             node.preserve_durable(size)
             del node.data[size:]
-        if size == 0:
-            node.rewritten = True
         elif size > current:
             node.data += bytes(size - current)
+        if size == 0:
+            node.rewritten = True
 
     def fsync(self, path: str) -> None:
         """Make the file's content durable (not its directory entry). On a directory: fsync_dir."""
@@ -427,7 +427,8 @@ class SimFS:
         else:
             durable_len = len(kept)
             extension = current >= durable_len and data.startswith(kept)
-        if extension and current == durable_len:
+        rewrite = node.rewritten and kept is not None  # old content truncated away, unsynced
+        if extension and current == durable_len and not rewrite:
             node.mark_synced()
             return None  # nothing pending after all; no randomness spent
         bs = self.block_size_bytes
@@ -439,10 +440,12 @@ class SimFS:
         # and for a file truncated to zero and rewritten in place: 4 empty (ext4's zero-length
         # file: the truncate reached the disk, the delayed data did not) and 5 a block-wise mix
         # of old and new content (the disk wrote some of the new blocks, in any order).
-        if extension:
+        if rewrite:
+            # Even new content that happens to extend the old is a rewrite: the truncate came
+            # first. A truncate to zero with nothing written after it: old or empty, nothing else.
+            choice = (0, 4)[rng.randrange(2)] if current == 0 else (0, 2, 4, 5)[rng.randrange(4)]
+        elif extension:
             choice = rng.randrange(4) if boundaries else (0, 2, 3)[rng.randrange(3)]
-        elif node.rewritten:
-            choice = (0, 2, 4, 5)[rng.randrange(4)]
         else:
             choice = 2 * rng.randrange(2)
         if choice == 4:
@@ -488,6 +491,15 @@ class SimFS:
             if isinstance(node, _Inode)
         }
         return dict(sorted(out.items()))
+
+    def rewritten_paths(self) -> list[str]:
+        """Files truncated to zero since their last fsync (their power-loss outcomes differ)."""
+        return sorted(
+            _display(_join(key, name))
+            for key, d in self._dirs.items()
+            for name, node in d.entries.items()
+            if isinstance(node, _Inode) and node.rewritten
+        )
 
     def durable_snapshot(self) -> dict[str, bytes]:
         """What is on disk: durable entries with durable content, sorted by path.

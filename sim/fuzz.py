@@ -96,6 +96,7 @@ class Finding:
     schedule: str
     violations: list[Violation]
     program: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)  # the boundary each crash point names
 
     def repro(self, scenario_ref: str) -> str:
         return replay_command(
@@ -132,7 +133,7 @@ def fuzz_schedules(
     """Search crash schedules of ``scenario`` for an oracle failure; the shrunk one or None."""
     reference = run_scenario(scenario.without_faults(), seed=seed, store=store)
     kinds = ("process",) if store == "sqlite" else ("process", "power")
-    last: list[tuple[Schedule, list[Violation]]] = []
+    last: list[tuple[Schedule, list[Violation], list[str]]] = []
 
     @hypothesis_seed(fuzz_seed)
     @settings(
@@ -153,14 +154,16 @@ def fuzz_schedules(
         )
         bad = _failing(outcome.violations, liveness=True)
         if bad:
-            last.append((schedule, bad))
+            last.append((schedule, bad, list(outcome.labels)))
             raise AssertionError(f"{schedule.text()}: {bad[0].invariant} {bad[0].explanation}")
 
     try:
         prop()
     except AssertionError:
-        schedule, violations = last[-1]  # Hypothesis replays the shrunk example last
-        return Finding("schedules", scenario, store, seed, schedule.text(), violations)
+        schedule, violations, labels = last[-1]  # Hypothesis replays the shrunk example last
+        return Finding(
+            "schedules", scenario, store, seed, schedule.text(), violations, labels=labels
+        )
     return None
 
 
@@ -355,6 +358,7 @@ def save_case(finding: Finding, directory: Path = CORPUS_DIR) -> Path:
         "store": finding.store,
         "seed": finding.seed,
         "schedule": finding.schedule,
+        "labels": finding.labels,
         "program": finding.program,
         "scenario": finding.scenario.model_dump(mode="json"),
     }

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from durable.events import (
     EventRecord,
+    InputSettled,
     LeaseAcquired,
     RunStopped,
     TaskCheckpoint,
@@ -28,6 +29,7 @@ from durable.events import (
 from durable.state import InvariantViolation, State, new_state, reduce
 from sim.model import ModelCall
 from sim.runner import RunResult
+from sim.scenario import ACTION_STEP_BASE
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12")
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
@@ -600,8 +602,22 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
 
 
 def _aborted(run: RunResult) -> set[str]:
-    """Request ids settled as aborted by a client abort (none where the scenario has none)."""
-    if not any(a.kind == "abort" for a in run.scenario.actions):
+    """Request ids settled as aborted by a client abort the client really sent. None when the
+    log holds more abort commits than the client sent aborts (a runtime that aborts on its
+    own, or re-applies an abort after recovery, gets no excuse)."""
+    sent = sum(
+        1
+        for n, action in enumerate(run.scenario.actions)
+        if action.kind == "abort" and ACTION_STEP_BASE + n in run.client.actions_done
+    )
+    if not sent:
+        return set()
+    commits = {
+        r.batch
+        for r in run.records
+        if isinstance(r.event, InputSettled) and r.event.reason == "aborted"
+    }
+    if len(commits) > sent:
         return set()
     return {rid for rid, outcome in run.outcome.items() if outcome["reason"] == "aborted"}
 

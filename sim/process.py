@@ -195,6 +195,10 @@ class Machine:
             [(p.id, p.alive, p.paused_until_s) for p in self.processes],
             self.paused_with_pinned_request,
         ]
+        if any(kind == "power" for _, kind in self._timed):
+            # A power loss is still to come: what is durable (and what is a rewrite in flight)
+            # decides its outcomes, not only what the processes see.
+            parts += [sorted(self.fs.durable_snapshot().items()), self.fs.rewritten_paths()]
         return digest_of(parts + self.state_parts())
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:

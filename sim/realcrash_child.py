@@ -67,7 +67,7 @@ from sim.process import (
     describe_exception,
     is_cancel_only,
 )
-from sim.scenario import ActionDef, Scenario, ToolDef
+from sim.scenario import ACTION_STEP_BASE, ActionDef, Scenario, ToolDef
 from sim.tools import marked_line
 from sim.world import seed_trio_scheduler
 
@@ -689,7 +689,7 @@ async def _client_session(child: Child, runtime: Runtime) -> None:
 async def _client_steps(child: Child, conversation: Conversation) -> None:
     scenario, history, log, clock = child.scenario, child.history, child.log, child.clock
     steps: list[tuple[float, int, Any]] = [(i.at_s, n, i) for n, i in enumerate(scenario.inputs)]
-    steps += [(a.at_s, 1000 + n, a) for n, a in enumerate(scenario.actions)]
+    steps += [(a.at_s, ACTION_STEP_BASE + n, a) for n, a in enumerate(scenario.actions)]
     for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
         if isinstance(step, ActionDef):
             if number in history.actions_done:

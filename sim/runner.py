@@ -38,16 +38,19 @@ from sim.process import (
     InstrumentedStore,
     LeaseGrant,
     Machine,
+    ProcessDead,
     ProcessFS,
     SimBlocking,
     SimClock,
     SimIds,
     SimProcess,
+    SimulatedCrash,
     describe_exception,
     is_cancel_only,
     is_crash_only,
+    only,
 )
-from sim.scenario import ActionDef, ResendDef, Scenario
+from sim.scenario import ACTION_STEP_BASE, RESEND_STEP_BASE, ActionDef, ResendDef, Scenario
 from sim.seams import Seams as Seams  # re-exported: `from sim.runner import seams` keeps working
 from sim.seams import current as current_seams
 from sim.seams import seams as seams
@@ -365,10 +368,10 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
             return "crashed"
         if is_cancel_only(exc):
             raise  # the world's liveness bound (or the world ending): not the process's doing
-        if isinstance(exc, Exception | BaseExceptionGroup):
+        if only(exc, (Exception, SimulatedCrash, ProcessDead, trio.Cancelled)):
             process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
             return "error"
-        raise
+        raise  # KeyboardInterrupt, a test timeout, SystemExit: the harness's, never the process's
     return "crashed" if not process.alive else "ended"
 
 
@@ -401,8 +404,8 @@ async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> N
 async def _client_steps(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:
     scenario, client, world = env.scenario, env.client, env.world
     steps: list[tuple[float, int, Any]] = [(i.at_s, n, i) for n, i in enumerate(scenario.inputs)]
-    steps += [(a.at_s, 1000 + n, a) for n, a in enumerate(scenario.actions)]
-    steps += [(r.at_s, 2000 + n, r) for n, r in enumerate(scenario.resends)]
+    steps += [(a.at_s, ACTION_STEP_BASE + n, a) for n, a in enumerate(scenario.actions)]
+    steps += [(r.at_s, RESEND_STEP_BASE + n, r) for n, r in enumerate(scenario.resends)]
     by_request = {i.request_id: i for i in scenario.inputs}
     for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
         if isinstance(step, ResendDef):

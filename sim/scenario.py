@@ -47,6 +47,12 @@ MAX_INT_DIGITS = 100
 MAX_MESSAGE_CHARS = 1000
 
 
+# The client's steps are numbered in one space (what a world records as done): inputs from 0,
+# actions from ACTION_STEP_BASE, re-sends from RESEND_STEP_BASE.
+ACTION_STEP_BASE = 1000
+RESEND_STEP_BASE = 2000
+
+
 class ScenarioError(ValueError):
     """A scenario that does not exist or fails validation (one line, names the problem).
 

@@ -90,7 +90,7 @@ def load(spec: str) -> Callable[..., Any]:
             sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
-        except ImportError as exc:
+        except Exception as exc:  # ImportError, or the module itself failing to import
             raise SeamError(f"seam {spec!r}: cannot import {where!r}: {exc}") from exc
     target: Any = module
     for part in name.split("."):
@@ -137,8 +137,8 @@ def spec_of(obj: Any) -> str | None:
     target: Any = module
     for part in qualname.split("."):
         target = getattr(target, part, None)
-    if target is None or (target is not obj and getattr(target, "__func__", None) is not obj):
-        return None  # not reachable under its own name
+    if target is None or not (target is obj or target == obj):
+        return None  # not reachable under its own name (a bound classmethod compares equal)
     if getattr(module, "__package__", None):
         return f"{module_name}:{qualname}"  # importable by name wherever its package is
     # A top-level module (a script, a test file pytest imported from its folder): its name
@@ -160,8 +160,8 @@ def repro_arguments(chosen: Seams | None = None) -> tuple[list[str], str | None]
     arguments: list[str] = []
     for name in NAMES:
         value = getattr(chosen, name)
-        if value is getattr(REFERENCE, name):
-            continue
+        if value == getattr(REFERENCE, name):
+            continue  # the reference seam (== also matches a re-bound Runtime.open)
         spec = spec_of(value)
         if spec is None:
             return [], (

@@ -270,7 +270,7 @@ def _forked_sweep(
             _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
         children: dict[str, list[dict[str, Any]]] = {}
         for text, path in plan.done:
-            children.setdefault(text, []).append(json.loads(Path(path).read_text()))
+            children.setdefault(text, []).append(_outcome_doc(path))
         outcomes: dict[str, Outcome] = {}
         for text, docs in children.items():
             outcomes[text] = _merge_twins(docs)
@@ -300,10 +300,19 @@ def _inherited(twin: Outcome, scenario: Scenario, out: ScenarioSweep, text: str)
     its *own* crash label and timeline (a report card must show the schedule it names, and the
     two crashed at different boundaries). Only failures are shown, so only they are re-run."""
     verdict, violations, _, paths, _ = twin
-    if verdict == "pass":
-        return twin
+    if verdict in ("pass", "error"):
+        return twin  # an error is the harness's: re-running it here could raise or hang again
     result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
     return verdict, violations, [c.label for c in result.crashes], paths, timeline(result)
+
+
+def _outcome_doc(path: str) -> dict[str, Any]:
+    """A child's outcome file; one that cannot be read is the harness's error, not a verdict."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"error": f"unreadable outcome {path}: {exc}"}
+    return doc if isinstance(doc, dict) else {"error": f"malformed outcome {path}"}
 
 
 def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:

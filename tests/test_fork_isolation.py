@@ -122,7 +122,14 @@ def test_stale_directories_of_dead_owners_are_removed(tmp_path: Path) -> None:
     dead = tmp_path / f"durable-sim-fork-{pid}-abc"
     live = tmp_path / f"durable-sim-fork-{os.getpid()}-abc"
     other = tmp_path / "durable-sim-notours"
-    for d in (dead, live, other):
+    fresh = tmp_path / f"durable-sim-fork-{pid}-fresh"
+    huge = tmp_path / "durable-sim-fork-99999999999999999999-x"
+    for d in (dead, live, other, fresh, huge):
         d.mkdir()
+    old_s = time.time() - tempdirs.STALE_AFTER_S - 1
+    for d in (dead, live, other, huge):
+        os.utime(d, (old_s, old_s))
     assert tempdirs.remove_stale(str(tmp_path)) == [str(dead)]
     assert not dead.exists() and live.exists() and other.exists()
+    assert fresh.exists(), "a recently touched directory may belong to another pid namespace"
+    assert huge.exists()

@@ -515,3 +515,23 @@ def test_skipping_the_fsync_of_the_temp_file_is_caught() -> None:
         contents.add(fs.read("/d/state"))
     assert NEW in contents
     assert any(c not in (OLD, NEW) for c in contents)  # the bug the simulator must expose
+
+
+def test_a_truncate_to_zero_alone_leaves_the_old_content_or_nothing() -> None:
+    def setup(fs: SimFS) -> None:
+        durable_file(fs, "/d/f", OLD)
+        fs.truncate("/d/f", 0)
+
+    assert {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS} == {OLD, b""}
+
+
+def test_a_rewrite_that_extends_the_old_content_is_still_a_rewrite() -> None:
+    """open(O_TRUNC) then the old bytes and more: the truncate came first, so empty is possible
+    (the extension rules would never empty the file)."""
+
+    def setup(fs: SimFS) -> None:
+        durable_file(fs, "/d/f", OLD)
+        fs.write("/d/f", OLD + b"more")
+
+    results = {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS}
+    assert {OLD, OLD + b"more", b""} <= results
