@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,48 @@ def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert {p.name for p in tmp_path.iterdir()} <= {"hyp"}  # no corpus, no .hypothesis
     assert "fuzz: schedules of idempotent_payment[file] no failure" in done.stderr
+
+
+def test_sigterm_stops_a_sweep_cleanly(tmp_path: Path) -> None:
+    """A cancelled CI job sends SIGTERM: the sweep stops with exit 130, kills its forked
+    children and leaves no temporary directory behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sim.cli",
+            "sweep",
+            "long_horizon",
+            "--store",
+            "file",
+            "--crash",
+            "process",
+            "--no-determinism-check",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("durable-sim-fork-*")):  # the forking run has started
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the sweep never started forking"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "durable-sim: interrupted" in stderr
+    assert "Traceback" not in stderr
+    assert list(scratch.iterdir()) == [], "temporary directories left behind"
