@@ -378,6 +378,18 @@ def process_global_counter(mp: Patcher) -> None:
     mp.setattr(tool_mod, "execute_and_record", execute_and_record)
 
 
+def renew_without_fence(mp: Patcher) -> None:
+    """I8: ``FileStore.renew_lease`` writes the caller's lease back without checking the stored
+    one: a zombie's heartbeat after a takeover puts its older epoch back."""
+
+    async def renew_lease(self: FileStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+        self._write_lease(renewed)
+        return renewed
+
+    mp.setattr(FileStore, "renew_lease", renew_lease)
+
+
 def resend_differs_on_recovery(mp: Patcher) -> None:
     """I11: a generation task resumed in phase ``request`` re-sends a request rebuilt with a
     marker in its options (as runtimes that add retry hints or timestamps to a resumed prompt
@@ -790,6 +802,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a fatal model error settles the run, then the request is sent again",
         retry_after_fatal_error,
         "model_error_then_message",
+    ),
+    Mutant(
+        "renew-unfenced",
+        "a lease renewal that does not check the stored lease (a zombie takes it back)",
+        renew_without_fence,
+        "lease_takeover",
     ),
     Mutant(
         "acquire-ignores-lease",

@@ -283,6 +283,25 @@ def check_fencing(result: RunResult) -> list[Violation]:
                     actual=f"epoch {granted.epoch}",
                 )
             ]
+    for renewal in result.renewals:
+        previous, renewed = renewal.previous, renewal.granted
+        held = previous is not None and (previous.owner_id, previous.epoch) == (
+            renewed.owner_id,
+            renewed.epoch,
+        )
+        if not held:
+            return [
+                Violation(
+                    "I8",
+                    "a lease renewal changed the stored lease's owner or epoch (a renewal may "
+                    "only extend the lease its caller holds)",
+                    (f"stored before: {previous}", f"renewed at {renewal.time_s:.3f}s: {renewed}"),
+                    expected=f"owner {previous.owner_id} epoch {previous.epoch}"
+                    if previous is not None
+                    else "no renewal of a missing lease",
+                    actual=f"owner {renewed.owner_id} epoch {renewed.epoch}",
+                )
+            ]
     return stale_appends(result) or out_of_fence_effects(result)
 
 

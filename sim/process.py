@@ -125,6 +125,7 @@ class Machine:
         self.processes: list[SimProcess] = []
         self.commits: list[tuple[int, list[EventRecord]]] = []
         self.grants: list[LeaseGrant] = []
+        self.renewals: list[LeaseGrant] = []  # (stored before, renewed): I8 audits them too
         self.accepted: list[AcceptedAppend] = []
         self.paused_with_pinned_request = 0
         self.fork_plan: Any = None  # sim.forking.ForkPlan during a fast sweep's forking run
@@ -432,9 +433,11 @@ class InstrumentedStore:
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        renewed, _ = await self._op(
+        previous = await self._inner.current_lease(lease.conversation_id)
+        renewed, index = await self._op(
             "store.lease.renew", lambda: self._inner.renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
         )
+        self._p.machine.renewals.append(LeaseGrant(now_s, index, previous, renewed))
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:

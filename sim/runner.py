@@ -96,6 +96,7 @@ class RunResult:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
     grants: list[LeaseGrant] = field(default_factory=list)
+    renewals: list[LeaseGrant] = field(default_factory=list)
     accepted: list[AcceptedAppend] = field(default_factory=list)
     paused_with_pinned_request: int = 0
     settled: bool = False
@@ -222,6 +223,7 @@ async def _world_main(
     result.client = client
     result.commits = machine.commits
     result.grants = machine.grants
+    result.renewals = machine.renewals
     result.accepted = machine.accepted
     result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
