@@ -378,6 +378,21 @@ def process_global_counter(mp: Patcher) -> None:
     mp.setattr(tool_mod, "execute_and_record", execute_and_record)
 
 
+def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
+    """I3: recovery from a checkpoint restores every field but the request-id index (a field
+    added after the checkpoint format, forgotten in ``to_state``): the rebuilt state is not the
+    log's, and a re-sent request would start a second submission."""
+    original = journal_mod.usable_checkpoint
+
+    def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> Any:
+        state = original(checkpoint, conversation_id)
+        if state is not None:
+            state.request_ids.clear()
+        return state
+
+    mp.setattr(journal_mod, "usable_checkpoint", usable_checkpoint)
+
+
 def renew_without_fence(mp: Patcher) -> None:
     """I8: ``FileStore.renew_lease`` writes the caller's lease back without checking the stored
     one: a zombie's heartbeat after a takeover puts its older epoch back."""
@@ -802,6 +817,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a fatal model error settles the run, then the request is sent again",
         retry_after_fatal_error,
         "model_error_then_message",
+    ),
+    Mutant(
+        "checkpoint-drops-field",
+        "recovery from a checkpoint drops a field (the request-id index)",
+        checkpoint_restore_drops_request_ids,
+        "read_edit_answer",
     ),
     Mutant(
         "renew-unfenced",

@@ -232,6 +232,16 @@ def check_checkpoints(result: RunResult) -> list[Violation]:
                     actual=f"checkpoint state of {len(checkpoint.state.get('tasks', {}))} tasks",
                 )
             )
+    out += [
+        Violation(
+            "I3",
+            "a recovery rebuilt a state other than reduce of the log it read",
+            (mismatch,),
+            expected="reduce(log)",
+            actual="the recovered state",
+        )
+        for mismatch in result.recovery_mismatches[:1]
+    ]
     return out
 
 

@@ -26,6 +26,7 @@ from durable.events import EventRecord
 from durable.journal import Fenced
 from durable.ports import InlineBlocking, Ports
 from durable.runtime import Conversation
+from durable.state import InvariantViolation, new_state, reduce
 from durable.store.base import Checkpoint, LeaseHeld, StoreError
 from durable.store.sqlite import SQLiteStore
 from sim import tempdirs
@@ -97,6 +98,7 @@ class RunResult:
     commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
     grants: list[LeaseGrant] = field(default_factory=list)
     renewals: list[LeaseGrant] = field(default_factory=list)
+    recovery_mismatches: list[str] = field(default_factory=list)
     accepted: list[AcceptedAppend] = field(default_factory=list)
     paused_with_pinned_request: int = 0
     settled: bool = False
@@ -163,6 +165,7 @@ class WorldEnv:
     tmp: str | None
     liveness: trio.CancelScope
     errors: list[str] = field(default_factory=list)
+    recovery_mismatches: list[str] = field(default_factory=list)
 
 
 async def _world_main(
@@ -224,6 +227,7 @@ async def _world_main(
     result.commits = machine.commits
     result.grants = machine.grants
     result.renewals = machine.renewals
+    result.recovery_mismatches = env.recovery_mismatches
     result.accepted = machine.accepted
     result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
@@ -364,7 +368,7 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
                 owner_id=process.owner_id,
             ) as runtime:
                 process.runtime = runtime
-                await _client_session(env, process, runtime)
+                await _client_session(env, process, runtime, store)
     except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
         if not process.alive and is_crash_only(exc):
             return "crashed"
@@ -377,7 +381,9 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
     return "crashed" if not process.alive else "ended"
 
 
-async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> None:
+async def _client_session(
+    env: WorldEnv, process: SimProcess, runtime: Any, store: InstrumentedStore
+) -> None:
     """The client talking to this process: open the conversation (this recovers it), perform the
     client's steps that were not acknowledged yet (inputs with their request ids, actions) at their
     times, then wait for every submission to settle. A standby worker that cannot get the lease,
@@ -388,6 +394,7 @@ async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> N
     except LeaseHeld:
         world.record("standby", process.id)
         return
+    await _audit_recovery(env, process, conversation, store)
     async with trio.open_nursery() as nursery:
         if scenario.operator is not None:
             nursery.start_soon(_operator, env, process, conversation)
@@ -401,6 +408,30 @@ async def _client_session(env: WorldEnv, process: SimProcess, runtime: Any) -> N
         except Fenced:
             world.record("fenced", process.id)
         nursery.cancel_scope.cancel()
+
+
+async def _audit_recovery(
+    env: WorldEnv, process: SimProcess, conversation: Any, store: InstrumentedStore
+) -> None:
+    """For I3: the state a recovery rebuilt must be ``reduce`` of the log it stands on. Read at
+    the same instant (neither the read nor the comparison yields to other tasks), in every
+    process but the first (which opens an empty conversation)."""
+    if process is env.machine.processes[0] or not hasattr(conversation, "state"):
+        return
+    records = await store.read_records(env.scenario.conversation_id, 0)
+    try:
+        expected = reduce(new_state(env.scenario.conversation_id), records)
+    except InvariantViolation:
+        return  # I2 reports a log that does not reduce
+    rebuilt = conversation.state.model_dump(mode="json")
+    if rebuilt != expected.model_dump(mode="json"):
+        differing = sorted(
+            k for k, v in expected.model_dump(mode="json").items() if rebuilt.get(k) != v
+        )
+        env.recovery_mismatches.append(
+            f"{process.id} rebuilt a state that differs from reduce of the {len(records)} records "
+            f"it read, in: {', '.join(differing) or '?'}"
+        )
 
 
 async def _client_steps(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:

@@ -30,6 +30,7 @@ from sim.mutants import (
     acquire_keeps_epoch,
     append_skips_fsync,
     checkpoint_claims_one_more,
+    checkpoint_restore_drops_request_ids,
     effect_before_intent,
     idempotency_key_per_attempt,
     no_request_id_dedupe,
@@ -193,6 +194,14 @@ CASES = [
         bundled("read_edit_answer"),
         None,  # the periodic checkpoint after commit #9 claims #20 and the log has #20
         "none (fault-free: checkpoint through #19 saved as #20)",
+    ),
+    Case(
+        "I3",
+        "checkpoint-restore-drops-request-ids",
+        checkpoint_restore_drops_request_ids,
+        bundled("read_edit_answer"),
+        Crash("store.checkpoint", "after", "process"),
+        "after the first store.checkpoint: the recovered state lacks the request-id index",
     ),
     Case(
         "I4",
