@@ -235,7 +235,9 @@ def check_checkpoints(result: RunResult) -> list[Violation]:
     out += [
         Violation(
             "I3",
-            "a recovery rebuilt a state other than reduce of the log it read",
+            "after recovery, the process's state differs from reduce of the log its store "
+            "returns (a recovery that rebuilt wrongly, or a store that acknowledged commits it "
+            "does not return)",
             (mismatch,),
             expected="reduce(log)",
             actual="the recovered state",

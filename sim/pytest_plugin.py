@@ -72,6 +72,7 @@ if os.environ.get("CI") == "true":
     settings.load_profile("ci")
 
 MARKER = "durable_sim_sweep"
+ITEM_TIMEOUT_S = 4 * 3600  # per sweep item, under pytest-timeout (the longest bundled: ~30 min)
 STORES: tuple[str, ...] = ("file", "sqlite")
 CRASH_KINDS: tuple[str, ...] = ("process", "power")
 MAX_SEED = SEED_MAX  # the simulator's seed range, as on the command line
@@ -261,6 +262,11 @@ class ScenarioFile(pytest.File):
         for store in options.stores:
             item = SweepItem.from_parent(self, name=store, scenario=scenario, store=store)
             item.add_marker(MARKER)
+            # A whole sweep is not a unit test: a suite-wide pytest-timeout (this repository's
+            # is 15 min) would cut long scenarios off. Its own bound replaces it; the sweep also
+            # bounds every forked child (see sim.forking).
+            if item.config.pluginmanager.hasplugin("timeout"):
+                item.add_marker(pytest.mark.timeout(ITEM_TIMEOUT_S))
             yield item
 
 

@@ -429,8 +429,8 @@ async def _audit_recovery(
             k for k, v in expected.model_dump(mode="json").items() if rebuilt.get(k) != v
         )
         env.recovery_mismatches.append(
-            f"{process.id} rebuilt a state that differs from reduce of the {len(records)} records "
-            f"it read, in: {', '.join(differing) or '?'}"
+            f"{process.id}: state through #{conversation.state.last_sequence}, the store returns "
+            f"{len(records)} records; they differ in: {', '.join(differing) or '?'}"
         )
 
 
