@@ -59,6 +59,9 @@ class Progress:
                 TextColumn(self._unit),
                 console=Console(file=self._stream),
                 transient=True,
+                # No refresh thread: the sweep forks, and a thread holding a lock at fork time
+                # (the console's) would deadlock the child. Refreshed on every update instead.
+                auto_refresh=False,
             )
             self._bar.__enter__()
             self._task = self._bar.add_task(self._command, total=None)
@@ -80,14 +83,14 @@ class Progress:
         self._done = 0
         self._started = self._last_line = time.monotonic()
         if self._bar is not None:
-            self._bar.update(self._task, description=label)
+            self._bar.update(self._task, description=label, refresh=True)
         else:
             self._line(f"{label} ...")
 
     def advance(self, n: int = 1) -> None:
         self._done += n
         if self._bar is not None:
-            self._bar.update(self._task, advance=n, description=self._label)
+            self._bar.update(self._task, advance=n, description=self._label, refresh=True)
             return
         now = time.monotonic()
         if now - self._last_line >= self._heartbeat_s:
