@@ -389,7 +389,7 @@ def _sweep(args: argparse.Namespace) -> int:
                     progress=progress.advance,
                 )
                 results.append(result)
-                progress.finish(_verdict_line(result.schedules, result.verdicts))
+                progress.finish(f"{result.schedules} schedules: {result.verdict_counts()}")
                 if result.reference_failed:
                     first = result.failures[0]
                     print(
@@ -411,11 +411,6 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
     refused = any(r.reference_failed for r in results)
     return _exit_for(document["totals"]["verdicts"], refused=refused)
-
-
-def _verdict_line(schedules: int, verdicts: dict[str, int]) -> str:
-    counts = ", ".join(f"{n} {v}" for v, n in verdicts.items() if n)
-    return f"{schedules} schedules: {counts or 'none'}"
 
 
 def results_document(results: list[Any], args: argparse.Namespace, wall_s: float) -> dict[str, Any]:

@@ -306,7 +306,7 @@ class SweepItem(pytest.Item):
         )
         # Shown in the JUnit XML as <properties> of the test case.
         self.user_properties.append(("schedules", result.schedules))
-        self.user_properties.append(("verdicts", _verdict_counts(result)))
+        self.user_properties.append(("verdicts", result.verdict_counts()))
         self.user_properties.append(("boundaries", result.boundaries))
         if result.failures:
             raise SweepFailed(result)
@@ -334,11 +334,6 @@ def _jobs_per_item() -> int | None:
     return max(1, cores // max(1, int(workers)))
 
 
-def _verdict_counts(result: ScenarioSweep) -> str:
-    counts = [f"{verdict} {n}" for verdict, n in result.verdicts.items() if n]
-    return ", ".join(counts) or "none"
-
-
 def failure_report(result: ScenarioSweep) -> str:
     """The failure message of a sweep item: the counts, then the first failures each with the
     command that replays it."""
@@ -346,7 +341,7 @@ def failure_report(result: ScenarioSweep) -> str:
     lines = [
         f"durable-sim sweep of {result.ref} on the {result.store} store (seed {result.seed}, "
         f"crash {kinds}): {len(result.failures)} of {result.schedules} schedules failed",
-        f"verdicts: {_verdict_counts(result)}",
+        f"verdicts: {result.verdict_counts()}",
     ]
     if result.skipped_power:
         lines.append("(power-loss schedules are not run on the sqlite store)")

@@ -87,6 +87,10 @@ class ScenarioSweep:
     ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
     reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
 
+    def verdict_counts(self) -> str:
+        """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
+        return ", ".join(f"{verdict} {n}" for verdict, n in self.verdicts.items() if n) or "none"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
