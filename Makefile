@@ -18,7 +18,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 sweep: $(STAMP)
-	$(BIN)/durable-sim sweep --store both --crash process,power --out reports/latest
+	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest
 
 lint: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests

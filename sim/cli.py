@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sim.faults import ScheduleError, parse_schedule
+from sim.faults import CRASH_KINDS, ScheduleError, parse_schedule
 from sim.progress import Progress
 from sim.scenario import Scenario, ScenarioError, bundled_names, load_scenario
 from sim.seams import SeamError, seams
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
             "virtual clock, kills the process at every commit, file, tool, model and lease "
-            "boundary (process kill and power loss), restarts it, and checks twelve invariants."
+            "boundary (process kill and power loss), restarts it, and checks thirteen invariants."
         ),
         epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
     )
@@ -89,12 +89,21 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "For each scenario and store: record the fault-free boundary trace, then run every "
             "schedule (boundary x before/after x crash kind; depth 2 adds a second crash at every "
-            "boundary of the recovery), check the invariants I0-I12 and write a report."
+            "boundary of the recovery), check the invariants I0-I13 and write a report."
         ),
     )
     sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
     sw.add_argument("--store", choices=("file", "sqlite", "both"), default="both")
-    sw.add_argument("--crash", default="process,power", help="crash kinds: process,power")
+    sw.add_argument(
+        "--crash",
+        default="process,power",
+        help=(
+            "crash kinds, comma-separated: process (kill -9), power (power loss: un-synced data "
+            "lost or torn), storage (kill -9, then damage to synced data: a flipped bit, a "
+            "zeroed or misdirected block, a truncated or deleted file; tried after every "
+            "acknowledged store operation). Default process,power; `make sweep` adds storage"
+        ),
+    )
     sw.add_argument("--depth", type=int, choices=(1, 2), default=1)
     sw.add_argument("--seed", type=_seed, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)")
     sw.add_argument("--out", default="reports/latest", help="report directory")
@@ -346,9 +355,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _crash_kinds(text: str) -> list[str]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in ("process", "power")]
+    bad = [k for k in kinds if k not in CRASH_KINDS]
     if bad or not kinds:
-        raise UsageError(f"--crash takes process and/or power, got {text!r}")
+        raise UsageError(f"--crash takes any of {','.join(CRASH_KINDS)}, got {text!r}")
     return kinds
 
 
@@ -473,7 +482,7 @@ def _summary(results: list[Any]) -> None:
         v = r.verdicts
         table.add_row(
             r.name,
-            r.store + (" (no power)" if r.skipped_power else ""),
+            r.store + (" (no power/storage)" if r.skipped_power or r.skipped_storage else ""),
             str(r.boundaries),
             str(r.schedules),
             str(v["pass"]),
@@ -700,8 +709,11 @@ def _replay(args: argparse.Namespace) -> int:
             f"schedule starts at boundary {schedule.points[0].index}, but the fault-free run of "
             f"{scenario.name} has {n} boundaries (0..{n - 1})"
         )
-    if args.store == "sqlite" and any(p.kind == "power" for p in schedule.points):
-        raise UsageError("power loss is not simulated for the sqlite store (process crashes only)")
+    if args.store == "sqlite" and any(p.kind != "process" for p in schedule.points):
+        raise UsageError(
+            "power loss and storage faults are not simulated for the sqlite store "
+            "(process crashes only)"
+        )
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=schedule)
     outcome = judge(result, reference)
     doc = {

@@ -5,6 +5,10 @@ boundaries of one world run are numbered 0, 1, 2, ... in the order they are reac
 processes and restarts). A crash schedule is a list of ``(index, before|after, process|power)``;
 its text form, printed by every failure and accepted by ``replay``, is
 ``14:after:power,3:before:process``.
+
+Crash kinds (docs/crash-model.md): ``process`` (kill -9), ``power`` (power loss: what was not
+synced may be lost or torn) and ``storage`` (kill -9, then the disk damages data that *was*
+synced: a flipped bit, a zeroed or misdirected block, a truncated or deleted file).
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 When = Literal["before", "after"]
-CrashKind = Literal["process", "power"]
+CrashKind = Literal["process", "power", "storage"]
+CRASH_KINDS: tuple[CrashKind, ...] = ("process", "power", "storage")
 MAX_SCHEDULE_DEPTH = 8
 
-_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power)$")
+_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power|storage)$")
+# The boundary kinds after which a storage fault is tried: the store's acknowledged operations
+# (their data is synced by then). Every other point would damage the same synced bytes again.
+STORAGE_FAULT_BOUNDARY_KINDS = ("commit", "checkpoint", "lease")
 
 
 class ScheduleError(ValueError):
@@ -73,7 +81,8 @@ def parse_schedule(text: str) -> Schedule:
         match = _POINT.match(part.strip())
         if match is None:
             raise ScheduleError(
-                f"malformed crash point {part.strip()!r}: expected INDEX:before|after:process|power"
+                f"malformed crash point {part.strip()!r}: "
+                "expected INDEX:before|after:process|power|storage"
             )
         index, when, kind = match.groups()
         points.append(CrashPoint(int(index), when, kind))  # type: ignore[arg-type]
@@ -81,6 +90,14 @@ def parse_schedule(text: str) -> Schedule:
     if len(set(indexes)) != len(indexes):
         raise ScheduleError("two crash points at the same boundary index")
     return Schedule.of(*points)
+
+
+def tries_kind(kind: CrashKind, when: When, label: str) -> bool:
+    """Whether a sweep tries ``kind`` at this point: process and power everywhere; a storage
+    fault (a kill, then damage to synced data) only after an acknowledged store operation."""
+    if kind != "storage":
+        return True
+    return when == "after" and boundary_kind(label) in STORAGE_FAULT_BOUNDARY_KINDS
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,8 @@ from typing import Any
 
 import trio
 
-from sim import tempdirs
-from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
+from sim import reach, tempdirs
+from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule, tries_kind
 from sim.oracles import VERDICT_ORDER, Violation
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
@@ -106,6 +106,8 @@ class ForkPlan:
         if index <= self.base.last_index or self.in_child:
             return
         for kind in self.kinds:
+            if not tries_kind(kind, when, label):  # type: ignore[arg-type]
+                continue
             point = CrashPoint(index, when, kind)  # type: ignore[arg-type]
             schedule = Schedule.of(*self.base.points, point)
             text = schedule.text()
@@ -253,6 +255,7 @@ class ForkPlan:
         writing fails (a full disk): the parent then reports the missing outcome."""
         assert self.in_child
         try:
+            reach.save_child_coverage(self.child_schedule.text())  # only under durable-sim coverage
             _write_outcome(self.child_out, doc)
             if self.child_tmp is not None:
                 shutil.rmtree(self.child_tmp, ignore_errors=True)

@@ -81,7 +81,15 @@ _SPLIT_CACHE_MAX = 8192
 class _Inode:
     """A file. Durable content is ``durable_bytes`` if set, else ``data[:durable_len]``."""
 
-    __slots__ = ("data", "durable_bytes", "durable_len", "ino", "rewritten")
+    __slots__ = (
+        "appended",
+        "data",
+        "durable_bytes",
+        "durable_len",
+        "ino",
+        "proven_len",
+        "rewritten",
+    )
 
     def __init__(self, ino: int) -> None:
         self.ino = ino
@@ -90,6 +98,14 @@ class _Inode:
         self.durable_bytes: bytes | None = None
         # Truncated to zero since the last fsync: the content is being rewritten in place.
         self.rewritten = False
+        # For a file extended by more than one fsync (a log): the durable length before its
+        # latest extending fsync. Bytes below it are proven complete by a later sync; the last
+        # synced extension is not (storage faults leave it alone: see ``SimFS.damage_synced``).
+        # -1: never extended by a second fsync (a file written once, e.g. by an atomic write).
+        self.proven_len = -1
+        # Grown by ``append`` (a log): a single copy cannot prove its own end, so its last
+        # synced extension is never damaged, nor is the file cut or deleted (see damage_synced).
+        self.appended = False
 
     def durable_content(self) -> bytes:
         if self.durable_bytes is not None:
@@ -102,6 +118,11 @@ class _Inode:
             self.durable_bytes = bytes(self.data[: self.durable_len])
 
     def mark_synced(self) -> None:
+        old_len = self.durable_len if self.durable_bytes is None else -1
+        if 0 < old_len < len(self.data) and not self.rewritten:
+            self.proven_len = old_len
+        elif self.rewritten or self.durable_bytes is not None:
+            self.proven_len = -1
         self.durable_len = len(self.data)
         self.durable_bytes = None
         self.rewritten = False
@@ -279,10 +300,19 @@ class SimFS:
         node.preserve_durable(0)
         node.data = bytearray(data)
         node.rewritten = True
+        node.appended = False
 
     def append(self, path: str, data: bytes) -> None:
         """Extend (creating the file if missing): ``open(path, "ab").write(data)``."""
         self.stats["append"] += 1
+        node = self._open_for_write(path)
+        node.data += data
+        node.appended = True
+
+    def write_more(self, path: str, data: bytes) -> None:
+        """A later ``write(2)`` of a rewrite started by ``write``: extends the file like
+        ``append``, but the file stays one written whole (not a log grown by appends)."""
+        self.stats["write"] += 1
         node = self._open_for_write(path)
         node.data += data
 
@@ -476,6 +506,82 @@ class SimFS:
         node.mark_synced()
         return outcome
 
+    def damage_synced(self, rng: random.Random, *, under: str = "") -> dict[str, str]:
+        """A storage fault: damage one file's *synced* content, by a seeded choice.
+
+        Real disks return damaged data that was written and synced long ago: a flipped bit (bit
+        rot), a block that reads back as zeros (a lost write, a latent sector error), a block
+        holding another block's content (a misdirected write), a file cut short or gone (a lost
+        metadata update). The fault is bounded to what a single-copy store can tell apart from
+        a crash (see docs/crash-model.md, "Storage faults"):
+
+        - a file grown by appends (a log) is damaged only *below its latest synced extension*:
+          later synced data proves those bytes were complete. Damage inside the last synced
+          write reads exactly like a torn write, which no single copy can tell from a crash;
+          truncating or deleting such a file is not injected for the same reason (a log cut at
+          a record boundary, or gone, looks like a shorter log);
+        - a file written whole (e.g. by the atomic-write protocol) and synced can suffer any of
+          the five kinds.
+
+        Returns ``{path: "<kind>:<detail>"}`` for the damaged file, or ``{}`` when nothing
+        under ``under`` is eligible (no synced data yet). Only the page cache's copy and the
+        disk's copy of the same bytes change; nothing pending is touched.
+        """
+        prefix = "/".join(p for p in under.split("/") if p)
+        candidates: list[tuple[str, _Dir, str, _Inode, int, bool]] = []
+        for key in sorted(self._dirs):
+            if prefix and key != prefix and not key.startswith(prefix + "/"):
+                continue
+            d = self._dirs[key]
+            for name in sorted(d.durable):
+                node = d.durable[name]
+                if not isinstance(node, _Inode) or d.entries.get(name) is not node:
+                    continue  # a directory, or a name whose rename/unlink is not durable yet
+                if node.rewritten or node.durable_bytes is not None:
+                    continue  # a rewrite in flight: its synced content is not in ``data``
+                whole = not node.appended
+                window = node.durable_len if whole else max(node.proven_len, 0)
+                if window > 0:
+                    candidates.append((_join(key, name), d, name, node, window, whole))
+        if not candidates:
+            return {}
+        key, d, name, node, window, whole = candidates[rng.randrange(len(candidates))]
+        bs = self.block_size_bytes
+        kinds = ["bitflip", "zeroed-block"]
+        if window // bs >= 2:
+            kinds.append("misdirected-block")
+        if whole:
+            kinds += ["truncated", "deleted"]
+        kind = kinds[rng.randrange(len(kinds))]
+        data = node.data
+        if kind == "bitflip":
+            offset, bit = rng.randrange(window), rng.randrange(8)
+            data[offset] ^= 1 << bit
+            detail = f"{offset}.{bit}"
+        elif kind == "zeroed-block":
+            start = rng.randrange(max(1, window // bs)) * bs
+            end = min(start + bs, window)
+            data[start:end] = bytes(end - start)
+            detail = f"{start}+{end - start}"
+        elif kind == "misdirected-block":
+            blocks = window // bs
+            dst = rng.randrange(blocks)
+            src = (dst + 1 + rng.randrange(blocks - 1)) % blocks
+            data[dst * bs : (dst + 1) * bs] = bytes(data[src * bs : (src + 1) * bs])
+            detail = f"{src * bs}->{dst * bs}"
+        elif kind == "truncated":
+            cut = rng.randrange(window)
+            del data[cut:]
+            node.durable_len = min(node.durable_len, cut)
+            detail = str(cut)
+        else:
+            del d.entries[name]
+            del d.durable[name]
+            d.pending.pop(name, None)
+            self._dirty.pop(node.ino, None)
+            detail = "gone"
+        return {_display(key): f"{kind}:{detail}"}
+
     # -- inspection ---------------------------------------------------------------------------
 
     def has_pending(self) -> bool:
@@ -491,6 +597,15 @@ class SimFS:
             if isinstance(node, _Inode)
         }
         return dict(sorted(out.items()))
+
+    def inode_numbers(self) -> dict[str, int]:
+        """Every file's inode number (the current view): a rename over a path replaces it."""
+        return {
+            _display(_join(key, name)): node.ino
+            for key, d in self._dirs.items()
+            for name, node in d.entries.items()
+            if isinstance(node, _Inode)
+        }
 
     def rewritten_paths(self) -> list[str]:
         """Files truncated to zero since their last fsync (their power-loss outcomes differ)."""

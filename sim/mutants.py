@@ -43,7 +43,7 @@ from durable.runs import start_run
 from durable.scheduler import Scheduler
 from durable.store import file as file_store_mod
 from durable.store import sqlite as sqlite_store_mod
-from durable.store.base import Checkpoint, Lease, LeaseHeld
+from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld
 from durable.store.file import FileStore, _Scan
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
@@ -495,7 +495,7 @@ def lease_written_in_place(mp: Patcher) -> None:
     def _write_lease(self: FileStore, lease: Lease) -> None:
         directory = self._ensure_dir(lease.conversation_id)
         path = f"{directory}/{file_store_mod.LEASE_FILE}"
-        self._fs.write(path, (canonical_json(lease.model_dump(mode="json")) + "\n").encode())
+        self._fs.write(path, file_store_mod.encode_lease(lease))
         self._fs.fsync(path)
         self._fs.fsync_dir(directory)
 
@@ -693,6 +693,51 @@ def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     mp.setattr(tool_mod, "_recover", _recover)
 
 
+def damage_read_as_torn_tail(mp: Patcher) -> None:
+    """I13: the file store's reader treats *any* damaged line as a torn tail, even one followed
+    by valid later commits: damage to synced data is silently truncated away (with every
+    acknowledged commit after it). Only the storage-fault mode produces such damage."""
+
+    def _check_tail(self: FileStore, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
+def repair_before_refusing(mp: Patcher) -> None:
+    """I13: the file store's reader cuts the log at the first damaged line *before* deciding
+    whether the damage is a torn tail or corruption: it still refuses, but the evidence (the
+    damaged line and every acknowledged commit after it) is gone."""
+    original = FileStore._check_tail
+
+    def _check_tail(
+        self: FileStore,
+        conversation_id: str,
+        path: str,
+        data: bytes,
+        fail_pos: int,
+        *rest: Any,
+    ) -> None:
+        self._fs.truncate(path, fail_pos)
+        original(self, conversation_id, path, data, fail_pos, *rest)
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
+def corruption_unnamed(mp: Patcher) -> None:
+    """I13: the store refuses damaged data, but its error does not say which file is damaged
+    (an operator is left to search the whole store)."""
+    original = FileStore._check_tail
+
+    def _check_tail(self: FileStore, *args: Any) -> None:
+        try:
+            original(self, *args)
+        except CorruptStore:
+            raise CorruptStore("the store is corrupt") from None
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
 # -- the catalogue --------------------------------------------------------------------------------
 
 
@@ -703,6 +748,8 @@ class Mutant:
     apply: Callable[[Patcher], None]
     scenario: str  # its smallest killing scenario (run first; used by the reduced test)
     store: str = "file"
+    # The crash kinds its sweep runs: a bug in handling damaged synced data needs storage faults.
+    crash_kinds: tuple[str, ...] = ("process", "power")
 
 
 CATALOGUE: tuple[Mutant, ...] = (
@@ -861,6 +908,27 @@ CATALOGUE: tuple[Mutant, ...] = (
         "idempotent_payment",
     ),
     Mutant(
+        "damage-as-torn-tail",
+        "damage to synced data read as a torn tail (acknowledged commits truncated)",
+        damage_read_as_torn_tail,
+        "read_edit_answer",
+        crash_kinds=("process", "power", "storage"),
+    ),
+    Mutant(
+        "repair-before-refusing",
+        "a store that refuses damaged data only after cutting it away",
+        repair_before_refusing,
+        "read_edit_answer",
+        crash_kinds=("process", "power", "storage"),
+    ),
+    Mutant(
+        "corruption-unnamed",
+        "a corruption error that does not name the damaged file",
+        corruption_unnamed,
+        "read_edit_answer",
+        crash_kinds=("process", "power", "storage"),
+    ),
+    Mutant(
         "leaky-counter",
         "process-global state leaks into a run (nondeterminism)",
         process_global_counter,
@@ -910,6 +978,7 @@ def kill(
                     load_scenario(name),
                     store=store,  # type: ignore[arg-type]
                     seed=seed,
+                    crash_kinds=mutant.crash_kinds,  # type: ignore[arg-type]
                     determinism=determinism,
                     stop_at_first_failure=True,
                     progress=progress,

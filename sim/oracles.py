@@ -1,4 +1,4 @@
-"""The oracles I1-I12 (DESIGN 4.6): what must hold after every schedule, with minimal witnesses.
+"""The oracles I1-I13: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -34,7 +34,7 @@ from sim.scenario import ACTION_STEP_BASE
 if TYPE_CHECKING:  # an annotation only: no import edge from the oracles to the fake model
     from sim.model import ModelCall
 
-SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12")
+SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 INVARIANT_NAMES = {
@@ -51,6 +51,7 @@ INVARIANT_NAMES = {
     "I10": "determinism",
     "I11": "model calls bounded",
     "I12": "durability of acknowledgements",
+    "I13": "damaged storage detected",
 }
 
 
@@ -93,6 +94,10 @@ def within_promise(result: RunResult) -> bool:
 
 def check(result: RunResult, reference: RunResult) -> list[Violation]:
     """Every invariant except I10 (which needs a second run: see ``check_determinism``)."""
+    if result.refusal is not None:
+        # A process stopped on corrupt storage and the world ended there: the run's own
+        # promises end with it; I13 judges the stop, I8 the leases granted before it.
+        return check_refusal(result) + check_fencing(result)
     out: list[Violation] = []
     out += check_log(result)
     facts = _facts(result)
@@ -785,4 +790,44 @@ def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
                     actual=f"{sub.status}: {sub.answer}" if sub else "missing",
                 )
             )
+    return out
+
+
+# -- I13 damaged storage ----------------------------------------------------------------------
+
+
+def check_refusal(result: RunResult) -> list[Violation]:
+    """I13, when a process stopped on corrupt storage: only after a storage fault that damaged
+    something, naming a damaged file, and leaving everything it found as it found it (the
+    evidence an operator needs). When the runtime goes on instead, every other oracle applies
+    as usual: it recovered everything acknowledged, or they say what it lost or acted on."""
+    assert result.refusal is not None
+    if not result.damage:
+        return [
+            Violation(
+                "I13",
+                "the runtime reported corrupt storage, but nothing was damaged",
+                (result.refusal[:300],),
+            )
+        ]
+    out: list[Violation] = []
+    names = [path.rsplit("/", 1)[-1] for path in result.damage]
+    if not any(name in result.refusal for name in names):
+        out.append(
+            Violation(
+                "I13",
+                "the corruption error does not name what is damaged",
+                (result.refusal[:300], *(f"{p}: {d}" for p, d in result.damage.items())),
+                expected=f"an error naming {', '.join(names)}",
+                actual=result.refusal[:120],
+            )
+        )
+    if result.evidence_changes:
+        out.append(
+            Violation(
+                "I13",
+                "a recovery that stopped on corrupt storage destroyed what it found",
+                (*result.evidence_changes, *(f"{p}: {d}" for p, d in result.damage.items())),
+            )
+        )
     return out

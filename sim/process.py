@@ -44,7 +44,7 @@ class CrashRecord:
     process: str
     time_s: float
     pinned_request: bool
-    power_outcome: dict[str, str] = field(default_factory=dict)
+    fs_outcome: dict[str, str] = field(default_factory=dict)  # power loss or storage damage
     # How many boundaries had been entered when the process died: an ``after`` crash of a
     # store commit comes after the commit's own file operations, which have higher indexes.
     boundaries_entered: int | None = None
@@ -135,6 +135,9 @@ class Machine:
         self._next_index = 0
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
+        self.store_root = ""  # where a storage fault may damage files
+        # After a storage fault: (what was damaged, the files as the disk then held them).
+        self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
 
     def spawn(self) -> SimProcess:
         process = SimProcess(self, len(self.processes) + 1)
@@ -203,7 +206,8 @@ class Machine:
         return digest_of(parts + self.state_parts())
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
-        victims = [p for p in self.processes if p.alive] if point.kind == "power" else [process]
+        machine_wide = point.kind in ("power", "storage")  # the host goes down, not one process
+        victims = [p for p in self.processes if p.alive] if machine_wide else [process]
         pinned = any(p.pinned_request() for p in victims)
         for victim in victims:
             victim.alive = False
@@ -212,6 +216,13 @@ class Machine:
             # One stream per crash point: each point's power loss draws its own outcome (kept,
             # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
             outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"))
+        elif point.kind == "storage":
+            # The page cache survives (as for a kill); the disk damages synced data under the
+            # store's root. What it left is the evidence a refusing recovery must not touch.
+            outcome = self.fs.damage_synced(
+                self.world.rng(f"storage:{point.text()}"), under=self.store_root
+            )
+            self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
         record = CrashRecord(
             point, label, process.id, trio.current_time(), pinned, outcome, self._next_index
         )
@@ -303,7 +314,7 @@ class ProcessFS:
         self._mutate("open_trunc", path, lambda: self._fs.write(path, b""))
         for offset in range(0, len(data), WRITE_CHUNK_BYTES):
             chunk = data[offset : offset + WRITE_CHUNK_BYTES]
-            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._fs.append(path, c))
+            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._fs.write_more(path, c))
 
     def append(self, path: str, data: bytes) -> None:
         self._mutate("append", path, lambda: self._fs.append(path, data))

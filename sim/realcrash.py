@@ -461,7 +461,9 @@ def realcrash(
         "sim_virtual_time_s": round(sim_ref.virtual_time_s, 3),
     }
     n = len(real_labels)
-    schedules = select_points(real_labels, depth1_schedules(n, ["process"], base=base), points)
+    schedules = select_points(
+        real_labels, depth1_schedules(real_labels, ["process"], base=base), points
+    )
     rows: list[dict[str, Any]] = []
     disagreements: list[dict[str, Any]] = []
     divergences: list[dict[str, Any]] = []

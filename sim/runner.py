@@ -27,7 +27,7 @@ from durable.journal import Fenced
 from durable.ports import InlineBlocking, Ports
 from durable.runtime import Conversation
 from durable.state import InvariantViolation, new_state, reduce
-from durable.store.base import Checkpoint, LeaseHeld, StoreError
+from durable.store.base import Checkpoint, CorruptStore, LeaseHeld, StoreError
 from durable.store.sqlite import SQLiteStore
 from sim import tempdirs
 from sim.faults import Boundary, Schedule
@@ -107,6 +107,11 @@ class RunResult:
     virtual_time_s: float = 0.0
     processes: int = 0
     files: dict[str, str] = field(default_factory=dict)
+    # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
+    # (None: recovery went on), and what changed in the damaged files since the damage.
+    damage: dict[str, str] = field(default_factory=dict)
+    refusal: str | None = None
+    evidence_changes: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> dict[str, Any]:
@@ -166,6 +171,7 @@ class WorldEnv:
     liveness: trio.CancelScope
     errors: list[str] = field(default_factory=list)
     recovery_mismatches: list[str] = field(default_factory=list)
+    refusal: str | None = None  # a process stopped on corrupt storage: the world ends there
 
 
 async def _world_main(
@@ -181,6 +187,7 @@ async def _world_main(
     fs.makedirs(STORE_ROOT)
     timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
     machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
+    machine.store_root = STORE_ROOT
     services = Services(files=_initial_files(world, scenario))
     world.record("files", sorted(services.files.items()))
     config = RuntimeConfig(
@@ -231,6 +238,10 @@ async def _world_main(
     result.accepted = machine.accepted
     result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
+    result.refusal = env.refusal
+    if machine.damaged is not None:
+        result.damage, files, inodes = machine.damaged
+        result.evidence_changes = _evidence_changes(result.damage, files, inodes, fs)
     result.files = dict(services.files)
     await _collect_store(result, store_kind, scenario, fs, env.tmp)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
@@ -241,6 +252,38 @@ async def _world_main(
         result.schedule = fork.child_schedule
         result.fingerprint = world.fingerprint()
         fork.finish_child(result)  # never returns
+
+
+def _evidence_changes(
+    damage: dict[str, str],
+    files: dict[str, bytes],
+    inodes: dict[str, int],
+    fs: SimFS,
+) -> list[str]:
+    """What happened, after a storage fault, to the files the disk then held: a file removed, or
+    bytes it held changed or cut off in place (appending is no change; a file replaced whole by
+    a rename, such as a lease taken over, supersedes rather than destroys -- except the damaged
+    file itself, which must stay exactly as the fault left it). A recovery that stops on corrupt
+    storage must leave all of it as it found it (I13)."""
+    now, now_inodes = fs.snapshot(), fs.inode_numbers()
+    out: list[str] = []
+    for path, before in files.items():
+        after = now.get(path)
+        damaged = path in damage
+        if after is None:
+            out.append(f"{path} removed")
+        elif damaged and after != before:
+            out.append(f"{path} (the damaged file) changed: {len(before)} -> {len(after)} bytes")
+        elif now_inodes.get(path) == inodes.get(path) and not after.startswith(before):
+            same = next(
+                (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+                min(len(before), len(after)),
+            )
+            out.append(f"{path} changed in place at byte {same}")
+    for path, what in damage.items():
+        if what.startswith("deleted:") and path in now:
+            out.append(f"{path} (deleted by the fault) was created again")
+    return out
 
 
 def _world_parts(env: WorldEnv) -> list[Any]:
@@ -313,6 +356,12 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery) -> No
         crashed = outcome == "crashed"
         if crashed:
             continue
+        if outcome == "refused":
+            # A runtime that stops on corrupt storage waits for an operator: restarting it
+            # would only refuse again. The world ends here (I13 judges the refusal).
+            env.refusal = f"{process.id}: {process.error}"
+            nursery.cancel_scope.cancel()
+            return
         if outcome == "error":
             env.errors.append(f"{process.id}: {process.error}")
             nursery.cancel_scope.cancel()
@@ -376,6 +425,8 @@ async def _run_process(env: WorldEnv, process: SimProcess) -> str:
             raise  # the world's liveness bound (or the world ending): not the process's doing
         if only(exc, (Exception, SimulatedCrash, ProcessDead, trio.Cancelled)):
             process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
+            if env.machine.damaged is not None and only(exc, (CorruptStore, trio.Cancelled)):
+                return "refused"
             return "error"
         raise  # KeyboardInterrupt, a test timeout, SystemExit: the harness's, never the process's
     return "crashed" if not process.alive else "ended"

@@ -8,7 +8,8 @@ run twice and the fingerprints compared).
 
 SQLite files live on a real temporary directory with process-crash semantics only: power loss for
 SQLite needs a VFS that buffers unsynced pages, which does not exist here, so power schedules are
-not run on the SQLite store and the results say so (``skipped_power``).
+not run on the SQLite store and the results say so (``skipped_power``); storage faults (damage to
+synced data) likewise (``skipped_storage``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sim import forking, tempdirs
-from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule
+from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule, tries_kind
 from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
 from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
@@ -81,6 +82,7 @@ class ScenarioSweep:
     reference_outcome: dict[str, Any] = field(default_factory=dict)
     effects: dict[str, int] = field(default_factory=dict)
     skipped_power: bool = False
+    skipped_storage: bool = False
     wall_s: float = 0.0
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
@@ -109,6 +111,7 @@ class ScenarioSweep:
             "reference_outcome": self.reference_outcome,
             "effects": self.effects,
             "skipped_power": self.skipped_power,
+            "skipped_storage": self.skipped_storage,
             "reference_failed": self.reference_failed,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
@@ -155,16 +158,19 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
 
 
 def depth1_schedules(
-    n_boundaries: int, kinds: Iterable[CrashKind], *, base: Schedule | None = None
+    labels: Sequence[str], kinds: Iterable[CrashKind], *, base: Schedule | None = None
 ) -> list[Schedule]:
-    """One more crash at every boundary (after the base schedule's own crash points, if any)."""
+    """One more crash at every boundary (after the base schedule's own crash points, if any),
+    of every kind the point is tried with (``sim.faults.tries_kind``); ``labels`` are the
+    boundaries' labels in index order."""
     kinds = list(kinds)
     base = base or Schedule()
     return [
         Schedule.of(*base.points, CrashPoint(i, when, kind))
-        for i in range(base.last_index + 1, n_boundaries)
+        for i in range(base.last_index + 1, len(labels))
         for when in ("before", "after")
         for kind in kinds
+        if tries_kind(kind, when, labels[i])
     ]
 
 
@@ -192,9 +198,11 @@ def sweep(
     kinds: list[CrashKind] = list(crash_kinds)
     out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
     out.ref = ref or scenario.name
-    if store == "sqlite" and "power" in kinds:
-        kinds = [k for k in kinds if k != "power"]
-        out.skipped_power = True
+    if store == "sqlite" and ("power" in kinds or "storage" in kinds):
+        # Both need the simulated file system (what is synced, what a power loss keeps).
+        out.skipped_power = "power" in kinds
+        out.skipped_storage = "storage" in kinds
+        kinds = [k for k in kinds if k == "process"]
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
     reference = run_scenario(scenario.without_faults(), seed=seed, store=store, schedule=base)
@@ -223,7 +231,7 @@ def sweep(
         _forked_sweep(out, scenario, reference, traced, base, kinds, determinism, progress, jobs)
         out.wall_s = time.perf_counter() - started
         return out
-    for schedule in depth1_schedules(out.boundaries, kinds, base=base):
+    for schedule in depth1_schedules(out.labels, kinds, base=base):
         result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
         outcome = judge(result, reference, determinism=determinism)
         _record(out, outcome, result)
@@ -236,6 +244,8 @@ def sweep(
             for j in range(first.index + 1, len(result.boundaries)):
                 for when in ("before", "after"):
                     for kind in kinds:
+                        if not tries_kind(kind, when, result.boundaries[j].label):
+                            continue
                         deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
                         r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
                         _record(out, judge(r2, reference, determinism=determinism), r2)

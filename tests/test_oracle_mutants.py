@@ -31,6 +31,8 @@ from sim.mutants import (
     append_skips_fsync,
     checkpoint_claims_one_more,
     checkpoint_restore_drops_request_ids,
+    corruption_unnamed,
+    damage_read_as_torn_tail,
     effect_before_intent,
     idempotency_key_per_attempt,
     no_request_id_dedupe,
@@ -39,6 +41,7 @@ from sim.mutants import (
     recover_without_progress,
     recovery_rewrites_output,
     renew_without_fence,
+    repair_before_refusing,
     resend_differs_on_recovery,
     resend_twice_on_recovery,
     retry_after_fatal_error,
@@ -324,6 +327,34 @@ CASES = [
         # The client re-sends the lost pay-1 and gets a new submission: I5 reports the remap.
         also=frozenset({"I5"}),
     ),
+    Case(
+        "I13",
+        "repair-before-refusing",
+        repair_before_refusing,
+        bundled("read_edit_answer"),
+        # The storage fault at this point flips a bit in line 2 of the log (seeded: see
+        # SimFS.damage_synced); the mutant cuts the log there, then refuses.
+        Crash("store.commit#3", "after", "storage"),
+        "14:after:storage (after store.commit#3): events.jsonl cut at the damaged line",
+    ),
+    Case(
+        "I13",
+        "corruption-unnamed",
+        corruption_unnamed,
+        bundled("read_edit_answer"),
+        Crash("store.commit#3", "after", "storage"),
+        "14:after:storage (after store.commit#3): 'the store is corrupt' names no file",
+    ),
+    Case(
+        "I12",
+        "damage-as-torn-tail",
+        damage_read_as_torn_tail,
+        bundled("read_edit_answer"),
+        Crash("store.commit#3", "after", "storage"),
+        "14:after:storage (after store.commit#3): the damaged line and the commit after it are "
+        "truncated as a torn tail; fix-config-1's acknowledgement is lost",
+        also=frozenset({"I5"}),
+    ),
 ]
 
 
@@ -354,6 +385,8 @@ SWEEPS = [
     ("I9-recovery-rewrites-output", ("process",), "store.commit#5"),
     ("I11-resend-twice-on-recovery", ("process",), "store.commit#3"),
     ("I12-append-skips-fsync", ("power",), "store.commit#3"),
+    ("I13-repair-before-refusing", ("storage",), "store.commit#2"),
+    ("I12-damage-as-torn-tail", ("storage",), "store.commit#3"),
 ]
 BY_ID = {c.id: c for c in CASES}
 

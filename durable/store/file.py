@@ -3,7 +3,7 @@
 Layout under ``root``::
 
     {conversation_id}/events.jsonl                      one sealed EventRecord per line
-    {conversation_id}/lease.json                        the current Lease (canonical JSON)
+    {conversation_id}/lease.json                        the current Lease and its checksum
     {conversation_id}/checkpoint-{through:012d}.json    up to two Checkpoints
 
 Every file operation goes through the ``FileSystem`` port, so the simulator can crash the process
@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from durable.events import EventRecord, canonical_json, parse_json, parse_record
+from durable.events import EventRecord, canonical_json, parse_json, parse_record, sha256_hex
 from durable.ports import FileSystem
 from durable.store.base import (
     Checkpoint,
@@ -91,6 +91,30 @@ def check_sequences(records: list[EventRecord], expected_sequence: int, last_seq
             raise SequenceConflict(
                 f"record {i} has sequence {record.sequence}, expected {expected_sequence + i}"
             )
+
+
+def encode_lease(lease: Lease) -> bytes:
+    """The lease file's bytes: the lease and a checksum over it. A flipped bit in an epoch digit
+    would still parse, and fencing tokens going backwards is the one thing a lease must prevent:
+    the checksum turns such damage into ``CorruptStore``."""
+    body = lease.model_dump(mode="json")
+    doc = {"checksum": sha256_hex(canonical_json(body)), "lease": body}
+    return (canonical_json(doc) + "\n").encode("utf-8")
+
+
+def decode_lease(path: str, raw: bytes) -> Lease:
+    """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
+    try:
+        doc = parse_json(raw)
+        if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
+            raise ValueError("expected an object with exactly 'checksum' and 'lease'")
+        lease = Lease.model_validate(doc["lease"])
+    except ValueError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorruptStore(f"{path}: lease file does not parse: {first}") from exc
+    if doc["checksum"] != sha256_hex(canonical_json(lease.model_dump(mode="json"))):
+        raise CorruptStore(f"{path}: lease file fails its checksum (damaged storage?)")
+    return lease
 
 
 @dataclass
@@ -200,20 +224,15 @@ class FileStore:
         path = self._lease_path(conversation_id)
         if not self._fs.exists(path):
             return None
-        raw = self._fs.read(path)
-        try:
-            lease = Lease.model_validate(parse_json(raw))
-        except ValueError as exc:
-            raise CorruptStore(f"{path}: lease file does not parse: {exc}") from exc
+        lease = decode_lease(path, self._fs.read(path))
         if lease.conversation_id != conversation_id:
             raise CorruptStore(f"{path}: lease is for conversation {lease.conversation_id}")
         return lease
 
     def _write_lease(self, lease: Lease) -> None:
         directory = self._ensure_dir(lease.conversation_id)
-        data = (canonical_json(lease.model_dump(mode="json")) + "\n").encode("utf-8")
         # Always durable, whatever the mode: see the class docstring.
-        self._atomic_write(directory, LEASE_FILE, data, durable=True)
+        self._atomic_write(directory, LEASE_FILE, encode_lease(lease), durable=True)
 
     def _fence(self, conversation_id: str, owner_id: str, epoch: int) -> None:
         """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease."""
@@ -234,6 +253,15 @@ class FileStore:
     ) -> Lease:
         """Take the lease unless another owner holds it unexpired; the epoch always increases."""
         previous = self._read_lease(conversation_id)
+        if previous is None and self._fs.exists(self._events_path(conversation_id)):
+            # The lease is written, durably, before the first commit and never removed: a log
+            # without one means the lease file was lost. Starting again at epoch 1 would let
+            # fencing tokens go backwards; only an operator can say which epoch is safe.
+            raise CorruptStore(
+                f"{self._lease_path(conversation_id)} is missing, but "
+                f"{self._events_path(conversation_id)} holds commits: the lease file was lost "
+                "(nothing was written)"
+            )
         if previous is not None and previous.owner_id != owner_id and previous.expires_at_s > now_s:
             raise LeaseHeld(
                 f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "

@@ -198,7 +198,10 @@ def _summary(runs: list[dict[str, Any]]) -> list[str]:
 def _kinds(s: dict[str, Any]) -> list[str]:
     """Crash kinds that have matrix columns: those asked for and run, then any others seen."""
     kinds = [
-        str(k) for k in s.get("crash_kinds", []) if not (k == "power" and s.get("skipped_power"))
+        str(k)
+        for k in s.get("crash_kinds", [])
+        if not (k == "power" and s.get("skipped_power"))
+        and not (k == "storage" and s.get("skipped_storage"))
     ]
     for cell in s.get("matrix", []):
         if str(cell.get("kind")) not in kinds:
@@ -253,7 +256,7 @@ def _run(n: int, s: dict[str, Any]) -> list[str]:
             )
         out.append("</dd>")
     out += ["</dl>", "</div>"]
-    if s.get("skipped_power"):
+    if s.get("skipped_power") or s.get("skipped_storage"):
         out.append(f'<div class="note">{_e(s.get("store", "?"))}: {_e(SKIPPED_POWER_NOTE)}</div>')
     out += _matrix(s, anchors)
     if failures:

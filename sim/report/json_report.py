@@ -23,7 +23,9 @@ DETAIL_LIMIT = 50
 REFERENCE_SCHEDULE = "none"  # Schedule().text(): the fault-free reference run
 
 # Why a store's results carry ``skipped_power`` (only SQLite, see sim/sweep.py).
-SKIPPED_POWER_NOTE = "power loss not simulated: needs a VFS that buffers unsynced pages"
+SKIPPED_POWER_NOTE = (
+    "power loss and storage faults not simulated: they need a VFS over the simulated file system"
+)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -91,6 +93,6 @@ def skipped_power_stores(results: dict[str, Any]) -> list[str]:
     stores: list[str] = []
     for sweep in results.get("scenarios", []):
         store = str(sweep.get("store", "?"))
-        if sweep.get("skipped_power") and store not in stores:
+        if (sweep.get("skipped_power") or sweep.get("skipped_storage")) and store not in stores:
             stores.append(store)
     return stores

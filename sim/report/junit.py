@@ -89,7 +89,7 @@ def _suite(s: dict[str, Any]) -> ET.Element:
         tag = "error" if verdict == "error" else "failure"
         counts["errors" if tag == "error" else "failures"] += 1
         _outcome(case, tag, verdict, failure, s)
-    if s.get("skipped_power"):
+    if s.get("skipped_power") or s.get("skipped_storage"):
         case = ET.SubElement(suite, "testcase", name="power-loss schedules", classname=classname)
         ET.SubElement(case, "skipped", message=visible(f"{store}: {SKIPPED_POWER_NOTE}"))
         counts["tests"] += 1
