@@ -61,3 +61,29 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
         (f.schedule, f.crash_labels) for f in naive.failures
     ]
     assert [f.timeline for f in fast.failures] == [f.timeline for f in naive.failures]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("name", NAMES)
+def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
+    scenario = load_scenario(name)
+    kinds = ("storage",)
+    naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+    fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+    assert fast.schedules == naive.schedules > 1
+    assert _verdicts(fast) == _verdicts(naive)
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("mutant_name", ["damage-as-torn-tail", "repair-before-refusing"])
+def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str) -> None:
+    from sim.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    kinds = ("storage",)
+    with planted(mutant):
+        scenario = load_scenario(mutant.scenario)
+        naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+        fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]

@@ -179,12 +179,16 @@ class SQLiteStore:
         ).fetchone()
         if row is None:
             return None
-        return Lease(
-            conversation_id=conversation_id,
-            owner_id=row[0],
-            epoch=row[1],
-            expires_at_s=row[2],
-        )
+        try:
+            return Lease(
+                conversation_id=conversation_id,
+                owner_id=row[0],
+                epoch=row[1],
+                expires_at_s=row[2],
+            )
+        except ValueError as exc:
+            first = str(exc).splitlines()[0]
+            raise CorruptStore(f"leases row ({conversation_id}): not a lease: {first}") from exc
 
     @staticmethod
     def _put_lease(conn: sqlite3.Connection, lease: Lease) -> None:
@@ -224,6 +228,18 @@ class SQLiteStore:
 
         def body(conn: sqlite3.Connection) -> Lease:
             previous = self._lease_row(conn, conversation_id)
+            if (
+                previous is None
+                and conn.execute(
+                    "SELECT 1 FROM events WHERE conversation_id = ? LIMIT 1", (conversation_id,)
+                ).fetchone()
+            ):
+                # The lease row is written before the first commit and never deleted: events
+                # without one mean it was lost, and epoch 1 again would let fencing go back.
+                raise CorruptStore(
+                    f"{self._path}: leases row ({conversation_id}) is missing, but the events "
+                    "table holds its commits (nothing was written)"
+                )
             if (
                 previous is not None
                 and previous.owner_id != owner_id
@@ -281,10 +297,11 @@ class SQLiteStore:
     ) -> list[EventRecord]:
         """The records after ``after_sequence``, each verified, contiguous and batch-complete.
 
-        SQLite commits whole transactions, so there is no torn tail: ``repair`` is accepted for
-        the contract and ignored, and any bad row is corruption of committed data.
+        SQLite commits whole transactions, so there is no torn tail and any bad row is
+        corruption of committed data. ``repair`` (the lease holder recovering) also checks that
+        no checkpoint lies beyond the log: a checkpoint is saved only after the commits it
+        covers, so one beyond the last row proves those rows were lost (``CorruptStore``).
         """
-        del repair
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
@@ -295,7 +312,23 @@ class SQLiteStore:
                 (conversation_id, start),
             ).fetchall()
 
+        def newest_checkpoint(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT MAX(through_sequence) FROM checkpoints WHERE conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+            return int(row[0] or 0)
+
         rows = await self._run("sqlite.read", body, write=False)
+        if repair:
+            last = rows[-1][0] if rows else start
+            through = await self._run("sqlite.read", newest_checkpoint, write=False)
+            if through > last:
+                raise CorruptStore(
+                    f"{self._path}: events of {conversation_id} end at sequence {last}, but a "
+                    f"checkpoint proves commits through {through} were acknowledged: sequences "
+                    f"{last + 1}..{through} are lost (nothing was repaired or deleted)"
+                )
         out: list[EventRecord] = []
         expected = start + 1
         for sequence, text in rows:
@@ -380,7 +413,8 @@ class SQLiteStore:
         await self._run("sqlite.checkpoint", body, write=True)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
-        """Every stored checkpoint that parses, newest first; the caller verifies checksums."""
+        """Every stored checkpoint, newest first; the caller verifies checksums. A row that does
+        not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
         def body(conn: sqlite3.Connection) -> list[tuple[str]]:
@@ -394,8 +428,12 @@ class SQLiteStore:
         for (text,) in await self._run("sqlite.read", body, write=False):
             try:
                 out.append(Checkpoint.model_validate(parse_json(text)))
-            except ValueError:
-                continue
+            except ValueError as exc:
+                # Rows are written whole by a transaction: one that does not parse is damage.
+                raise CorruptStore(
+                    f"{self._path}: checkpoints row of {conversation_id} does not parse: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from exc
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)
         return out
 
