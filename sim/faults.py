@@ -22,7 +22,9 @@ CrashKind = Literal["process", "power", "storage"]
 CRASH_KINDS: tuple[CrashKind, ...] = ("process", "power", "storage")
 MAX_SCHEDULE_DEPTH = 8
 
-_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power|storage)$")
+_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power|storage)(?:~([1-9]\d{0,2}))?$")
+# At most this many enumerated tears per file and power-crash point (see SimFS.tear_points).
+MAX_TEARS_PER_FILE = 8
 # The boundary kinds after which a storage fault is tried: the store's acknowledged operations
 # (their data is synced by then). Every other point would damage the same synced bytes again.
 STORAGE_FAULT_BOUNDARY_KINDS = ("commit", "checkpoint", "lease")
@@ -34,12 +36,28 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class CrashPoint:
+    """A crash at a boundary. ``tear`` (power only): 0 lets the point's RNG stream settle every
+    pending file; ``k`` >= 1 cuts the log's pending extension at the k-th enumerated tear point
+    of that moment (``SimFS.tear_points``: the durable end, record ends, inside the last record),
+    written ``14:after:power~3``. Interesting tears are enumerated, not left to one draw."""
+
     index: int
     when: When
     kind: CrashKind
+    tear: int = 0
+
+    def __post_init__(self) -> None:
+        if self.tear and self.kind != "power":
+            raise ScheduleError(f"only a power crash can tear a file, not a {self.kind} crash")
 
     def text(self) -> str:
-        return f"{self.index}:{self.when}:{self.kind}"
+        tear = f"~{self.tear}" if self.tear else ""
+        return f"{self.index}:{self.when}:{self.kind}{tear}"
+
+    @property
+    def column(self) -> str:
+        """The crash kind as a report's matrix groups it: every enumerated tear is ``tear``."""
+        return "tear" if self.tear else self.kind
 
 
 @dataclass(frozen=True)
@@ -82,10 +100,10 @@ def parse_schedule(text: str) -> Schedule:
         if match is None:
             raise ScheduleError(
                 f"malformed crash point {part.strip()!r}: "
-                "expected INDEX:before|after:process|power|storage"
+                "expected INDEX:before|after:process|power|storage (power may add ~TEAR)"
             )
-        index, when, kind = match.groups()
-        points.append(CrashPoint(int(index), when, kind))  # type: ignore[arg-type]
+        index, when, kind, tear = match.groups()
+        points.append(CrashPoint(int(index), when, kind, int(tear or 0)))  # type: ignore[arg-type]
     indexes = [p.index for p in points]
     if len(set(indexes)) != len(indexes):
         raise ScheduleError("two crash points at the same boundary index")
@@ -98,6 +116,18 @@ def tries_kind(kind: CrashKind, when: When, label: str) -> bool:
     if kind != "storage":
         return True
     return when == "after" and boundary_kind(label) in STORAGE_FAULT_BOUNDARY_KINDS
+
+
+def crash_points(index: int, when: When, kind: CrashKind, n_tears: int) -> list[CrashPoint]:
+    """The crash points a sweep runs for one (boundary, when, kind): a power crash's seeded
+    draw, then, after an operation, each of its ``n_tears`` enumerated tears
+    (``14:after:power~1`` ...)."""
+    out = [CrashPoint(index, when, kind)]
+    # Tears only right after an operation: the file state before the next one is the same
+    # (every file operation is a boundary), so "before" would repeat them.
+    if kind == "power" and when == "after":
+        out += [CrashPoint(index, when, kind, tear) for tear in range(1, n_tears + 1)]
+    return out
 
 
 @dataclass(frozen=True)

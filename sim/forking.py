@@ -42,7 +42,15 @@ from typing import Any
 import trio
 
 from sim import reach, tempdirs
-from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule, tries_kind
+from sim.faults import (
+    MAX_TEARS_PER_FILE,
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    crash_points,
+    parse_schedule,
+    tries_kind,
+)
 from sim.oracles import VERDICT_ORDER, Violation
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
@@ -108,22 +116,28 @@ class ForkPlan:
         for kind in self.kinds:
             if not tries_kind(kind, when, label):  # type: ignore[arg-type]
                 continue
-            point = CrashPoint(index, when, kind)  # type: ignore[arg-type]
-            schedule = Schedule.of(*self.base.points, point)
-            text = schedule.text()
-            self.order.append(text)
-            if kind == "process":
-                digest = machine.state_digest()
-                if digest is not None:
-                    twin = self.seen.get(digest)
-                    if twin is not None:
-                        self.equivalent.append((text, twin))
-                        if self.progress is not None:
-                            self.progress(1)
-                        continue
-                    self.seen[digest] = text
-            for copy in range(2 if self.twins else 1):
-                self._spawn(machine, process, point, label, schedule, copy)
+            n_tears = 0
+            if kind == "power":
+                n_tears = len(machine.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
+            for point in crash_points(index, when, kind, n_tears):  # type: ignore[arg-type]
+                self._fork_point(machine, process, point, label)
+
+    def _fork_point(self, machine: Any, process: Any, point: CrashPoint, label: str) -> None:
+        schedule = Schedule.of(*self.base.points, point)
+        text = schedule.text()
+        self.order.append(text)
+        if point.kind == "process":
+            digest = machine.state_digest()
+            if digest is not None:
+                twin = self.seen.get(digest)
+                if twin is not None:
+                    self.equivalent.append((text, twin))
+                    if self.progress is not None:
+                        self.progress(1)
+                    return
+                self.seen[digest] = text
+        for copy in range(2 if self.twins else 1):
+            self._spawn(machine, process, point, label, schedule, copy)
 
     def _spawn(
         self,

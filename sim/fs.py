@@ -399,15 +399,69 @@ class SimFS:
         """A kill -9: the page cache survives, so nothing is lost. Exists for symmetry."""
         self.stats["process_crash"] += 1
 
-    def power_loss(self, rng: random.Random) -> dict[str, str]:
+    def tear_points(self, *, limit_per_file: int = 8) -> list[tuple[str, int]]:
+        """The interesting places a power loss can cut each pending *extension* (sorted by
+        path, then offset): the durable end (nothing of it kept), every record end -- a
+        newline -- in the pending bytes (a batch end, or a record end inside a batch, where a
+        lenient reader would keep part of an unacknowledged batch), and the middle of the last
+        record. At most ``limit_per_file`` per file, the latest ones (a never-synced log
+        would otherwise offer every record of its history). Files whose pending change is a
+        rewrite, or that a power loss would unlink anyway, have none."""
+        out: list[tuple[str, int]] = []
+        if not self._dirty:
+            return out
+        for key in sorted(self._dirs):
+            d = self._dirs[key]
+            for name in sorted(d.durable):
+                node = d.durable[name]
+                if (
+                    not isinstance(node, _Inode)
+                    or node.ino not in self._dirty
+                    or d.entries.get(name) is not node
+                    or node.rewritten
+                    or node.durable_bytes is not None
+                    or len(node.data) <= node.durable_len
+                ):
+                    continue
+                data, start = node.data, node.durable_len
+                cuts: list[int] = []
+                end = len(data)
+                last_newline = data.rfind(b"\n", start, end - 1) if end - 1 > start else -1
+                last_line_start = last_newline + 1 if last_newline >= 0 else start
+                if end - last_line_start >= 2:
+                    cuts.append(last_line_start + (end - last_line_start) // 2)
+                pos = end
+                while len(cuts) < limit_per_file:
+                    newline = data.rfind(b"\n", start, pos)
+                    if newline < 0:
+                        break
+                    cuts.append(newline + 1)
+                    pos = newline
+                if len(cuts) < limit_per_file:
+                    cuts.append(start)
+                path = _display(_join(key, name))
+                out += [(path, cut) for cut in sorted(set(cuts))]
+        return out
+
+    def power_loss(
+        self, rng: random.Random, *, tear: tuple[str, int] | None = None
+    ) -> dict[str, str]:
         """Lose everything not durable, tearing pending content by a seeded choice.
 
         Returns, sorted by path, what happened to each surviving file that had pending content:
         ``"durable"`` (pending bytes lost), ``"torn:<length>"`` (kept up to a block boundary),
         ``"all"`` (every pending byte made it), ``"damaged:<offset>"`` (all, one letter changed),
         ``"empty"`` or ``"mixed"`` (a rewrite in place: see the module docstring). Files without
-        pending content are not listed.
+        pending content are not listed. ``tear`` (one of ``tear_points()``) cuts that file there
+        instead of drawing its outcome (``"tear:<length>"``).
         """
+        torn_ino = -1
+        if tear is not None:
+            tear_key = "/".join(p for p in tear[0].split("/") if p)
+            parent_key, name = self._split(tear_key)
+            node = self._dirs[parent_key].durable[name]
+            assert isinstance(node, _Inode) and node.durable_len <= tear[1] <= len(node.data)
+            torn_ino = node.ino
         self.stats["power_loss"] += 1
         for d in self._dirs.values():
             if d.pending:
@@ -435,7 +489,12 @@ class SimFS:
                     if ino in settled:
                         outcome = settled[ino]
                     elif dirty.pop(ino, None) is not None:
-                        outcome = settled[ino] = self._settle(node, rng)
+                        if ino == torn_ino and tear is not None:
+                            del node.data[tear[1] :]
+                            node.mark_synced()
+                            outcome = settled[ino] = f"tear:{tear[1]}"
+                        else:
+                            outcome = settled[ino] = self._settle(node, rng)
                     else:
                         continue
                     if outcome is not None:

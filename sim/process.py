@@ -17,7 +17,14 @@ import trio
 
 from durable.events import EventRecord
 from durable.store.base import Checkpoint, Lease
-from sim.faults import Boundary, CrashKind, CrashPoint, Schedule
+from sim.faults import (
+    MAX_TEARS_PER_FILE,
+    Boundary,
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    ScheduleError,
+)
 from sim.fs import SimFS
 from sim.world import World
 
@@ -136,6 +143,8 @@ class Machine:
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
         self.store_root = ""  # where a storage fault may damage files
+        # (index, when) -> enumerated tears of a power crash there; None: not counted.
+        self.tear_counts: dict[tuple[int, str], int] | None = None
         # After a storage fault: (what was damaged, the files as the disk then held them).
         self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
 
@@ -163,6 +172,7 @@ class Machine:
         now = trio.current_time()
         self.boundaries.append(Boundary(index, label, process.id, now))
         self.world.record("b", index, label, process.id)
+        self.count_tears(index, "before")
         point = self.schedule.at(index, "before")
         if point is None and self._timed and now >= self._timed[0][0]:
             point = CrashPoint(index, "before", self._timed.pop(0)[1])
@@ -172,7 +182,16 @@ class Machine:
             self.fork_plan.fork_at(self, process, index, "before", label)
         return index
 
+    def count_tears(self, index: int, when: str) -> None:
+        """Record how many enumerated tears a power crash here would have (the traced run of a
+        sweep: the naive sweep's schedules need the count before running them)."""
+        if self.tear_counts is not None:
+            n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
+            if n:
+                self.tear_counts[(index, when)] = n
+
     def after(self, process: SimProcess, index: int, label: str) -> None:
+        self.count_tears(index, "after")
         point = self.schedule.at(index, "after")
         if point is not None:
             self.crash(process, point, label)
@@ -215,7 +234,15 @@ class Machine:
         if point.kind == "power":
             # One stream per crash point: each point's power loss draws its own outcome (kept,
             # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
-            outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"))
+            tear = None
+            if point.tear:
+                tears = self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE)
+                if point.tear > len(tears):
+                    raise ScheduleError(
+                        f"{point.text()}: this point has {len(tears)} enumerated tears"
+                    )
+                tear = tears[point.tear - 1]
+            outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"), tear=tear)
         elif point.kind == "storage":
             # The page cache survives (as for a kill); the disk damages synced data under the
             # store's root. What it left is the evidence a refusing recovery must not touch.

@@ -110,6 +110,7 @@ class RunResult:
     # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
     # (None: recovery went on), and what changed in the damaged files since the damage.
     damage: dict[str, str] = field(default_factory=dict)
+    tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)
     refusal: str | None = None
     evidence_changes: list[str] = field(default_factory=list)
 
@@ -128,8 +129,12 @@ def run_scenario(
     store: StoreKind,
     schedule: Schedule | None = None,
     fork: ForkPlan | None = None,
+    count_tears: bool = False,
 ) -> RunResult:
     """Run ``scenario`` under ``schedule`` (none: fault-free) in a fresh, deterministic world.
+
+    ``count_tears`` records, per boundary, how many enumerated tears a power crash there would
+    have (``RunResult.tear_counts``): a sweep's traced run, so it can list its tear schedules.
 
     With ``fork`` (the fast sweep), every boundary after the schedule's points forks children that
     crash there; a child ends inside this call (``ForkPlan.finish_child`` exits the process).
@@ -142,7 +147,18 @@ def run_scenario(
         world = World(seed)
         clock = trio.testing.MockClock(autojump_threshold=0)
         try:
-            trio.run(_world_main, world, scenario, store, schedule, result, tmp, fork, clock=clock)
+            trio.run(
+                _world_main,
+                world,
+                scenario,
+                store,
+                schedule,
+                result,
+                tmp,
+                fork,
+                count_tears,
+                clock=clock,
+            )
         except BaseException as exc:
             if fork is not None and fork.in_child:
                 fork.abort_child(exc)  # never unwind into the forking parent's frames
@@ -182,12 +198,15 @@ async def _world_main(
     result: RunResult,
     tmp: str | None,
     fork: ForkPlan | None = None,
+    count_tears: bool = False,
 ) -> None:
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
     timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
     machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
     machine.store_root = STORE_ROOT
+    if count_tears:
+        machine.tear_counts = {}
     services = Services(files=_initial_files(world, scenario))
     world.record("files", sorted(services.files.items()))
     config = RuntimeConfig(
@@ -239,6 +258,7 @@ async def _world_main(
     result.paused_with_pinned_request = machine.paused_with_pinned_request
     result.processes = len(machine.processes)
     result.refusal = env.refusal
+    result.tear_counts = dict(machine.tear_counts or {})
     if machine.damaged is not None:
         result.damage, files, inodes = machine.damaged
         result.evidence_changes = _evidence_changes(result.damage, files, inodes, fs)

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from sim import forking, tempdirs
-from sim.faults import CrashKind, CrashPoint, Schedule, parse_schedule, tries_kind
+from sim.faults import (
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    crash_points,
+    parse_schedule,
+    tries_kind,
+)
 from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
 from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
@@ -83,6 +90,7 @@ class ScenarioSweep:
     effects: dict[str, int] = field(default_factory=dict)
     skipped_power: bool = False
     skipped_storage: bool = False
+    tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
     wall_s: float = 0.0
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
@@ -112,6 +120,7 @@ class ScenarioSweep:
             "effects": self.effects,
             "skipped_power": self.skipped_power,
             "skipped_storage": self.skipped_storage,
+            "tear_schedules": self.tear_schedules,
             "reference_failed": self.reference_failed,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
@@ -158,19 +167,26 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
 
 
 def depth1_schedules(
-    labels: Sequence[str], kinds: Iterable[CrashKind], *, base: Schedule | None = None
+    labels: Sequence[str],
+    kinds: Iterable[CrashKind],
+    *,
+    base: Schedule | None = None,
+    tears: dict[tuple[int, str], int] | None = None,
 ) -> list[Schedule]:
     """One more crash at every boundary (after the base schedule's own crash points, if any),
     of every kind the point is tried with (``sim.faults.tries_kind``); ``labels`` are the
-    boundaries' labels in index order."""
+    boundaries' labels in index order. A power crash also comes in every enumerated tear of
+    its point (``tears``: the traced run's ``RunResult.tear_counts``)."""
     kinds = list(kinds)
     base = base or Schedule()
+    tears = tears or {}
     return [
-        Schedule.of(*base.points, CrashPoint(i, when, kind))
+        Schedule.of(*base.points, point)
         for i in range(base.last_index + 1, len(labels))
         for when in ("before", "after")
         for kind in kinds
         if tries_kind(kind, when, labels[i])
+        for point in crash_points(i, when, kind, tears.get((i, when), 0))  # type: ignore[arg-type]
     ]
 
 
@@ -205,13 +221,21 @@ def sweep(
         kinds = [k for k in kinds if k == "process"]
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
-    reference = run_scenario(scenario.without_faults(), seed=seed, store=store, schedule=base)
+    reference = run_scenario(
+        scenario.without_faults(), seed=seed, store=store, schedule=base, count_tears=True
+    )
     # The oracles compare with the fault-free reference; the crash points are those of the run
     # the schedules extend (with the scenario's own timed crashes, if it has any).
     traced = reference
     if scenario.timed_crashes:
-        traced = run_scenario(scenario, seed=seed, store=store, schedule=base)
+        traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
     out.boundaries = len(traced.boundaries)
+    if "power" in kinds:
+        out.tear_schedules = sum(
+            len(crash_points(index, when, "power", n)) - 1  # type: ignore[arg-type]
+            for (index, when), n in traced.tear_counts.items()
+            if index > base.last_index
+        )
     out.labels = [b.label for b in traced.boundaries]
     for b in traced.boundaries:
         out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
@@ -231,7 +255,7 @@ def sweep(
         _forked_sweep(out, scenario, reference, traced, base, kinds, determinism, progress, jobs)
         out.wall_s = time.perf_counter() - started
         return out
-    for schedule in depth1_schedules(out.labels, kinds, base=base):
+    for schedule in depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts):
         result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
         outcome = judge(result, reference, determinism=determinism)
         _record(out, outcome, result)
@@ -246,6 +270,7 @@ def sweep(
                     for kind in kinds:
                         if not tries_kind(kind, when, result.boundaries[j].label):
                             continue
+                        # Depth 2 takes each point's seeded draw only (no enumerated tears).
                         deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
                         r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
                         _record(out, judge(r2, reference, determinism=determinism), r2)
@@ -253,6 +278,10 @@ def sweep(
                             break
     out.wall_s = time.perf_counter() - started
     return out
+
+
+def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a["index"], a["when"], a["kind"]) == (b["index"], b["when"], b["kind"])
 
 
 def _forked_sweep(
@@ -414,7 +443,13 @@ def _record_parts(
     points = schedule.points
     if points and schedule.points[:-1] == tuple(out.base_points):
         p = points[-1]
-        out.matrix.append({"index": p.index, "when": p.when, "kind": p.kind, "verdict": verdict})
+        cell = {"index": p.index, "when": p.when, "kind": p.column, "verdict": verdict}
+        if p.tear and out.matrix and _same_cell(out.matrix[-1], cell):
+            # Every enumerated tear of a point shares one cell: the worst verdict shows.
+            worst = min(out.matrix[-1]["verdict"], verdict, key=VERDICT_ORDER.index)
+            out.matrix[-1]["verdict"] = worst
+        else:
+            out.matrix.append(cell)
     if verdict == "pass":
         return
     first = violations[0] if violations else None

@@ -219,7 +219,7 @@ def test_html_is_self_contained_and_escaped(report: tuple[Path, dict, list[Path]
     assert "cell v-safety" in parsed.classes and "cell v-liveness" in parsed.classes
     assert "crash" in parsed.classes  # the CRASH timeline line is highlighted
     assert REPRO in page and REPRO_D2 in page
-    assert "power loss not simulated" in page
+    assert "power loss and storage faults not simulated" in page
     assert "\x1b" not in page and "\x00" not in page and "2 charges \\x1b[31m" in page
     # the matrix for calm[sqlite] has process columns only (power was not simulated)
     calm = page[page.index('aria-label="crash matrix calm[sqlite]"') :]
@@ -238,7 +238,7 @@ def test_markdown_escapes_and_carries_repro(report: tuple[Path, dict, list[Path]
             assert "<" not in line and ">" not in line
             # every cell boundary is an unescaped pipe; the label's pipe is escaped
             assert "call|pipe" not in line
-    assert "- sqlite: power loss not simulated: needs a VFS that buffers unsynced pages" in md
+    assert "- sqlite: power loss and storage faults not simulated: they need a VFS" in md
     assert "| evil_scenario | file | 3 | 18 | 15 | 1 | 1 | 0 | 1 | 0.50 |" in md
     # the witness row with a ``` run is fenced with four backticks
     assert "````text\npayments.charge #1 answer=<script>" in md

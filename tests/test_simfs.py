@@ -535,3 +535,94 @@ def test_a_rewrite_that_extends_the_old_content_is_still_a_rewrite() -> None:
 
     results = {after_power_loss(setup, seed).read("/d/f") for seed in SEEDS}
     assert {OLD, OLD + b"more", b""} <= results
+
+
+# -- enumerated tears ----------------------------------------------------------------------------
+
+
+def _log_with_pending_batch() -> tuple[SimFS, bytes, bytes]:
+    """A durable log of two records, then a batch of three records appended, not synced."""
+    fs = new_fs()
+    synced = b'{"r":1}\n{"r":2}\n'
+    fs.append("/d/log", synced)
+    fs.fsync("/d/log")
+    fs.fsync_dir("/d")
+    pending = b'{"r":3}\n{"r":4}\n{"r":55555}\n'
+    fs.append("/d/log", pending)
+    return fs, synced, pending
+
+
+def test_tear_points_are_the_durable_end_record_ends_and_inside_the_last_record() -> None:
+    fs, synced, pending = _log_with_pending_batch()
+    start = len(synced)
+    record_ends = [start + 8, start + 16, start + len(pending)]
+    inside_last = start + 16 + (len(pending) - 16) // 2
+    assert fs.tear_points() == [("/d/log", c) for c in sorted([start, *record_ends, inside_last])]
+    assert fs.tear_points(limit_per_file=2) == [("/d/log", inside_last), ("/d/log", start + 28)]
+
+
+@pytest.mark.parametrize("k", range(5))
+def test_power_loss_cuts_at_the_chosen_tear(k: int) -> None:
+    fs, synced, pending = _log_with_pending_batch()
+    path, cut = fs.tear_points()[k]
+    outcome = fs.power_loss(random.Random(0), tear=(path, cut))
+    assert outcome == {"/d/log": f"tear:{cut}"}
+    assert fs.read("/d/log") == (synced + pending)[:cut]
+    assert not fs.has_pending()
+
+
+def test_no_tears_for_a_rewrite_or_an_undurable_name() -> None:
+    fs = new_fs()
+    durable_file(fs, "/d/lease", OLD)
+    fs.write("/d/lease", NEW)  # a rewrite in place: its outcomes are old/new/empty/mixed
+    fs.append("/d/new-log", b"x\n")  # its directory entry is not durable: a power loss drops it
+    assert fs.tear_points() == []
+
+
+# -- storage faults ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_storage_faults_spare_a_logs_last_synced_write(seed: int) -> None:
+    """Damage to a log stays below its latest synced extension and never cuts or deletes it;
+    a file written whole may get any of the five faults."""
+    fs = new_fs()
+    first = b"".join(b'{"r":%d,"pad":"%s"}\n' % (i, b"x" * 60) for i in range(40))
+    fs.append("/d/log", first)
+    fs.fsync("/d/log")
+    fs.fsync_dir("/d")
+    last = b'{"r":40}\n'
+    fs.append("/d/log", last)
+    fs.fsync("/d/log")
+    durable_file(fs, "/d/lease", OLD)
+    (path, what), *_ = fs.damage_synced(random.Random(seed)).items()
+    kind = what.split(":", 1)[0]
+    if path == "/d/log":
+        assert kind in ("bitflip", "zeroed-block", "misdirected-block")
+        data = fs.read("/d/log")
+        assert data.endswith(last) and len(data) == len(first) + len(last)
+        assert data != first + last
+    else:
+        assert path == "/d/lease"
+        assert fs.exists("/d/lease") == (kind != "deleted")
+
+
+def test_storage_faults_reach_every_kind_and_nothing_unsynced() -> None:
+    kinds: set[str] = set()
+    for seed in range(200):
+        fs = new_fs()
+        durable_file(fs, "/d/checkpoint", NEW)
+        fs.append("/d/pending", b"never synced\n")
+        damage = fs.damage_synced(random.Random(seed))
+        assert list(damage) == ["/d/checkpoint"]
+        kinds.add(damage["/d/checkpoint"].split(":", 1)[0])
+        assert fs.read("/d/pending") == b"never synced\n"
+    assert kinds == {"bitflip", "zeroed-block", "misdirected-block", "truncated", "deleted"}
+
+
+def test_storage_faults_need_synced_data() -> None:
+    fs = new_fs()
+    fs.append("/d/log", b"one batch, synced once\n")
+    fs.fsync("/d/log")  # a log's only synced write is its last one: nothing is eligible
+    durable_file(fs, "/elsewhere", OLD)
+    assert fs.damage_synced(random.Random(0), under="/d") == {}

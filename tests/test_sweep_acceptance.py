@@ -16,6 +16,8 @@ def test_depth1_sweep_passes(name: str, store: str) -> None:
     result = sweep(load_scenario(name), store=store, determinism=True)  # type: ignore[arg-type]
     assert result.failures == []
     expected = 1 + result.boundaries * 2 * (1 if store == "sqlite" else 2)
+    expected += result.tear_schedules  # enumerated power-loss tears (file store only)
+    assert (result.tear_schedules > 0) == (store == "file")
     assert result.schedules == expected
     assert result.verdicts["pass"] == expected
 
