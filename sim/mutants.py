@@ -626,6 +626,50 @@ def retry_deadline_from_now(mp: Patcher) -> None:
     mp.setitem(generation_mod._PHASES, "retry", _retry)
 
 
+def retry_waits_again(mp: Patcher) -> None:
+    """I11: a retry resumed after a crash waits its whole backoff again from the restart,
+    ignoring the committed deadline (harmless-looking; a crash loop never gets its retry out)."""
+    original = generation_mod._retry
+    failed = generation_mod._model_failed
+
+    def inline(env: Any) -> set[str]:
+        return env.journal.__dict__.setdefault("_mutant_inline_retries", set())
+
+    async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
+        inline(env).add(task_id)
+        return await failed(env, task_id, attempt, error)
+
+    async def _retry(env: Any, task_id: str) -> bool:
+        if task_id not in inline(env):
+            task = live_task(env.journal.state, task_id)
+            assert task is not None
+            attempt = int(task.data["attempt"])
+            backoff = min(env.config.backoff_base_s * 2 ** (attempt - 2), env.config.backoff_max_s)
+            await env.ports.clock.sleep_until(env.ports.clock.now() + backoff)
+        return await original(env, task_id)
+
+    mp.setattr(generation_mod, "_model_failed", _model_failed)
+    mp.setitem(generation_mod._PHASES, "retry", _retry)
+
+
+def release_before_drain(mp: Patcher) -> None:
+    """I8: a graceful shutdown releases the leases first and only then lets the work drain for
+    a grace period before stopping it: a tool or a commit in flight races the next owner."""
+
+    async def _shutdown(self: Any) -> None:
+        conversations = list(self._conversations.values())
+        for conversation in conversations:
+            if not conversation.journal.fenced:
+                await self.store.release_lease(conversation.journal.lease)
+        await self.ports.clock.sleep_until(self.ports.clock.now() + self.config.heartbeat_s)
+        for conversation in conversations:
+            conversation._scope.cancel()
+        for conversation in conversations:
+            await conversation._stopped.wait()
+
+    mp.setattr(runtime_mod.Runtime, "_shutdown", _shutdown)
+
+
 def abort_leaves_intents_open(mp: Patcher) -> None:
     """Abort settles the run but records no result for tool calls in flight."""
     original = runtime_mod.settle_run
@@ -888,6 +932,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "an input acknowledged before it is durable",
         ack_before_durable,
         "idempotent_payment",
+    ),
+    Mutant(
+        "retry-waits-again",
+        "a resumed retry waits its whole backoff again from the restart",
+        retry_waits_again,
+        "retry_backoff",
+    ),
+    Mutant(
+        "release-before-drain",
+        "a graceful shutdown releases the lease before its work has stopped",
+        release_before_drain,
+        "graceful_shutdown_takeover",
     ),
     Mutant(
         "abort-leaves-intents",

@@ -259,6 +259,27 @@ def check_checkpoints(result: RunResult) -> list[Violation]:
 
 
 def check_fencing(result: RunResult) -> list[Violation]:
+    out = _work_after_release(result)
+    return out + _check_fencing(result)
+
+
+def _work_after_release(result: RunResult) -> list[Violation]:
+    """I8: a process that released its lease (a graceful shutdown) must have stopped all its
+    work first: a commit, tool effect or model call after the release races the next owner,
+    who may already hold the lease (the store would even accept a commit: the released lease
+    keeps its owner and epoch until another owner takes it)."""
+    if not result.after_release:
+        return []
+    return [
+        Violation(
+            "I8",
+            "a process went on working after it released its lease",
+            tuple(result.after_release[:3]),
+        )
+    ]
+
+
+def _check_fencing(result: RunResult) -> list[Violation]:
     epoch, owner = 0, None
     last_lease: EventRecord | None = None
     for record in result.records:
@@ -665,8 +686,9 @@ def _aborted(run: RunResult) -> set[str]:
 
 
 def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation]:
-    """I11: calls bounded by the fault-free count plus crashes that hit a pinned request; and no
-    retry before the deadline its checkpoint committed (a resume must not reset the backoff)."""
+    """I11: calls bounded by the fault-free count plus crashes that hit a pinned request; a
+    retry sent exactly when due -- not before the deadline its checkpoint committed, not after
+    it either (or after the recovery, if later): a resume must not reset the backoff."""
     deadline: dict[tuple[str, int], float] = {}
     for record in result.records:
         event = record.event
@@ -675,13 +697,35 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
             deadline[key] = float(event.data["until_s"])
     for call in result.model_calls:
         until_s = deadline.get((call.task_id, call.attempt))
-        if until_s is not None and call.time_s < until_s - 1e-9:
+        if until_s is None:
+            continue
+        if call.time_s < until_s - 1e-9:
             return [
                 Violation(
                     "I11",
                     "a retry was sent before the backoff deadline its checkpoint committed",
                     (f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s",),
                     expected=f"not before {until_s:.3f}s",
+                    actual=f"{call.time_s:.3f}s",
+                )
+            ]
+        # ... and when it is due: at the deadline, or at once if the process that sends it
+        # recovered later (a restart must not wait the whole backoff again). A paused process
+        # wakes when its pause ends: not judged.
+        recovered_s = result.recovered_at_s.get(call.process)
+        if recovered_s is None or call.process in result.paused:
+            continue
+        due_s = max(until_s, recovered_s)
+        if call.time_s > due_s + 1e-9:
+            return [
+                Violation(
+                    "I11",
+                    "a retry was sent later than due (its committed deadline, or its recovery)",
+                    (
+                        f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s by "
+                        f"{call.process}, recovered at {recovered_s:.3f}s",
+                    ),
+                    expected=f"at {due_s:.3f}s",
                     actual=f"{call.time_s:.3f}s",
                 )
             ]
@@ -708,7 +752,7 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
     allowed = (
         len(reference.model_calls)
         + sum(1 for c in result.crashes if c.pinned_request)
-        + result.paused_with_pinned_request
+        + result.handovers_with_pinned_request
     )
     actual = len(result.model_calls)
     if actual <= allowed:

@@ -24,6 +24,7 @@ from sim.faults import (
     CrashPoint,
     Schedule,
     ScheduleError,
+    boundary_kind,
 )
 from sim.fs import SimFS
 from sim.world import World
@@ -88,6 +89,9 @@ class SimProcess:
         self.sqlite_stores: list[Any] = []
         self.paused_until_s: float | None = None
         self.error: str | None = None
+        self.slot = 0  # the worker slot it runs in (a scenario's second worker is slot 1)
+        # Released its lease (and not acquired one since): it must do no more work (I8).
+        self.released_lease = False
 
     def now(self) -> float:
         return trio.current_time()
@@ -134,7 +138,7 @@ class Machine:
         self.grants: list[LeaseGrant] = []
         self.renewals: list[LeaseGrant] = []  # (stored before, renewed): I8 audits them too
         self.accepted: list[AcceptedAppend] = []
-        self.paused_with_pinned_request = 0
+        self.handovers_with_pinned_request = 0
         self.fork_plan: Any = None  # sim.forking.ForkPlan during a fast sweep's forking run
         self.forked_child = False
         self.state_parts: Callable[[], list[Any]] = lambda: []
@@ -143,6 +147,8 @@ class Machine:
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
         self.store_root = ""  # where a storage fault may damage files
+        # Work (a commit, a tool effect, a model call) a process began after releasing its lease.
+        self.after_release: list[str] = []
         # (index, when) -> enumerated tears of a power crash there; None: not counted.
         self.tear_counts: dict[tuple[int, str], int] | None = None
         # After a storage fault: (what was damaged, the files as the disk then held them).
@@ -172,6 +178,8 @@ class Machine:
         now = trio.current_time()
         self.boundaries.append(Boundary(index, label, process.id, now))
         self.world.record("b", index, label, process.id)
+        if process.released_lease and boundary_kind(label) in ("commit", "tool", "model"):
+            self.after_release.append(f"{label} (boundary {index}) by {process.id}")
         self.count_tears(index, "before")
         point = self.schedule.at(index, "before")
         if point is None and self._timed and now >= self._timed[0][0]:
@@ -216,7 +224,7 @@ class Machine:
             sorted(self.world.ids._next.items()),
             self._timed,
             [(p.id, p.alive, p.paused_until_s) for p in self.processes],
-            self.paused_with_pinned_request,
+            self.handovers_with_pinned_request,
         ]
         if any(kind == "power" for _, kind in self._timed):
             # A power loss is still to come: what is durable (and what is a rewrite in flight)
@@ -227,7 +235,8 @@ class Machine:
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
         machine_wide = point.kind in ("power", "storage")  # the host goes down, not one process
         victims = [p for p in self.processes if p.alive] if machine_wide else [process]
-        pinned = any(p.pinned_request() for p in victims)
+        # A request handed over by a lease release is counted there, not again by a crash.
+        pinned = any(p.pinned_request() and not p.released_lease for p in victims)
         for victim in victims:
             victim.alive = False
         outcome: dict[str, str] = {}
@@ -468,6 +477,7 @@ class InstrumentedStore:
         )
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
         self._p.machine.grants.append(LeaseGrant(now_s, index, previous, lease))
+        self._p.released_lease = False
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
@@ -480,6 +490,10 @@ class InstrumentedStore:
 
     async def release_lease(self, lease: Lease) -> None:
         await self._op("store.lease.release", lambda: self._inner.release_lease(lease))
+        # Like a takeover, a release (a graceful shutdown) that leaves a pinned request
+        # unanswered hands it over: the next owner re-sends it (I11 allows one).
+        self._p.machine.handovers_with_pinned_request += int(self._p.pinned_request())
+        self._p.released_lease = True  # from now on, any work of this process is audited
 
     async def current_lease(self, conversation_id: str) -> Lease | None:
         self._p.check_alive("store.current_lease")

@@ -11,6 +11,7 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ class RunResult:
     renewals: list[LeaseGrant] = field(default_factory=list)
     recovery_mismatches: list[str] = field(default_factory=list)
     accepted: list[AcceptedAppend] = field(default_factory=list)
-    paused_with_pinned_request: int = 0
+    handovers_with_pinned_request: int = 0
     settled: bool = False
     runtime_error: str | None = None
     store_error: str | None = None
@@ -111,6 +112,9 @@ class RunResult:
     # (None: recovery went on), and what changed in the damaged files since the damage.
     damage: dict[str, str] = field(default_factory=dict)
     tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)
+    recovered_at_s: dict[str, float] = field(default_factory=dict)
+    paused: list[str] = field(default_factory=list)
+    after_release: list[str] = field(default_factory=list)  # work begun after a lease release
     refusal: str | None = None
     evidence_changes: list[str] = field(default_factory=list)
 
@@ -188,6 +192,10 @@ class WorldEnv:
     errors: list[str] = field(default_factory=list)
     recovery_mismatches: list[str] = field(default_factory=list)
     refusal: str | None = None  # a process stopped on corrupt storage: the world ends there
+    # When each process had its conversation open (recovered), and which ones were paused: a
+    # resumed retry is due at max(its committed deadline, the recovery) unless paused (I11).
+    recovered_at_s: dict[str, float] = field(default_factory=dict)
+    paused: set[str] = field(default_factory=set)
 
 
 async def _world_main(
@@ -236,11 +244,13 @@ async def _world_main(
             fork.relocate = lambda copy: _relocate_sqlite(env, fork, copy)
     with liveness:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_worker, env, 0.0, nursery)
-            takeover = scenario.takeover
+            nursery.start_soon(_worker, env, 0.0, nursery, 0)
+            takeover, shutdown = scenario.takeover, scenario.shutdown
             if takeover is not None:
-                nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery)
+                nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery, 1)
                 nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
+            if shutdown is not None:
+                nursery.start_soon(_worker, env, shutdown.second_worker_at_s, nursery, 1)
     client = env.client
     result.settled = not liveness.cancelled_caught and not env.errors and client.complete(scenario)
     result.runtime_error = "; ".join(env.errors) or None
@@ -255,10 +265,13 @@ async def _world_main(
     result.renewals = machine.renewals
     result.recovery_mismatches = env.recovery_mismatches
     result.accepted = machine.accepted
-    result.paused_with_pinned_request = machine.paused_with_pinned_request
+    result.handovers_with_pinned_request = machine.handovers_with_pinned_request
     result.processes = len(machine.processes)
     result.refusal = env.refusal
     result.tear_counts = dict(machine.tear_counts or {})
+    result.after_release = machine.after_release
+    result.recovered_at_s = env.recovered_at_s
+    result.paused = sorted(env.paused)
     if machine.damaged is not None:
         result.damage, files, inodes = machine.damaged
         result.evidence_changes = _evidence_changes(result.damage, files, inodes, fs)
@@ -357,21 +370,25 @@ async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
     first = env.machine.processes[0]
     if first.alive:
         first.paused_until_s = at_s + for_s
-        env.machine.paused_with_pinned_request += int(first.pinned_request())
+        env.paused.add(first.id)
+        env.machine.handovers_with_pinned_request += int(first.pinned_request())
         env.world.record("pause", first.id, at_s + for_s)
 
 
-async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery) -> None:
+async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot: int) -> None:
     """One worker slot: runs a process; after a crash, always starts the next one (a supervisor
     restarts a crashed service even when the client has all its answers: recovery must still
-    run, and settle whatever the crash left)."""
+    run, and settle whatever the crash left) -- unless the slot was shut down for good."""
     if start_at_s:
         await trio.sleep_until(start_at_s)
     crashed = False
     for _ in range(MAX_PROCESSES):
         if env.client.complete(env.scenario) and not crashed:
             return
+        if _shut_down(env, slot):
+            return
         process = env.machine.spawn()
+        process.slot = slot
         outcome = await _run_process(env, process)
         crashed = outcome == "crashed"
         if crashed:
@@ -387,6 +404,12 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery) -> No
             nursery.cancel_scope.cancel()
         return
     env.errors.append(f"more than {MAX_PROCESSES} processes")
+
+
+def _shut_down(env: WorldEnv, slot: int) -> bool:
+    """Whether the scenario's graceful shutdown has taken this worker slot down."""
+    shutdown = env.scenario.shutdown
+    return shutdown is not None and slot == 0 and trio.current_time() >= shutdown.at_s
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
@@ -465,19 +488,31 @@ async def _client_session(
     except LeaseHeld:
         world.record("standby", process.id)
         return
+    env.recovered_at_s[process.id] = trio.current_time()
     await _audit_recovery(env, process, conversation, store)
+    shutdown_at_s = math.inf
+    if scenario.shutdown is not None and process.slot == 0:
+        shutdown_at_s = scenario.shutdown.at_s
     async with trio.open_nursery() as nursery:
         if scenario.operator is not None:
             nursery.start_soon(_operator, env, process, conversation)
-        try:
-            await _client_steps(env, process, conversation)
-            for spec in scenario.inputs:
-                handle = conversation.submission(client.acked[spec.request_id])
-                settled = await handle.wait()
-                client.answers[spec.request_id] = (settled.status, settled.answer, settled.reason)
-                world.record("answer", spec.request_id, settled.status, settled.answer)
-        except Fenced:
-            world.record("fenced", process.id)
+        # A graceful shutdown ends the session at its time: the runtime then exits normally.
+        with trio.move_on_at(shutdown_at_s):
+            try:
+                await _client_steps(env, process, conversation)
+                for spec in scenario.inputs:
+                    handle = conversation.submission(client.acked[spec.request_id])
+                    settled = await handle.wait()
+                    client.answers[spec.request_id] = (
+                        settled.status,
+                        settled.answer,
+                        settled.reason,
+                    )
+                    world.record("answer", spec.request_id, settled.status, settled.answer)
+            except Fenced:
+                world.record("fenced", process.id)
+        if trio.current_time() >= shutdown_at_s:
+            world.record("shutdown", process.id)
         nursery.cancel_scope.cancel()
 
 

@@ -76,11 +76,29 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: How a ``verify_then_continue`` tool's verifier behaves on recovery (``sim.tools``): ``check``
+#: asks the service (an answer for ``VERIFIABLE_OPERATIONS``, "unknown" for the others);
+#: ``unknown`` always says it cannot tell (a service that lost track of the call); ``fails`` raises
+#: (the service is down), which the runtime treats as "unknown". Both send the call to manual
+#: reconciliation, so a scenario using them needs an operator.
+VerifierMode = Literal["check", "unknown", "fails"]
+
+
 class ToolDef(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")
     operation: Operation
     policy: Policy = "unsafe"
     latency_s: float = Field(default=0.0, ge=0, le=3600)
+    verifier: VerifierMode = "check"
+
+    @model_validator(mode="after")
+    def _verifier_needs_its_policy(self) -> ToolDef:
+        if self.verifier != "check" and self.policy != "verify_then_continue":
+            raise ValueError(
+                f"tool {self.name!r}: verifier {self.verifier!r} needs the verify_then_continue "
+                f"policy (only that policy asks a verifier), not {self.policy}"
+            )
+        return self
 
 
 class CallDef(_Model):
@@ -119,6 +137,15 @@ class OperatorDef(_Model):
 
     decision: Literal["check_ledger", "assume_failed"] = "check_ledger"
     delay_s: float = Field(default=5.0, ge=0, le=86_400)
+
+
+class ShutdownDef(_Model):
+    """The first worker is shut down gracefully at ``at_s`` (its runtime exits normally: work
+    stopped, lease released, nothing settled) while a second worker, started at
+    ``second_worker_at_s`` and waiting for the lease, takes over and finishes the work."""
+
+    at_s: float = Field(gt=0, le=86_400)
+    second_worker_at_s: float = Field(ge=0, le=86_400)
 
 
 class TakeoverDef(_Model):
@@ -173,6 +200,7 @@ class Scenario(_Model):
     actions: list[ActionDef] = Field(default_factory=list, max_length=16)
     operator: OperatorDef | None = None
     takeover: TakeoverDef | None = None
+    shutdown: ShutdownDef | None = None
     client_resends: bool = False
     base_crash: BaseCrashDef | None = None
     timed_crashes: list[TimedCrashDef] = Field(default_factory=list, max_length=8)
@@ -193,6 +221,8 @@ class Scenario(_Model):
                 for call in turn.calls:
                     if call.tool not in names:
                         raise ValueError(f"script[{k}] calls undefined tool {call.tool!r}")
+        if self.takeover is not None and self.shutdown is not None:
+            raise ValueError("a scenario has a takeover or a shutdown, not both")
         if self.heartbeat_s >= self.lease_ttl_s:
             raise ValueError("heartbeat_s must be below lease_ttl_s")
         unknown = [r.request_id for r in self.resends if r.request_id not in rids]
@@ -217,6 +247,9 @@ class Scenario(_Model):
         raise KeyError(name)
 
 
+_VERIFIER_CANNOT = {"unknown": "always answers unknown", "fails": "always fails"}
+
+
 def needs_operator(tool: ToolDef) -> str | None:
     """Why a scenario with ``tool`` needs an operator (a one-line message), or None if it does not.
 
@@ -232,6 +265,11 @@ def needs_operator(tool: ToolDef) -> str | None:
         return (
             f"tool {tool.name!r} has the manual policy and the scenario has no operator: "
             f"{forever}; add an operator"
+        )
+    if tool.policy == "verify_then_continue" and tool.verifier != "check":
+        return (
+            f"tool {tool.name!r} has a verifier that {_VERIFIER_CANNOT[tool.verifier]}, and the "
+            f"scenario has no operator: {forever}; add an operator"
         )
     if tool.policy == "verify_then_continue" and tool.operation not in VERIFIABLE_OPERATIONS:
         verifiable = ", ".join(sorted(VERIFIABLE_OPERATIONS))

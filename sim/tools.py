@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification, VerifierFn
+from durable.tools import (
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolSpec,
+    Verification,
+    VerifierFn,
+)
 from sim.process import SimProcess
-from sim.scenario import VERIFIABLE_OPERATIONS, Scenario, ToolDef
+from sim.scenario import VERIFIABLE_OPERATIONS, Scenario, ToolDef, VerifierMode
 from sim.services import Services
 
 
@@ -42,7 +49,7 @@ def _spec(tool: ToolDef, services: Services, process: SimProcess) -> ToolSpec:
 
     verifier: VerifierFn | None = None
     if tool.policy == "verify_then_continue":
-        verifier = _verifier(op, services, process)
+        verifier = _verifier(op, services, process, mode=tool.verifier)
     return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
 
 
@@ -65,16 +72,21 @@ Check = Callable[[Services, dict[str, Any], ToolContext], Verification]
 _CHECKS: dict[str, Check] = {"workspace.append_line": _appended, "payments.charge": _charged}
 
 
-def _verifier(op: str, services: Services, process: SimProcess) -> VerifierFn:
+def _verifier(
+    op: str, services: Services, process: SimProcess, *, mode: VerifierMode
+) -> VerifierFn:
     """A ``verify_then_continue`` tool's verifier. Which operations can be verified is decided by
     ``sim.scenario.VERIFIABLE_OPERATIONS`` alone (scenario validation reads the same list): those
     get their check here (a KeyError when the tools are built if one has none), every other
-    operation's verifier says "unknown"."""
+    operation's verifier says "unknown". A scenario may make it answer "unknown" anyway, or fail
+    (``ToolDef.verifier``): the recovery branches a real service's lost records or outage take."""
     check = _CHECKS[op] if op in VERIFIABLE_OPERATIONS else None
 
     async def verify(arguments: dict[str, Any], ctx: ToolContext) -> Verification:
         process.check_alive("tool.verify")
-        if check is None:
+        if mode == "fails":
+            raise ToolError(f"{op}: the service's verification endpoint is unavailable")
+        if check is None or mode == "unknown":
             return Verification(status="unknown", output=f"{op} cannot be verified")
         return check(services, arguments, ctx)
 

@@ -40,11 +40,13 @@ from sim.mutants import (
     process_global_counter,
     recover_without_progress,
     recovery_rewrites_output,
+    release_before_drain,
     renew_without_fence,
     repair_before_refusing,
     resend_differs_on_recovery,
     resend_twice_on_recovery,
     retry_after_fatal_error,
+    retry_waits_again,
     scheduler_skips_execute,
     stale_context_window,
     trust_torn_tail,
@@ -326,6 +328,23 @@ CASES = [
         "11:before:power (before store.commit#3, after pay-1 was acknowledged): pay-1 vanished",
         # The client re-sends the lost pay-1 and gets a new submission: I5 reports the remap.
         also=frozenset({"I5"}),
+    ),
+    Case(
+        "I11",
+        "retry-waits-again",
+        retry_waits_again,
+        bundled("retry_backoff"),
+        Crash("store.lease.renew", "after", "process", nth=6),
+        "51:after:process (after store.lease.renew#6, in the backoff): the restarted process "
+        "waits a whole backoff again instead of retrying at the committed deadline",
+    ),
+    Case(
+        "I8",
+        "release-before-drain",
+        release_before_drain,
+        bundled("graceful_shutdown_takeover"),
+        None,
+        "none (fault-free: the shutdown releases the lease, then the charge takes effect)",
     ),
     Case(
         "I13",
