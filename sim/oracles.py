@@ -79,6 +79,7 @@ class Facts:
     state: State | None
     run_of_task: dict[str, str] = field(default_factory=dict)
     stop_index: dict[str, int] = field(default_factory=dict)
+    stop_epoch: dict[str, int] = field(default_factory=dict)  # the lease epoch that stopped it
 
 
 def store_promises_power(result: RunResult) -> bool:
@@ -165,6 +166,7 @@ def _facts(result: RunResult) -> Facts:
         for record in records:
             if isinstance(record.event, RunStopped):
                 facts.stop_index.setdefault(record.event.run_id, index)
+                facts.stop_epoch.setdefault(record.event.run_id, record.epoch)
     return facts
 
 
@@ -506,6 +508,11 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
     for effect in result.ledger:
         run_id = facts.run_of_task.get(task_of_call.get(effect.call_id, ""))
         stop = facts.stop_index.get(run_id) if run_id else None
+        if run_id is not None and effect.epoch < facts.stop_epoch.get(run_id, 0):
+            # A zombie (a worker paused past its lease) finishing a call it had in flight
+            # before the run was stopped under a newer epoch: no runtime can take back a
+            # request already on its way; only a fencing service refuses it (I8 checks those).
+            continue
         if effect.applied and stop is not None and effect.boundary > stop:
             out.append(
                 Violation(
