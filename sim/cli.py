@@ -166,8 +166,9 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "For each mutant of the catalogue (a monkeypatch of one runtime function: a known "
             "bug class of durable runtimes), run the default sweep -- its own scenario first, "
-            "then every bundled scenario, both stores, process and power crashes -- until the "
-            "first failing schedule, and print the kill matrix. Exit 1 if any mutant survives."
+            "then every bundled scenario, both stores, process and power crashes (and storage "
+            "faults for the mutants that mishandle damaged storage) -- until the first failing "
+            "schedule, and print the kill matrix. Exit 1 if any mutant survives."
         ),
     )
     mu.add_argument("names", nargs="*", metavar="MUTANT", help="default: the whole catalogue")

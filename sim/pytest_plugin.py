@@ -31,10 +31,10 @@ Which tests run:
   configured scenario path become items (so ``pytest tests/test_x.py`` stays quick). The command
   line option, when given, replaces the ini option.
 
-``--sim-stores file,sqlite`` (default both) chooses the stores, ``--sim-crash process,power``
-(default both) the crash kinds, ``--sim-seed N`` the seed. Every item carries the marker
-``durable_sim_sweep`` (``-m durable_sim_sweep`` or ``-m "not durable_sim_sweep"``). A path that
-does not exist, or a bad option value, is a one-line usage error (exit status 4); a scenario file
+``--sim-stores file,sqlite`` (default both) chooses the stores, ``--sim-crash
+process,power,storage`` (default all three) the crash kinds, ``--sim-seed N`` the seed. Every
+item carries the marker ``durable_sim_sweep`` (``-m durable_sim_sweep`` or
+``-m "not durable_sim_sweep"``). A path that does not exist, or a bad option value, is a one-line usage error (exit status 4); a scenario file
 that does not load is a one-line collection error naming the file.
 
 Fixtures for your own tests
@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import settings
 
+from sim.faults import CRASH_KINDS as FAULT_KINDS
 from sim.faults import Schedule, ScheduleError, parse_schedule
 from sim.repro import replay_command
 from sim.world import SEED_MAX
@@ -74,7 +75,7 @@ if os.environ.get("CI") == "true":
 MARKER = "durable_sim_sweep"
 ITEM_TIMEOUT_S = 4 * 3600  # per sweep item, under pytest-timeout (the longest bundled: ~30 min)
 STORES: tuple[str, ...] = ("file", "sqlite")
-CRASH_KINDS: tuple[str, ...] = ("process", "power")
+CRASH_KINDS: tuple[str, ...] = FAULT_KINDS  # every kind the simulator has, storage faults too
 MAX_SEED = SEED_MAX  # the simulator's seed range, as on the command line
 SHOWN_FAILURES = 5
 
@@ -140,7 +141,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sim-crash",
         default=",".join(CRASH_KINDS),
         metavar="KINDS",
-        help="crash kinds of the sweeps, comma-separated (default: process,power)",
+        help="crash kinds of the sweeps, comma-separated (default: process,power,storage)",
     )
     parser.addini(
         "sim_scenarios",
@@ -343,8 +344,8 @@ def failure_report(result: ScenarioSweep) -> str:
         f"crash {kinds}): {len(result.failures)} of {result.schedules} schedules failed",
         f"verdicts: {result.verdict_counts()}",
     ]
-    if result.skipped_power:
-        lines.append("(power-loss schedules are not run on the sqlite store)")
+    if result.skipped_power or result.skipped_storage:
+        lines.append("(power-loss and storage-fault schedules are not run on the sqlite store)")
     for failure in result.failures[:SHOWN_FAILURES]:
         lines.append("")
         lines.append(f"{failure.invariant} {failure.verdict} at schedule {failure.schedule}")

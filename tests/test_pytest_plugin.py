@@ -133,7 +133,7 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             f"*durable-sim sweep of scenarios/{SCENARIO} on the file store (seed 0, crash "
-            "process,power): * of * schedules failed",
+            "process,power,storage): * of * schedules failed",
             "verdicts: safety *, pass *",
             "I1 safety at schedule *:*:*",
             "  call call-1 (charge): 2 effects*",
