@@ -34,8 +34,9 @@ Which tests run:
 ``--sim-stores file,sqlite`` (default both) chooses the stores, ``--sim-crash
 process,power,storage`` (default all three) the crash kinds, ``--sim-seed N`` the seed. Every
 item carries the marker ``durable_sim_sweep`` (``-m durable_sim_sweep`` or
-``-m "not durable_sim_sweep"``). A path that does not exist, or a bad option value, is a one-line usage error (exit status 4); a scenario file
-that does not load is a one-line collection error naming the file.
+``-m "not durable_sim_sweep"``). A path that does not exist, or a bad option value, is a
+one-line usage error (exit status 4); a scenario file that does not load is a one-line
+collection error naming the file.
 
 Fixtures for your own tests
 ---------------------------
