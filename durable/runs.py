@@ -1,4 +1,5 @@
-"""Pure event builders for starting and settling runs (DESIGN 3.7: only a crash may resume).
+"""Pure event builders for starting and settling runs: only a crash may resume
+(docs/architecture.md, 1.5).
 
 Every way control returns to a caller — completed, model error, abort, budget exhausted, no model —
 goes through ``settle_run``: it closes every open intent with a result, makes every live task

@@ -8,7 +8,7 @@
 ``submit`` returns once the input is durable. Leaving the ``async with`` normally stops the
 conversations' work and releases their leases *without settling* anything in flight: like a
 crash, a shutdown is not a return of control to the run's caller, so the next process resumes it.
-Every return of control to a run's caller settles the run (DESIGN 3.7).
+Every return of control to a run's caller settles the run (docs/architecture.md, 1.5).
 """
 
 from __future__ import annotations

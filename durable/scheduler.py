@@ -4,7 +4,7 @@ Event-driven, as in pi-durable: a commit kicks the scheduler; it starts an invoc
 runnable task (pending, or waiting on tasks that are all terminal) that has none yet. Tool tasks of
 one turn therefore run concurrently. ``running`` is process-local (an invocation), never persisted,
 so after a crash every non-terminal task is pending with its checkpoint by construction — the
-"running → pending on open" rule of DESIGN 3.5 without a commit per phase.
+"running → pending on open" rule (docs/architecture.md, 1.3) without a commit per phase.
 """
 
 from __future__ import annotations

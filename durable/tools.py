@@ -1,4 +1,4 @@
-"""Tool specifications and their recovery policies (DESIGN 3.6).
+"""Tool specifications and their recovery policies (docs/architecture.md, 1.4).
 
 A tool's *policy* says what the runtime may do when it finds the tool's intent committed but no
 result (the process died somewhere between the two). The policy is a promise about the *effect*:

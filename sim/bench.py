@@ -1,4 +1,4 @@
-"""``durable-sim bench``: how fast the simulator explores crash schedules (DESIGN 7).
+"""``durable-sim bench``: how fast the simulator explores crash schedules (docs/architecture.md, 3).
 
 From one run it reports (a) schedules per second of the default depth-1 sweep per scenario and
 store, (b) how a sweep's wall time grows with the number of boundaries N (``long_horizon`` cut to

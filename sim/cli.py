@@ -1,4 +1,4 @@
-"""``durable-sim``: the command line of the simulator (DESIGN 5).
+"""``durable-sim``: the command line of the simulator (docs/architecture.md, 3).
 
 Exit status: 0 all pass, 1 a safety violation, 2 usage error, 3 liveness, 4 nondeterminism,
 5 harness error. Bad input gets one line on stderr naming the problem, never a traceback.

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of recovery paths (DESIGN 4.7) with Hypothesis.
+"""Property-based fuzzing of recovery paths (docs/architecture.md, 2.7) with Hypothesis.
 
 Two fuzzers:
 

@@ -164,7 +164,7 @@ def checkpoint_claims_one_more(mp: Patcher) -> None:
 
 
 def stale_context_window(mp: Patcher) -> None:
-    """I4 (seed 001's bug): the pinned request keeps the first run's window (cutoff 1), so the
+    """I4 (the stale-window bug): the pinned request keeps the first run's window (cutoff 1), so the
     next run's request does not contain its own input."""
     original = generation_mod.ModelRequested
 
@@ -805,8 +805,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "stale-window",
-        "a settled exit leaves resumable state: the next message is "
-        "displaced by the old window (seed 001)",
+        "a settled exit leaves resumable state: the next message is displaced by the old window",
         stale_context_window,
         "model_error_then_message",
     ),

@@ -1,4 +1,4 @@
-"""Simulated processes, their ports, and crashes (DESIGN 4.2).
+"""Simulated processes, their ports, and crashes (docs/architecture.md, 2.2).
 
 A ``SimProcess`` is one runtime instance with its own owner id and cancel scope. Every port it is
 given crosses labelled boundaries through the ``Machine``'s injector and refuses every call once the

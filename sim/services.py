@@ -1,5 +1,5 @@
 """External services: they live outside every process, survive every crash, and keep an effect
-ledger — the ground truth the oracles read (DESIGN 4.4).
+ledger — the ground truth the oracles read (docs/architecture.md, 2.3).
 
 Each effect crosses a boundary labelled ``tool.effect:{service}.{op}#{call_id}``: a crash *before*
 it means the effect did not happen; a crash *after* it means it happened but the process never saw

@@ -1,4 +1,4 @@
-"""Exhaustive crash sweeps (DESIGN 4.5).
+"""Exhaustive crash sweeps (docs/architecture.md, 2.5).
 
 A fault-free run of the scenario records its ordered boundary trace (N boundaries). Depth 1 runs
 every schedule with one crash: each boundary x {before, after} x the chosen crash kinds. Depth 2

@@ -26,7 +26,7 @@ def derive_seed(seed: int, label: str) -> int:
 
 
 def seed_trio_scheduler(seed: int) -> None:
-    """Make trio's run-queue order a function of ``seed`` (DESIGN 4.1).
+    """Make trio's run-queue order a function of ``seed`` (docs/architecture.md, 2.1).
 
     trio shuffles each batch of runnable tasks with the module-level ``_r``; with
     ``_ALLOW_DETERMINISTIC_SCHEDULING`` it first sorts the batch by task creation order, so the

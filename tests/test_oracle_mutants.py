@@ -1,4 +1,5 @@
-"""Mutation tests for the oracles (DESIGN 4.6): each oracle must catch a broken runtime.
+"""Mutation tests for the oracles: each oracle must catch a broken runtime
+(docs/architecture.md, 2.6).
 
 Each case patches one piece of ``durable/`` with ``monkeypatch`` (a *mutant*: a realistic bug),
 runs the smallest schedule that exposes it and asserts the oracle reports its invariant; the same

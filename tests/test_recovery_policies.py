@@ -1,4 +1,5 @@
-"""Recovery policies (DESIGN 3.6) and the crash points of seed 000, through the public API.
+"""Recovery policies (docs/architecture.md, 1.4) and the crash points between a tool's intent and
+its result, through the public API.
 
 Each test kills a process between a tool's intent and its result (in-process: the scope around
 the runtime is cancelled, so nothing more reaches the store), then opens a fresh runtime with a new
@@ -265,7 +266,7 @@ async def test_policy_changed_since_the_intent_falls_back_to_unsafe(
     assert result.source == "interrupted"
 
 
-# -- seed 000: the crash-point test ----------------------------------------------------------------
+# -- the crash-point test: every point between a tool's intent and the next checkpoint -----------
 
 CRASH_POINTS = [
     "after_tool_intent",
@@ -278,13 +279,13 @@ _CHECKPOINT_FILE = re.compile(r"/checkpoint-\d{12}\.json$")
 
 
 @pytest.mark.parametrize("crash_point", CRASH_POINTS)
-async def test_seed_000_crash_points(
+async def test_intent_to_checkpoint_crash_points(
     crash_point: str, tmp_path: Path, autojump_clock: trio.abc.Clock
 ) -> None:
-    """An idempotent payment, the process killed at each point of seed 000's crash test: after
-    reopening, the run completes, the effect happened exactly once (the service dedupes by key)
-    and the log's sequences are exactly 1..n. A checkpoint is written after every commit, and the
-    checkpoint crash points hit the one written right after the tool's result."""
+    """An idempotent payment, the process killed at each point from its intent to the next
+    checkpoint: after reopening, the run completes, the effect happened exactly once (the service
+    dedupes by key) and the log's sequences are exactly 1..n. A checkpoint is written after every
+    commit, and the checkpoint crash points hit the one written right after the tool's result."""
     stores = Stores("file", tmp_path)
     tool = EffectTool(policy="idempotent", dedupe=True)
     harness, _ = world(stores, tool, checkpoint_every=1)

@@ -1,4 +1,5 @@
-"""Sweep reports (DESIGN 6): the four files, their counts, and escaping of hostile scenario text."""
+"""Sweep reports (docs/architecture.md, 3): the four files, their counts, and escaping of hostile
+scenario text."""
 
 from __future__ import annotations
 

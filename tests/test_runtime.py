@@ -1,5 +1,6 @@
 """The runtime through its public API: runs, submissions, budgets, model errors, aborts, leases,
-and seed 001's rule that only a crash may leave resumable state (DESIGN 3.4, 3.5, 3.7)."""
+and the rule that only a crash may leave resumable state (docs/architecture.md, 1.3 and
+1.5)."""
 
 from __future__ import annotations
 

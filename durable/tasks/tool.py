@@ -3,7 +3,7 @@
 ``call`` commits the intent (arguments, policy, idempotency key, fencing epoch) *before* the tool
 runs, then runs it and commits its result in the same invocation. So the scheduler only ever starts
 a task in phase ``execute`` after a crash: that entry point is the recovery path, and it applies the
-tool's recovery policy (DESIGN 3.6) instead of blindly running the tool again.
+tool's recovery policy (docs/architecture.md, 1.4) instead of blindly running the tool again.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Sweep reports (DESIGN 6): one directory per sweep, four views of one results document.
+"""Sweep reports: one directory per sweep, four views of one results document
+(docs/architecture.md, 3).
 
 The results document is ``{"schema_version": 1, "tool": "durable-sim", "tool_version": ...,
 "config": {...}, "scenarios": [ScenarioSweep.to_json(), ...], "totals": {...}}``. Each format has
