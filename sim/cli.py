@@ -455,12 +455,12 @@ def results_document(results: list[Any], args: argparse.Namespace, wall_s: float
 def _exit_for(verdicts: dict[str, int], *, refused: bool = False) -> int:
     """The exit status of a sweep: a refused scenario (its fault-free run fails, so its crash
     schedules were not run) is bad input, and says so whatever the other verdicts are."""
+    from sim.oracles import worst_verdict  # lazily, like every heavy import of the CLI
+
     if refused:
         return EXIT["usage"]
-    for verdict in ("error", "safety", "liveness", "nondeterminism"):
-        if verdicts.get(verdict):
-            return EXIT[verdict]
-    return 0
+    worst = worst_verdict(verdicts)
+    return 0 if worst == "pass" else EXIT[worst]
 
 
 def _console() -> Any:
@@ -736,16 +736,7 @@ def _replay(args: argparse.Namespace) -> int:
         "verdict": outcome.verdict,
         "fingerprint": result.fingerprint,
         "crashes": [f"{c.point.text()} at {c.label}" for c in result.crashes],
-        "violations": [
-            {
-                "invariant": v.invariant,
-                "explanation": v.explanation,
-                "witness": list(v.witness),
-                "expected": v.expected,
-                "actual": v.actual,
-            }
-            for v in outcome.violations
-        ],
+        "violations": [v.to_json() for v in outcome.violations],
         "outcome": result.outcome,
     }
     if args.json:

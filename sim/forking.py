@@ -51,7 +51,6 @@ from sim.faults import (
     parse_schedule,
     tries_kind,
 )
-from sim.oracles import VERDICT_ORDER, Violation
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
 AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
@@ -249,7 +248,7 @@ class ForkPlan:
             doc = ChildOutcome(
                 schedule=result.schedule.text(),
                 verdict=outcome.verdict,
-                violations=[_violation_json(v) for v in outcome.violations],
+                violations=[v.to_json() for v in outcome.violations],
                 fingerprint=result.fingerprint,
                 labels=list(outcome.labels),
                 timeline=timeline(result) if outcome.verdict != "pass" else [],
@@ -356,29 +355,6 @@ def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def _violation_json(v: Violation) -> dict[str, Any]:
-    return {
-        "invariant": v.invariant,
-        "explanation": v.explanation,
-        "witness": list(v.witness),
-        "expected": v.expected,
-        "actual": v.actual,
-    }
-
-
-def violation_from_json(doc: dict[str, Any]) -> Violation:
-    return Violation(
-        doc["invariant"], doc["explanation"], tuple(doc["witness"]), doc["expected"], doc["actual"]
-    )
-
-
-def verdict_of(violations: list[Violation]) -> str:
-    for candidate in VERDICT_ORDER:
-        if any(v.verdict == candidate for v in violations):
-            return candidate
-    return "pass"
 
 
 def digest_of(parts: list[Any]) -> str:

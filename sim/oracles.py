@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from durable.events import (
     EventRecord,
@@ -70,6 +70,42 @@ class Violation:
         if self.invariant == "I10":
             return "nondeterminism"
         return "safety"
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form of a violation (results documents, child outcomes, replay)."""
+        return {
+            "invariant": self.invariant,
+            "explanation": self.explanation,
+            "witness": list(self.witness),
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Violation:
+        return cls(
+            doc["invariant"],
+            doc["explanation"],
+            tuple(doc["witness"]),
+            doc["expected"],
+            doc["actual"],
+        )
+
+
+def verdict_of(violations: list[Violation]) -> str:
+    """The verdict of a schedule: its most severe violation's (``VERDICT_ORDER``), or pass."""
+    for candidate in VERDICT_ORDER:
+        if any(v.verdict == candidate for v in violations):
+            return candidate
+    return "pass"
+
+
+def worst_verdict(counts: dict[str, int]) -> str:
+    """The most severe verdict with a non-zero count (``pass`` when there is none)."""
+    for verdict in VERDICT_ORDER:
+        if counts.get(verdict):
+            return verdict
+    return "pass"
 
 
 @dataclass

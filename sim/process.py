@@ -314,6 +314,9 @@ class ProcessFS:
         self._p = process
         self._fs = fs
         self._root = root.rstrip("/") + "/"
+        # A rewrite's later write(2) calls: SimFS keeps such a file marked as written whole (for
+        # storage faults); on a real file system (realcrash's host) they are plain appends.
+        self._write_more = fs.write_more if isinstance(fs, SimFS) else fs.append
 
     def _label(self, op: str, path: str) -> str:
         rel = path[len(self._root) :] if path.startswith(self._root) else path
@@ -350,7 +353,7 @@ class ProcessFS:
         self._mutate("open_trunc", path, lambda: self._fs.write(path, b""))
         for offset in range(0, len(data), WRITE_CHUNK_BYTES):
             chunk = data[offset : offset + WRITE_CHUNK_BYTES]
-            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._fs.write_more(path, c))
+            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._write_more(path, c))
 
     def append(self, path: str, data: bytes) -> None:
         self._mutate("append", path, lambda: self._fs.append(path, data))

@@ -299,16 +299,7 @@ def select_points(
 
 
 def _violations(violations: list[Violation]) -> list[dict[str, Any]]:
-    return [
-        {
-            "invariant": v.invariant,
-            "explanation": v.explanation,
-            "witness": list(v.witness),
-            "expected": v.expected,
-            "actual": v.actual,
-        }
-        for v in violations
-    ]
+    return [v.to_json() for v in violations]
 
 
 def _side(outcome: ScheduleOutcome | None, error: str | None = None) -> dict[str, Any]:
@@ -387,6 +378,21 @@ def _first_mismatch(real: list[str], sim: list[str]) -> dict[str, Any] | None:
     return None
 
 
+def unsupported_features(scenario: Scenario) -> list[str]:
+    """Scenario features the real-process child does not implement (yet): refused up front,
+    never ignored."""
+    out: list[str] = []
+    if scenario.shutdown is not None:
+        out.append("a graceful shutdown with a standby worker (shutdown)")
+    if scenario.resends:
+        out.append("client re-sends (resends)")
+    if scenario.timed_crashes:
+        out.append("timed crashes (timed_crashes)")
+    if any(t.verifier != "check" for t in scenario.tools):
+        out.append("a verifier that cannot tell (tools[].verifier)")
+    return out
+
+
 def realcrash(
     scenario_name: str,
     *,
@@ -423,6 +429,12 @@ def realcrash(
     if scenario.base_crash is not None and scenario.base_crash.kind == "power":
         raise RealcrashError(
             f"{scenario.name}: its base crash is a power loss, out of reach for real processes"
+        )
+    unsupported = unsupported_features(scenario)
+    if unsupported:
+        raise RealcrashError(
+            f"{scenario.name}: the real-process child does not run {unsupported[0]} "
+            "(it would diverge from the simulator in silence)"
         )
     kind: StoreKind = "file" if store == "file" else "sqlite"
     started = time.perf_counter()

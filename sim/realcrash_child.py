@@ -239,6 +239,8 @@ class RealMachine:
         self.world = _NullWorld()
         self._next_index = history.next_index
         self._counters = dict(history.counters)
+        # Read by InstrumentedStore on a lease release; the real mode has no graceful shutdown.
+        self.handovers_with_pinned_request = 0
         for name in MACHINE_RECORDS:
             setattr(self, name, _LoggedList(log, name))
 
@@ -294,6 +296,7 @@ class RealProcess:
         self.alive = True
         self.runtime: Runtime | None = None
         self.sqlite_stores: list[Any] = []
+        self.released_lease = False  # set by InstrumentedStore (audited by the simulator only)
 
     def check_alive(self, what: str) -> None:
         del what

@@ -33,7 +33,7 @@ from sim.faults import (
     parse_schedule,
     tries_kind,
 )
-from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism
+from sim.oracles import VERDICT_ORDER, Violation, check, check_determinism, verdict_of
 from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
 from sim.scenario import Scenario, ScenarioError
@@ -141,11 +141,7 @@ def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) 
             result.scenario, seed=result.seed, store=result.store, schedule=result.schedule
         )
         violations += check_determinism(result, again)
-    verdict = "pass"
-    for candidate in VERDICT_ORDER:
-        if any(v.verdict == candidate for v in violations):
-            verdict = candidate
-            break
+    verdict = verdict_of(violations)
     labels = tuple(c.label for c in result.crashes)
     return ScheduleOutcome(result.schedule, verdict, violations, result.fingerprint, labels)
 
@@ -370,7 +366,7 @@ def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
                 [],
             )
     first = docs[0]
-    violations = [forking.violation_from_json(v) for v in first["violations"]]
+    violations = [Violation.from_json(v) for v in first["violations"]]
     if len(docs) > 1 and docs[1]["fingerprint"] != first["fingerprint"]:
         violations.append(
             Violation(
@@ -381,7 +377,7 @@ def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
                 actual=docs[1]["fingerprint"],
             )
         )
-    verdict = forking.verdict_of(violations)
+    verdict = verdict_of(violations)
     return verdict, violations, first["labels"], first["paths"], first["timeline"]
 
 

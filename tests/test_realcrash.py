@@ -88,3 +88,22 @@ def test_unknown_scenario_is_one_line_usage_error(capsys: pytest.CaptureFixture[
 def test_power_loss_and_takeover_are_not_faked(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lease_takeover"]) == 2
     assert "not run with real processes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("scenario", "feature"),
+    [
+        ("tests/corpus/machine-retry-abort-crashes.json", "timed crashes"),
+        ("graceful_shutdown_takeover", "a graceful shutdown"),
+        ("resend_while_queued", "client re-sends"),
+    ],
+)
+def test_features_the_real_child_lacks_are_refused_up_front(scenario: str, feature: str) -> None:
+    """Never a silent divergence: a scenario using a feature the real-process child does not
+    run is refused with one line naming it, before any process starts."""
+    from sim.realcrash import RealcrashError
+
+    root = Path(__file__).resolve().parent.parent
+    path = root / scenario if scenario.endswith(".json") else scenario
+    with pytest.raises(RealcrashError, match=feature):
+        realcrash(str(path), store="file", points=1)

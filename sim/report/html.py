@@ -15,6 +15,7 @@ import html
 import json
 from typing import Any
 
+from sim.oracles import worst_verdict
 from sim.report.json_report import (
     DETAIL_LIMIT,
     DISPLAY_VERDICTS,
@@ -25,7 +26,6 @@ from sim.report.json_report import (
     run_name,
     totals,
     visible,
-    worst_verdict,
 )
 
 NOT_RUN = "notrun"

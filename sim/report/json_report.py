@@ -80,14 +80,6 @@ def totals(results: dict[str, Any]) -> dict[str, Any]:
     return {"schedules": schedules, "verdicts": verdicts, "wall_s": round(wall, 3)}
 
 
-def worst_verdict(verdicts: dict[str, int]) -> str:
-    """The most severe verdict with a non-zero count (``pass`` when there is none)."""
-    for verdict in VERDICT_ORDER:
-        if verdicts.get(verdict):
-            return verdict
-    return "pass"
-
-
 def skipped_power_stores(results: dict[str, Any]) -> list[str]:
     """Stores (in order of first appearance) on which power-loss schedules were not run."""
     stores: list[str] = []
