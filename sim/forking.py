@@ -35,6 +35,7 @@ import shutil
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ class ForkPlan:
     base: Schedule
     kinds: tuple[CrashKind, ...]
     reference: Any  # RunResult of the fault-free run of the base schedule
-    twins: bool
+    twins: Callable[[str], bool]  # whether a schedule (text) gets a twin for I10
     jobs: int
     workdir: str
     in_child: bool = False
@@ -135,7 +136,7 @@ class ForkPlan:
                         self.progress(1)
                     return
                 self.seen[digest] = text
-        for copy in range(2 if self.twins else 1):
+        for copy in range(2 if self.twins(text) else 1):
             self._spawn(machine, process, point, label, schedule, copy)
 
     def _spawn(

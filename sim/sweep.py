@@ -19,10 +19,11 @@ import os
 import re
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sim import forking, tempdirs
 from sim.faults import (
@@ -91,6 +92,7 @@ class ScenarioSweep:
     skipped_power: bool = False
     skipped_storage: bool = False
     tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
+    determinism: str = "full"  # how I10 was checked: full, sample or off
     wall_s: float = 0.0
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
@@ -121,6 +123,7 @@ class ScenarioSweep:
             "skipped_power": self.skipped_power,
             "skipped_storage": self.skipped_storage,
             "tear_schedules": self.tear_schedules,
+            "determinism": self.determinism,
             "reference_failed": self.reference_failed,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
@@ -131,6 +134,33 @@ class ScenarioSweep:
 def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> str:
     """The replay line of a schedule under the seams in force now (see ``sim.repro``)."""
     return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
+
+
+Determinism = Literal["full", "sample", "off"]
+DETERMINISM_MODES: tuple[Determinism, ...] = ("full", "sample", "off")
+# With ``sample``, one crash point in this many gets I10's second run (plus every failing one).
+DETERMINISM_SAMPLE_EVERY = 16
+
+
+def determinism_mode(value: bool | str) -> Determinism:
+    """``True``/``False`` (the library's older form) or a mode name, validated eagerly."""
+    if value is True:
+        return "full"
+    if value is False:
+        return "off"
+    if value not in DETERMINISM_MODES:
+        raise ValueError(f"determinism must be one of {', '.join(DETERMINISM_MODES)}: {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def wants_twin(mode: Determinism, seed: int, schedule_text: str) -> bool:
+    """Whether I10 re-runs this schedule up front. ``sample`` picks a seeded 1 in
+    ``DETERMINISM_SAMPLE_EVERY`` by a hash of (seed, schedule) -- stable across processes and
+    hash seeds, unlike ``hash()`` -- as FoundationDB checks determinism on a sample of runs;
+    failing schedules are re-run afterwards whatever the sample said."""
+    if mode != "sample":
+        return mode == "full"
+    return zlib.crc32(f"{seed}|{schedule_text}".encode()) % DETERMINISM_SAMPLE_EVERY == 0
 
 
 def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) -> ScheduleOutcome:
@@ -144,6 +174,16 @@ def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) 
     verdict = verdict_of(violations)
     labels = tuple(c.label for c in result.crashes)
     return ScheduleOutcome(result.schedule, verdict, violations, result.fingerprint, labels)
+
+
+def _judged(result: RunResult, reference: RunResult, mode: Determinism) -> ScheduleOutcome:
+    """``judge`` with I10 as ``mode`` asks: a sampled schedule is re-run up front; one that
+    fails without having been sampled is re-run too (a failure must say if it reproduces)."""
+    twin = wants_twin(mode, result.seed, result.schedule.text())
+    outcome = judge(result, reference, determinism=twin)
+    if mode == "sample" and not twin and outcome.verdict != "pass":
+        outcome = judge(result, reference, determinism=True)
+    return outcome
 
 
 def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedule:
@@ -193,7 +233,7 @@ def sweep(
     seed: int = 0,
     crash_kinds: Iterable[CrashKind] = ("process", "power"),
     depth: int = 1,
-    determinism: bool = True,
+    determinism: bool | Determinism = "sample",
     progress: ProgressFn | None = None,
     stop_at_first_failure: bool = False,
     fast: bool = True,
@@ -202,14 +242,20 @@ def sweep(
 ) -> ScenarioSweep:
     """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
     exists) shares the fault-free prefix by forking (see ``sim.forking``); the naive path re-runs
-    every schedule from scratch. Both give the same verdict for every schedule."""
+    every schedule from scratch. Both give the same verdict for every schedule.
+
+    ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
+    seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
+    none; the fault-free run is always checked unless off."""
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
+    mode = determinism_mode(determinism)
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
     kinds: list[CrashKind] = list(crash_kinds)
     out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
     out.ref = ref or scenario.name
+    out.determinism = mode
     if store == "sqlite" and ("power" in kinds or "storage" in kinds):
         # Both need the simulated file system (what is synced, what a power loss keeps).
         out.skipped_power = "power" in kinds
@@ -238,7 +284,7 @@ def sweep(
     out.reference_fingerprint = reference.fingerprint
     out.reference_outcome = reference.outcome
     out.effects = _effect_summary(reference)
-    _record(out, judge(reference, reference, determinism=determinism), reference)
+    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
     if progress:
         progress(1)
     if out.failures:
@@ -248,12 +294,12 @@ def sweep(
         out.wall_s = time.perf_counter() - started
         return out
     if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
-        _forked_sweep(out, scenario, reference, traced, base, kinds, determinism, progress, jobs)
+        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
         out.wall_s = time.perf_counter() - started
         return out
     for schedule in depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts):
         result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
-        outcome = judge(result, reference, determinism=determinism)
+        outcome = _judged(result, reference, mode)
         _record(out, outcome, result)
         if progress:
             progress(1)
@@ -269,7 +315,7 @@ def sweep(
                         # Depth 2 takes each point's seeded draw only (no enumerated tears).
                         deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
                         r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
-                        _record(out, judge(r2, reference, determinism=determinism), r2)
+                        _record(out, _judged(r2, reference, mode), r2)
                         if stop_at_first_failure and out.failures:
                             break
     out.wall_s = time.perf_counter() - started
@@ -287,7 +333,7 @@ def _forked_sweep(
     traced: RunResult,
     base: Schedule,
     kinds: list[CrashKind],
-    determinism: bool,
+    mode: Determinism,
     progress: ProgressFn | None,
     jobs: int | None,
 ) -> None:
@@ -296,7 +342,7 @@ def _forked_sweep(
         base=base,
         kinds=tuple(kinds),
         reference=reference,
-        twins=determinism,
+        twins=lambda text: wants_twin(mode, out.seed, text),
         jobs=jobs or max(1, os.cpu_count() or 1),
         workdir=workdir,
         progress=progress,
@@ -304,7 +350,7 @@ def _forked_sweep(
     try:
         parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
         plan.wait_all()
-        if determinism and parent.fingerprint != traced.fingerprint:
+        if mode != "off" and parent.fingerprint != traced.fingerprint:
             prefix = check_determinism(traced, parent)
             _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
         children: dict[str, list[dict[str, Any]]] = {}
@@ -312,7 +358,10 @@ def _forked_sweep(
             children.setdefault(text, []).append(_outcome_doc(path))
         outcomes: dict[str, Outcome] = {}
         for text, docs in children.items():
-            outcomes[text] = _merge_twins(docs)
+            outcome = _merge_twins(docs)
+            if mode == "sample" and len(docs) == 1 and outcome[0] not in ("pass", "error"):
+                outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
+            outcomes[text] = outcome
         for text, twin in plan.equivalent:
             outcomes[text] = _inherited(outcomes[twin], scenario, out, text)
         for text in plan.ordered():
@@ -343,6 +392,27 @@ def _inherited(twin: Outcome, scenario: Scenario, out: ScenarioSweep, text: str)
         return twin  # an error is the harness's: re-running it here could raise or hang again
     result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
     return verdict, violations, [c.label for c in result.crashes], paths, timeline(result)
+
+
+def _late_twin(
+    outcome: Outcome, fingerprint: str, scenario: Scenario, out: ScenarioSweep, text: str
+) -> Outcome:
+    """I10 for a failing schedule the sample did not twin: run it again here and compare."""
+    again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    if again.fingerprint == fingerprint:
+        return outcome
+    _, violations, labels, paths, lines = outcome
+    violations = [
+        *violations,
+        Violation(
+            "I10",
+            "the same scenario, seed and schedule gave a different trace",
+            (f"first fingerprint {fingerprint}", f"second {again.fingerprint}"),
+            expected=fingerprint,
+            actual=again.fingerprint,
+        ),
+    ]
+    return verdict_of(violations), violations, labels, paths, lines
 
 
 def _outcome_doc(path: str) -> dict[str, Any]:

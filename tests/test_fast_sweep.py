@@ -87,3 +87,35 @@ def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str
         fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
+
+
+def test_the_determinism_sample_is_seeded_and_about_one_in_sixteen() -> None:
+    from sim.sweep import DETERMINISM_SAMPLE_EVERY, wants_twin
+
+    texts = [f"{i}:{w}:process" for i in range(800) for w in ("before", "after")]
+    picked = [t for t in texts if wants_twin("sample", 0, t)]
+    assert 0.5 < len(picked) * DETERMINISM_SAMPLE_EVERY / len(texts) < 1.5
+    assert picked == [t for t in texts if wants_twin("sample", 0, t)]  # no hidden state
+    assert picked != [t for t in texts if wants_twin("sample", 1, t)]  # the seed chooses
+    assert all(wants_twin("full", 0, t) for t in texts[:5])
+    assert not any(wants_twin("off", 0, t) for t in texts[:5])
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike() -> None:
+    """With ``sample``, a failing schedule is re-run even when the sample skipped it: the
+    fast path (a late twin in the parent) and the naive path give the same verdicts, and a
+    nondeterministic runtime is still reported."""
+    from sim.mutants import CATALOGUE, planted
+
+    key = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(key):
+        scenario = load_scenario(key.scenario)
+        naive = sweep(scenario, store="file", determinism="sample", fast=False)
+        fast = sweep(scenario, store="file", determinism="sample", fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert fast.determinism == naive.determinism == "sample"
+    leaky = next(m for m in CATALOGUE if m.name == "leaky-counter")
+    with planted(leaky):
+        result = sweep(load_scenario(leaky.scenario), store="file", determinism="sample")
+    assert result.verdicts["nondeterminism"] > 0
