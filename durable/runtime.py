@@ -104,6 +104,11 @@ class Runtime:
     async def list_conversations(self) -> list[str]:
         return await self.store.list_conversations()
 
+    def open_conversations(self) -> list[Conversation]:
+        """The conversations this runtime has open now (a host inspecting its process, e.g.
+        whether a request is pinned and unanswered when the process dies)."""
+        return list(self._conversations.values())
+
     async def _shutdown(self) -> None:
         """Stop every conversation's work, wait until it has stopped, then release the leases:
         a lease released while a tool is still running would let another owner start early."""

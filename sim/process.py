@@ -110,10 +110,10 @@ class SimProcess:
 
     def pinned_request(self) -> bool:
         """Whether this process had a model request pinned and not answered (for I11)."""
-        runtime = self.runtime
-        if runtime is None:
-            return False
-        return any(c.journal.state.pinned for c in runtime._conversations.values())
+        open_conversations = getattr(self.runtime, "open_conversations", None)
+        if open_conversations is None:
+            return False  # no runtime yet, or a runtime of your own that does not say
+        return any(c.journal.state.pinned for c in open_conversations())
 
 
 class Machine:

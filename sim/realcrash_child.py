@@ -305,7 +305,7 @@ class RealProcess:
         runtime = self.runtime
         if runtime is None:
             return False
-        return any(c.journal.state.pinned for c in runtime._conversations.values())
+        return any(c.journal.state.pinned for c in runtime.open_conversations())
 
 
 class CountingIds:

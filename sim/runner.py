@@ -360,9 +360,7 @@ def _relocate_sqlite(env: WorldEnv, fork: ForkPlan, copy: str) -> None:
     fork.child_tmp = copy
     for process in env.machine.processes:
         for store in process.sqlite_stores:
-            env.machine.keep_inherited(store._conn)
-            store._conn = None
-            store._path = str(Path(copy) / "store.sqlite")
+            env.machine.keep_inherited(store.move_to(str(Path(copy) / "store.sqlite")))
 
 
 async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:

@@ -157,6 +157,15 @@ class SQLiteStore:
         if conn is not None:
             conn.close()
 
+    def move_to(self, path: str) -> sqlite3.Connection | None:
+        """Point this store at another database file, handing back the open connection
+        *without closing it* (the caller keeps it alive). For a host that forks a process and
+        gives the child a copy of the files: closing the inherited connection could checkpoint
+        the parent's WAL. The next call opens a fresh connection to ``path``."""
+        conn, self._conn = self._conn, None
+        self._path = path
+        return conn
+
     async def close(self) -> None:
         """Normal shutdown: close the connection (SQLite checkpoints the WAL on last close)."""
         conn, self._conn = self._conn, None
