@@ -27,7 +27,6 @@ its own before crashing, and never touches (or closes) the connections it inheri
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import select
@@ -42,7 +41,7 @@ from typing import Any
 
 import trio
 
-from sim import reach, tempdirs
+from sim import reach
 from sim.faults import (
     MAX_TEARS_PER_FILE,
     CrashKind,
@@ -52,6 +51,7 @@ from sim.faults import (
     parse_schedule,
     tries_kind,
 )
+from sim.judgement import judge, recovery_paths, timeline
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
 AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
@@ -242,8 +242,6 @@ class ForkPlan:
 
     def finish_child(self, result: Any) -> None:
         """Judge the child's run, write the outcome, and leave without any cleanup."""
-        from sim.sweep import judge, recovery_paths, timeline
-
         try:
             outcome = judge(result, self.reference, determinism=False)
             doc = ChildOutcome(
@@ -356,27 +354,3 @@ def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
     finally:
         for fd in fds:
             os.close(fd)
-
-
-def digest_of(parts: list[Any]) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()
-
-
-def trio_rng_state() -> Any:
-    run_module: Any = trio._core._run
-    return run_module._r.getstate()
-
-
-def copy_sqlite_dir(src: str) -> str:
-    """A fresh directory holding a copy of the database and its WAL (the shared-memory index is
-    rebuilt by SQLite from the WAL), for a forked child."""
-    dst = tempdirs.make("child", parent=os.path.dirname(src))
-    for name in os.listdir(src):
-        if name.endswith("-shm"):
-            continue
-        shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
-    return dst

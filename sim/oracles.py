@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from durable.events import (
     EventRecord,
@@ -28,11 +28,9 @@ from durable.events import (
     ToolResult,
 )
 from durable.state import InvariantViolation, State, new_state, reduce
+from sim.model import ModelCall
 from sim.runner import RunResult
 from sim.scenario import ACTION_STEP_BASE
-
-if TYPE_CHECKING:  # an annotation only: no import edge from the oracles to the fake model
-    from sim.model import ModelCall
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")

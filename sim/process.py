@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -27,9 +27,26 @@ from sim.faults import (
     boundary_kind,
 )
 from sim.fs import SimFS
-from sim.world import World
+from sim.world import World, digest_of, trio_rng_state
 
 T = TypeVar("T")
+
+
+class ForkHook(Protocol):
+    """What a run needs from the fast sweep's fork plan (``sim.forking.ForkPlan`` implements
+    it; the exploration layer sits above one run, so the run sees only this protocol)."""
+
+    in_child: bool
+    child_schedule: Schedule
+    child_tmp: str | None
+    snapshot: Callable[[], str] | None
+    relocate: Callable[[str], None] | None
+
+    def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None: ...
+
+    def finish_child(self, result: Any) -> None: ...
+
+    def abort_child(self, exc: BaseException) -> None: ...
 
 
 class SimulatedCrash(BaseException):
@@ -139,7 +156,7 @@ class Machine:
         self.renewals: list[LeaseGrant] = []  # (stored before, renewed): I8 audits them too
         self.accepted: list[AcceptedAppend] = []
         self.handovers_with_pinned_request = 0
-        self.fork_plan: Any = None  # sim.forking.ForkPlan during a fast sweep's forking run
+        self.fork_plan: ForkHook | None = None  # during a fast sweep's forking run
         self.forked_child = False
         self.state_parts: Callable[[], list[Any]] = lambda: []
         self._inherited: list[Any] = []
@@ -213,8 +230,6 @@ class Machine:
     def state_digest(self) -> str | None:
         """A digest of everything a process kill leaves for the future (None when more than one
         process is alive: the survivors' memory would count too)."""
-        from sim.forking import digest_of, trio_rng_state
-
         if sum(1 for p in self.processes if p.alive) != 1:
             return None
         parts: list[Any] = [

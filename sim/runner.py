@@ -16,7 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import trio
 import trio.testing
@@ -37,6 +37,7 @@ from sim.model import FakeModel, ModelCall
 from sim.process import (
     AcceptedAppend,
     CrashRecord,
+    ForkHook,
     InstrumentedStore,
     LeaseGrant,
     Machine,
@@ -59,9 +60,6 @@ from sim.seams import seams as seams
 from sim.services import Effect, Services
 from sim.tools import build_tools
 from sim.world import World, seed_trio_scheduler
-
-if TYPE_CHECKING:
-    from sim.forking import ForkPlan
 
 StoreKind = Literal["file", "sqlite"]
 STORE_ROOT = "/store"
@@ -132,7 +130,7 @@ def run_scenario(
     seed: int,
     store: StoreKind,
     schedule: Schedule | None = None,
-    fork: ForkPlan | None = None,
+    fork: ForkHook | None = None,
     count_tears: bool = False,
 ) -> RunResult:
     """Run ``scenario`` under ``schedule`` (none: fault-free) in a fresh, deterministic world.
@@ -141,7 +139,7 @@ def run_scenario(
     have (``RunResult.tear_counts``): a sweep's traced run, so it can list its tear schedules.
 
     With ``fork`` (the fast sweep), every boundary after the schedule's points forks children that
-    crash there; a child ends inside this call (``ForkPlan.finish_child`` exits the process).
+    crash there; a child ends inside this call (``ForkHook.finish_child`` exits the process).
     """
     schedule = schedule or Schedule()
     result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
@@ -205,7 +203,7 @@ async def _world_main(
     schedule: Schedule,
     result: RunResult,
     tmp: str | None,
-    fork: ForkPlan | None = None,
+    fork: ForkHook | None = None,
     count_tears: bool = False,
 ) -> None:
     fs = SimFS()
@@ -346,13 +344,11 @@ def _world_parts(env: WorldEnv) -> list[Any]:
 
 
 def _snapshot_sqlite(env: WorldEnv) -> str:
-    from sim.forking import copy_sqlite_dir
-
     assert env.tmp is not None
-    return copy_sqlite_dir(env.tmp)
+    return tempdirs.copy_sqlite_dir(env.tmp)
 
 
-def _relocate_sqlite(env: WorldEnv, fork: ForkPlan, copy: str) -> None:
+def _relocate_sqlite(env: WorldEnv, fork: ForkHook, copy: str) -> None:
     """In a forked child: point the world, and every store of every process, at the copy. An
     inherited connection is kept referenced but never used or closed (closing it could checkpoint
     the parent's WAL); the store opens a fresh connection to the copy on its next call."""

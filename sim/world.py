@@ -37,6 +37,22 @@ def seed_trio_scheduler(seed: int) -> None:
     run_module._r.seed(derive_seed(seed, "trio.scheduler"))
 
 
+def digest_of(parts: list[Any]) -> str:
+    """sha256 over the ``repr`` of each part: a digest of a world state (see
+    ``Machine.state_digest``)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def trio_rng_state() -> Any:
+    """The state of trio's scheduling RNG: part of what decides a world's future."""
+    run_module: Any = trio._core._run
+    return run_module._r.getstate()
+
+
 class Ids:
     """Deterministic ids: ``{kind}-{n}`` with one counter per kind, shared by every process of the
     world so ids stay unique across restarts."""
