@@ -194,6 +194,7 @@ class WorldEnv:
     # resumed retry is due at max(its committed deadline, the recovery) unless paused (I11).
     recovered_at_s: dict[str, float] = field(default_factory=dict)
     paused: set[str] = field(default_factory=set)
+    pause_window_s: tuple[float, float] | None = None  # a takeover's pause of worker slot 0
 
 
 async def _world_main(
@@ -247,6 +248,10 @@ async def _world_main(
             if takeover is not None:
                 nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery, 1)
                 nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
+                env.pause_window_s = (
+                    takeover.pause_at_s,
+                    takeover.pause_at_s + takeover.pause_for_s,
+                )
             if shutdown is not None:
                 nursery.start_soon(_worker, env, shutdown.second_worker_at_s, nursery, 1)
     client = env.client
@@ -360,13 +365,27 @@ def _relocate_sqlite(env: WorldEnv, fork: ForkHook, copy: str) -> None:
 
 
 async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
+    """The first worker's host is paused (a GC pause, a stopped VM) from ``at_s``: whichever
+    process runs in worker slot 0 then -- the first one, or the one restarted after a crash --
+    stops until the pause ends (a process started during the pause waits too: see
+    ``_pause_if_due``). So a crash never takes the pause out of the workload."""
     await trio.sleep_until(at_s)
-    first = env.machine.processes[0]
-    if first.alive:
-        first.paused_until_s = at_s + for_s
-        env.paused.add(first.id)
-        env.machine.handovers_with_pinned_request += int(first.pinned_request())
-        env.world.record("pause", first.id, at_s + for_s)
+    for process in env.machine.processes:
+        if process.alive and process.slot == 0:
+            _pause(env, process, at_s + for_s)
+
+
+def _pause_if_due(env: WorldEnv, process: SimProcess) -> None:
+    window = env.pause_window_s
+    if window is not None and process.slot == 0 and window[0] <= trio.current_time() < window[1]:
+        _pause(env, process, window[1])
+
+
+def _pause(env: WorldEnv, process: SimProcess, until_s: float) -> None:
+    process.paused_until_s = until_s
+    env.paused.add(process.id)
+    env.machine.handovers_with_pinned_request += int(process.pinned_request())
+    env.world.record("pause", process.id, until_s)
 
 
 async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot: int) -> None:
@@ -383,6 +402,7 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
             return
         process = env.machine.spawn()
         process.slot = slot
+        _pause_if_due(env, process)
         outcome = await _run_process(env, process)
         crashed = outcome == "crashed"
         if crashed:
