@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test sweep lint format clean
+.PHONY: test sweep coverage lint format clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ test: $(STAMP)
 
 sweep: $(STAMP)
 	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest
+
+# Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
+coverage: $(STAMP)
+	$(BIN)/durable-sim coverage
 
 lint: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests

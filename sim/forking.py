@@ -41,7 +41,6 @@ from typing import Any
 
 import trio
 
-from sim import reach
 from sim.faults import (
     MAX_TEARS_PER_FILE,
     CrashKind,
@@ -52,6 +51,11 @@ from sim.faults import (
     tries_kind,
 )
 from sim.judgement import judge, recovery_paths, timeline
+
+# Called in a forked child about to exit, with its schedule's text. A layer above registers them
+# (``sim.reach`` while measuring coverage); the list is empty in every ordinary sweep, so the
+# fork layer never imports what sits above it.
+CHILD_EXIT_HOOKS: list[Callable[[str], None]] = []
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
 AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
@@ -267,7 +271,8 @@ class ForkPlan:
         writing fails (a full disk): the parent then reports the missing outcome."""
         assert self.in_child
         try:
-            reach.save_child_coverage(self.child_schedule.text())  # only under durable-sim coverage
+            for hook in CHILD_EXIT_HOOKS:  # e.g. durable-sim coverage saving what ran here
+                hook(self.child_schedule.text())
             _write_outcome(self.child_out, doc)
             if self.child_tmp is not None:
                 shutil.rmtree(self.child_tmp, ignore_errors=True)

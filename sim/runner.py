@@ -599,19 +599,26 @@ async def _operator(env: WorldEnv, process: SimProcess, conversation: Conversati
     """The human operator: resolves calls waiting for reconciliation, after a delay."""
     operator = env.scenario.operator
     assert operator is not None
+    handled: set[str] = set()
     while True:
-        for intent in conversation.pending_reconciliations():
-            await process.sleep_until(process.now() + operator.delay_s)
-            if intent.result_sequence is not None:
-                continue
-            applied = env.services.effects_of(intent.call_id)
-            if operator.decision == "check_ledger" and applied:
-                output, is_error = f"operator confirmed: {intent.tool} was applied", False
-            else:
-                output, is_error = f"operator: {intent.tool} not applied, skipped", True
-            await conversation.resolve(intent.call_id, output=output, is_error=is_error)
-            env.world.record("resolved", intent.call_id, is_error)
-        await conversation.journal.wait_changed()
+        # Re-scan after every resolution: a call may ask for reconciliation while the operator
+        # sleeps on another, and waiting for the next commit then would miss it for ever.
+        pending = [i for i in conversation.pending_reconciliations() if i.call_id not in handled]
+        if not pending:
+            await conversation.journal.wait_changed()
+            continue
+        intent = pending[0]
+        handled.add(intent.call_id)
+        await process.sleep_until(process.now() + operator.delay_s)
+        if intent.result_sequence is not None:
+            continue
+        applied = env.services.effects_of(intent.call_id)
+        if operator.decision == "check_ledger" and applied:
+            output, is_error = f"operator confirmed: {intent.tool} was applied", False
+        else:
+            output, is_error = f"operator: {intent.tool} not applied, skipped", True
+        await conversation.resolve(intent.call_id, output=output, is_error=is_error)
+        env.world.record("resolved", intent.call_id, is_error)
 
 
 async def _collect_store(

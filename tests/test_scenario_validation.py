@@ -68,6 +68,13 @@ def one_tool_doc(operation: str, policy: str, **changes: Any) -> dict[str, Any]:
     )
 
 
+def _with_verifier(mode: str, *, policy: str = "verify_then_continue") -> dict[str, Any]:
+    """A verifiable edit whose verifier is made to answer ``unknown`` or fail (no operator)."""
+    doc = one_tool_doc("workspace.append_line", policy)
+    doc["tools"][0]["verifier"] = mode
+    return doc
+
+
 def with_nested_argument(levels: int) -> str:
     """``read_edit_answer`` whose first call has an argument of ``levels`` nested lists."""
     doc = scenario_doc()
@@ -174,6 +181,20 @@ BAD_SCENARIOS = [
         "tool 'act' has the manual policy and the scenario has no operator: after a crash its "
         "call would wait for manual reconciliation forever; add an operator",
     ),
+    *(
+        Bad(
+            f"verifier-{mode}-without-operator",
+            lambda tmp, mode=mode: write(tmp, json.dumps(_with_verifier(mode))),
+            f"tool 'act' has a verifier that always {says}, and the scenario has no operator: "
+            "after a crash its call would wait for manual reconciliation forever; add an operator",
+        )
+        for mode, says in (("unknown", "answers unknown"), ("fails", "fails"))
+    ),
+    Bad(
+        "verifier-mode-on-another-policy",
+        lambda tmp: write(tmp, json.dumps(_with_verifier("fails", policy="idempotent"))),
+        "verifier 'fails' needs the verify_then_continue policy",
+    ),
 ]
 
 ALL_BAD = [pytest.param(bad, id=bad.id) for bad in BAD_FILES + BAD_SCENARIOS]
@@ -217,7 +238,7 @@ def test_cli_run_refuses_with_one_line_and_exit_2(bad: Bad, tmp_path: Path) -> N
 
 def test_every_bundled_scenario_and_corpus_case_loads() -> None:
     names = bundled_names()
-    assert len(names) == 14
+    assert len(names) == 21
     for name in names:
         assert load_scenario(name).name == name
     cases = sorted(CORPUS.glob("*.json"))
@@ -291,6 +312,28 @@ def test_an_operator_makes_reconciliation_policies_valid(operation: str, policy:
 def test_self_settling_policies_need_no_operator(policy: str) -> None:
     for operation in get_args(Operation):
         assert Scenario.model_validate(one_tool_doc(operation, policy)).operator is None
+
+
+@pytest.mark.parametrize("mode", ["unknown", "fails"])
+def test_a_verifier_that_cannot_tell_sends_the_call_to_the_operator(mode: str) -> None:
+    """Crash right after a verifiable edit landed: a verifier that answers ``unknown`` or fails
+    does not guess; the call waits for the operator, who checks the ledger."""
+    doc = _with_verifier(mode) | {
+        "operator": {"decision": "check_ledger", "delay_s": 1},
+        "base_crash": {"label_prefix": "tool.effect:", "when": "after"},
+    }
+    scenario = Scenario.model_validate(doc)
+    result = run_scenario(
+        scenario, seed=0, store="file", schedule=base_schedule(scenario, seed=0, store="file")
+    )
+    assert result.settled
+    events = {r.event.type: r.event for r in result.records}
+    reason = events["reconciliation_requested"].reason  # type: ignore[attr-defined]
+    expected = "verifier failed: ToolError" if mode == "fails" else "cannot be verified"
+    assert reason.startswith("verifier could not tell: ") and expected in reason
+    sources = [r.event.source for r in result.records if r.event.type == "tool_result"]
+    assert sources == ["operator"]
+    assert len([e for e in result.ledger if e.applied]) == 1
 
 
 @pytest.mark.parametrize("operation", get_args(Operation))
