@@ -597,19 +597,27 @@ def zombie_append_accepted(mp: Patcher) -> None:
     mp.setattr(FileStore, "renew_lease", renew_lease)
 
 
-def retry_deadline_from_now(mp: Patcher) -> None:
-    """A retry resumed after a crash does not wait for its committed deadline (the backoff is
-    recomputed from "now" as already elapsed): a crash loop never waits."""
-    original = generation_mod._retry
+def _inline_retries(mp: Patcher) -> Callable[[Any], set[str]]:
+    """Patch ``_model_failed`` to remember, per process (per journal), the retries the process
+    entered itself, so a mutant can tell them from the retries it resumes after a crash."""
     failed = generation_mod._model_failed
 
     def inline(env: Any) -> set[str]:
-        # Per process (per journal): the retries this process entered itself, not by resuming.
         return env.journal.__dict__.setdefault("_mutant_inline_retries", set())
 
     async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
         inline(env).add(task_id)
         return await failed(env, task_id, attempt, error)
+
+    mp.setattr(generation_mod, "_model_failed", _model_failed)
+    return inline
+
+
+def retry_deadline_from_now(mp: Patcher) -> None:
+    """A retry resumed after a crash does not wait for its committed deadline (the backoff is
+    recomputed from "now" as already elapsed): a crash loop never waits."""
+    original = generation_mod._retry
+    inline = _inline_retries(mp)
 
     async def _retry(env: Any, task_id: str) -> bool:
         if task_id in inline(env):
@@ -622,7 +630,6 @@ def retry_deadline_from_now(mp: Patcher) -> None:
         await env.journal.commit(lambda s: [prepare] if live_task(s, task_id) else [])
         return True
 
-    mp.setattr(generation_mod, "_model_failed", _model_failed)
     mp.setitem(generation_mod._PHASES, "retry", _retry)
 
 
@@ -630,14 +637,7 @@ def retry_waits_again(mp: Patcher) -> None:
     """I11: a retry resumed after a crash waits its whole backoff again from the restart,
     ignoring the committed deadline (harmless-looking; a crash loop never gets its retry out)."""
     original = generation_mod._retry
-    failed = generation_mod._model_failed
-
-    def inline(env: Any) -> set[str]:
-        return env.journal.__dict__.setdefault("_mutant_inline_retries", set())
-
-    async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
-        inline(env).add(task_id)
-        return await failed(env, task_id, attempt, error)
+    inline = _inline_retries(mp)
 
     async def _retry(env: Any, task_id: str) -> bool:
         if task_id not in inline(env):
@@ -648,7 +648,6 @@ def retry_waits_again(mp: Patcher) -> None:
             await env.ports.clock.sleep_until(env.ports.clock.now() + backoff)
         return await original(env, task_id)
 
-    mp.setattr(generation_mod, "_model_failed", _model_failed)
     mp.setitem(generation_mod._PHASES, "retry", _retry)
 
 

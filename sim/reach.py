@@ -47,6 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -750,24 +751,18 @@ def _measure_fuzz(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     home = tempdirs.make("reach")
     set_hypothesis_home_dir(home)
     findings = 0
+    runs: list[tuple[str, Callable[..., Any]]] = [
+        (f"fuzz {name}[{store}]", partial(fuzz_schedules, load_scenario(name)))
+        for name in _scenario_names(options)
+    ]
+    if not options.scenarios:
+        runs.append((f"fuzz world machine[{store}]", fuzz_machine))
     try:
-        for name in _scenario_names(options):
-            progress.start(f"fuzz {name}[{store}]")
+        for title, fuzzer in runs:
+            progress.start(title)
             raw.arcs |= _harvest(cov)
-            finding = fuzz_schedules(
-                load_scenario(name),
-                store=store,  # type: ignore[arg-type]
-                examples=options.fuzz_examples,
-                fuzz_seed=options.seed,
-                on_example=lambda: progress.advance(1),
-            )
-            findings += finding is not None
-            raw.fuzz_arcs |= _harvest(cov)
-            progress.finish("failure found (see durable-sim fuzz)" if finding else "done")
-        if not options.scenarios:
-            progress.start(f"fuzz world machine[{store}]")
-            finding = fuzz_machine(
-                store=store,  # type: ignore[arg-type]
+            finding = fuzzer(
+                store=store,
                 examples=options.fuzz_examples,
                 fuzz_seed=options.seed,
                 on_example=lambda: progress.advance(1),
