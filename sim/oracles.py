@@ -686,7 +686,10 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
     # Likewise inputs sent at virtual times: a crash's lease wait can hold them until they are
     # queued together, and queued inputs go to one run -- a legitimately different context.
     # Exactly the submissions answered by a run with another set of inputs are excused.
-    moved |= _regrouped(facts.state, reference)
+    # And when a moved action changed the conversation itself (an aborted input withdrawn in
+    # one world only), every later request carries another history: a submission whose
+    # answering run sent the model other user messages than in the fault-free run is excused.
+    moved |= _regrouped(result, facts.state, reference)
     diff = [
         rid
         for rid in reference.outcome
@@ -717,16 +720,35 @@ def _run_groups(state: State) -> dict[str, frozenset[str]]:
     return out
 
 
-def _regrouped(state: State, reference: RunResult) -> set[str]:
-    """Request ids answered by a run whose inputs differ from those of the fault-free run."""
+def _regrouped(result: RunResult, state: State, reference: RunResult) -> set[str]:
+    """Request ids answered by a run whose inputs, or whose requests' user messages, differ
+    from those of the fault-free run."""
     try:
-        expected = _run_groups(
-            reduce(new_state(reference.scenario.conversation_id), reference.records)
-        )
+        expected_state = reduce(new_state(reference.scenario.conversation_id), reference.records)
     except InvariantViolation:
         return set()
-    actual = _run_groups(state)
-    return {rid for rid in set(actual) | set(expected) if actual.get(rid) != expected.get(rid)}
+    expected, actual = _run_groups(expected_state), _run_groups(state)
+    out = {rid for rid in set(actual) | set(expected) if actual.get(rid) != expected.get(rid)}
+    seen, seen_expected = _contexts(result, state), _contexts(reference, expected_state)
+    return out | {
+        rid for rid in set(seen) | set(seen_expected) if seen.get(rid) != seen_expected.get(rid)
+    }
+
+
+def _contexts(run: RunResult, state: State) -> dict[str, tuple[str, ...]]:
+    """Each request id -> the user messages of the last model request of the run that
+    answered it (what the model was shown)."""
+    run_of_task = {task.id: task.run_id for task in state.tasks.values()}
+    last: dict[str, tuple[str, ...]] = {}
+    for call in run.model_calls:
+        run_id = run_of_task.get(call.task_id)
+        if run_id is not None:
+            last[run_id] = call.user_contents
+    return {
+        sub.request_id: last[sub.run_id]
+        for sub in state.submissions.values()
+        if sub.request_id and sub.run_id in last
+    }
 
 
 def _aborted(run: RunResult) -> set[str]:
