@@ -280,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
         return EXIT["usage"]
+    except BrokenPipeError:
+        # The reader went away (`durable-sim replay ... | head`): stop quietly, as Unix tools
+        # do; point stdout at /dev/null so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except BaseException as exc:  # re-raised unless it is only the user's interrupt
         if not _interrupt_only(exc):
             raise

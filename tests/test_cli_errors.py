@@ -229,3 +229,23 @@ def test_sigterm_stops_a_sweep_cleanly(tmp_path: Path) -> None:
     assert "durable-sim: interrupted" in stderr
     assert "Traceback" not in stderr
     assert list(scratch.iterdir()) == [], "temporary directories left behind"
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    """``durable-sim replay ... | head``: the reader is gone; the command stops quietly (status
+    141, as for SIGPIPE) instead of printing a BrokenPipeError traceback. The pipe's read end is
+    closed before the command starts, so its first write fails, every time."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sim.cli", "run", "idempotent_payment"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr.decode()
+    assert b"Traceback" not in done.stderr
