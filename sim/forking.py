@@ -42,7 +42,6 @@ from typing import Any
 import trio
 
 from sim.faults import (
-    MAX_TEARS_PER_FILE,
     CrashKind,
     CrashPoint,
     Schedule,
@@ -95,6 +94,9 @@ class ForkPlan:
     kinds: tuple[CrashKind, ...]
     reference: Any  # RunResult of the fault-free run of the base schedule
     twins: Callable[[str], bool]  # whether a schedule (text) gets a twin for I10
+    # (index, when) -> enumerated tears of a power crash there: the traced run's count, so the
+    # fast and naive sweeps list the same schedules by construction.
+    tears: dict[tuple[int, str], int]
     jobs: int
     workdir: str
     in_child: bool = False
@@ -120,9 +122,7 @@ class ForkPlan:
         for kind in self.kinds:
             if not tries_kind(kind, when, label):  # type: ignore[arg-type]
                 continue
-            n_tears = 0
-            if kind == "power":
-                n_tears = len(machine.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
+            n_tears = self.tears.get((index, when), 0)
             for point in crash_points(index, when, kind, n_tears):  # type: ignore[arg-type]
                 self._fork_point(machine, process, point, label)
 

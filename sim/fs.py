@@ -101,8 +101,8 @@ class _Inode:
         # For a file extended by more than one fsync (a log): the durable length before its
         # latest extending fsync. Bytes below it are proven complete by a later sync; the last
         # synced extension is not (storage faults leave it alone: see ``SimFS.damage_synced``).
-        # -1: never extended by a second fsync (a file written once, e.g. by an atomic write).
-        self.proven_len = -1
+        # 0: nothing proven (never extended by a second fsync).
+        self.proven_len = 0
         # Grown by ``append`` (a log): a single copy cannot prove its own end, so its last
         # synced extension is never damaged, nor is the file cut or deleted (see damage_synced).
         self.appended = False
@@ -122,7 +122,7 @@ class _Inode:
         if 0 < old_len < len(self.data) and not self.rewritten:
             self.proven_len = old_len
         elif self.rewritten or self.durable_bytes is not None:
-            self.proven_len = -1
+            self.proven_len = 0
         self.durable_len = len(self.data)
         self.durable_bytes = None
         self.rewritten = False
@@ -599,7 +599,7 @@ class SimFS:
                 if node.rewritten or node.durable_bytes is not None:
                     continue  # a rewrite in flight: its synced content is not in ``data``
                 whole = not node.appended
-                window = node.durable_len if whole else max(node.proven_len, 0)
+                window = node.durable_len if whole else node.proven_len
                 if window > 0:
                     candidates.append((_join(key, name), d, name, node, window, whole))
         if not candidates:

@@ -162,15 +162,20 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
 
 
 def check_determinism(first: RunResult, second: RunResult) -> list[Violation]:
-    if first.fingerprint == second.fingerprint:
+    return compare_fingerprints(first.fingerprint, second.fingerprint)
+
+
+def compare_fingerprints(first: str, second: str) -> list[Violation]:
+    """I10 from two runs' fingerprints (the runs themselves may be in other processes)."""
+    if first == second:
         return []
     return [
         Violation(
             "I10",
             "the same scenario, seed and schedule gave a different trace",
-            (f"first fingerprint {first.fingerprint}", f"second fingerprint {second.fingerprint}"),
-            expected=first.fingerprint,
-            actual=second.fingerprint,
+            (f"first fingerprint {first}", f"second fingerprint {second}"),
+            expected=first,
+            actual=second,
         )
     ]
 
@@ -727,12 +732,14 @@ def _regrouped(result: RunResult, state: State, reference: RunResult) -> set[str
         expected_state = reduce(new_state(reference.scenario.conversation_id), reference.records)
     except InvariantViolation:
         return set()
-    expected, actual = _run_groups(expected_state), _run_groups(state)
-    out = {rid for rid in set(actual) | set(expected) if actual.get(rid) != expected.get(rid)}
-    seen, seen_expected = _contexts(result, state), _contexts(reference, expected_state)
-    return out | {
-        rid for rid in set(seen) | set(seen_expected) if seen.get(rid) != seen_expected.get(rid)
-    }
+    return _differing(_run_groups(state), _run_groups(expected_state)) | _differing(
+        _contexts(result, state), _contexts(reference, expected_state)
+    )
+
+
+def _differing(actual: dict[str, Any], expected: dict[str, Any]) -> set[str]:
+    """The keys whose values differ (or that only one side has)."""
+    return {key for key in actual.keys() | expected.keys() if actual.get(key) != expected.get(key)}
 
 
 def _contexts(run: RunResult, state: State) -> dict[str, tuple[str, ...]]:

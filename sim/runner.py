@@ -109,12 +109,12 @@ class RunResult:
     # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
     # (None: recovery went on), and what changed in the damaged files since the damage.
     damage: dict[str, str] = field(default_factory=dict)
-    tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)
-    recovered_at_s: dict[str, float] = field(default_factory=dict)
-    paused: list[str] = field(default_factory=list)
-    after_release: list[str] = field(default_factory=list)  # work begun after a lease release
     refusal: str | None = None
     evidence_changes: list[str] = field(default_factory=list)
+    tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)  # see count_tears
+    recovered_at_s: dict[str, float] = field(default_factory=dict)  # per process (I11)
+    paused: list[str] = field(default_factory=list)  # processes a takeover paused (I11)
+    after_release: list[str] = field(default_factory=list)  # work begun after a lease release
 
     @property
     def outcome(self) -> dict[str, Any]:
@@ -194,7 +194,6 @@ class WorldEnv:
     # resumed retry is due at max(its committed deadline, the recovery) unless paused (I11).
     recovered_at_s: dict[str, float] = field(default_factory=dict)
     paused: set[str] = field(default_factory=set)
-    pause_window_s: tuple[float, float] | None = None  # a takeover's pause of worker slot 0
 
 
 async def _world_main(
@@ -248,10 +247,6 @@ async def _world_main(
             if takeover is not None:
                 nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery, 1)
                 nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
-                env.pause_window_s = (
-                    takeover.pause_at_s,
-                    takeover.pause_at_s + takeover.pause_for_s,
-                )
             if shutdown is not None:
                 nursery.start_soon(_worker, env, shutdown.second_worker_at_s, nursery, 1)
     client = env.client
@@ -376,9 +371,12 @@ async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:
 
 
 def _pause_if_due(env: WorldEnv, process: SimProcess) -> None:
-    window = env.pause_window_s
-    if window is not None and process.slot == 0 and window[0] <= trio.current_time() < window[1]:
-        _pause(env, process, window[1])
+    takeover = env.scenario.takeover
+    if takeover is None or process.slot != 0:
+        return
+    until_s = takeover.pause_at_s + takeover.pause_for_s
+    if takeover.pause_at_s <= trio.current_time() < until_s:
+        _pause(env, process, until_s)
 
 
 def _pause(env: WorldEnv, process: SimProcess, until_s: float) -> None:
@@ -398,8 +396,8 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
     for _ in range(MAX_PROCESSES):
         if env.client.complete(env.scenario) and not crashed:
             return
-        if _shut_down(env, slot):
-            return
+        if trio.current_time() >= _shutdown_at_s(env, slot):
+            return  # shut down for good
         process = env.machine.spawn()
         process.slot = slot
         _pause_if_due(env, process)
@@ -420,10 +418,10 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
     env.errors.append(f"more than {MAX_PROCESSES} processes")
 
 
-def _shut_down(env: WorldEnv, slot: int) -> bool:
-    """Whether the scenario's graceful shutdown has taken this worker slot down."""
+def _shutdown_at_s(env: WorldEnv, slot: int) -> float:
+    """When the scenario's graceful shutdown takes this worker slot down (never: ``inf``)."""
     shutdown = env.scenario.shutdown
-    return shutdown is not None and slot == 0 and trio.current_time() >= shutdown.at_s
+    return shutdown.at_s if shutdown is not None and slot == 0 else math.inf
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
@@ -504,9 +502,7 @@ async def _client_session(
         return
     env.recovered_at_s[process.id] = trio.current_time()
     await _audit_recovery(env, process, conversation, store)
-    shutdown_at_s = math.inf
-    if scenario.shutdown is not None and process.slot == 0:
-        shutdown_at_s = scenario.shutdown.at_s
+    shutdown_at_s = _shutdown_at_s(env, process.slot)
     async with trio.open_nursery() as nursery:
         if scenario.operator is not None:
             nursery.start_soon(_operator, env, process, conversation)
@@ -599,16 +595,14 @@ async def _operator(env: WorldEnv, process: SimProcess, conversation: Conversati
     """The human operator: resolves calls waiting for reconciliation, after a delay."""
     operator = env.scenario.operator
     assert operator is not None
-    handled: set[str] = set()
     while True:
         # Re-scan after every resolution: a call may ask for reconciliation while the operator
         # sleeps on another, and waiting for the next commit then would miss it for ever.
-        pending = [i for i in conversation.pending_reconciliations() if i.call_id not in handled]
+        pending = conversation.pending_reconciliations()
         if not pending:
             await conversation.journal.wait_changed()
             continue
         intent = pending[0]
-        handled.add(intent.call_id)
         await process.sleep_until(process.now() + operator.delay_s)
         if intent.result_sequence is not None:
             continue

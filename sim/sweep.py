@@ -37,7 +37,13 @@ from sim.judgement import ScheduleOutcome as ScheduleOutcome
 from sim.judgement import judge as judge
 from sim.judgement import recovery_paths as recovery_paths
 from sim.judgement import timeline as timeline
-from sim.oracles import VERDICT_ORDER, Violation, check_determinism, verdict_of
+from sim.oracles import (
+    VERDICT_ORDER,
+    Violation,
+    check_determinism,
+    compare_fingerprints,
+    verdict_of,
+)
 from sim.repro import replay_command
 from sim.runner import RunResult, StoreKind, run_scenario
 from sim.scenario import Scenario, ScenarioError
@@ -244,8 +250,13 @@ def sweep(
         kinds = [k for k in kinds if k == "process"]
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
+    # The traced run counts each point's enumerated tears; both paths list schedules from it.
     reference = run_scenario(
-        scenario.without_faults(), seed=seed, store=store, schedule=base, count_tears=True
+        scenario.without_faults(),
+        seed=seed,
+        store=store,
+        schedule=base,
+        count_tears=not scenario.timed_crashes,
     )
     # The oracles compare with the fault-free reference; the crash points are those of the run
     # the schedules extend (with the scenario's own timed crashes, if it has any).
@@ -324,6 +335,7 @@ def _forked_sweep(
         kinds=tuple(kinds),
         reference=reference,
         twins=lambda text: wants_twin(mode, out.seed, text),
+        tears=traced.tear_counts,
         jobs=jobs or max(1, os.cpu_count() or 1),
         workdir=workdir,
         progress=progress,
@@ -380,19 +392,11 @@ def _late_twin(
 ) -> Outcome:
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
     again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
-    if again.fingerprint == fingerprint:
+    differs = compare_fingerprints(fingerprint, again.fingerprint)
+    if not differs:
         return outcome
     _, violations, labels, paths, lines = outcome
-    violations = [
-        *violations,
-        Violation(
-            "I10",
-            "the same scenario, seed and schedule gave a different trace",
-            (f"first fingerprint {fingerprint}", f"second {again.fingerprint}"),
-            expected=fingerprint,
-            actual=again.fingerprint,
-        ),
-    ]
+    violations = [*violations, *differs]
     return verdict_of(violations), violations, labels, paths, lines
 
 
@@ -418,16 +422,8 @@ def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
             )
     first = docs[0]
     violations = [Violation.from_json(v) for v in first["violations"]]
-    if len(docs) > 1 and docs[1]["fingerprint"] != first["fingerprint"]:
-        violations.append(
-            Violation(
-                "I10",
-                "the same scenario, seed and schedule gave a different trace",
-                (f"first fingerprint {first['fingerprint']}", f"second {docs[1]['fingerprint']}"),
-                expected=first["fingerprint"],
-                actual=docs[1]["fingerprint"],
-            )
-        )
+    if len(docs) > 1:
+        violations += compare_fingerprints(first["fingerprint"], docs[1]["fingerprint"])
     verdict = verdict_of(violations)
     return verdict, violations, first["labels"], first["paths"], first["timeline"]
 

@@ -314,24 +314,24 @@ class SQLiteStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-            return conn.execute(
+        def body(conn: sqlite3.Connection) -> tuple[list[tuple[int, str]], int]:
+            """The rows, and (when repairing) the newest checkpoint, in one read transaction."""
+            rows = conn.execute(
                 "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
                 "ORDER BY sequence",
                 (conversation_id, start),
             ).fetchall()
-
-        def newest_checkpoint(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
+            if not repair:
+                return rows, 0
+            newest = conn.execute(
                 "SELECT MAX(through_sequence) FROM checkpoints WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
-            return int(row[0] or 0)
+            return rows, int(newest[0] or 0)
 
-        rows = await self._run("sqlite.read", body, write=False)
+        rows, through = await self._run("sqlite.read", body, write=False)
         if repair:
             last = rows[-1][0] if rows else start
-            through = await self._run("sqlite.read", newest_checkpoint, write=False)
             if through > last:
                 raise CorruptStore(
                     f"{self._path}: events of {conversation_id} end at sequence {last}, but a "
