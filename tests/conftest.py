@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runtime_helpers import STORE_KINDS, Stores
+from testkit import STORE_KINDS, Stores
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -1,0 +1,361 @@
+"""The fast sweep: share the fault-free prefix by forking at every crash point.
+
+A naive sweep re-runs the whole scenario for every crash point: the prefix before the crash is
+computed again and again. Here one *forking run* executes the fault-free schedule once; at every
+boundary ``before`` and ``after`` it forks a child per crash kind. The child is an exact copy of
+the world at that instant (trio's run state, SimFS, services, client, RNG streams), crashes
+right there, runs the recovery and the rest of the scenario, judges the run with every oracle and
+writes its outcome to a file; the parent goes on with the fault-free run. Up to ``jobs`` children
+run at once (one per core).
+
+Two further savings, both keeping every verdict identical to the naive sweep's (a test compares
+the two on the bundled scenarios):
+
+- **equivalent process crashes run once.** A process kill keeps everything written, so two crash
+  points where the world outside the dead process is identical -- files as processes see them,
+  external services, the client's view, the model's call log, ids, virtual time, the trio
+  scheduler's RNG state, pending timed crashes -- have identical futures (e.g. after a log append,
+  before its fsync and after it). The first such point is run; the others inherit its verdict.
+- **I10 by twins.** Determinism is checked by forking the same crash point twice and comparing the
+  children's fingerprints; the shared prefix is checked once, by comparing the forking run's
+  fingerprint with the reference run's.
+
+SQLite files live on a real directory: a child copies the database and its WAL to a directory of
+its own before crashing, and never touches (or closes) the connections it inherited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from sim.judgement.judge import judge, recovery_paths, timeline
+from sim.world.faults import (
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    crash_points,
+    parse_schedule,
+    tries_kind,
+)
+
+# Called in a forked child about to exit, with its schedule's text. A layer above registers them
+# (``sim.explore.reach`` while measuring coverage); the list is empty in every ordinary sweep, so
+# the fork layer never imports what sits above it.
+CHILD_EXIT_HOOKS: list[Callable[[str], None]] = []
+
+# Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
+AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
+
+
+@dataclass
+class ChildOutcome:
+    """What a child reports: enough for the sweep's record of one schedule."""
+
+    schedule: str
+    verdict: str
+    violations: list[dict[str, Any]]
+    fingerprint: str
+    labels: list[str]
+    timeline: list[str]
+    paths: list[str]
+
+
+@dataclass
+class _Child:
+    """A running child, as the parent tracks it."""
+
+    pid: int
+    schedule: str
+    path: str  # where it writes its outcome
+    deadline: float  # time.monotonic() after which it is killed
+    tmp: str | None  # its copy of the SQLite files, if any
+    counted: bool = True  # counts as one schedule of progress (an I10 twin does not)
+    timed_out: bool = False
+
+
+@dataclass
+class ForkPlan:
+    """Configuration and bookkeeping of one forking run (in the parent; children get a copy)."""
+
+    base: Schedule
+    kinds: tuple[CrashKind, ...]
+    reference: Any  # RunResult of the fault-free run of the base schedule
+    twins: Callable[[str], bool]  # whether a schedule (text) gets a twin for I10
+    # (index, when) -> enumerated tears of a power crash there: the traced run's count, so the
+    # fast and naive sweeps list the same schedules by construction.
+    tears: dict[tuple[int, str], int]
+    jobs: int
+    workdir: str
+    in_child: bool = False
+    child_out: str = ""
+    child_schedule: Schedule = field(default_factory=Schedule)
+    child_tmp: str | None = None
+    child_timeout_s: float = 300.0  # wall time a child may take before it is killed
+    running: list[_Child] = field(default_factory=list)
+    done: list[tuple[str, str]] = field(default_factory=list)  # schedule, path
+    seen: dict[str, str] = field(default_factory=dict)  # state digest -> schedule text
+    equivalent: list[tuple[str, str]] = field(default_factory=list)  # schedule, twin of
+    order: list[str] = field(default_factory=list)  # schedules in sweep order
+    snapshot: Any = None  # parent-side: copy the SQLite files for the child about to fork
+    relocate: Any = None  # child-side: switch to that copy before crashing
+    progress: Any = None  # called with 1 per finished child
+
+    # -- in the parent ---------------------------------------------------------------------------
+
+    def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None:
+        """Called by the machine at every boundary of the forking run."""
+        if index <= self.base.last_index or self.in_child:
+            return
+        for kind in self.kinds:
+            if not tries_kind(kind, when, label):  # type: ignore[arg-type]
+                continue
+            n_tears = self.tears.get((index, when), 0)
+            for point in crash_points(index, when, kind, n_tears):  # type: ignore[arg-type]
+                self._fork_point(machine, process, point, label)
+
+    def _fork_point(self, machine: Any, process: Any, point: CrashPoint, label: str) -> None:
+        schedule = Schedule.of(*self.base.points, point)
+        text = schedule.text()
+        self.order.append(text)
+        if point.kind == "process":
+            digest = machine.state_digest()
+            if digest is not None:
+                twin = self.seen.get(digest)
+                if twin is not None:
+                    self.equivalent.append((text, twin))
+                    if self.progress is not None:
+                        self.progress(1)
+                    return
+                self.seen[digest] = text
+        for copy in range(2 if self.twins(text) else 1):
+            self._spawn(machine, process, point, label, schedule, copy)
+
+    def _spawn(
+        self,
+        machine: Any,
+        process: Any,
+        point: CrashPoint,
+        label: str,
+        schedule: Schedule,
+        copy: int,
+    ) -> None:
+        while len(self.running) >= self.jobs:
+            self._reap_one()
+        path = os.path.join(self.workdir, f"{len(self.done) + len(self.running)}-{copy}.json")
+        # The parent copies the SQLite files *before* forking: it goes on writing to its own
+        # copy as soon as the child exists, so a copy made by the child could see later commits.
+        snapshot = self.snapshot() if self.snapshot is not None else None
+        pid = os.fork()
+        if pid == 0:  # the child: crash here, run on, report, exit without cleanup
+            # Mark the child first: whatever fails from here on must end in ``abort_child``
+            # (this process exits), never unwind into the parent's frames as a second parent.
+            self.in_child = True
+            self.running = []
+            self.child_out = path
+            self.child_schedule = schedule
+            try:
+                _private_trio_io()
+                machine.schedule = schedule
+                machine.forked_child = True
+                if self.relocate is not None:
+                    self.relocate(snapshot)
+            except BaseException as exc:  # the child must report and exit, whatever happened
+                self.abort_child(exc)
+            machine.crash(process, point, label)
+            raise AssertionError("unreachable: crash raises")
+        deadline = time.monotonic() + self.child_timeout_s
+        self.running.append(_Child(pid, schedule.text(), path, deadline, snapshot, copy == 0))
+
+    def _reap_one(self) -> None:
+        """Wait for one child to end, or kill the first that overruns its wall-time bound (a
+        hung child must not hang the sweep: it gets an ``error`` verdict instead)."""
+        assert self.running and not self.in_child
+        while True:
+            for child in self.running:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+                if pid:
+                    self._finish(child, status)
+                    return
+            now = time.monotonic()
+            overdue = min(self.running, key=lambda c: c.deadline)
+            if now >= overdue.deadline:
+                os.kill(overdue.pid, signal.SIGKILL)
+                _, status = os.waitpid(overdue.pid, 0)
+                overdue.timed_out = True
+                self._finish(overdue, status)
+                return
+            _wait_for_exit([c.pid for c in self.running], overdue.deadline - now)
+
+    def _finish(self, child: _Child, status: int) -> None:
+        self.running.remove(child)
+        code = os.waitstatus_to_exitcode(status)
+        if child.timed_out:
+            error = f"child did not finish within {self.child_timeout_s:g} s of wall time"
+            _write_outcome(child.path, {"error": error})
+        elif not Path(child.path).exists():
+            error = f"child exited with status {code} without reporting an outcome"
+            _write_outcome(child.path, {"error": error})
+        if child.tmp is not None:
+            shutil.rmtree(child.tmp, ignore_errors=True)  # the child's own copy, if it left it
+        self.done.append((child.schedule, child.path))
+        if self.progress is not None and child.counted:
+            self.progress(1)
+
+    def wait_all(self) -> None:
+        while self.running:
+            self._reap_one()
+
+    def kill_running(self) -> None:
+        """On the way out of an interrupted sweep: no child may outlive it."""
+        if self.in_child:
+            return
+        for child in list(self.running):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child.pid, 0)
+            if child.tmp is not None:
+                shutil.rmtree(child.tmp, ignore_errors=True)
+            self.running.remove(child)
+
+    def ordered(self) -> list[str]:
+        """Schedules in the naive sweep's order (boundary, before/after, kind): boundaries nest
+        (a store commit's ``after`` comes after its file operations), so fork order differs."""
+        kinds = {k: n for n, k in enumerate(self.kinds)}
+
+        def key(text: str) -> tuple[int, int, int]:
+            point = parse_schedule(text).points[-1]
+            return (point.index, 0 if point.when == "before" else 1, kinds[point.kind])
+
+        return sorted(self.order, key=key)
+
+    # -- in the child ----------------------------------------------------------------------------
+
+    def finish_child(self, result: Any) -> None:
+        """Judge the child's run, write the outcome, and leave without any cleanup."""
+        try:
+            outcome = judge(result, self.reference, determinism=False)
+            doc = ChildOutcome(
+                schedule=result.schedule.text(),
+                verdict=outcome.verdict,
+                violations=[v.to_json() for v in outcome.violations],
+                fingerprint=result.fingerprint,
+                labels=list(outcome.labels),
+                timeline=timeline(result) if outcome.verdict != "pass" else [],
+                paths=sorted(recovery_paths(result)),
+            ).__dict__
+        except BaseException as exc:  # the child must always report and exit
+            doc = {"error": f"{type(exc).__name__}: {exc}"}
+        self._leave(doc, 0)
+
+    def abort_child(self, exc: BaseException) -> None:
+        """A child whose run raised (or was interrupted): report it and exit at once. Unwinding
+        further would run the *parent's* cleanup (its temporary directories) in the child."""
+        self._leave({"error": f"{type(exc).__name__}: {exc}"}, 1)
+
+    def _leave(self, doc: dict[str, Any], code: int) -> None:
+        """Write the outcome (atomically: the parent never reads half of one) and exit, even if
+        writing fails (a full disk): the parent then reports the missing outcome."""
+        assert self.in_child
+        try:
+            for hook in CHILD_EXIT_HOOKS:  # e.g. durable-sim coverage saving what ran here
+                hook(self.child_schedule.text())
+            _write_outcome(self.child_out, doc)
+            if self.child_tmp is not None:
+                shutil.rmtree(self.child_tmp, ignore_errors=True)
+        finally:
+            os._exit(code)
+
+
+def _private_trio_io() -> None:
+    """Give a forked child trio I/O primitives of its own: fresh wakeup socketpairs and a fresh
+    epoll instance.
+
+    After ``fork`` parent and child share every open file description. Two of trio's are
+    wakeup socketpairs (the I/O manager's forced wakeup and the entry queue's, which is also the
+    signal wakeup fd): a child that drains the shared read end consumes a byte the *parent* was
+    meant to wake on, and the parent's run loop then waits for a wakeup that never comes (seen:
+    a fast sweep hung for ever at shutdown, ~1 run in 12). The shared epoll object has the same
+    problem the other way round (a child re-arming registrations leaves the parent spinning).
+
+    The fresh sockets are ``dup2``-ed onto the *same descriptor numbers*, so every trio structure
+    that holds the socket objects or their numbers (the registrations, the signal wakeup fd)
+    refers to the child's private sockets without being rebuilt. trio has no public way to do
+    this, hence the private attributes; the simulator never waits on other I/O, so only trio's
+    own wakeup sockets are registered."""
+    run_module: Any = trio._core._run
+    runner = run_module.GLOBAL_RUN_CONTEXT.runner
+    io = runner.io_manager
+    for pair in (io._force_wakeup, runner.entry_queue.wakeup):
+        _renew_socketpair(pair.wakeup_sock, pair.write_sock)
+    shared = io._epoll
+    fresh = select.epoll()
+    fresh.register(io._force_wakeup.wakeup_sock, select.EPOLLIN)
+    for fd, waiters in io._registered.items():
+        flags = (select.EPOLLIN if waiters.read_task is not None else 0) | (
+            select.EPOLLOUT if waiters.write_task is not None else 0
+        )
+        waiters.current_flags = flags
+        if flags:
+            fresh.register(fd, flags | select.EPOLLONESHOT)
+    io._epoll = fresh
+    shared.close()  # this process's descriptor only; the parent's stays open
+
+
+def _renew_socketpair(wakeup_sock: socket.socket, write_sock: socket.socket) -> None:
+    """Replace the connection behind both descriptors by a new private one, with the options
+    trio gives its wakeup pairs (non-blocking, tiny buffers)."""
+    new_wakeup, new_write = socket.socketpair()
+    with new_wakeup, new_write:
+        for sock in (new_wakeup, new_write):
+            sock.setblocking(False)
+        new_wakeup.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        new_write.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+        os.dup2(new_wakeup.fileno(), wakeup_sock.fileno(), inheritable=False)
+        os.dup2(new_write.fileno(), write_sock.fileno(), inheritable=False)
+
+
+def _write_outcome(path: str, doc: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(doc, out)
+    os.replace(tmp, path)
+
+
+def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
+    """Block until one of ``pids`` may have exited or ``timeout_s`` passes. A pidfd becomes
+    readable when its process exits (Linux >= 5.3); elsewhere, poll briefly."""
+    opener = getattr(os, "pidfd_open", None)
+    fds: list[int] = []
+    try:
+        if opener is not None:
+            for pid in pids:
+                try:
+                    fds.append(opener(pid))
+                except ProcessLookupError:
+                    return  # already gone: reap it now
+                except OSError:
+                    break  # no pidfd support in this kernel: poll
+        if fds and len(fds) == len(pids):
+            poller = select.poll()  # not select(): descriptor numbers may exceed FD_SETSIZE
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            poller.poll(max(0.0, timeout_s) * 1000.0)
+        else:
+            time.sleep(min(0.005, max(0.0, timeout_s)))
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -1,0 +1,500 @@
+"""Exhaustive crash sweeps (docs/architecture.md, 2.5).
+
+A fault-free run of the scenario records its ordered boundary trace (N boundaries). Depth 1 runs
+every schedule with one crash: each boundary x {before, after} x the chosen crash kinds. Depth 2
+also crashes once more at every boundary that the depth-1 run reached after its first crash (the
+recovery and everything after it). Every schedule gets every oracle, I10 included (the schedule is
+run twice and the fingerprints compared).
+
+SQLite files live on a real temporary directory with process-crash semantics only: power loss for
+SQLite needs a VFS that buffers unsynced pages, which does not exist here, so power schedules are
+not run on the SQLite store and the results say so (``skipped_power``); storage faults (damage to
+synced data) likewise (``skipped_storage``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sim.explore import forking
+from sim.judgement.judge import ScheduleOutcome as ScheduleOutcome
+from sim.judgement.judge import judge as judge
+from sim.judgement.judge import recovery_paths as recovery_paths
+from sim.judgement.judge import timeline as timeline
+from sim.judgement.oracles import (
+    VERDICT_ORDER,
+    Violation,
+    check_determinism,
+    compare_fingerprints,
+    verdict_of,
+)
+from sim.judgement.repro import replay_command
+from sim.run.runner import RunResult, StoreKind, run_scenario
+from sim.world import tempdirs
+from sim.world.faults import (
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    crash_points,
+    parse_schedule,
+    tries_kind,
+)
+from sim.world.scenario import Scenario, ScenarioError
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class Failure:
+    scenario: str
+    store: str
+    seed: int
+    schedule: str
+    verdict: str
+    invariant: str
+    explanation: str
+    witness: list[str]
+    expected: str
+    actual: str
+    repro: str
+    crash_labels: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)
+    invariants: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ScenarioSweep:
+    name: str
+    store: str
+    seed: int
+    depth: int
+    crash_kinds: list[str]
+    boundaries: int = 0
+    boundary_kinds: dict[str, int] = field(default_factory=dict)
+    schedules: int = 0
+    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICT_ORDER, 0))
+    failures: list[Failure] = field(default_factory=list)
+    matrix: list[dict[str, Any]] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    reference_fingerprint: str = ""
+    reference_outcome: dict[str, Any] = field(default_factory=dict)
+    effects: dict[str, int] = field(default_factory=dict)
+    skipped_power: bool = False
+    skipped_storage: bool = False
+    tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
+    determinism: str = "full"  # how I10 was checked: full, sample or off
+    wall_s: float = 0.0
+    base_points: list[CrashPoint] = field(default_factory=list)
+    recovery_paths: dict[str, int] = field(default_factory=dict)
+    ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
+    reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
+
+    def verdict_counts(self) -> str:
+        """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
+        return ", ".join(f"{verdict} {n}" for verdict, n in self.verdicts.items() if n) or "none"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "store": self.store,
+            "seed": self.seed,
+            "depth": self.depth,
+            "crash_kinds": self.crash_kinds,
+            "boundaries": self.boundaries,
+            "boundary_kinds": self.boundary_kinds,
+            "schedules": self.schedules,
+            "verdicts": self.verdicts,
+            "failures": [f.to_json() for f in self.failures],
+            "matrix": self.matrix,
+            "labels": self.labels,
+            "reference_fingerprint": self.reference_fingerprint,
+            "reference_outcome": self.reference_outcome,
+            "effects": self.effects,
+            "skipped_power": self.skipped_power,
+            "skipped_storage": self.skipped_storage,
+            "tear_schedules": self.tear_schedules,
+            "determinism": self.determinism,
+            "reference_failed": self.reference_failed,
+            "base_schedule": Schedule(tuple(self.base_points)).text(),
+            "recovery_paths": dict(sorted(self.recovery_paths.items())),
+            "wall_s": round(self.wall_s, 3),
+        }
+
+
+def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> str:
+    """The replay line of a schedule under the seams in force now (see ``sim.judgement.repro``)."""
+    return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
+
+
+Determinism = Literal["full", "sample", "off"]
+DETERMINISM_MODES: tuple[Determinism, ...] = ("full", "sample", "off")
+# With ``sample``, one crash point in this many gets I10's second run (plus every failing one).
+DETERMINISM_SAMPLE_EVERY = 16
+
+
+def determinism_mode(value: bool | str) -> Determinism:
+    """``True``/``False`` (the library's older form) or a mode name, validated eagerly."""
+    if value is True:
+        return "full"
+    if value is False:
+        return "off"
+    if value not in DETERMINISM_MODES:
+        raise ValueError(f"determinism must be one of {', '.join(DETERMINISM_MODES)}: {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def wants_twin(mode: Determinism, seed: int, schedule_text: str) -> bool:
+    """Whether I10 re-runs this schedule up front. ``sample`` picks a seeded 1 in
+    ``DETERMINISM_SAMPLE_EVERY`` by a hash of (seed, schedule) -- stable across processes and
+    hash seeds, unlike ``hash()`` -- as FoundationDB checks determinism on a sample of runs;
+    failing schedules are re-run afterwards whatever the sample said."""
+    if mode != "sample":
+        return mode == "full"
+    return zlib.crc32(f"{seed}|{schedule_text}".encode()) % DETERMINISM_SAMPLE_EVERY == 0
+
+
+def _judged(result: RunResult, reference: RunResult, mode: Determinism) -> ScheduleOutcome:
+    """``judge`` with I10 as ``mode`` asks: a sampled schedule is re-run up front; one that
+    fails without having been sampled is re-run too (a failure must say if it reproduces)."""
+    twin = wants_twin(mode, result.seed, result.schedule.text())
+    outcome = judge(result, reference, determinism=twin)
+    if mode == "sample" and not twin and outcome.verdict != "pass":
+        outcome = judge(result, reference, determinism=True)
+    return outcome
+
+
+def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedule:
+    """The scenario's own crash (``base_crash``) resolved to a boundary index of its fault-free
+    trace on this store; empty if it has none."""
+    spec = scenario.base_crash
+    if spec is None:
+        return Schedule()
+    plain = run_scenario(scenario.without_faults(), seed=seed, store=store)
+    for boundary in plain.boundaries:
+        if boundary.label.startswith(spec.label_prefix):
+            return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
+    raise ScenarioError(
+        f"{scenario.name}: base_crash.label_prefix {spec.label_prefix!r} matches no boundary of "
+        f"its fault-free run on the {store} store"
+    )
+
+
+def depth1_schedules(
+    labels: Sequence[str],
+    kinds: Iterable[CrashKind],
+    *,
+    base: Schedule | None = None,
+    tears: dict[tuple[int, str], int] | None = None,
+) -> list[Schedule]:
+    """One more crash at every boundary (after the base schedule's own crash points, if any),
+    of every kind the point is tried with (``sim.world.faults.tries_kind``); ``labels`` are the
+    boundaries' labels in index order. A power crash also comes in every enumerated tear of
+    its point (``tears``: the traced run's ``RunResult.tear_counts``)."""
+    kinds = list(kinds)
+    base = base or Schedule()
+    tears = tears or {}
+    return [
+        Schedule.of(*base.points, point)
+        for i in range(base.last_index + 1, len(labels))
+        for when in ("before", "after")
+        for kind in kinds
+        if tries_kind(kind, when, labels[i])
+        for point in crash_points(i, when, kind, tears.get((i, when), 0))  # type: ignore[arg-type]
+    ]
+
+
+def sweep(
+    scenario: Scenario,
+    *,
+    store: StoreKind,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    depth: int = 1,
+    determinism: bool | Determinism = "sample",
+    progress: ProgressFn | None = None,
+    stop_at_first_failure: bool = False,
+    fast: bool = True,
+    jobs: int | None = None,
+    ref: str | None = None,
+) -> ScenarioSweep:
+    """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
+    exists) shares the fault-free prefix by forking (see ``sim.explore.forking``); the naive path
+    re-runs every schedule from scratch. Both give the same verdict for every schedule.
+
+    ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
+    seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
+    none; the fault-free run is always checked unless off."""
+    if depth not in (1, 2):
+        raise ValueError("depth must be 1 or 2")
+    mode = determinism_mode(determinism)
+    started = time.perf_counter()
+    tempdirs.remove_all_stale()  # what killed sweeps left behind
+    kinds: list[CrashKind] = list(crash_kinds)
+    out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
+    out.ref = ref or scenario.name
+    out.determinism = mode
+    if store == "sqlite" and ("power" in kinds or "storage" in kinds):
+        # Both need the simulated file system (what is synced, what a power loss keeps).
+        out.skipped_power = "power" in kinds
+        out.skipped_storage = "storage" in kinds
+        kinds = [k for k in kinds if k == "process"]
+    base = base_schedule(scenario, seed=seed, store=store)
+    out.base_points = list(base.points)
+    # The traced run counts each point's enumerated tears; both paths list schedules from it.
+    reference = run_scenario(
+        scenario.without_faults(),
+        seed=seed,
+        store=store,
+        schedule=base,
+        count_tears=not scenario.timed_crashes,
+    )
+    # The oracles compare with the fault-free reference; the crash points are those of the run
+    # the schedules extend (with the scenario's own timed crashes, if it has any).
+    traced = reference
+    if scenario.timed_crashes:
+        traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    out.boundaries = len(traced.boundaries)
+    if "power" in kinds:
+        out.tear_schedules = sum(
+            len(crash_points(index, when, "power", n)) - 1  # type: ignore[arg-type]
+            for (index, when), n in traced.tear_counts.items()
+            if index > base.last_index
+        )
+    out.labels = [b.label for b in traced.boundaries]
+    for b in traced.boundaries:
+        out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
+    out.reference_fingerprint = reference.fingerprint
+    out.reference_outcome = reference.outcome
+    out.effects = _effect_summary(reference)
+    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
+    if progress:
+        progress(1)
+    if out.failures:
+        # Every crash schedule is judged against the fault-free run: when that run itself fails
+        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
+        out.reference_failed = True
+        out.wall_s = time.perf_counter() - started
+        return out
+    if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
+        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+        out.wall_s = time.perf_counter() - started
+        return out
+    for schedule in depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts):
+        result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
+        outcome = _judged(result, reference, mode)
+        _record(out, outcome, result)
+        if progress:
+            progress(1)
+        if stop_at_first_failure and out.failures:
+            break
+        if depth == 2:
+            first = schedule.points[-1]
+            for j in range(first.index + 1, len(result.boundaries)):
+                for when in ("before", "after"):
+                    for kind in kinds:
+                        if not tries_kind(kind, when, result.boundaries[j].label):
+                            continue
+                        # Depth 2 takes each point's seeded draw only (no enumerated tears).
+                        deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
+                        r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
+                        _record(out, _judged(r2, reference, mode), r2)
+                        if stop_at_first_failure and out.failures:
+                            break
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a["index"], a["when"], a["kind"]) == (b["index"], b["when"], b["kind"])
+
+
+def _forked_sweep(
+    out: ScenarioSweep,
+    scenario: Scenario,
+    reference: RunResult,
+    traced: RunResult,
+    base: Schedule,
+    kinds: list[CrashKind],
+    mode: Determinism,
+    progress: ProgressFn | None,
+    jobs: int | None,
+) -> None:
+    workdir = tempdirs.make("fork")
+    plan = forking.ForkPlan(
+        base=base,
+        kinds=tuple(kinds),
+        reference=reference,
+        twins=lambda text: wants_twin(mode, out.seed, text),
+        tears=traced.tear_counts,
+        jobs=jobs or max(1, os.cpu_count() or 1),
+        workdir=workdir,
+        progress=progress,
+    )
+    try:
+        parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
+        plan.wait_all()
+        if mode != "off" and parent.fingerprint != traced.fingerprint:
+            prefix = check_determinism(traced, parent)
+            _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
+        children: dict[str, list[dict[str, Any]]] = {}
+        for text, path in plan.done:
+            children.setdefault(text, []).append(_outcome_doc(path))
+        outcomes: dict[str, Outcome] = {}
+        for text, docs in children.items():
+            outcome = _merge_twins(docs)
+            if mode == "sample" and len(docs) == 1 and outcome[0] not in ("pass", "error"):
+                outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
+            outcomes[text] = outcome
+        for text, twin in plan.equivalent:
+            outcomes[text] = _inherited(outcomes[twin], scenario, out, text)
+        for text in plan.ordered():
+            verdict, violations, labels, paths, lines = outcomes[text]
+            _record_parts(
+                out,
+                parse_schedule(text),
+                verdict,
+                violations,
+                labels,
+                paths,
+                lambda lines=lines: lines,
+            )
+    finally:
+        plan.kill_running()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+Outcome = tuple[str, list[Violation], list[str], list[str], list[str]]
+
+
+def _inherited(twin: Outcome, scenario: Scenario, out: ScenarioSweep, text: str) -> Outcome:
+    """The outcome of a schedule whose future is the same as ``twin``'s: the same verdict, but
+    its *own* crash label and timeline (a report card must show the schedule it names, and the
+    two crashed at different boundaries). Only failures are shown, so only they are re-run."""
+    verdict, violations, _, paths, _ = twin
+    if verdict in ("pass", "error"):
+        return twin  # an error is the harness's: re-running it here could raise or hang again
+    result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    return verdict, violations, [c.label for c in result.crashes], paths, timeline(result)
+
+
+def _late_twin(
+    outcome: Outcome, fingerprint: str, scenario: Scenario, out: ScenarioSweep, text: str
+) -> Outcome:
+    """I10 for a failing schedule the sample did not twin: run it again here and compare."""
+    again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    differs = compare_fingerprints(fingerprint, again.fingerprint)
+    if not differs:
+        return outcome
+    _, violations, labels, paths, lines = outcome
+    violations = [*violations, *differs]
+    return verdict_of(violations), violations, labels, paths, lines
+
+
+def _outcome_doc(path: str) -> dict[str, Any]:
+    """A child's outcome file; one that cannot be read is the harness's error, not a verdict."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return {"error": f"unreadable outcome {path}: {exc}"}
+    return doc if isinstance(doc, dict) else {"error": f"malformed outcome {path}"}
+
+
+def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
+    """One schedule's outcome from its child (or twin children: I10 compares their prints)."""
+    for doc in docs:
+        if "error" in doc:
+            return (
+                "error",
+                [Violation("I0", f"harness error in a forked child: {doc['error']}")],
+                [],
+                [],
+                [],
+            )
+    first = docs[0]
+    violations = [Violation.from_json(v) for v in first["violations"]]
+    if len(docs) > 1:
+        violations += compare_fingerprints(first["fingerprint"], docs[1]["fingerprint"])
+    verdict = verdict_of(violations)
+    return verdict, violations, first["labels"], first["paths"], first["timeline"]
+
+
+def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> None:
+    _record_parts(
+        out,
+        outcome.schedule,
+        outcome.verdict,
+        outcome.violations,
+        list(outcome.labels),
+        sorted(recovery_paths(result)),
+        lambda: timeline(result),
+    )
+
+
+def _record_parts(
+    out: ScenarioSweep,
+    schedule: Schedule,
+    verdict: str,
+    violations: list[Violation],
+    labels: list[str],
+    paths: list[str],
+    lines: Callable[[], list[str]],
+) -> None:
+    out.schedules += 1
+    for path in paths:
+        out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
+    out.verdicts[verdict] += 1
+    points = schedule.points
+    if points and schedule.points[:-1] == tuple(out.base_points):
+        p = points[-1]
+        cell = {"index": p.index, "when": p.when, "kind": p.column, "verdict": verdict}
+        if p.tear and out.matrix and _same_cell(out.matrix[-1], cell):
+            # Every enumerated tear of a point shares one cell: the worst verdict shows.
+            worst = min(out.matrix[-1]["verdict"], verdict, key=VERDICT_ORDER.index)
+            out.matrix[-1]["verdict"] = worst
+        else:
+            out.matrix.append(cell)
+    if verdict == "pass":
+        return
+    first = violations[0] if violations else None
+    out.failures.append(
+        Failure(
+            scenario=out.name,
+            store=out.store,
+            seed=out.seed,
+            schedule=schedule.text(),
+            verdict=verdict,
+            invariant=first.invariant if first else "?",
+            explanation=first.explanation if first else "",
+            witness=list(first.witness) if first else [],
+            expected=first.expected if first else "",
+            actual=first.actual if first else "",
+            repro=repro_command(out.ref or out.name, out.seed, out.store, schedule),
+            crash_labels=labels,
+            timeline=lines(),
+            invariants=sorted({v.invariant for v in violations}, key=_invariant_order),
+        )
+    )
+
+
+def _invariant_order(invariant: str) -> int:
+    return int(invariant[1:]) if invariant[1:].isdigit() else 99
+
+
+def _effect_summary(result: RunResult) -> dict[str, int]:
+    summary: dict[str, int] = {}
+    for effect in result.ledger:
+        if effect.applied:
+            key = f"{effect.service}.{effect.op}"
+            summary[key] = summary.get(key, 0) + 1
+    return summary

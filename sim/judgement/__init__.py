@@ -1,0 +1,2 @@
+"""Layer 3, judgement: the oracles over a run, the verdict of a schedule, repro lines and
+timelines. Imports only ``sim.world`` and ``sim.run``."""

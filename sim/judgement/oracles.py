@@ -1,0 +1,974 @@
+"""The oracles I1-I13: what must hold after every schedule, with minimal witnesses.
+
+Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
+the external services' effect ledgers, the client's view (what was acknowledged and answered), the
+fake model's call log, and the machine's record of durable commits, leases and crashes. A failure
+names the invariant, carries the few rows that prove it and one sentence saying why.
+
+``I0`` is the runtime itself failing (an exception or a violated internal assertion): a safety
+verdict too, since a runtime that crashes on its own data cannot keep any promise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from durable.events import (
+    EventRecord,
+    InputSettled,
+    LeaseAcquired,
+    RunStopped,
+    TaskCheckpoint,
+    TaskCreated,
+    ToolIntent,
+    ToolInterrupted,
+    ToolResult,
+)
+from durable.state import InvariantViolation, State, new_state, reduce
+from sim.run.runner import RunResult
+from sim.world.model import ModelCall
+from sim.world.scenario import ACTION_STEP_BASE
+
+SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
+VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
+
+INVARIANT_NAMES = {
+    "I0": "runtime integrity",
+    "I1": "effects match policy",
+    "I2": "log intact",
+    "I3": "checkpoints consistent",
+    "I4": "crash-only resume",
+    "I5": "inputs settled, no duplicates",
+    "I6": "one result per intent, no effect without intent",
+    "I7": "liveness",
+    "I8": "fencing",
+    "I9": "transparency",
+    "I10": "determinism",
+    "I11": "model calls bounded",
+    "I12": "durability of acknowledgements",
+    "I13": "damaged storage detected",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    explanation: str
+    witness: tuple[str, ...] = ()
+    expected: str = ""
+    actual: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.invariant == "I7":
+            return "liveness"
+        if self.invariant == "I10":
+            return "nondeterminism"
+        return "safety"
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form of a violation (results documents, child outcomes, replay)."""
+        return {
+            "invariant": self.invariant,
+            "explanation": self.explanation,
+            "witness": list(self.witness),
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Violation:
+        return cls(
+            doc["invariant"],
+            doc["explanation"],
+            tuple(doc["witness"]),
+            doc["expected"],
+            doc["actual"],
+        )
+
+
+def verdict_of(violations: list[Violation]) -> str:
+    """The verdict of a schedule: its most severe violation's (``VERDICT_ORDER``), or pass."""
+    for candidate in VERDICT_ORDER:
+        if any(v.verdict == candidate for v in violations):
+            return candidate
+    return "pass"
+
+
+def worst_verdict(counts: dict[str, int]) -> str:
+    """The most severe verdict with a non-zero count (``pass`` when there is none)."""
+    for verdict in VERDICT_ORDER:
+        if counts.get(verdict):
+            return verdict
+    return "pass"
+
+
+@dataclass
+class Facts:
+    """What the oracles derive once from a result."""
+
+    state: State | None
+    run_of_task: dict[str, str] = field(default_factory=dict)
+    stop_index: dict[str, int] = field(default_factory=dict)
+    stop_epoch: dict[str, int] = field(default_factory=dict)  # the lease epoch that stopped it
+
+
+def store_promises_power(result: RunResult) -> bool:
+    """Whether the store mode promises acknowledged data survives power loss."""
+    return result.store == "sqlite" or result.scenario.fsync
+
+
+def within_promise(result: RunResult) -> bool:
+    """False if a crash happened that the store mode does not promise to survive."""
+    power = any(c.point.kind == "power" for c in result.crashes)
+    return not power or store_promises_power(result)
+
+
+def check(result: RunResult, reference: RunResult) -> list[Violation]:
+    """Every invariant except I10 (which needs a second run: see ``check_determinism``)."""
+    if result.refusal is not None:
+        # A process stopped on corrupt storage and the world ended there: the run's own
+        # promises end with it; I13 judges the stop, I8 the leases granted before it.
+        return check_refusal(result) + check_fencing(result)
+    out: list[Violation] = []
+    out += check_log(result)
+    facts = _facts(result)
+    out += check_checkpoints(result)
+    out += check_fencing(result)
+    out += check_stopped_runs_stay_stopped(result)
+    if facts.state is not None:
+        promised = within_promise(result)
+        if promised:
+            out += check_effects(result, facts)
+            out += check_results(result, facts)
+            out += check_durability(result, facts)
+        if not promised:
+            out += check_suffix_loss(result)
+        out += check_resume(result, facts)
+        out += check_inputs(result, facts, promised=promised)
+        out += check_transparency(result, reference, facts)
+        if promised:  # lost acknowledged commits legitimately redo work (and model calls)
+            out += check_model_calls(result, reference)
+    out += check_liveness(result, facts)
+    if result.runtime_error is not None:
+        # Last: a runtime that raised is usually the consequence of a violation found above.
+        out.append(
+            Violation("I0", "the runtime raised instead of recovering", (result.runtime_error,))
+        )
+    return out
+
+
+def check_determinism(first: RunResult, second: RunResult) -> list[Violation]:
+    return compare_fingerprints(first.fingerprint, second.fingerprint)
+
+
+def compare_fingerprints(first: str, second: str) -> list[Violation]:
+    """I10 from two runs' fingerprints (the runs themselves may be in other processes)."""
+    if first == second:
+        return []
+    return [
+        Violation(
+            "I10",
+            "the same scenario, seed and schedule gave a different trace",
+            (f"first fingerprint {first}", f"second fingerprint {second}"),
+            expected=first,
+            actual=second,
+        )
+    ]
+
+
+def _row(record: EventRecord) -> str:
+    event = record.event.model_dump(mode="json")
+    kind = event.pop("type")
+    detail = ", ".join(f"{k}={v}" for k, v in event.items() if v not in (None, "", [], {}))
+    return f"#{record.sequence} e{record.epoch} {kind}({detail[:160]})"
+
+
+def durable_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
+    """Commits (with the boundary index they started at) whose records are in the final log."""
+    final = {r.checksum for r in result.records}
+    return [(i, recs) for i, recs in result.commits if recs and recs[0].checksum in final]
+
+
+def _facts(result: RunResult) -> Facts:
+    try:
+        state = reduce(new_state(result.scenario.conversation_id), result.records)
+    except InvariantViolation:
+        return Facts(state=None)
+    facts = Facts(state=state)
+    for task in state.tasks.values():
+        facts.run_of_task[task.id] = task.run_id
+    for index, records in durable_commits(result):
+        for record in records:
+            if isinstance(record.event, RunStopped):
+                facts.stop_index.setdefault(record.event.run_id, index)
+                facts.stop_epoch.setdefault(record.event.run_id, record.epoch)
+    return facts
+
+
+# -- I2 log -----------------------------------------------------------------------------------
+
+
+def check_log(result: RunResult) -> list[Violation]:
+    if result.store_error is not None:
+        return [Violation("I2", "a fresh reader finds the store corrupt", (result.store_error,))]
+    out: list[Violation] = []
+    records = result.records
+    for i, record in enumerate(records):
+        if record.sequence != i + 1:
+            return [
+                Violation(
+                    "I2",
+                    "sequences are not contiguous from 1",
+                    tuple(_row(r) for r in records[max(0, i - 1) : i + 1]),
+                    expected=f"sequence {i + 1}",
+                    actual=f"sequence {record.sequence}",
+                )
+            ]
+        if not record.verify():
+            return [Violation("I2", "a committed record fails its checksum", (_row(record),))]
+    for previous, record in itertools.pairwise(records):
+        if not previous.last_in_batch and previous.batch != record.batch:
+            out.append(
+                Violation(
+                    "I2",
+                    "a batch ends without its last record (a partial commit is visible)",
+                    (_row(previous), _row(record)),
+                )
+            )
+            break
+        if previous.last_in_batch and previous.batch == record.batch:
+            out.append(
+                Violation("I2", "records follow the end of their own batch", (_row(record),))
+            )
+            break
+    if records and not records[-1].last_in_batch:
+        out.append(
+            Violation("I2", "a partial batch is visible after recovery", (_row(records[-1]),))
+        )
+    try:
+        reduce(new_state(result.scenario.conversation_id), records)
+    except InvariantViolation as exc:
+        out.append(Violation("I2", f"the log does not reduce: {exc}", ()))
+    return out
+
+
+# -- I3 checkpoints ----------------------------------------------------------------------------
+
+
+def check_checkpoints(result: RunResult) -> list[Violation]:
+    out: list[Violation] = []
+    records = result.records
+    for checkpoint in result.checkpoints:
+        if not checkpoint.verify() or checkpoint.through_sequence > len(records):
+            continue
+        try:
+            expected = reduce(
+                new_state(result.scenario.conversation_id), records[: checkpoint.through_sequence]
+            )
+        except InvariantViolation:
+            continue  # I2 reports a log that does not reduce
+        if expected.model_dump(mode="json") != checkpoint.state:
+            out.append(
+                Violation(
+                    "I3",
+                    "a valid checkpoint differs from reduce of the log prefix it claims",
+                    (f"checkpoint through #{checkpoint.through_sequence}",),
+                    expected=f"digest {expected.digest()[:16]}",
+                    actual=f"checkpoint state of {len(checkpoint.state.get('tasks', {}))} tasks",
+                )
+            )
+    out += [
+        Violation(
+            "I3",
+            "after recovery, the process's state differs from reduce of the log its store "
+            "returns (a recovery that rebuilt wrongly, or a store that acknowledged commits it "
+            "does not return)",
+            (mismatch,),
+            expected="reduce(log)",
+            actual="the recovered state",
+        )
+        for mismatch in result.recovery_mismatches[:1]
+    ]
+    return out
+
+
+# -- I8 fencing --------------------------------------------------------------------------------
+
+
+def check_fencing(result: RunResult) -> list[Violation]:
+    out = _work_after_release(result)
+    return out + _check_fencing(result)
+
+
+def _work_after_release(result: RunResult) -> list[Violation]:
+    """I8: a process that released its lease (a graceful shutdown) must have stopped all its
+    work first: a commit, tool effect or model call after the release races the next owner,
+    who may already hold the lease (the store would even accept a commit: the released lease
+    keeps its owner and epoch until another owner takes it)."""
+    if not result.after_release:
+        return []
+    return [
+        Violation(
+            "I8",
+            "a process went on working after it released its lease",
+            tuple(result.after_release[:3]),
+        )
+    ]
+
+
+def _check_fencing(result: RunResult) -> list[Violation]:
+    epoch, owner = 0, None
+    last_lease: EventRecord | None = None
+    for record in result.records:
+        event = record.event
+        if isinstance(event, LeaseAcquired):
+            if event.epoch <= epoch:
+                return [
+                    Violation(
+                        "I8",
+                        "lease epochs do not strictly increase",
+                        tuple(_row(r) for r in (last_lease, record) if r is not None),
+                    )
+                ]
+            epoch, owner, last_lease = event.epoch, event.owner_id, record
+            continue
+        if record.epoch != epoch or record.owner_id != owner:
+            return [
+                Violation(
+                    "I8",
+                    "a record was appended under a lease that was not the current one",
+                    tuple(_row(r) for r in (last_lease, record) if r is not None),
+                    expected=f"owner {owner} epoch {epoch}",
+                    actual=f"owner {record.owner_id} epoch {record.epoch}",
+                )
+            ]
+    for grant in result.grants:
+        previous, granted = grant.previous, grant.granted
+        expected_epoch = (previous.epoch if previous else 0) + 1
+        live_other = (
+            previous is not None
+            and previous.owner_id != granted.owner_id
+            and previous.expires_at_s > grant.time_s
+        )
+        if live_other or granted.epoch != expected_epoch:
+            assert previous is not None or not live_other
+            return [
+                Violation(
+                    "I8",
+                    "a lease was granted while another owner's was live, or epochs skipped",
+                    (f"stored before: {previous}", f"granted at {grant.time_s:.3f}s: {granted}"),
+                    expected=f"epoch {expected_epoch} after expiry",
+                    actual=f"epoch {granted.epoch}",
+                )
+            ]
+    for renewal in result.renewals:
+        previous, renewed = renewal.previous, renewal.granted
+        held = previous is not None and (previous.owner_id, previous.epoch) == (
+            renewed.owner_id,
+            renewed.epoch,
+        )
+        if not held:
+            return [
+                Violation(
+                    "I8",
+                    "a lease renewal changed the stored lease's owner or epoch (a renewal may "
+                    "only extend the lease its caller holds)",
+                    (f"stored before: {previous}", f"renewed at {renewal.time_s:.3f}s: {renewed}"),
+                    expected=f"owner {previous.owner_id} epoch {previous.epoch}"
+                    if previous is not None
+                    else "no renewal of a missing lease",
+                    actual=f"owner {renewed.owner_id} epoch {renewed.epoch}",
+                )
+            ]
+    return stale_appends(result) or out_of_fence_effects(result)
+
+
+def stale_appends(result: RunResult) -> list[Violation]:
+    """Every append a store *accepted* must carry the lease granted last before it: a zombie's
+    append that a later reader happens to drop is still a fencing failure."""
+    grants = sorted(result.grants, key=lambda g: g.boundary)
+    for append in result.accepted:
+        current = None
+        for grant in grants:
+            if grant.boundary < append.boundary:
+                current = grant.granted
+        if current is None:
+            continue
+        if (append.owner_id, append.epoch) != (current.owner_id, current.epoch):
+            return [
+                Violation(
+                    "I8",
+                    "the store accepted an append from a stale lease (a zombie writer)",
+                    (
+                        f"append of #{append.sequences[0]}..#{append.sequences[-1]} at boundary "
+                        f"{append.boundary} by {append.owner_id} epoch {append.epoch}",
+                        f"lease then: {current.owner_id} epoch {current.epoch}",
+                    ),
+                    expected=f"epoch {current.epoch}",
+                    actual=f"epoch {append.epoch}",
+                )
+            ]
+    return []
+
+
+def out_of_fence_effects(result: RunResult) -> list[Violation]:
+    """A fenced service must never apply a request whose token is older than one it has seen."""
+    highest = 0
+    for effect in result.ledger:
+        if effect.service != "payments" or not effect.applied:
+            continue
+        if effect.epoch < highest:
+            return [Violation("I8", "a fenced service applied a stale token", (str(effect),))]
+        highest = max(highest, effect.epoch)
+    return []
+
+
+# -- I1 effects and I6 results ---------------------------------------------------------------
+
+
+def check_effects(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    out: list[Violation] = []
+    for intent in facts.state.intents.values():
+        effects = [e for e in result.ledger if e.call_id == intent.call_id and e.applied]
+        n = len(effects)
+        tool_result = facts.state.tool_results.get(intent.call_id)
+        succeeded = (
+            tool_result is not None
+            and not tool_result.is_error
+            and tool_result.source in ("executed", "verified")
+        )
+        bad = ""
+        if intent.policy in ("idempotent", "verify_then_continue"):
+            if n > 1:
+                bad = f"{n} effects, policy {intent.policy} promises exactly once"
+            elif succeeded and n == 0:
+                bad = f"recorded as succeeded with no effect, policy {intent.policy}"
+        elif intent.policy in ("unsafe", "manual"):
+            if n > 1:
+                bad = f"{n} effects, policy {intent.policy} promises at most once"
+        elif succeeded and n == 0:
+            bad = "recorded as executed with no effect, replay_safe promises at least once"
+        if bad:
+            out.append(
+                Violation(
+                    "I1",
+                    f"call {intent.call_id} ({intent.tool}): {bad}",
+                    tuple(str(e) for e in effects[:3]),
+                    expected=_expected_effects(intent.policy),
+                    actual=f"{n} effect(s)",
+                )
+            )
+    return out
+
+
+def _expected_effects(policy: str) -> str:
+    return {
+        "idempotent": "exactly 1 effect",
+        "verify_then_continue": "exactly 1 effect",
+        "unsafe": "at most 1 effect",
+        "manual": "at most 1 effect",
+        "replay_safe": "at least 1 effect",
+    }[policy]
+
+
+def check_results(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    out: list[Violation] = []
+    counts = Counter(r.event.call_id for r in result.records if isinstance(r.event, ToolResult))
+    for call_id, n in counts.items():
+        if n > 1:
+            out.append(Violation("I6", f"call {call_id} has {n} recorded results", ()))
+    if result.settled:
+        for intent in facts.state.intents.values():
+            if counts.get(intent.call_id, 0) == 0 and not intent.reconciliation:
+                out.append(
+                    Violation("I6", f"intent {intent.call_id} never got a result", (intent.tool,))
+                )
+    intent_index: dict[str, int] = {}
+    for index, records in durable_commits(result):
+        for record in records:
+            if isinstance(record.event, ToolIntent):
+                intent_index.setdefault(record.event.call_id, index)
+    for effect in result.ledger:
+        if not effect.applied:
+            continue
+        durable_at = intent_index.get(effect.call_id)
+        if durable_at is None or durable_at > effect.boundary:
+            out.append(
+                Violation(
+                    "I6",
+                    f"effect of {effect.call_id} happened before its intent was durable",
+                    (str(effect), f"intent committed at boundary {durable_at}"),
+                    expected="intent commit boundary < effect boundary",
+                    actual=f"intent at {durable_at}, effect at {effect.boundary}",
+                )
+            )
+    return out
+
+
+# -- I4 crash-only resume ----------------------------------------------------------------------
+
+
+def check_stopped_runs_stay_stopped(result: RunResult) -> list[Violation]:
+    """I4 on the raw log (it must work even when the log no longer reduces): no event for a
+    task of a run after that run's ``run_stopped``."""
+    run_of_task: dict[str, str] = {}
+    stopped_at: dict[str, int] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, TaskCreated):
+            run_of_task[event.task_id] = event.run_id
+        if isinstance(event, RunStopped):
+            stopped_at[event.run_id] = record.sequence
+            continue
+        task_id = getattr(event, "task_id", None)
+        run_id = run_of_task.get(task_id) if task_id else None
+        if run_id is not None and run_id in stopped_at:
+            return [
+                Violation(
+                    "I4",
+                    f"run {run_id} stopped at #{stopped_at[run_id]} but its task ran again",
+                    (_row(record),),
+                )
+            ]
+    return []
+
+
+def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    task_of_call = {i.call_id: i.task_id for i in state.intents.values()}
+    for effect in result.ledger:
+        run_id = facts.run_of_task.get(task_of_call.get(effect.call_id, ""))
+        stop = facts.stop_index.get(run_id) if run_id else None
+        if run_id is not None and effect.epoch < facts.stop_epoch.get(run_id, 0):
+            # A zombie (a worker paused past its lease) finishing a call it had in flight
+            # before the run was stopped under a newer epoch: no runtime can take back a
+            # request already on its way; only a fencing service refuses it (I8 checks those).
+            continue
+        if effect.applied and stop is not None and effect.boundary > stop:
+            out.append(
+                Violation(
+                    "I4",
+                    f"a tool of run {run_id} took effect after the run stopped",
+                    (str(effect), f"run stopped at boundary {stop}"),
+                )
+            )
+            break
+    for call in result.model_calls:
+        run_id = facts.run_of_task.get(call.task_id)
+        if run_id is None:
+            continue
+        stop = facts.stop_index.get(run_id)
+        if stop is not None and call.index > stop:
+            out.append(
+                Violation(
+                    "I4",
+                    f"the model was called for run {run_id} after it stopped",
+                    (f"model call at boundary {call.index}", f"run stopped at boundary {stop}"),
+                )
+            )
+            break
+        run = state.runs.get(run_id)
+        if run is None:
+            continue
+        missing = [
+            state.submissions[s].content
+            for s in run.inputs
+            if state.submissions[s].content not in call.user_contents
+        ]
+        if missing:
+            out.append(
+                Violation(
+                    "I4",
+                    f"a request of run {run_id} does not contain the run's own input",
+                    (
+                        f"missing: {missing[0][:80]!r}",
+                        f"request had {len(call.user_contents)} user messages",
+                    ),
+                    expected=f"request contains {missing[0][:60]!r}",
+                    actual="input absent from the model request",
+                )
+            )
+            break
+    return out
+
+
+# -- I5 inputs ---------------------------------------------------------------------------------
+
+
+def check_inputs(result: RunResult, facts: Facts, *, promised: bool = True) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    by_request = Counter(s.request_id for s in state.submissions.values() if s.request_id)
+    for rid, n in by_request.items():
+        if n > 1:
+            out.append(Violation("I5", f"request {rid} was accepted {n} times", ()))
+    contents = Counter(m.content for m in state.messages if m.role == "user")
+    expected_contents = Counter(i.content for i in result.scenario.inputs)
+    for content, n in contents.items():
+        if n > expected_contents.get(content, 0):
+            out.append(
+                Violation("I5", "a user entry appears more often than it was sent", (content[:80],))
+            )
+    # A re-sent request id that maps to a new submission is a lost acknowledgement in a mode
+    # that may lose it (power loss without fsync); the mode's own promise is I12's suffix check.
+    for rid, first, second in result.client.remapped if promised else []:
+        out.append(
+            Violation(
+                "I5",
+                f"re-sending request {rid} returned another submission",
+                (f"first {first}", f"then {second}"),
+                expected=first,
+                actual=second,
+            )
+        )
+    for rid, sid in result.client.acked.items():
+        sub = state.submissions.get(sid)
+        if sub is not None and sub.request_id != rid:
+            out.append(Violation("I5", f"request {rid} maps to another submission {sid}", ()))
+    if result.settled:
+        for sub in state.submissions.values():
+            if sub.status not in ("done", "unanswered"):
+                out.append(Violation("I5", f"submission {sub.id} ended {sub.status}", ()))
+    return out
+
+
+# -- I7 liveness -------------------------------------------------------------------------------
+
+
+def check_liveness(result: RunResult, facts: Facts) -> list[Violation]:
+    if result.runtime_error is not None:
+        return []
+    if result.settled:
+        return []
+    pending = []
+    if facts.state is not None:
+        pending = [
+            f"{s.id} ({s.request_id}) {s.status}"
+            for s in facts.state.submissions.values()
+            if s.status not in ("done", "unanswered")
+        ]
+    return [
+        Violation(
+            "I7",
+            f"not settled {result.scenario.liveness_bound_s:.0f}s (virtual) after the last fault",
+            tuple(pending[:3]),
+            expected="every submission done or unanswered",
+            actual=f"{len(pending)} unsettled",
+        )
+    ]
+
+
+# -- I9 transparency ---------------------------------------------------------------------------
+
+
+def check_transparency(result: RunResult, reference: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    if not result.settled or not within_promise(result):
+        return []
+    interrupted_policies = {
+        r.event.policy for r in result.records if isinstance(r.event, ToolInterrupted)
+    }
+    if interrupted_policies & {"unsafe", "manual"}:
+        return []
+    if any(i.reconciliation for i in facts.state.intents.values()):
+        return []
+    if result.outcome == reference.outcome:
+        return []
+    # A client abort happens at a virtual time; a crash moves the runs (the lease wait, the
+    # recovery) relative to it, so the abort may land on another run than in the fault-free
+    # world. The outcomes it may legitimately change are exactly those of the submissions it
+    # settled as aborted in one world and not the other; every other outcome must still match.
+    moved = _aborted(result) ^ _aborted(reference)
+    # Likewise inputs sent at virtual times: a crash's lease wait can hold them until they are
+    # queued together, and queued inputs go to one run -- a legitimately different context.
+    # Exactly the submissions answered by a run with another set of inputs are excused.
+    # And when a moved action changed the conversation itself (an aborted input withdrawn in
+    # one world only), every later request carries another history: a submission whose
+    # answering run sent the model other user messages than in the fault-free run is excused.
+    moved |= _regrouped(result, facts.state, reference)
+    diff = [
+        rid
+        for rid in reference.outcome
+        if result.outcome.get(rid) != reference.outcome[rid] and rid not in moved
+    ]
+    if not diff and set(result.outcome) == set(reference.outcome):
+        return []
+    rid = diff[0] if diff else "?"
+    return [
+        Violation(
+            "I9",
+            "every interruption was recoverable, yet the outcome differs from the fault-free run",
+            (f"request {rid}",),
+            expected=str(reference.outcome.get(rid))[:200],
+            actual=str(result.outcome.get(rid))[:200],
+        )
+    ]
+
+
+def _run_groups(state: State) -> dict[str, frozenset[str]]:
+    """Each request id -> the request ids of every input of the run that answered it."""
+    rid_of = {s.id: s.request_id for s in state.submissions.values() if s.request_id}
+    out: dict[str, frozenset[str]] = {}
+    for run in state.runs.values():
+        group = frozenset(rid_of[i] for i in run.inputs if i in rid_of)
+        for rid in group:
+            out[rid] = group
+    return out
+
+
+def _regrouped(result: RunResult, state: State, reference: RunResult) -> set[str]:
+    """Request ids answered by a run whose inputs, or whose requests' user messages, differ
+    from those of the fault-free run."""
+    try:
+        expected_state = reduce(new_state(reference.scenario.conversation_id), reference.records)
+    except InvariantViolation:
+        return set()
+    return _differing(_run_groups(state), _run_groups(expected_state)) | _differing(
+        _contexts(result, state), _contexts(reference, expected_state)
+    )
+
+
+def _differing(actual: dict[str, Any], expected: dict[str, Any]) -> set[str]:
+    """The keys whose values differ (or that only one side has)."""
+    return {key for key in actual.keys() | expected.keys() if actual.get(key) != expected.get(key)}
+
+
+def _contexts(run: RunResult, state: State) -> dict[str, tuple[str, ...]]:
+    """Each request id -> the user messages of the last model request of the run that
+    answered it (what the model was shown)."""
+    run_of_task = {task.id: task.run_id for task in state.tasks.values()}
+    last: dict[str, tuple[str, ...]] = {}
+    for call in run.model_calls:
+        run_id = run_of_task.get(call.task_id)
+        if run_id is not None:
+            last[run_id] = call.user_contents
+    return {
+        sub.request_id: last[sub.run_id]
+        for sub in state.submissions.values()
+        if sub.request_id and sub.run_id in last
+    }
+
+
+def _aborted(run: RunResult) -> set[str]:
+    """Request ids settled as aborted by a client abort the client really sent. None when the
+    log holds more abort commits than the client sent aborts (a runtime that aborts on its
+    own, or re-applies an abort after recovery, gets no excuse)."""
+    sent = sum(
+        1
+        for n, action in enumerate(run.scenario.actions)
+        if action.kind == "abort" and ACTION_STEP_BASE + n in run.client.actions_done
+    )
+    if not sent:
+        return set()
+    commits = {
+        r.batch
+        for r in run.records
+        if isinstance(r.event, InputSettled) and r.event.reason == "aborted"
+    }
+    if len(commits) > sent:
+        return set()
+    return {rid for rid, outcome in run.outcome.items() if outcome["reason"] == "aborted"}
+
+
+# -- I11 model calls ---------------------------------------------------------------------------
+
+
+def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation]:
+    """I11: calls bounded by the fault-free count plus crashes that hit a pinned request; a
+    retry sent exactly when due -- not before the deadline its checkpoint committed, not after
+    it either (or after the recovery, if later): a resume must not reset the backoff."""
+    deadline: dict[tuple[str, int], float] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, TaskCheckpoint) and event.phase == "retry":
+            key = (event.task_id, int(event.data["attempt"]))
+            deadline[key] = float(event.data["until_s"])
+    for call in result.model_calls:
+        until_s = deadline.get((call.task_id, call.attempt))
+        if until_s is None:
+            continue
+        if call.time_s < until_s - 1e-9:
+            return [
+                Violation(
+                    "I11",
+                    "a retry was sent before the backoff deadline its checkpoint committed",
+                    (f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s",),
+                    expected=f"not before {until_s:.3f}s",
+                    actual=f"{call.time_s:.3f}s",
+                )
+            ]
+        # ... and when it is due: at the deadline, or at once if the process that sends it
+        # recovered later (a restart must not wait the whole backoff again). A paused process
+        # wakes when its pause ends: not judged.
+        recovered_s = result.recovered_at_s.get(call.process)
+        if recovered_s is None or call.process in result.paused:
+            continue
+        due_s = max(until_s, recovered_s)
+        if call.time_s > due_s + 1e-9:
+            return [
+                Violation(
+                    "I11",
+                    "a retry was sent later than due (its committed deadline, or its recovery)",
+                    (
+                        f"{call.task_id} attempt {call.attempt} at {call.time_s:.3f}s by "
+                        f"{call.process}, recovered at {recovered_s:.3f}s",
+                    ),
+                    expected=f"at {due_s:.3f}s",
+                    actual=f"{call.time_s:.3f}s",
+                )
+            ]
+    # A re-send after a crash must be the pinned request itself: same model, options, messages.
+    sent: dict[tuple[str, int], ModelCall] = {}
+    for call in result.model_calls:
+        first = sent.setdefault((call.task_id, call.attempt), call)
+        if call.request_digest and first.request_digest != call.request_digest:
+            return [
+                Violation(
+                    "I11",
+                    "a request re-sent after a crash differs from the pinned request it re-sends",
+                    (
+                        f"{call.task_id} attempt {call.attempt}: first sent at boundary "
+                        f"{first.index} by {first.process}, again at boundary {call.index} by "
+                        f"{call.process}",
+                    ),
+                    expected=f"request sha256 {first.request_digest[:16]}",
+                    actual=f"request sha256 {call.request_digest[:16]}",
+                )
+            ]
+    # A crash or a takeover (the old worker paused past its lease) that hit a pinned request may
+    # each cost one re-sent request; a paused worker's own in-flight request was already sent.
+    allowed = (
+        len(reference.model_calls)
+        + sum(1 for c in result.crashes if c.pinned_request)
+        + result.handovers_with_pinned_request
+    )
+    actual = len(result.model_calls)
+    if actual <= allowed:
+        return []
+    return [
+        Violation(
+            "I11",
+            "more model calls than the fault-free run plus crashes or takeovers that hit a pinned "
+            "request",
+            tuple(
+                f"{c.task_id} attempt {c.attempt} at boundary {c.index}"
+                for c in result.model_calls[:4]
+            ),
+            expected=f"at most {allowed}",
+            actual=str(actual),
+        )
+    ]
+
+
+def check_suffix_loss(result: RunResult) -> list[Violation]:
+    """I12 for a mode that does not promise power-loss durability (``fsync=False``): a power loss
+    may lose acknowledged commits, but only a *suffix* of them -- never one from the middle."""
+    final = {r.checksum for r in result.records}
+    accepted = {a.boundary for a in result.accepted}
+    previous = -1  # what survived an earlier power loss is durable from then on
+    for crash in result.crashes:
+        if crash.point.kind != "power":
+            continue
+        before = [
+            (index, records)
+            for index, records in result.commits
+            if index in accepted and previous < index < crash.point.index and records
+        ]
+        previous = crash.point.index
+        kept = [records[0].checksum in final for _, records in before]
+        if kept and kept != sorted(kept, reverse=True):
+            lost = next(i for i, (idx, _) in enumerate(before) if not kept[i])
+            later = next(i for i in range(lost + 1, len(kept)) if kept[i])
+            return [
+                Violation(
+                    "I12",
+                    "a power loss dropped an acknowledged commit but kept a later one",
+                    (
+                        f"lost: commit at boundary {before[lost][0]} "
+                        f"(#{before[lost][1][0].sequence})",
+                        f"kept: commit at boundary {before[later][0]}",
+                    ),
+                    expected="only a suffix of acknowledged commits lost",
+                    actual="a commit lost from the middle",
+                )
+            ]
+    return []
+
+
+# -- I12 durability ----------------------------------------------------------------------------
+
+
+def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
+    assert facts.state is not None
+    state = facts.state
+    out: list[Violation] = []
+    for rid in result.client.lost_acks:
+        out.append(Violation("I12", f"acknowledged submission {rid} vanished after a crash", ()))
+    for rid, sid in result.client.acked.items():
+        if sid not in state.submissions:
+            out.append(
+                Violation("I12", f"acknowledged submission {rid} ({sid}) is not durable", ())
+            )
+    for rid, (status, answer, _reason) in result.client.answers.items():
+        sid = result.client.acked.get(rid)
+        sub = state.submissions.get(sid) if sid else None
+        if sub is None or sub.status != status or sub.answer != answer:
+            out.append(
+                Violation(
+                    "I12",
+                    f"the answer returned for {rid} is not what the log holds",
+                    (),
+                    expected=f"{status}: {answer}",
+                    actual=f"{sub.status}: {sub.answer}" if sub else "missing",
+                )
+            )
+    return out
+
+
+# -- I13 damaged storage ----------------------------------------------------------------------
+
+
+def check_refusal(result: RunResult) -> list[Violation]:
+    """I13, when a process stopped on corrupt storage: only after a storage fault that damaged
+    something, naming a damaged file, and leaving everything it found as it found it (the
+    evidence an operator needs). When the runtime goes on instead, every other oracle applies
+    as usual: it recovered everything acknowledged, or they say what it lost or acted on."""
+    assert result.refusal is not None
+    if not result.damage:
+        return [
+            Violation(
+                "I13",
+                "the runtime reported corrupt storage, but nothing was damaged",
+                (result.refusal[:300],),
+            )
+        ]
+    out: list[Violation] = []
+    names = [path.rsplit("/", 1)[-1] for path in result.damage]
+    if not any(name in result.refusal for name in names):
+        out.append(
+            Violation(
+                "I13",
+                "the corruption error does not name what is damaged",
+                (result.refusal[:300], *(f"{p}: {d}" for p, d in result.damage.items())),
+                expected=f"an error naming {', '.join(names)}",
+                actual=result.refusal[:120],
+            )
+        )
+    if result.evidence_changes:
+        out.append(
+            Violation(
+                "I13",
+                "a recovery that stopped on corrupt storage destroyed what it found",
+                (*result.evidence_changes, *(f"{p}: {d}" for p, d in result.damage.items())),
+            )
+        )
+    return out

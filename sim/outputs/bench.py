@@ -1,0 +1,129 @@
+"""``durable-sim bench``: how fast the simulator explores crash schedules (docs/architecture.md, 3).
+
+From one run it reports (a) schedules per second of the default depth-1 sweep per scenario and
+store, (b) how a sweep's wall time grows with the number of boundaries N (``long_horizon`` cut to
+three sizes; the exponent is the slope of log(wall) against log(N)), (c) the time per crash point
+of the simulated sweep against ``realcrash`` killing real processes at the same points, and (d)
+peak memory. Timings are medians over repeats; the machine is shared and noisy, so compare ratios
+from one run, never absolute figures across runs.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sim.explore.sweep import sweep
+from sim.world.scenario import Scenario, load_scenario
+
+DEFAULT_SCENARIOS = ("read_edit_answer", "idempotent_payment")
+GROWTH_TURNS = (5, 10, 20)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    times, last = [], None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        last = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), last
+
+
+def long_horizon_cut(turns: int) -> Scenario:
+    """``long_horizon`` with its first ``turns`` tool turns and the final answer."""
+    scenario = load_scenario("long_horizon")
+    script = scenario.script[0]
+    return scenario.model_copy(update={"script": [script[:turns] + script[-1:]]})
+
+
+def growth_exponent(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of log(wall) on log(N)."""
+    xs = [math.log(n) for n, _ in points]
+    ys = [math.log(t) for _, t in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process and, separately, of its largest child (forked
+    sweep children, realcrash children): the larger of the two, in MB (Linux reports KB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024
+
+
+def bench(
+    *,
+    scenarios: tuple[str, ...] = DEFAULT_SCENARIOS,
+    repeats: int = 3,
+    growth_turns: tuple[int, ...] = GROWTH_TURNS,
+    realcrash_points: int = 6,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    note = progress or (lambda _: None)
+    out: dict[str, Any] = {"repeats": repeats, "schedules_per_s": {}, "sweeps": {}}
+    for name in scenarios:
+        for store in ("file", "sqlite"):
+            note(f"sweep {name}[{store}]")
+            wall, result = _median_time(
+                lambda name=name, store=store: sweep(load_scenario(name), store=store), repeats
+            )
+            key = f"{name}/{store}"
+            out["schedules_per_s"][key] = round(result.schedules / wall, 1)
+            out["sweeps"][key] = {
+                "schedules": result.schedules,
+                "boundaries": result.boundaries,
+                "median_wall_s": round(wall, 3),
+                "verdicts": result.verdicts,
+            }
+    growth: list[tuple[int, float]] = []
+    out["growth"] = []
+    for turns in growth_turns:
+        note(f"growth: long_horizon cut to {turns} turns")
+        scenario = long_horizon_cut(turns)
+        wall, result = _median_time(
+            lambda scenario=scenario: sweep(scenario, store="file", crash_kinds=("process",)),
+            repeats,
+        )
+        growth.append((result.boundaries, wall))
+        out["growth"].append(
+            {
+                "turns": turns,
+                "boundaries": result.boundaries,
+                "schedules": result.schedules,
+                "median_wall_s": round(wall, 3),
+            }
+        )
+    out["growth_exponent"] = round(growth_exponent(growth), 3) if len(growth) > 1 else None
+    out["sim_vs_real"] = _sim_vs_real(realcrash_points, note)
+    out["sim_vs_real_ratio"] = out["sim_vs_real"]["ratio"] if out["sim_vs_real"] else None
+    out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    return out
+
+
+def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | None:
+    """Per crash point: the real-process time over the simulated sweep's, on the same scenario."""
+    if points <= 0:
+        return None
+    from sim.outputs.realcrash import realcrash
+
+    name, store = "idempotent_payment", "file"
+    note(f"realcrash {name}[{store}] ({points} points)")
+    real = realcrash(name, store=store, points=points)
+    simulated = sweep(load_scenario(name), store=store, crash_kinds=("process",))
+    # Per crash point of the default (forking) sweep: its wall time over the schedules it ran.
+    sim_per_point = simulated.wall_s / simulated.schedules
+    return {
+        "scenario": f"{name}/{store}",
+        "real_points": len(real["points"]),
+        "real_per_point_s": round(real["per_point_s"], 4),
+        "sim_per_point_s": round(sim_per_point, 5),
+        "ratio": round(real["per_point_s"] / sim_per_point, 1),
+        "agreement": real["agreement"],
+    }

@@ -1,0 +1,411 @@
+"""pytest plugin (entry point ``pytest11``): crash sweeps as pytest items, plus options and
+fixtures for simulator-driven tests.
+
+Why: a team that already runs pytest in CI should get the simulator's verdicts where it already
+looks -- pytest's summary, its ``-m``/``-k`` selection, ``pytest-xdist`` parallelism and its
+JUnit XML -- without a second tool and a second report format. The plugin is registered by the
+package's ``pytest11`` entry point, so installing ``durable-sim`` is enough: no ``-p durable_sim``
+and no ``conftest.py``.
+
+Scenario sweeps as items
+------------------------
+``pytest --sim-scenarios PATH [--sim-scenarios PATH ...]`` (or ``PATH,PATH``) collects one item
+per scenario file (every ``*.json`` under a directory, in sorted order, or a file given directly)
+and store: node ids read ``scenarios/read_edit_answer.json::file`` and ``...::sqlite``. Each item
+runs ``sim.explore.sweep.sweep`` -- every depth-1 crash schedule, every oracle, I10 included -- and
+fails if any schedule's verdict is not ``pass``; the failure lists the verdict counts and the first
+failing schedules, each with its invariant, explanation, witness and the one-line
+``durable-sim replay`` command that reproduces it. Items are independent (one sweep each) and
+collected in a fixed order, so ``pytest-xdist`` can spread them over workers. In CI::
+
+    pytest --sim-scenarios scenarios/ -n auto --junitxml=reports/sweep-junit.xml
+
+Which tests run:
+
+- ``--sim-scenarios`` and no positional paths: only the scenario items (``testpaths`` is not
+  collected), so the line above runs just the sweeps.
+- ``--sim-scenarios`` and positional paths: the scenario items as well as those tests.
+- the ini option ``sim_scenarios`` (one path a line, relative to the rootdir): when pytest
+  collects its default paths (no positional paths), the scenario items are collected in addition
+  to them; with positional paths, only ``*.json`` files inside those paths that lie under a
+  configured scenario path become items (so ``pytest tests/test_x.py`` stays quick). The command
+  line option, when given, replaces the ini option.
+
+``--sim-stores file,sqlite`` (default both) chooses the stores, ``--sim-crash
+process,power,storage`` (default all three) the crash kinds, ``--sim-seed N`` the seed. Every
+item carries the marker ``durable_sim_sweep`` (``-m durable_sim_sweep`` or
+``-m "not durable_sim_sweep"``). A path that does not exist, or a bad option value, is a
+one-line usage error (exit status 4); a scenario file that does not load is a one-line
+collection error naming the file.
+
+Fixtures for your own tests
+---------------------------
+``--sim-seed N`` (the seed fixtures use; default 0) and ``--sim-replay SPEC`` (a crash schedule in
+replay form, e.g. ``14:after:power``, that ``sim_schedule`` returns; validated when pytest
+starts). Fixtures: ``sim_seed``, ``sim_schedule``, ``sim_world`` and ``sim_run`` (run a scenario by
+name or object under the seed and schedule; a failing test ends with the repro command). Under
+``CI=true`` the ``ci`` Hypothesis profile (derandomized, no database) is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import settings
+
+from sim.judgement.repro import replay_command
+from sim.world.faults import CRASH_KINDS as FAULT_KINDS
+from sim.world.faults import Schedule, ScheduleError, parse_schedule
+from sim.world.seeded import SEED_MAX
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
+    from sim.explore.sweep import ScenarioSweep
+    from sim.world.scenario import Scenario
+
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
+
+MARKER = "durable_sim_sweep"
+ITEM_TIMEOUT_S = 4 * 3600  # per sweep item, under pytest-timeout (the longest bundled: ~30 min)
+STORES: tuple[str, ...] = ("file", "sqlite")
+CRASH_KINDS: tuple[str, ...] = FAULT_KINDS  # every kind the simulator has, storage faults too
+MAX_SEED = SEED_MAX  # the simulator's seed range, as on the command line
+SHOWN_FAILURES = 5
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """The validated sweep options of one pytest run (kept in ``config.stash``)."""
+
+    roots: tuple[Path, ...]  # resolved scenario files and directories
+    stores: tuple[str, ...]
+    crash_kinds: tuple[str, ...]
+    seed: int
+    invocation_dir: Path
+
+    def claims(self, path: Path) -> bool:
+        """Whether ``path`` is a scenario file: a configured file, or a ``*.json`` file under a
+        configured directory."""
+        resolved = path.resolve()
+        for root in self.roots:
+            if resolved == root:
+                return True
+            if path.suffix == ".json" and root.is_dir() and resolved.is_relative_to(root):
+                return True
+        return False
+
+    def ref(self, path: Path) -> str:
+        """How a repro command names the file: its path from where pytest was started (so the
+        command works when pasted there), or its absolute path if it lies elsewhere."""
+        resolved = path.resolve()
+        if resolved.is_relative_to(self.invocation_dir):
+            return str(resolved.relative_to(self.invocation_dir))
+        return str(resolved)
+
+
+OPTIONS_KEY = pytest.StashKey[SweepOptions]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("durable-sim")
+    group.addoption(
+        "--sim-seed", type=int, default=0, help="seed for simulator fixtures and sweeps"
+    )
+    group.addoption(
+        "--sim-replay",
+        default=None,
+        help="crash schedule to replay, e.g. '14:after:power,20:before:process'",
+    )
+    group.addoption(
+        "--sim-scenarios",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="collect a crash-sweep item per scenario file (*.json under a directory, or a file) "
+        "and store; repeatable or comma-separated. Without positional paths only these run.",
+    )
+    group.addoption(
+        "--sim-stores",
+        default=",".join(STORES),
+        metavar="STORES",
+        help="stores to sweep each scenario on, comma-separated (default: file,sqlite)",
+    )
+    group.addoption(
+        "--sim-crash",
+        default=",".join(CRASH_KINDS),
+        metavar="KINDS",
+        help="crash kinds of the sweeps, comma-separated (default: process,power,storage)",
+    )
+    parser.addini(
+        "sim_scenarios",
+        type="linelist",
+        default=[],
+        help="scenario files or directories (relative to the rootdir) collected as crash-sweep "
+        "items in addition to the default test paths",
+    )
+
+
+def _choices(option: str, value: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated subset of ``allowed`` (order kept, duplicates dropped) or a usage
+    error naming the bad value."""
+    chosen: list[str] = []
+    for part in value.split(","):
+        name = part.strip()
+        if name not in allowed:
+            raise pytest.UsageError(
+                f"{option}: unknown value {name!r} in {value!r} (choose from {', '.join(allowed)})"
+            )
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
+
+
+def _scenario_paths(option: str, values: list[str], base: Path) -> list[Path]:
+    """Split comma-separated path values and check each exists (and, for a directory, holds a
+    scenario): a typo must stop the run, not silently collect nothing."""
+    found: list[Path] = []
+    for value in values:
+        for part in value.split(","):
+            given = part.strip()
+            if not given:
+                raise pytest.UsageError(f"{option}: empty path in {value!r}")
+            path = (base / given).resolve()
+            if not path.exists():
+                raise pytest.UsageError(f"{option}: no such file or directory: {given}")
+            if path.is_dir() and not any(path.rglob("*.json")):
+                raise pytest.UsageError(f"{option}: no *.json scenario files under {given}")
+            found.append(path)
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Validate every durable-sim option before anything runs (a bad value is one line and exit
+    status 4, not a traceback in every test), and point collection at the scenario paths."""
+    config.addinivalue_line(
+        "markers", f"{MARKER}: a durable-sim crash sweep of one scenario file on one store"
+    )
+    spec = config.getoption("--sim-replay")
+    if spec is not None:
+        try:
+            parse_schedule(spec)
+        except ScheduleError as exc:
+            raise pytest.UsageError(f"--sim-replay: invalid schedule {spec!r}: {exc}") from None
+    seed = config.getoption("--sim-seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise pytest.UsageError(f"--sim-seed: {seed} is outside 0..{MAX_SEED}")
+    stores = _choices("--sim-stores", config.getoption("--sim-stores"), STORES)
+    kinds = _choices("--sim-crash", config.getoption("--sim-crash"), CRASH_KINDS)
+
+    invocation_dir = config.invocation_params.dir.resolve()
+    cli = _scenario_paths("--sim-scenarios", config.getoption("--sim-scenarios"), invocation_dir)
+    ini = (
+        []
+        if cli
+        else _scenario_paths("sim_scenarios", config.getini("sim_scenarios"), config.rootpath)
+    )
+    chosen = cli or ini
+    config.stash[OPTIONS_KEY] = SweepOptions(
+        roots=tuple(chosen),
+        stores=stores,
+        crash_kinds=kinds,
+        seed=seed,
+        invocation_dir=invocation_dir,
+    )
+    if not chosen:
+        return
+    # Collection starts from config.args. Every xdist worker re-parses the same command line and
+    # runs this same code, so workers and controller collect the same items in the same order.
+    # pytest drops duplicate and overlapping arguments itself, and names items relative to the
+    # rootdir whatever form their argument had.
+    from_defaults = config.args_source != pytest.Config.ArgsSource.ARGS
+    if cli and from_defaults:
+        config.args = [str(path) for path in cli]
+    elif cli or from_defaults:
+        config.args = [*config.args, *(str(path) for path in chosen)]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    options = config.stash.get(OPTIONS_KEY, None)
+    if options is None or not options.roots:
+        return None
+    return (
+        f"durable-sim sweeps: stores {','.join(options.stores)}, crash "
+        f"{','.join(options.crash_kinds)}, seed {options.seed}"
+    )
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
+    options = parent.config.stash.get(OPTIONS_KEY, None)
+    if options is None or not options.claims(file_path):
+        return None
+    return ScenarioFile.from_parent(parent, path=file_path)
+
+
+class ScenarioFile(pytest.File):
+    """One scenario file: an item per selected store."""
+
+    def collect(self) -> Iterator[SweepItem]:
+        from sim.world.scenario import ScenarioError, load_scenario_file
+
+        options = self.config.stash[OPTIONS_KEY]
+        try:
+            scenario = load_scenario_file(self.path)
+        except ScenarioError as exc:
+            # CollectError is shown as its message alone: one line naming the file and problem.
+            raise self.CollectError(str(exc)) from exc
+        for store in options.stores:
+            item = SweepItem.from_parent(self, name=store, scenario=scenario, store=store)
+            item.add_marker(MARKER)
+            # A whole sweep is not a unit test: a suite-wide pytest-timeout (this repository's
+            # is 15 min) would cut long scenarios off. Its own bound replaces it; the sweep also
+            # bounds every forked child (see sim.explore.forking).
+            if item.config.pluginmanager.hasplugin("timeout"):
+                item.add_marker(pytest.mark.timeout(ITEM_TIMEOUT_S))
+            yield item
+
+
+class SweepFailed(Exception):
+    """A sweep with at least one schedule whose verdict is not ``pass``."""
+
+    def __init__(self, result: ScenarioSweep) -> None:
+        super().__init__(f"{result.name}: {len(result.failures)} failing schedules")
+        self.result = result
+
+
+class SweepItem(pytest.Item):
+    """The depth-1 crash sweep of one scenario on one store."""
+
+    def __init__(self, *, scenario: Scenario, store: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.store = store
+        options = self.config.stash[OPTIONS_KEY]
+        self.seed = options.seed
+        self.crash_kinds = options.crash_kinds
+        self.ref = options.ref(self.path)
+        # pytest-trio's trio_mode reads ``item.obj`` of every collected item (it assumes they
+        # are all functions); a plain, synchronous callable makes it leave this item alone.
+        self.obj = self.runtest
+
+    def runtest(self) -> None:
+        from sim.explore.sweep import sweep
+
+        result = sweep(
+            self.scenario,
+            store=self.store,  # type: ignore[arg-type]
+            seed=self.seed,
+            crash_kinds=self.crash_kinds,  # type: ignore[arg-type]
+            ref=self.ref,
+            jobs=_jobs_per_item(),
+        )
+        # Shown in the JUnit XML as <properties> of the test case.
+        self.user_properties.append(("schedules", result.schedules))
+        self.user_properties.append(("verdicts", result.verdict_counts()))
+        self.user_properties.append(("boundaries", result.boundaries))
+        if result.failures:
+            raise SweepFailed(result)
+
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        """A failed sweep reads as a report, not a traceback into the harness; anything else (a
+        harness error) keeps pytest's usual traceback, which is what one needs to debug it."""
+        if isinstance(excinfo.value, SweepFailed):
+            return failure_report(excinfo.value.result)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"durable-sim sweep {self.ref} [{self.store}]"
+
+
+def _jobs_per_item() -> int | None:
+    """Forked children per sweep: under pytest-xdist the workers already share the cores, so
+    each sweep forks one child at a time (the default, one per core, would oversubscribe)."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None:
+        return None
+    cores = os.cpu_count() or 1
+    return max(1, cores // max(1, int(workers)))
+
+
+def failure_report(result: ScenarioSweep) -> str:
+    """The failure message of a sweep item: the counts, then the first failures each with the
+    command that replays it."""
+    kinds = ",".join(result.crash_kinds)
+    lines = [
+        f"durable-sim sweep of {result.ref} on the {result.store} store (seed {result.seed}, "
+        f"crash {kinds}): {len(result.failures)} of {result.schedules} schedules failed",
+        f"verdicts: {result.verdict_counts()}",
+    ]
+    if result.skipped_power or result.skipped_storage:
+        lines.append("(power-loss and storage-fault schedules are not run on the sqlite store)")
+    for failure in result.failures[:SHOWN_FAILURES]:
+        lines.append("")
+        lines.append(f"{failure.invariant} {failure.verdict} at schedule {failure.schedule}")
+        if failure.explanation:
+            lines.append(f"  {failure.explanation}")
+        lines.extend(f"    {line}" for line in failure.witness)
+        lines.append(f"  repro: {failure.repro}")
+    hidden = len(result.failures) - SHOWN_FAILURES
+    if hidden > 0:
+        lines.append("")
+        lines.append(f"... and {hidden} more")
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def sim_seed(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--sim-seed"))
+
+
+@pytest.fixture
+def sim_schedule(request: pytest.FixtureRequest) -> Schedule:
+    spec = request.config.getoption("--sim-replay")
+    return parse_schedule(spec) if spec else Schedule()
+
+
+@pytest.fixture
+def sim_world(sim_seed: int) -> Any:
+    """A seeded ``sim.world.seeded.World`` (RNG streams, ids, trace) for tests of your own parts."""
+    from sim.world.seeded import World
+
+    return World(sim_seed)
+
+
+@pytest.fixture
+def sim_run(
+    request: pytest.FixtureRequest, sim_seed: int, sim_schedule: Schedule
+) -> Callable[..., Any]:
+    """``sim_run("read_edit_answer", store="file")`` runs a scenario under the session's seed
+    and schedule and returns the ``RunResult``; a failing test then ends with the repro command
+    of the last run."""
+    from sim.run.runner import run_scenario
+    from sim.world.scenario import load_scenario
+
+    def run(scenario: str | Scenario, *, store: str = "file", schedule: Schedule | None = None):
+        loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+        chosen = schedule if schedule is not None else sim_schedule
+        ref = scenario if isinstance(scenario, str) else loaded.name
+        request.node._sim_repro = replay_command(
+            ref, seed=sim_seed, store=store, schedule=chosen.text()
+        )
+        return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)  # type: ignore[arg-type]
+
+    return run
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    repro = getattr(item, "_sim_repro", None)
+    if report.failed and repro:
+        report.sections.append(("durable-sim repro", repro))

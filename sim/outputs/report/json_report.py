@@ -1,0 +1,90 @@
+"""``results.json``, and the few read helpers every other format shares.
+
+The document is written as it is (indented, keys sorted, UTF-8 kept readable) so that
+``json.loads`` gives back exactly the dictionary that was passed in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sim.judgement.oracles import INVARIANT_NAMES, VERDICT_ORDER
+
+# Verdicts in the order reports show them (pass first); VERDICT_ORDER is by severity.
+DISPLAY_VERDICTS = ("pass", "safety", "liveness", "nondeterminism", "error")
+assert set(DISPLAY_VERDICTS) == set(VERDICT_ORDER)
+
+# Failures shown in full per scenario x store; the rest are listed one line each (all of them
+# stay in results.json). A broken runtime under a depth-2 sweep fails thousands of schedules.
+DETAIL_LIMIT = 50
+
+REFERENCE_SCHEDULE = "none"  # Schedule().text(): the fault-free reference run
+
+# Why a store's results carry ``skipped_power`` (only SQLite, see sim/explore/sweep.py).
+SKIPPED_POWER_NOTE = (
+    "power loss and storage faults not simulated: they need a VFS over the simulated file system"
+)
+
+
+def render(results: dict[str, Any]) -> str:
+    return json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def visible(value: Any) -> str:
+    """``str(value)`` with control characters (ANSI escapes, NULs, lone surrogates) spelled as
+    ``\\x1b``-style escapes: they can neither break XML 1.0 nor drive a terminal or browser."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(value))
+
+
+def run_name(sweep: dict[str, Any]) -> str:
+    """``scenario[store]``: how one scenario x store result is named in every report."""
+    return f"{sweep.get('name', '?')}[{sweep.get('store', '?')}]"
+
+
+def invariant_title(invariant: str) -> str:
+    """``I1 effects match policy``; an unknown id is shown as it is."""
+    name = INVARIANT_NAMES.get(invariant)
+    return f"{invariant} {name}" if name else invariant
+
+
+def failures_by_schedule(sweep: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The (first) failure recorded for each schedule text."""
+    found: dict[str, dict[str, Any]] = {}
+    for failure in sweep.get("failures", []):
+        found.setdefault(str(failure.get("schedule", "")), failure)
+    return found
+
+
+def totals(results: dict[str, Any]) -> dict[str, Any]:
+    """The document's totals, or totals summed from its scenarios when it carries none."""
+    given = results.get("totals")
+    if given:
+        verdicts = dict.fromkeys(DISPLAY_VERDICTS, 0) | dict(given.get("verdicts", {}))
+        return {
+            "schedules": given.get("schedules", 0),
+            "verdicts": verdicts,
+            "wall_s": given.get("wall_s", 0.0),
+        }
+    verdicts = dict.fromkeys(DISPLAY_VERDICTS, 0)
+    schedules, wall = 0, 0.0
+    for sweep in results.get("scenarios", []):
+        schedules += sweep.get("schedules", 0)
+        wall += sweep.get("wall_s", 0.0)
+        for verdict, count in sweep.get("verdicts", {}).items():
+            verdicts[verdict] = verdicts.get(verdict, 0) + count
+    return {"schedules": schedules, "verdicts": verdicts, "wall_s": round(wall, 3)}
+
+
+def skipped_power_stores(results: dict[str, Any]) -> list[str]:
+    """Stores (in order of first appearance) on which power-loss schedules were not run."""
+    stores: list[str] = []
+    for sweep in results.get("scenarios", []):
+        store = str(sweep.get("store", "?"))
+        if (sweep.get("skipped_power") or sweep.get("skipped_storage")) and store not in stores:
+            stores.append(store)
+    return stores

@@ -1,0 +1,121 @@
+"""The fast (forking) sweep gives the same verdict for every schedule as the naive sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.explore import forking
+from sim.explore.sweep import sweep
+from sim.world.scenario import bundled_names, load_scenario
+
+# long_horizon's naive sweep alone takes many minutes; a 4-turn cut of it is compared instead.
+# Every other scenario on one store (alternating, to keep the suite fast), and the two with
+# several processes or a base crash -- where forking is trickiest -- on both.
+NAMES = [n for n in bundled_names() if n != "long_horizon"]
+BOTH = ("lease_takeover", "crash_during_recovery")
+CASES = [
+    (name, store)
+    for i, name in enumerate(NAMES)
+    for store in ("file", "sqlite")
+    if name in BOTH or store == ("file", "sqlite")[i % 2]
+]
+
+
+def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
+    return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize(("name", "store"), CASES)
+def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
+    scenario = load_scenario(name)
+    naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
+    fast = sweep(scenario, store=store, determinism=False, fast=True)  # type: ignore[arg-type]
+    assert fast.schedules == naive.schedules
+    assert _verdicts(fast) == _verdicts(naive)
+    assert fast.verdicts == naive.verdicts
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_fast_and_naive_agree_on_a_short_long_horizon() -> None:
+    scenario = load_scenario("long_horizon")
+    script = [scenario.script[0][:4] + scenario.script[0][-1:]]
+    short = scenario.model_copy(update={"script": script})
+    naive = sweep(short, store="file", determinism=False, fast=False)
+    fast = sweep(short, store="file", determinism=False, fast=True)
+    assert _verdicts(fast) == _verdicts(naive)
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
+    from sim.explore.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(mutant):
+        naive = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=False)
+        fast = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
+    # A schedule that inherits an equivalent one's verdict still shows its own crash and run.
+    assert [(f.schedule, f.crash_labels) for f in fast.failures] == [
+        (f.schedule, f.crash_labels) for f in naive.failures
+    ]
+    assert [f.timeline for f in fast.failures] == [f.timeline for f in naive.failures]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("name", NAMES)
+def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
+    scenario = load_scenario(name)
+    kinds = ("storage",)
+    naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+    fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+    assert fast.schedules == naive.schedules > 1
+    assert _verdicts(fast) == _verdicts(naive)
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("mutant_name", ["damage-as-torn-tail", "repair-before-refusing"])
+def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str) -> None:
+    from sim.explore.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    kinds = ("storage",)
+    with planted(mutant):
+        scenario = load_scenario(mutant.scenario)
+        naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+        fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
+
+
+def test_the_determinism_sample_is_seeded_and_about_one_in_sixteen() -> None:
+    from sim.explore.sweep import DETERMINISM_SAMPLE_EVERY, wants_twin
+
+    texts = [f"{i}:{w}:process" for i in range(800) for w in ("before", "after")]
+    picked = [t for t in texts if wants_twin("sample", 0, t)]
+    assert 0.5 < len(picked) * DETERMINISM_SAMPLE_EVERY / len(texts) < 1.5
+    assert picked == [t for t in texts if wants_twin("sample", 0, t)]  # no hidden state
+    assert picked != [t for t in texts if wants_twin("sample", 1, t)]  # the seed chooses
+    assert all(wants_twin("full", 0, t) for t in texts[:5])
+    assert not any(wants_twin("off", 0, t) for t in texts[:5])
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike() -> None:
+    """With ``sample``, a failing schedule is re-run even when the sample skipped it: the
+    fast path (a late twin in the parent) and the naive path give the same verdicts, and a
+    nondeterministic runtime is still reported."""
+    from sim.explore.mutants import CATALOGUE, planted
+
+    key = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(key):
+        scenario = load_scenario(key.scenario)
+        naive = sweep(scenario, store="file", determinism="sample", fast=False)
+        fast = sweep(scenario, store="file", determinism="sample", fast=True)
+    assert naive.failures and _verdicts(fast) == _verdicts(naive)
+    assert fast.determinism == naive.determinism == "sample"
+    leaky = next(m for m in CATALOGUE if m.name == "leaky-counter")
+    with planted(leaky):
+        result = sweep(load_scenario(leaky.scenario), store="file", determinism="sample")
+    assert result.verdicts["nondeterminism"] > 0

@@ -1,0 +1,250 @@
+"""Bad input and long runs on the command line: one line and exit 2, never a traceback; progress
+that a CI log shows; a scenario whose fault-free run fails is refused at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+from sim.outputs.cli import FAILURES_SHOWN, main
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line in a child process whose stderr is a pipe, as in CI."""
+    return subprocess.run(
+        [sys.executable, "-m", "sim", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd or REPO,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def _one_line_usage_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("seed", ["-1", "99999999999999999999999999", "18446744073709551616", "x"])
+def test_seeds_outside_the_documented_range_are_refused(seed: str) -> None:
+    line = _one_line_usage_error(_cli("sweep", "read_edit_answer", "--seed", seed))
+    assert "--seed" in line
+
+
+def test_the_largest_seed_is_accepted() -> None:
+    done = _cli("run", "idempotent_payment", "--seed", str(2**64 - 1))
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "--bogus"],
+        ["replay", "--scenario", "idempotent_payment"],
+        ["sweep", "--store", "tape"],
+        ["nonsense"],
+        [],
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str]) -> None:
+    _one_line_usage_error(_cli(*args))
+
+
+def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
+    line = _one_line_usage_error(
+        _cli(
+            "replay",
+            "--scenario",
+            "idempotent_payment",
+            "--schedule",
+            "3:after:process",
+            "--file-store",
+            "no/such/file.py:store",
+        )
+    )
+    assert "no/such/file.py" in line
+
+
+def _never_settling(tmp_path: Path) -> Path:
+    """A valid scenario whose fault-free run cannot settle: the tool takes longer than the
+    liveness bound allows."""
+    doc = json.loads((REPO / "scenarios" / "idempotent_payment.json").read_text())
+    doc["name"] = "never_settles"
+    doc["tools"][0]["latency_s"] = 100.0
+    doc["liveness_bound_s"] = 10.0
+    path = tmp_path / "never_settles.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_run_says_why_a_fault_free_run_fails(tmp_path: Path) -> None:
+    done = _cli("run", str(_never_settling(tmp_path)))
+    assert done.returncode == 2
+    assert "did not settle within its liveness bound (10 s" in done.stderr
+
+
+def test_sweep_refuses_a_scenario_whose_fault_free_run_fails(tmp_path: Path) -> None:
+    done = _cli(
+        "sweep", str(_never_settling(tmp_path)), "--store", "file", "--out", str(tmp_path / "r")
+    )
+    assert done.returncode == 2, done.stderr  # refused: bad input, like every item here
+    assert "its fault-free run fails (I7" in done.stderr
+    assert "no crash schedule was run" in done.stderr
+    doc = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert doc["totals"]["schedules"] == 1
+    assert doc["scenarios"][0]["reference_failed"] is True
+
+
+def test_sweep_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> None:
+    done = _cli(
+        "sweep",
+        "idempotent_payment",
+        "--store",
+        "both",
+        "--crash",
+        "process",
+        "--no-determinism-check",
+        "--out",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("sweep: ")]
+    assert progress[0] == "sweep: idempotent_payment[file] ..."
+    assert any(
+        line.startswith("sweep: idempotent_payment[sqlite] ") and "pass" in line
+        for line in progress
+    )
+    quiet = _cli(
+        "sweep",
+        "idempotent_payment",
+        "--store",
+        "file",
+        "--crash",
+        "process",
+        "--no-determinism-check",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    )
+    assert quiet.stderr == ""
+
+
+def test_the_summary_says_how_many_failures_it_did_not_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.explore.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    with planted(mutant):
+        code = main(
+            [
+                "sweep",
+                mutant.scenario,
+                "--store",
+                "file",
+                "--no-determinism-check",
+                "--quiet",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    out = capsys.readouterr().out
+    doc = json.loads((tmp_path / "results.json").read_text())
+    failures = doc["totals"]["failures"]
+    assert code == 1 and failures > FAILURES_SHOWN
+    assert f"and {failures - FAILURES_SHOWN} more failures of" in out
+
+
+def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
+    """Run outside the repository, a passing fuzz run leaves the current directory empty."""
+    done = _cli(
+        "fuzz",
+        "idempotent_payment",
+        "--examples",
+        "3",
+        "--no-machine",
+        "--hypothesis-dir",
+        str(tmp_path / "hyp"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in tmp_path.iterdir()} <= {"hyp"}  # no corpus, no .hypothesis
+    assert "fuzz: schedules of idempotent_payment[file] no failure" in done.stderr
+
+
+def test_sigterm_stops_a_sweep_cleanly(tmp_path: Path) -> None:
+    """A cancelled CI job sends SIGTERM: the sweep stops with exit 130, kills its forked
+    children and leaves no temporary directory behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sim",
+            "sweep",
+            "long_horizon",
+            "--store",
+            "file",
+            "--crash",
+            "process",
+            "--no-determinism-check",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("durable-sim-fork-*")):  # the forking run has started
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the sweep never started forking"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "durable-sim: interrupted" in stderr
+    assert "Traceback" not in stderr
+    assert list(scratch.iterdir()) == [], "temporary directories left behind"
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    """``durable-sim replay ... | head``: the reader is gone; the command stops quietly (status
+    141, as for SIGPIPE) instead of printing a BrokenPipeError traceback. The pipe's read end is
+    closed before the command starts, so its first write fails, every time."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sim", "run", "idempotent_payment"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr.decode()
+    assert b"Traceback" not in done.stderr

@@ -1,0 +1,208 @@
+"""The pytest plugin: options, fixtures, the repro command at the end of a failure, and crash
+sweeps collected as pytest items (plain, failing under a planted bug, and under pytest-xdist)."""
+
+from __future__ import annotations
+
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from sim.world.scenario import SCENARIO_DIR
+
+pytest_plugins = ["pytester"]
+
+# The smallest bundled scenario: its sweep takes a few seconds on each store.
+SCENARIO = "idempotent_payment.json"
+# Sweeps fork a child per crash point; a wedged child must fail the test, not hang the suite.
+TIMEOUT_S = 300
+
+
+def test_fixtures_and_repro_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_passes(sim_run, sim_seed, sim_world):
+            result = sim_run("idempotent_payment")
+            assert result.settled and sim_seed == 3
+            assert sim_world.seed == 3
+
+        def test_fails(sim_run):
+            sim_run("idempotent_payment", store="sqlite")
+            assert False, "deliberate"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sim-seed", "3")
+    result.assert_outcomes(passed=1, failed=1)
+    repro = "durable-sim replay --scenario idempotent_payment --seed 3 --store sqlite"
+    result.stdout.fnmatch_lines(["*durable-sim repro*", f"{repro} --schedule none*"])
+
+
+def test_replay_option_sets_the_schedule(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_schedule(sim_schedule, sim_run):
+            assert sim_schedule.text() == "21:after:process"
+            result = sim_run("idempotent_payment")
+            assert len(result.crashes) == 1
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sim-replay", "21:after:process")
+    result.assert_outcomes(passed=1)
+
+
+def _scenario_dir(pytester: pytest.Pytester) -> Path:
+    """``scenarios/`` with one bundled scenario, next to an ordinary test module."""
+    target = pytester.mkdir("scenarios")
+    shutil.copy(SCENARIO_DIR / SCENARIO, target / SCENARIO)
+    pytester.makepyfile(test_other="def test_other():\n    pass\n")
+    return target
+
+
+def _collected(pytester: pytest.Pytester, *args: str) -> list[str]:
+    """The node ids a run would collect (collection only: no sweep runs)."""
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    return [line for line in result.outlines if "::" in line]
+
+
+def test_sweep_items_are_collected_and_pass(pytester: pytest.Pytester) -> None:
+    _scenario_dir(pytester)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-rA", "--sim-scenarios", "scenarios", timeout=TIMEOUT_S
+    )
+    # Only the sweeps: without positional paths the option replaces the default collection.
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            f"PASSED scenarios/{SCENARIO}::file",
+            f"PASSED scenarios/{SCENARIO}::sqlite",
+        ],
+        consecutive=True,
+    )
+    result.stdout.no_fnmatch_line("*test_other*")
+
+
+def test_which_items_are_collected(pytester: pytest.Pytester) -> None:
+    _scenario_dir(pytester)
+    file_item, sqlite_item = f"scenarios/{SCENARIO}::file", f"scenarios/{SCENARIO}::sqlite"
+    other = "test_other.py::test_other"
+    assert _collected(pytester, "--sim-scenarios", f"scenarios/{SCENARIO}") == [
+        file_item,
+        sqlite_item,
+    ]
+    assert _collected(pytester, "--sim-scenarios", "scenarios", "test_other.py") == [
+        other,
+        file_item,
+        sqlite_item,
+    ]
+    assert _collected(pytester, "--sim-scenarios", "scenarios", "--sim-stores", "sqlite") == [
+        sqlite_item
+    ]
+    assert _collected(pytester) == [other]  # nothing configured: json files are not items
+
+    pytester.makeini("[pytest]\nsim_scenarios =\n    scenarios\n")
+    assert _collected(pytester) == [file_item, sqlite_item, other]
+    assert _collected(pytester, "test_other.py") == [other]
+    assert _collected(pytester, "-m", "durable_sim_sweep") == [file_item, sqlite_item]
+    assert _collected(pytester, "-m", "not durable_sim_sweep") == [other]
+
+
+def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) -> None:
+    _scenario_dir(pytester)
+    # Plant a known bug at import time (a fresh idempotency key per attempt: the payment service
+    # can no longer dedupe the charge a recovery re-sends, so I1 must catch a double charge).
+    pytester.makeconftest(
+        """
+        from sim.explore.mutants import CATALOGUE, Patches
+
+        MUTANT = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+        MUTANT.apply(Patches())
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--sim-scenarios",
+        "scenarios",
+        "--sim-stores",
+        "file",
+        timeout=TIMEOUT_S,
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*durable-sim sweep of scenarios/{SCENARIO} on the file store (seed 0, crash "
+            "process,power,storage): * of * schedules failed",
+            "verdicts: safety *, pass *",
+            "I1 safety at schedule *:*:*",
+            "  call call-1 (charge): 2 effects*",
+            f"  repro: durable-sim replay --scenario scenarios/{SCENARIO} --seed 0 --store file "
+            "--schedule *",
+        ]
+    )
+    result.stdout.fnmatch_lines(["... and * more", f"FAILED scenarios/{SCENARIO}::file*"])
+    assert "Traceback" not in result.stdout.str()
+    assert "runtest" not in result.stdout.str()  # the report, not a traceback into the item
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("--sim-replay", "garbage"), "'garbage'"),
+        (("--sim-seed", "-1"), "-1"),
+        (("--sim-seed", str(2**64)), str(2**64)),
+        (("--sim-crash", "process,boom"), "'boom'"),
+        (("--sim-stores", "disk"), "'disk'"),
+        (("--sim-scenarios", "no/such/dir"), "no/such/dir"),
+    ],
+    ids=["replay", "negative-seed", "huge-seed", "crash-kind", "store", "scenario-path"],
+)
+def test_bad_option_values_are_one_line_usage_errors(
+    pytester: pytest.Pytester, args: tuple[str, ...], named: str
+) -> None:
+    pytester.makepyfile("def test_never_runs():\n    raise AssertionError\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"ERROR: {args[0]}: ") and named in errors[0], errors
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_unloadable_scenario_is_a_one_line_collection_error(
+    pytester: pytest.Pytester,
+) -> None:
+    target = _scenario_dir(pytester)
+    (target / "broken.json").write_text('{"name": 3', encoding="utf-8")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sim-scenarios", "scenarios")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*ERROR collecting scenarios/broken.json*", "*broken.json: not valid JSON (line 1*"],
+        consecutive=True,
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_sweep_items_run_under_xdist_and_land_in_junit(pytester: pytest.Pytester) -> None:
+    _scenario_dir(pytester)
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        "--sim-scenarios",
+        "scenarios",
+        f"--junitxml={junit}",
+        timeout=TIMEOUT_S,
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*2 workers*"])  # really distributed, not a silent fallback
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    assert sorted(cases) == ["file", "sqlite"]
+    for case in cases.values():
+        assert case.get("classname") == "scenarios.idempotent_payment.json"
+        assert case.find("failure") is None
+        properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert int(properties["schedules"]) > 0 and properties["verdicts"].startswith("pass ")

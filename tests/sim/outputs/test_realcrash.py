@@ -1,0 +1,110 @@
+"""``realcrash``: real processes killed (SIGKILL) at the simulator's crash points must get the
+simulator's verdicts. A handful of points per test keeps this well under half a minute; the full
+agreement runs (every point of read_edit_answer and idempotent_payment on both stores) are run by
+hand with ``durable-sim realcrash``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+from sim.outputs.realcrash import main, realcrash, select_points
+from sim.world.faults import CrashPoint, Schedule
+from sim.world.scenario import load_scenario
+
+
+def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
+    doc = realcrash("idempotent_payment", store="file", points=6)
+    assert doc["labels_match"], doc["label_mismatch"]
+    assert doc["reference"]["real"]["verdict"] == doc["reference"]["sim"]["verdict"] == "pass"
+    assert len(doc["points"]) == 6
+    assert doc["disagreements"] == []
+    assert doc["agreement"] == 1.0
+    effect = [p for p in doc["points"] if p["label"].startswith("tool.effect:payments.charge")]
+    assert {p["when"] for p in effect} == {"before", "after"}
+    # Beyond verdicts, each point's outcome, ledger (after a kill after the charge: the restarted
+    # child's charge deduplicated by the service), final log and model calls are the simulator's.
+    assert all(p["aligned"] and p["same_observables"] for p in doc["points"]), doc["divergences"]
+    assert doc["per_point_s"] > 0
+
+
+def test_a_violation_is_found_for_real_as_in_the_simulator(tmp_path: Path) -> None:
+    """An e-mail declared ``idempotent`` (the outbox does not dedupe): a kill after the send
+    makes the restarted process send it again. Both worlds must call that a safety violation."""
+    spec = json.loads(load_scenario("idempotent_payment").model_dump_json())
+    spec.update(
+        name="lying_idempotent_send",
+        description="An outbox send wrongly declared idempotent.",
+        tools=[{"name": "send", "operation": "outbox.send", "policy": "idempotent"}],
+        script=[
+            [
+                {
+                    "calls": [
+                        {"tool": "send", "arguments": {"to": "a@example.com", "subject": "hi"}}
+                    ]
+                },
+                {"answer": "Sent."},
+            ]
+        ],
+    )
+    path = tmp_path / "lying_idempotent_send.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    doc = realcrash(str(path), store="sqlite", points=2)
+    assert doc["agreement"] == 1.0, doc["disagreements"]
+    verdicts = {(p["when"], p["real"], p["sim"]) for p in doc["points"]}
+    assert verdicts == {("before", "pass", "pass"), ("after", "safety", "safety")}
+
+
+def test_select_points_covers_every_kind_first() -> None:
+    labels = [
+        "store.lease.acquire#1",
+        "fs.write:c1/lease.json.tmp",
+        "store.commit#1",
+        "model.call#1",
+        "tool.effect:payments.charge#call-1",
+    ]
+    schedules = [
+        Schedule.of(CrashPoint(i, w, "process")) for i in range(5) for w in ("before", "after")
+    ]
+    chosen = select_points(labels, schedules, 5)
+    assert [s.text() for s in chosen] == [
+        "2:before:process",
+        "3:before:process",
+        "3:after:process",
+        "4:before:process",
+        "4:after:process",
+    ]
+    assert select_points(labels, schedules, None) == schedules
+
+
+def test_unknown_scenario_is_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["no_such_scenario", "--json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown scenario" in err[0]
+
+
+def test_power_loss_and_takeover_are_not_faked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lease_takeover"]) == 2
+    assert "not run with real processes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("scenario", "feature"),
+    [
+        ("tests/corpus/machine-retry-abort-crashes.json", "timed crashes"),
+        ("graceful_shutdown_takeover", "a graceful shutdown"),
+        ("resend_while_queued", "client re-sends"),
+    ],
+)
+def test_features_the_real_child_lacks_are_refused_up_front(scenario: str, feature: str) -> None:
+    """Never a silent divergence: a scenario using a feature the real-process child does not
+    run is refused with one line naming it, before any process starts."""
+    from sim.outputs.realcrash import RealcrashError
+
+    root = REPO
+    path = root / scenario if scenario.endswith(".json") else scenario
+    with pytest.raises(RealcrashError, match=feature):
+        realcrash(str(path), store="file", points=1)

@@ -1,0 +1,410 @@
+"""Shared helpers for the runtime, recovery-policy, reducer and inspect tests.
+
+Everything here is deterministic: ids come from a counter, time from trio's clock (the tests run
+under pytest-trio's ``autojump_clock``, a ``MockClock`` that jumps whenever every task is blocked),
+and the model and tools are scripted. A "process" is one ``Runtime.open`` on a fresh store object;
+a *crash* cancels the scope around it mid-flight, so nothing more reaches the store (no lease
+release, no settling), which is exactly what a ``kill -9`` looks like to the store.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from durable.config import RuntimeConfig
+from durable.events import EventRecord
+from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
+from durable.ports import FileSystem, InlineBlocking, OsFileSystem, Ports, TrioClock
+from durable.runtime import Conversation, Runtime
+from durable.state import Submission
+from durable.store import FileStore, SQLiteStore, Store
+from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification
+
+CONV = "conv-1"
+# Virtual seconds: a test that deadlocks fails here instead of spinning the mock clock forever.
+TIMEOUT_S = 10_000.0
+
+StoreKind = Literal["file", "sqlite"]
+STORE_KINDS: tuple[StoreKind, ...] = ("file", "sqlite")
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a crashing file system: a ``BaseException`` so no ``except Exception`` in the
+    runtime can mistake the death of the process for a tool or store error."""
+
+
+# -- ids, ports, stores ----------------------------------------------------------------------------
+
+
+class CounterIds:
+    """Deterministic ids. Share one instance across the "processes" of a test: ids must stay
+    unique across restarts exactly as real random ids would."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self._prefix = prefix
+        self._counter = itertools.count(1)
+
+    def new(self, kind: str) -> str:
+        return f"{kind}-{self._prefix}{next(self._counter)}"
+
+
+def make_ports(ids: CounterIds, fs: FileSystem | None = None) -> Ports:
+    return Ports(clock=TrioClock(), fs=fs or OsFileSystem(), blocking=InlineBlocking(), ids=ids)
+
+
+class Stores:
+    """A factory of fresh store objects on one path: each call is what a restarted process gets.
+
+    ``fs`` replaces the file system of a ``FileStore`` (used to crash at a chosen file operation);
+    SQLite connections are abandoned by ``close`` (call it at teardown).
+    """
+
+    def __init__(self, kind: StoreKind, root: Path, *, fsync: bool = True) -> None:
+        self.kind = kind
+        self.root = root
+        self.fsync = fsync
+        self._opened: list[SQLiteStore] = []
+
+    @property
+    def path(self) -> Path:
+        return self.root / ("store" if self.kind == "file" else "store.db")
+
+    def __call__(self, fs: FileSystem | None = None) -> Store:
+        if self.kind == "file":
+            return FileStore(str(self.path), fs=fs or OsFileSystem(), fsync=self.fsync)
+        store = SQLiteStore(str(self.path), blocking=InlineBlocking())
+        self._opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in self._opened:
+            store.abandon()
+        self._opened.clear()
+
+    async def records(self, conversation_id: str = CONV) -> list[EventRecord]:
+        """The committed log as a fresh reader sees it (no repair)."""
+        return await self().read_records(conversation_id)
+
+
+def event_types(records: Iterable[EventRecord]) -> list[str]:
+    return [r.event.type for r in records]
+
+
+def of_type(records: Iterable[EventRecord], kind: str) -> list[Any]:
+    return [r.event for r in records if r.event.type == kind]
+
+
+def assert_contiguous(records: list[EventRecord]) -> None:
+    assert [r.sequence for r in records] == list(range(1, len(records) + 1))
+
+
+# -- crashing ------------------------------------------------------------------------------------
+
+
+class Crasher:
+    """Kills the current "process": cancels the scope its runtime runs in. ``scope`` is set by
+    ``Harness.crash_run``; ``crashed`` tells the test the crash point was really reached."""
+
+    def __init__(self) -> None:
+        self.scope: trio.CancelScope | None = None
+        self.crashed = False
+
+    def _kill(self) -> None:
+        assert self.scope is not None, "crash outside Harness.crash_run"
+        self.crashed = True
+        self.scope.cancel()
+
+    async def crash(self) -> None:
+        """From async code (a tool): the process dies here and never returns."""
+        self._kill()
+        await trio.sleep_forever()
+
+    def crash_sync(self) -> None:
+        """From sync code (a file operation): die, and unwind with ``SimulatedCrash``."""
+        self._kill()
+        raise SimulatedCrash
+
+
+Trigger = Callable[[str, tuple[Any, ...]], Literal["before", "after"] | None]
+
+
+class CrashingFS:
+    """The OS file system, except that ``trigger(op, args)`` may crash the process just before or
+    just after one operation (``op`` is the method name). It fires once."""
+
+    def __init__(self, crasher: Crasher, trigger: Trigger) -> None:
+        self._inner = OsFileSystem()
+        self._crasher = crasher
+        self._trigger = trigger
+        self.fired = False
+
+    def _op(self, op: str, *args: Any) -> Any:
+        when = None if self.fired else self._trigger(op, args)
+        if when == "before":
+            self.fired = True
+            self._crasher.crash_sync()
+        result = getattr(self._inner, op)(*args)
+        if when == "after":
+            self.fired = True
+            self._crasher.crash_sync()
+        return result
+
+    def makedirs(self, path: str) -> None:
+        self._op("makedirs", path)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._op("exists", path))
+
+    def read(self, path: str) -> bytes:
+        return bytes(self._op("read", path))
+
+    def size(self, path: str) -> int:
+        return int(self._op("size", path))
+
+    def write(self, path: str, data: bytes) -> None:
+        self._op("write", path, data)
+
+    def append(self, path: str, data: bytes) -> None:
+        self._op("append", path, data)
+
+    def truncate(self, path: str, size: int) -> None:
+        self._op("truncate", path, size)
+
+    def fsync(self, path: str) -> None:
+        self._op("fsync", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._op("rename", src, dst)
+
+    def fsync_dir(self, path: str) -> None:
+        self._op("fsync_dir", path)
+
+    def listdir(self, path: str) -> list[str]:
+        return list(self._op("listdir", path))
+
+    def unlink(self, path: str) -> None:
+        self._op("unlink", path)
+
+
+# -- models ----------------------------------------------------------------------------------------
+
+
+def answer(text: str, tokens: int = 0) -> ModelResponse:
+    return ModelResponse(text=text, tokens=tokens)
+
+
+def call(tool: str, **arguments: Any) -> ModelResponse:
+    return ModelResponse(tool_calls=[ProposedCall(tool=tool, arguments=arguments)])
+
+
+Step = ModelResponse | ModelError | Callable[[ModelRequest], Awaitable[ModelResponse]]
+
+
+class ScriptedModel:
+    """Answers requests from a script, one step per request, in order; ``default`` once the script
+    is used up (an exhausted script without a default fails the test loudly). A step is a
+    response, a ``ModelError`` to raise, or an async function of the request."""
+
+    def __init__(self, steps: Iterable[Step] = (), *, default: Step | None = None) -> None:
+        self.steps = list(steps)
+        self.default = default
+        self.requests: list[ModelRequest] = []
+        self.times: list[float] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        self.times.append(trio.current_time())
+        if self.steps:
+            step = self.steps.pop(0)
+        elif self.default is not None:
+            step = self.default
+        else:
+            raise AssertionError(f"model script exhausted at request {len(self.requests)}")
+        if isinstance(step, ModelError):
+            raise step
+        if isinstance(step, ModelResponse):
+            return step
+        return await step(request)
+
+
+class ToolLoopModel:
+    """Calls ``tool`` ``rounds`` times per user message, then answers with the last tool output.
+
+    Decides from the request alone, so it behaves the same however many processes ask it."""
+
+    def __init__(self, tool: str, *, rounds: int = 1, **arguments: Any) -> None:
+        self.tool = tool
+        self.rounds = rounds
+        self.arguments = arguments
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        since_user = list(
+            itertools.takewhile(lambda m: m["role"] != "user", reversed(request.messages))
+        )
+        tool_messages = [m for m in since_user if m["role"] == "tool"]
+        if len(tool_messages) < self.rounds:
+            return call(self.tool, **self.arguments)
+        return answer(f"answer after: {tool_messages[0]['content']}")
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+CrashPoint = Literal["before_effect", "after_effect"]
+
+
+class EffectTool:
+    """A tool with an external effect kept in a ledger, like a payments API.
+
+    ``contexts`` has one entry per execution attempt; ``effects`` one per applied effect. With
+    ``dedupe`` the service applies each idempotency key once. ``crash_at`` kills the process (via
+    ``crasher``) at that point of the first attempt only; ``hang`` makes the first attempt block
+    forever after setting ``started`` (for aborts)."""
+
+    def __init__(
+        self,
+        name: str = "pay",
+        policy: Any = "unsafe",
+        *,
+        dedupe: bool = False,
+        crasher: Crasher | None = None,
+        crash_at: CrashPoint | None = None,
+        verdict: Literal["applied", "not_applied", "unknown", "raise"] | None = None,
+        hang: bool = False,
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.dedupe = dedupe
+        self.crasher = crasher
+        self.crash_at = crash_at
+        self.verdict = verdict
+        self.hang = hang
+        self.started = trio.Event()
+        self.contexts: list[ToolContext] = []
+        self.effects: list[str] = []
+        self.verifications: list[ToolContext] = []
+
+    async def _maybe_crash(self, point: CrashPoint) -> None:
+        if self.crash_at == point and len(self.contexts) == 1:
+            assert self.crasher is not None
+            await self.crasher.crash()
+
+    async def fn(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        self.contexts.append(ctx)
+        self.started.set()
+        if self.hang and len(self.contexts) == 1:
+            await trio.sleep_forever()
+        await self._maybe_crash("before_effect")
+        if not (self.dedupe and ctx.idempotency_key in self.effects):
+            self.effects.append(ctx.idempotency_key)
+        await self._maybe_crash("after_effect")
+        return f"{self.name} applied {ctx.idempotency_key}"
+
+    async def verify(self, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+        self.verifications.append(ctx)
+        if self.verdict == "raise":
+            raise RuntimeError("verifier backend down")
+        assert self.verdict is not None
+        return Verification(status=self.verdict, output=f"{self.name} verified {ctx.call_id}")
+
+    def spec(self) -> ToolSpec:
+        verifier = self.verify if self.policy == "verify_then_continue" else None
+        return ToolSpec(name=self.name, fn=self.fn, policy=self.policy, verifier=verifier)
+
+
+# -- processes -------------------------------------------------------------------------------------
+
+
+class Harness:
+    """One test's world: a store path, a model, tools, a config and one id generator shared by
+    every process of the test (as the external world is)."""
+
+    def __init__(
+        self,
+        stores: Stores,
+        *,
+        model: Any,
+        tools: Iterable[ToolSpec] = (),
+        config: RuntimeConfig | None = None,
+    ) -> None:
+        self.stores = stores
+        self.model = model
+        self.specs = list(tools)
+        self.config = config or RuntimeConfig()
+        self.ids = CounterIds()
+        self.crasher = Crasher()
+
+    @asynccontextmanager
+    async def process(self, owner: str, *, fs: FileSystem | None = None) -> AsyncIterator[Runtime]:
+        """A process that exits normally at the end of the block (leases released)."""
+        store = self.stores(fs)
+        try:
+            async with Runtime.open(
+                store=store,
+                model=self.model,
+                tools=ToolRegistry(self.specs),
+                ports=make_ports(self.ids, fs),
+                config=self.config,
+                owner_id=owner,
+            ) as runtime:
+                yield runtime
+        finally:
+            if isinstance(store, SQLiteStore):
+                store.abandon()
+
+    async def crash_run(
+        self,
+        owner: str,
+        body: Callable[[Runtime], Awaitable[None]],
+        *,
+        fs: FileSystem | None = None,
+        must_crash: bool = True,
+    ) -> bool:
+        """Run ``body`` in a process that ``self.crasher`` kills before it ends (unless
+        ``must_crash`` is false: then the process may also end normally). Returns whether it
+        crashed."""
+        self.crasher.crashed = False
+        store = self.stores(fs)
+        try:
+            with trio.fail_after(TIMEOUT_S), trio.CancelScope() as scope:
+                self.crasher.scope = scope
+                async with Runtime.open(
+                    store=store,
+                    model=self.model,
+                    tools=ToolRegistry(self.specs),
+                    ports=make_ports(self.ids, fs),
+                    config=self.config,
+                    owner_id=owner,
+                ) as runtime:
+                    await body(runtime)
+        except* SimulatedCrash:
+            pass
+        finally:
+            self.crasher.scope = None
+            if isinstance(store, SQLiteStore):
+                store.abandon()
+        assert self.crasher.crashed or not must_crash, "the crash point was never reached"
+        return self.crasher.crashed
+
+
+async def settled(conversation: Conversation, submission_id: str) -> Submission:
+    with trio.fail_after(TIMEOUT_S):
+        return await conversation.submission(submission_id).wait()
+
+
+async def wait_until(predicate: Callable[[], bool], *, step_s: float = 0.5) -> None:
+    """Poll ``predicate`` on the (virtual) clock."""
+    with trio.fail_after(TIMEOUT_S):
+        while not predicate():
+            await trio.sleep(step_s)
+
+
+#: The repository's root: tests live at different depths (tests/durable, tests/sim/explore, ...).
+REPO = Path(__file__).resolve().parent.parent
