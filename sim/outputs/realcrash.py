@@ -581,7 +581,7 @@ def realcrash(
 
 
 def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``realcrash`` subcommand's arguments (for ``sim/outputs/cli.py``)."""
+    """The ``realcrash`` subcommand's arguments (for ``sim.outputs.cli.realcrash``)."""
     parser.add_argument("scenario", help="a bundled scenario name or a .json path")
     parser.add_argument("--store", choices=("file", "sqlite"), default="file")
     parser.add_argument(

@@ -10,11 +10,8 @@ import json
 import re
 from typing import Any
 
-from sim.judgement.oracles import INVARIANT_NAMES, VERDICT_ORDER
-
-# Verdicts in the order reports show them (pass first); VERDICT_ORDER is by severity.
-DISPLAY_VERDICTS = ("pass", "safety", "liveness", "nondeterminism", "error")
-assert set(DISPLAY_VERDICTS) == set(VERDICT_ORDER)
+from sim.explore.results import DISPLAY_VERDICTS as DISPLAY_VERDICTS
+from sim.judgement.oracles import INVARIANT_NAMES
 
 # Failures shown in full per scenario x store; the rest are listed one line each (all of them
 # stay in results.json). A broken runtime under a depth-2 sweep fails thousands of schedules.

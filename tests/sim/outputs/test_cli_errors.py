@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
-from sim.outputs.cli import FAILURES_SHOWN, main
+from sim.outputs.cli import main
+from sim.outputs.cli.sweep import FAILURES_SHOWN
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,10 +8,10 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import REPO
 
 from durable import Runtime
 from durable.events import EventRecord
@@ -19,6 +19,10 @@ from durable.store import FileStore
 from sim.explore.sweep import sweep
 from sim.run.runner import seams
 from sim.world.scenario import load_scenario
+
+# Not testkit.REPO: the CLI loads this file as a user's seam module (--file-store FILE.py:NAME),
+# outside pytest, where the tests' helpers are not importable.
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_a_wrapped_runtime_runs_under_the_simulator() -> None:

@@ -1,0 +1,78 @@
+"""``durable-sim bench``: the sweep's performance figures (never timed assertions in tests)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from sim.outputs.cli.common import (
+    UsageError,
+)
+from sim.world.scenario import load_scenario
+
+
+def add_parsers(sub: Any) -> None:
+    """``bench``: the performance figures of the sweep."""
+    bn = sub.add_parser(
+        "bench",
+        help="measure schedules/s, sweep growth with N, sim vs real-process cost, peak memory",
+        description=(
+            "From one run: schedules per second of the depth-1 sweep per scenario and store, the "
+            "growth exponent of sweep wall time in the boundary count (long_horizon cut to three "
+            "sizes), the time per crash point of the simulated sweep against realcrash, and peak "
+            "memory. Medians over --repeats. Quote ratios from one run: the machine is noisy."
+        ),
+    )
+    bn.add_argument("--repeats", type=int, default=3)
+    bn.add_argument("--scenarios", default="read_edit_answer,idempotent_payment")
+    bn.add_argument("--growth-turns", default="5,10,20", help="long_horizon sizes (tool turns)")
+    bn.add_argument("--realcrash-points", type=int, default=6, help="0 skips the comparison")
+    bn.add_argument("--json", action="store_true")
+
+    bn.set_defaults(handler=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from sim.outputs.bench import bench
+
+    names = tuple(n.strip() for n in args.scenarios.split(",") if n.strip())
+    for name in names:
+        load_scenario(name)  # unknown names fail here, as a usage error
+    try:
+        turns = tuple(int(t) for t in args.growth_turns.split(","))
+    except ValueError as exc:
+        raise UsageError(f"--growth-turns takes integers, got {args.growth_turns!r}") from exc
+    if not 1 <= args.repeats <= 50 or any(not 1 <= t <= 50 for t in turns):
+        raise UsageError("--repeats and --growth-turns values must be between 1 and 50")
+    note = (lambda text: print(f"bench: {text}", file=sys.stderr)) if not args.json else None
+    doc = bench(
+        scenarios=names,
+        repeats=args.repeats,
+        growth_turns=turns,
+        realcrash_points=args.realcrash_points,
+        progress=note,
+    )
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    print(f"schedules/s (median of {doc['repeats']}, default sweep: fast, I10 on)")
+    for key, rate in doc["schedules_per_s"].items():
+        sweep_doc = doc["sweeps"][key]
+        print(
+            f"  {key:40} {rate:8.1f}/s  ({sweep_doc['schedules']} schedules, "
+            f"{sweep_doc['median_wall_s']:.2f}s)"
+        )
+    print("growth (long_horizon cuts, process crashes):")
+    for g in doc["growth"]:
+        print(f"  {g['turns']:3d} turns  N={g['boundaries']:5d}  {g['median_wall_s']:8.2f}s")
+    print(f"  growth exponent: {doc['growth_exponent']}")
+    if doc["sim_vs_real"]:
+        r = doc["sim_vs_real"]
+        print(
+            f"sim vs real per crash point ({r['scenario']}): real {r['real_per_point_s']:.3f}s, "
+            f"simulated {r['sim_per_point_s'] * 1000:.2f}ms, ratio x{r['ratio']}"
+        )
+    print(f"peak RSS: {doc['peak_rss_mb']} MB")
+    return 0

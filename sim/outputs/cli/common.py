@@ -1,0 +1,114 @@
+"""What every command shares: the exit statuses, the one-line usage error, option types
+(seed, crash kinds, determinism), the seam options, the wide console for tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from sim.world.faults import CRASH_KINDS
+from sim.world.seeded import SEED_MAX
+
+EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is the one line the exit-status contract promises (plus a
+    pointer to ``--help``), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT["usage"], f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def seed_arg(text: str) -> int:
+    """A world seed: an integer in the documented range (see ``sim.world.seeded.SEED_MAX``)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0..{SEED_MAX} (2**64-1)")
+    return value
+
+
+def add_seam_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "your own runtime or store (see sim.world.seams; repro lines of a failure found with "
+        "swapped seams carry these options)"
+    )
+    group.add_argument(
+        "--open-runtime",
+        metavar="SPEC",
+        help="FILE.py:NAME or MODULE:NAME of a callable with durable.Runtime.open's keywords",
+    )
+    group.add_argument(
+        "--file-store",
+        metavar="SPEC",
+        help="FILE.py:NAME or MODULE:NAME of a callable (root, fs, fsync) -> store",
+    )
+
+
+def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
+    from sim.world.seams import load
+
+    chosen: dict[str, Any] = {}
+    for name in ("open_runtime", "file_store"):
+        spec = getattr(args, name, None)
+        if spec:
+            chosen[name] = load(spec)
+    return chosen
+
+
+def add_single_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--seed", type=seed_arg, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)"
+    )
+    p.add_argument("--store", choices=("file", "sqlite"), default="file")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def wide_console() -> Any:
+    """A console for tables: the terminal's width, or a wide one when output is redirected (a
+    CI log should not wrap a summary table into an unreadable column of fragments)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def check_out_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to {path}: {exc.strerror}") from exc
+
+
+def exit_for(verdicts: dict[str, int], *, refused: bool = False) -> int:
+    """The exit status of a sweep: a refused scenario (its fault-free run fails, so its crash
+    schedules were not run) is bad input, and says so whatever the other verdicts are."""
+    from sim.judgement.oracles import worst_verdict  # lazily, like every heavy import of the CLI
+
+    if refused:
+        return EXIT["usage"]
+    worst = worst_verdict(verdicts)
+    return 0 if worst == "pass" else EXIT[worst]
+
+
+def crash_kinds_arg(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in CRASH_KINDS]
+    if bad or not kinds:
+        raise UsageError(f"--crash takes any of {','.join(CRASH_KINDS)}, got {text!r}")
+    return kinds
+
+
+def determinism_of(args: argparse.Namespace) -> str:
+    return "off" if args.no_determinism_check else str(args.determinism)

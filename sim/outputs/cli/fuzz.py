@@ -1,0 +1,142 @@
+"""``durable-sim fuzz``: Hypothesis over crash schedules and world-machine programs; failures are
+shrunk, printed and saved to the corpus."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from sim.explore.progress import Progress
+from sim.outputs.cli.common import (
+    UsageError,
+    seed_arg,
+)
+from sim.world.scenario import bundled_names, load_scenario
+
+
+def add_parsers(sub: Any) -> None:
+    """``fuzz``: Hypothesis over crash schedules and world-machine programs."""
+    fz = sub.add_parser(
+        "fuzz",
+        help="search odd interleavings with Hypothesis; shrink and save what fails",
+        description=(
+            "Runs the schedule fuzzer (crash schedules of any depth over each scenario's "
+            "boundary trace) and the world machine (programs of submits, re-sends, crashes, "
+            "pauses past the lease, aborts and model errors). A failure is shrunk, printed in "
+            "replay form and saved to the corpus directory, which the test suite replays."
+        ),
+    )
+    fz.add_argument("scenario", nargs="?", help="default: every bundled scenario")
+    fz.add_argument("--examples", type=int, default=300, help="examples per fuzzer and scenario")
+    fz.add_argument(
+        "--seed", type=seed_arg, default=0, help="Hypothesis seed (the world seed is 0); 0..2**64-1"
+    )
+    fz.add_argument("--store", choices=("file", "sqlite"), default="file")
+    fz.add_argument(
+        "--corpus",
+        default=None,
+        metavar="DIR",
+        help=(
+            "where failing cases are saved (created only when one is): default "
+            "$DURABLE_SIM_CORPUS, else ./tests/corpus if that folder exists, else "
+            "./durable-sim-corpus"
+        ),
+    )
+    fz.add_argument(
+        "--hypothesis-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "Hypothesis' own storage (caches; the fuzzers keep no example database): default "
+            "$XDG_CACHE_HOME/durable-sim/hypothesis or ~/.cache/durable-sim/hypothesis"
+        ),
+    )
+    fz.add_argument("--no-machine", action="store_true", help="only fuzz schedules")
+
+    fz.set_defaults(handler=run_fuzz)
+
+
+def run_fuzz(args: argparse.Namespace) -> int:
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case
+
+    if not 1 <= args.examples <= 100_000:
+        raise UsageError("--examples must be between 1 and 100000")
+    names = [args.scenario] if args.scenario else bundled_names()
+    scenarios = [load_scenario(n) for n in names]
+    corpus = _corpus_dir(args.corpus)
+    set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
+    started = time.perf_counter()
+    examples = 0
+    findings = []
+
+    def tick() -> None:
+        nonlocal examples
+        examples += 1
+        progress.advance(1)
+
+    with Progress(command="fuzz", unit="examples") as progress:
+        for scenario in scenarios:
+            progress.start(f"schedules of {scenario.name}[{args.store}]")
+            finding = fuzz_schedules(
+                scenario,
+                store=args.store,
+                examples=args.examples,
+                fuzz_seed=args.seed,
+                on_example=tick,
+            )
+            progress.finish(_finding_line(finding))
+            if finding is not None:
+                findings.append(finding)
+        if not args.no_machine:
+            progress.start(f"world machine[{args.store}]")
+            finding = fuzz_machine(
+                store=args.store, examples=args.examples, fuzz_seed=args.seed, on_example=tick
+            )
+            progress.finish(_finding_line(finding))
+            if finding is not None:
+                findings.append(finding)
+    wall_s = time.perf_counter() - started
+    for finding in findings:
+        path = save_case(finding, corpus)
+        print("\n".join(finding.describe()))
+        print(f"saved: {path}")
+        print(f"repro: {finding.repro(str(path))}")
+    print(
+        f"fuzz: {examples} examples in {wall_s:.1f}s ({examples / wall_s:.1f}/s), "
+        f"{len(findings)} failure(s)"
+    )
+    return 1 if findings else 0
+
+
+def _finding_line(finding: Any) -> str:
+    if finding is None:
+        return "no failure"
+    first = finding.violations[0] if finding.violations else None
+    return f"FAILED {first.invariant if first else '?'} (shrunk; details below)"
+
+
+def _corpus_dir(given: str | None) -> Path:
+    """Where fuzz saves failing cases; checked now, created only when a case is saved."""
+    if given is None:
+        given = os.environ.get("DURABLE_SIM_CORPUS") or (
+            "tests/corpus" if Path("tests/corpus").is_dir() else "durable-sim-corpus"
+        )
+    path = Path(given)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--corpus {given}: not a directory")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"--corpus {given}: {existing} is not writable")
+    return path
+
+
+def _hypothesis_dir(given: str | None) -> Path:
+    if given is not None:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "durable-sim" / "hypothesis"

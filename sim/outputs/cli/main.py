@@ -1,0 +1,94 @@
+"""``durable-sim``'s entry point: parse, install the signal policy, run the command, and turn
+every bad input into one line and an exit status (docs/architecture.md, 3)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from sim.outputs.cli.bench import add_parsers as add_bench
+from sim.outputs.cli.common import EXIT, Parser, UsageError, swapped_seams
+from sim.outputs.cli.coverage import add_parsers as add_coverage
+from sim.outputs.cli.fuzz import add_parsers as add_fuzz
+from sim.outputs.cli.mutants import add_parsers as add_mutants
+from sim.outputs.cli.realcrash import add_parsers as add_realcrash
+from sim.outputs.cli.single_run import add_parsers as add_single_run
+from sim.outputs.cli.sweep import add_parsers as add_sweep
+from sim.world.faults import ScheduleError
+from sim.world.scenario import ScenarioError
+from sim.world.seams import SeamError, seams
+
+#: Each command module's ``add_parsers``, in the order ``--help`` lists the commands.
+COMMANDS = (
+    add_single_run,
+    add_sweep,
+    add_fuzz,
+    add_mutants,
+    add_bench,
+    add_realcrash,
+    add_coverage,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed one line of usage error
+        return int(exc.code or 0) if exc.code in (0, None) else EXIT["usage"]
+    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: it is turned into a SIGINT,
+    # which trio delivers as KeyboardInterrupt at a safe point; the sweep then kills its forked
+    # children and removes its temporary directories on the way out.
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint) if on_main_thread else None
+    try:
+        with seams(**swapped_seams(args)):
+            return int(args.handler(args))
+    except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
+        print(f"durable-sim: {exc}", file=sys.stderr)
+        return EXIT["usage"]
+    except BrokenPipeError:
+        # The reader went away (`durable-sim replay ... | head`): stop quietly, as Unix tools
+        # do; point stdout at /dev/null so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except BaseException as exc:  # re-raised unless it is only the user's interrupt
+        if not _interrupt_only(exc):
+            raise
+        print("durable-sim: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _sigterm_as_sigint(signum: int, frame: object) -> None:
+    del signum, frame
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _interrupt_only(exc: BaseException) -> bool:
+    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by trio's nurseries."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_interrupt_only(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The whole command line: each command module adds its sub-parser and sets its handler."""
+    parser = Parser(
+        prog="durable-sim",
+        description=(
+            "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
+            "virtual clock, kills the process at every commit, file, tool, model and lease "
+            "boundary (process kill and power loss), restarts it, and checks thirteen invariants."
+        ),
+        epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_parsers in COMMANDS:
+        add_parsers(sub)
+    return parser

@@ -1,0 +1,45 @@
+"""The results document is built by the library (``sim.explore.results``), not the command line:
+a caller of ``sweep()`` gets the very ``results.json`` that ``durable-sim sweep`` writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim.explore.results import ResultsError, results_document
+from sim.explore.sweep import sweep
+from sim.outputs.cli import main
+from sim.world.scenario import load_scenario
+
+SCENARIO = "idempotent_payment"
+
+
+def _without_wall_times(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = json.loads(json.dumps(doc))
+    doc["totals"].pop("wall_s")
+    for one in doc["scenarios"]:
+        one.pop("wall_s")
+    return doc
+
+
+def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
+    assert main(["sweep", SCENARIO, "--out", str(tmp_path), "--quiet"]) == 0
+    written = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    scenario = load_scenario(SCENARIO)
+    sweeps = [sweep(scenario, ref=SCENARIO, store=store) for store in ("file", "sqlite")]
+    built = results_document(sweeps, wall_s=1.0)
+    assert _without_wall_times(built) == _without_wall_times(written)
+    assert built["config"]["store"] == "both" and built["config"]["crash"] == "process,power"
+
+
+def test_sweeps_of_different_runs_cannot_share_a_document() -> None:
+    scenario = load_scenario(SCENARIO)
+    one = sweep(scenario, store="file", seed=0, crash_kinds=("process",))
+    other = sweep(scenario, store="file", seed=1, crash_kinds=("process",))
+    with pytest.raises(ResultsError, match="different seed"):
+        results_document([one, other], wall_s=0.0)
+    with pytest.raises(ResultsError, match="at least one"):
+        results_document([], wall_s=0.0)
