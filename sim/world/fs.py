@@ -382,15 +382,21 @@ class SimFS:
 
     @staticmethod
     def _sync_dir(d: _Dir) -> None:
-        if not d.pending:
-            return
-        entries, durable = d.entries, d.durable
+        if d.pending:
+            SimFS._settle_pending(d, d.entries, d.durable)
+
+    @staticmethod
+    def _settle_pending(
+        d: _Dir, source: dict[str, _Inode | _Dir], target: dict[str, _Inode | _Dir]
+    ) -> None:
+        """Make ``target`` agree with ``source`` on every name with a pending change: a directory
+        fsync makes the live entries durable; a power loss puts the durable ones back."""
         for name in d.pending:
-            node = entries.get(name)
+            node = source.get(name)
             if node is None:
-                durable.pop(name, None)
+                target.pop(name, None)
             else:
-                durable[name] = node
+                target[name] = node
         d.pending.clear()
 
     # -- crashes ------------------------------------------------------------------------------
@@ -465,14 +471,7 @@ class SimFS:
         self.stats["power_loss"] += 1
         for d in self._dirs.values():
             if d.pending:
-                entries, durable = d.entries, d.durable
-                for name in d.pending:
-                    node = durable.get(name)
-                    if node is None:
-                        entries.pop(name, None)
-                    else:
-                        entries[name] = node
-                d.pending.clear()
+                self._settle_pending(d, d.durable, d.entries)
         outcomes: dict[str, str] = {}
         dirty = self._dirty
         if dirty:
