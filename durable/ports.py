@@ -11,10 +11,13 @@ operating system's files and threads.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -61,6 +64,13 @@ class FileSystem(Protocol):
     def listdir(self, path: str) -> list[str]: ...
 
     def unlink(self, path: str) -> None: ...
+
+    def exclusive(self, path: str) -> AbstractContextManager[None]:
+        """Hold an exclusive lock on the existing directory ``path`` against every other
+        process for the ``with`` block; the operating system drops it when the process dies.
+        Not a crash boundary: it writes nothing. Held only around a read-modify-write, never
+        across an ``await``, so a wait for it is short and bounded."""
+        ...
 
 
 class Blocking(Protocol):
@@ -158,6 +168,37 @@ class OsFileSystem:
 
     def unlink(self, path: str) -> None:
         os.unlink(path)
+
+    #: How long ``exclusive`` waits for another process's lock before giving up. A holder keeps
+    #: it for one read-modify-write (microseconds to a few fsyncs); a longer wait means the
+    #: holder is stopped (SIGSTOP, a debugger), and the caller gets an error, not a hang.
+    lock_wait_s: float = 5.0
+
+    @contextmanager
+    def exclusive(self, path: str) -> Iterator[None]:
+        """``flock(LOCK_EX)`` on the directory itself (no lock file to create, list or lose).
+        Polled with ``LOCK_NB`` so the wait is bounded by ``lock_wait_s``: the runtime calls
+        the store on its event loop's thread, which a blocking ``flock`` would freeze."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            deadline_s = time.monotonic() + self.lock_wait_s
+            pause_s = 0.0005
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline_s:
+                        raise TimeoutError(
+                            errno.EWOULDBLOCK,
+                            f"another process has held the lock for over {self.lock_wait_s} s",
+                            path,
+                        ) from None
+                    time.sleep(pause_s)
+                    pause_s = min(pause_s * 2, 0.05)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
 
 class ThreadBlocking:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -190,6 +190,9 @@ class CrashingFS:
 
     def unlink(self, path: str) -> None:
         self._op("unlink", path)
+
+    def exclusive(self, path: str) -> AbstractContextManager[None]:
+        return self._inner.exclusive(path)  # not a crash point: it writes nothing
 
 
 # -- models ----------------------------------------------------------------------------------------

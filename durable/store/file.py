@@ -20,6 +20,8 @@ a damaged record *followed by* valid later records is damage to committed data a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from durable.events import EventRecord, canonical_json, parse_json, parse_record, sha256_hex
@@ -194,6 +196,20 @@ class FileStore:
                 self._fs.fsync_dir(self._root)
         return path
 
+    @contextmanager
+    def _exclusive(self, conversation_id: str) -> Iterator[None]:
+        """Make a read-modify-write of the conversation (the lease, the fence and the append
+        behind it, a checkpoint's fence) exclusive across OS processes: without it two worker
+        processes could read the same lease and both write the next epoch, each believing it
+        owns the conversation. A conversation without a directory has no lease and no log to
+        race on; the operation finds that out by itself."""
+        directory = self._dir(conversation_id)
+        if not self._fs.exists(directory):
+            yield
+            return
+        with self._fs.exclusive(directory):
+            yield
+
     def describe(self) -> str:
         if self._fsync:
             return "file store (fsync=True: acknowledged commits survive power loss)"
@@ -251,6 +267,16 @@ class FileStore:
     async def acquire_lease(
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
     ) -> Lease:
+        """Take the lease unless another owner holds it unexpired; the epoch always increases.
+        Exclusive across processes (a new conversation's directory is made first: the lock is
+        the directory's)."""
+        self._ensure_dir(conversation_id)
+        with self._exclusive(conversation_id):
+            return self._acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
+
+    def _acquire_lease(
+        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+    ) -> Lease:
         """Take the lease unless another owner holds it unexpired; the epoch always increases."""
         previous = self._read_lease(conversation_id)
         if previous is None and self._fs.exists(self._events_path(conversation_id)):
@@ -278,6 +304,10 @@ class FileStore:
         return lease
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        with self._exclusive(lease.conversation_id):
+            return self._renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
+
+    def _renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         stored = self._read_lease(lease.conversation_id)
         if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
             held = f"({stored.owner_id}, epoch {stored.epoch})" if stored is not None else "none"
@@ -290,6 +320,11 @@ class FileStore:
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
+        """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
+        with self._exclusive(lease.conversation_id):
+            self._release_lease(lease)
+
+    def _release_lease(self, lease: Lease) -> None:
         """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
         stored = self._read_lease(lease.conversation_id)
         if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
@@ -492,6 +527,26 @@ class FileStore:
         owner_id: str,
         epoch: int,
     ) -> None:
+        """Fence, check the sequence, then write the whole batch with one ``append`` call, all
+        exclusive across processes (see ``_append``)."""
+        with self._exclusive(conversation_id):
+            self._append(
+                conversation_id,
+                records,
+                expected_sequence=expected_sequence,
+                owner_id=owner_id,
+                epoch=epoch,
+            )
+
+    def _append(
+        self,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
         """Fence, check the sequence, then write the whole batch with one ``append`` call.
 
         One call means a process crash leaves all or nothing of the batch; power loss may tear
@@ -591,6 +646,11 @@ class FileStore:
         self._unlink_all(directory, [name for through, name in found if through > last_sequence])
 
     async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
+        """Fence and write, exclusive across processes (see ``_save_checkpoint``)."""
+        with self._exclusive(checkpoint.conversation_id):
+            self._save_checkpoint(checkpoint, owner_id=owner_id, epoch=epoch)
+
+    def _save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
         """Fence, write atomically, then keep only this checkpoint and the newest older one.
 
         Checkpoints *newer* than the one saved are removed too: the writer's log ends here, so

@@ -55,6 +55,8 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = ["SimFS"]
 
@@ -181,6 +183,8 @@ class SimFS:
         self._dirty: dict[int, _Inode] = {}
         self._next_ino = 1
         self._split_cache: dict[str, tuple[str, str]] = {}
+        # Paths locked by ``exclusive`` right now (kernel state: never on disk, never synced).
+        self._locks: set[str] = set()
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -372,6 +376,22 @@ class SimFS:
     def listdir(self, path: str) -> list[str]:
         self.stats["listdir"] += 1
         return sorted(self._dir(path).entries)
+
+    @contextmanager
+    def exclusive(self, path: str) -> Iterator[None]:
+        """An exclusive lock on ``path`` (``flock``), as the kernel keeps it: in memory, never on
+        disk, dropped when its holder leaves the block -- normally or by dying, since a killed
+        process's locks go with it. A store takes it only around a read-modify-write with no
+        ``await`` inside, and simulated processes interleave only at awaits, so finding it held
+        is a harness or runtime bug: it fails loudly instead of waiting."""
+        key = "/".join(p for p in path.split("/") if p)
+        if key in self._locks:
+            raise AssertionError(f"{path}: locked by a process that is still inside its block")
+        self._locks.add(key)
+        try:
+            yield
+        finally:
+            self._locks.discard(key)
 
     def unlink(self, path: str) -> None:
         """Remove the name from the current view; durable after fsync_dir."""

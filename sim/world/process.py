@@ -10,6 +10,7 @@ the world after the crash instant (any port call they make is refused), exactly 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -381,6 +382,12 @@ class ProcessFS:
 
     def rename(self, src: str, dst: str) -> None:
         self._mutate("rename", dst, lambda: self._fs.rename(src, dst))
+
+    def exclusive(self, path: str) -> AbstractContextManager[None]:
+        """The store's cross-process lock: not a boundary (it writes nothing); refused after
+        death like every call; released by the file system when the process dies inside it."""
+        self._p.check_alive("fs.exclusive")
+        return self._fs.exclusive(path)
 
     def fsync_dir(self, path: str) -> None:
         self._mutate("fsync_dir", path.rstrip("/") + "/", lambda: self._fs.fsync_dir(path))

@@ -380,6 +380,7 @@ async def test_write_protocol_in_fsync_mode(tmp_path: Path) -> None:
     assert fs.calls == [
         ("makedirs", CONV),
         ("fsync_dir", "store"),
+        ("exclusive", CONV),  # every read-modify-write holds the directory's lock
         ("write", "lease.json.tmp"),
         ("fsync", "lease.json.tmp"),
         ("rename", "lease.json.tmp"),
@@ -388,15 +389,21 @@ async def test_write_protocol_in_fsync_mode(tmp_path: Path) -> None:
     fs.calls.clear()
     log = records(1, 3, lease)
     await append(store, log, lease)
-    assert fs.calls == [("append", "events.jsonl"), ("fsync", "events.jsonl"), ("fsync_dir", CONV)]
+    assert fs.calls == [
+        ("exclusive", CONV),
+        ("append", "events.jsonl"),
+        ("fsync", "events.jsonl"),
+        ("fsync_dir", CONV),
+    ]
     fs.calls.clear()
     await append(store, records(4, 1, lease), lease)
-    assert fs.calls == [("append", "events.jsonl"), ("fsync", "events.jsonl")]
+    assert fs.calls == [("exclusive", CONV), ("append", "events.jsonl"), ("fsync", "events.jsonl")]
     fs.calls.clear()
     cp = make_checkpoint(state_after(log), saved_at_s=0.0)
     await store.save_checkpoint(cp, owner_id="owner-a", epoch=lease.epoch)
     name = "checkpoint-000000000003.json"
     assert fs.calls == [
+        ("exclusive", CONV),
         ("write", f"{name}.tmp"),
         ("fsync", f"{name}.tmp"),
         ("rename", f"{name}.tmp"),
