@@ -73,6 +73,8 @@ _OPS = (
     "fsync_dir",
     "listdir",
     "unlink",
+    "read_at",
+    "write_at",
     "process_crash",
     "power_loss",
 )
@@ -89,6 +91,7 @@ class _Inode:
         "durable_bytes",
         "durable_len",
         "ino",
+        "overwritten",
         "proven_len",
         "rewritten",
     )
@@ -108,6 +111,9 @@ class _Inode:
         # Grown by ``append`` (a log): a single copy cannot prove its own end, so its last
         # synced extension is never damaged, nor is the file cut or deleted (see damage_synced).
         self.appended = False
+        # Written in place below its end by ``write_at`` since the last fsync (a database page,
+        # a reused WAL frame): a power loss leaves each block of it old or new, in any mix.
+        self.overwritten = False
 
     def durable_content(self) -> bytes:
         if self.durable_bytes is not None:
@@ -128,6 +134,7 @@ class _Inode:
         self.durable_len = len(self.data)
         self.durable_bytes = None
         self.rewritten = False
+        self.overwritten = False
 
 
 class _Dir:
@@ -319,6 +326,32 @@ class SimFS:
         self.stats["write"] += 1
         node = self._open_for_write(path)
         node.data += data
+
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        """``pread(2)``: at most ``size`` bytes from ``offset`` (fewer at the end of the file)."""
+        self.stats["read_at"] += 1
+        if offset < 0 or size < 0:
+            raise OSError(errno.EINVAL, "Invalid argument", path)
+        return bytes(self._file(path)[2].data[offset : offset + size])
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        """``pwrite(2)`` (creating the file if missing), as a database writes its pages. At or
+        past the end it extends the file (a gap reads as zeros), and a power loss treats it like
+        an append: lost, torn at a block boundary, or kept. Below the end it overwrites in
+        place: the durable content is kept aside, and a power loss leaves each block old or
+        new (the disk may have written any of the cached blocks)."""
+        self.stats["write_at"] += 1
+        if offset < 0:
+            raise OSError(errno.EINVAL, "Invalid argument", path)
+        node = self._open_for_write(path)
+        current = len(node.data)
+        if offset >= current:
+            node.data += bytes(offset - current)
+            node.data += data
+            return
+        node.preserve_durable(offset)
+        node.data[offset : offset + len(data)] = data
+        node.overwritten = True
 
     def truncate(self, path: str, size: int) -> None:
         """Cut to ``size`` bytes, or extend with zero bytes (POSIX ``truncate``)."""
@@ -552,6 +585,8 @@ class SimFS:
             # Even new content that happens to extend the old is a rewrite: the truncate came
             # first. A truncate to zero with nothing written after it: old or empty, nothing else.
             choice = (0, 4)[rng.randrange(2)] if current == 0 else (0, 2, 4, 5)[rng.randrange(4)]
+        elif node.overwritten and kept is not None and not extension:
+            choice = (0, 2, 5)[rng.randrange(3)]  # pages written in place: old, new or a mix
         elif extension:
             choice = rng.randrange(4) if boundaries else (0, 2, 3)[rng.randrange(3)]
         else:
