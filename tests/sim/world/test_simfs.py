@@ -56,6 +56,7 @@ def test_implements_the_filesystem_port_exactly() -> None:
             "fsync_dir",
             "listdir",
             "unlink",
+            "exclusive",
         ]
     )
     for name in names:
