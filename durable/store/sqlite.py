@@ -1,4 +1,4 @@
-"""``SQLiteStore``: the store contract on one SQLite database (stdlib ``sqlite3``, WAL mode).
+"""``SQLiteStore``: the store contract on one SQLite database (apsw, WAL mode).
 
 Every operation is one plain function that runs one whole transaction (``BEGIN IMMEDIATE`` for
 writes, so the fence and the sequence check see the same snapshot the write commits on) and is
@@ -6,15 +6,18 @@ handed to the ``Blocking`` port: inline under the simulator, so time stays deter
 trio's worker threads in production. No transaction ever spans two blocking calls, so a process
 that dies between calls leaves no open transaction behind (see ``abandon``).
 
-``aiosqlite`` is deliberately not used: it is asyncio-only and runs its own thread.
+The binding is apsw rather than the standard library's ``sqlite3`` because apsw exposes SQLite's
+VFS interface: a host can run the very same store on a file system of its own (the simulator's
+simulated disk, where a power loss shows what SQLite did not sync). ``aiosqlite`` is deliberately
+not used: it is asyncio-only and runs its own thread.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
+import apsw
 import trio
 
 from durable.events import EventRecord, canonical_json, parse_json, parse_record
@@ -45,8 +48,11 @@ _SCHEMA = (
     )""",
 )
 
-# Error codes that mean the file itself is bad, as opposed to a busy or full database.
-_CORRUPT_CODES = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
+# Errors that mean the file itself is bad, as opposed to a busy or full database.
+_CORRUPT_ERRORS = (apsw.NotADBError, apsw.CorruptError)
+
+#: How long a transaction waits for another process's lock before SQLite reports it busy.
+BUSY_TIMEOUT_MS = 5000
 
 
 class SQLiteStore:
@@ -60,6 +66,13 @@ class SQLiteStore:
     The connection is opened lazily, inside the first blocking call, so constructing a store does
     no I/O. Calls are serialised by a trio lock: one connection must not run two transactions at
     once from two worker threads.
+
+    ``vfs`` names a registered apsw VFS to open the database through (default: the operating
+    system's). ``shared_memory=False`` is for a VFS without SQLite's shared-memory methods (any VFS
+    written in Python): write-ahead logging then runs in exclusive locking mode, where the log's
+    index lives in the connection, so the store opens a connection per transaction -- each open
+    reads the log afresh and sees every other process's commits. The durability promise is the
+    same either way: it is SQLite's, for the chosen ``synchronous``.
     """
 
     def __init__(
@@ -68,13 +81,21 @@ class SQLiteStore:
         *,
         blocking: Blocking,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        vfs: str | None = None,
+        shared_memory: bool = True,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self._path = path
         self._blocking = blocking
         self._synchronous = synchronous
-        self._conn: sqlite3.Connection | None = None
+        self._vfs = vfs
+        self._shared_memory = shared_memory
+        self._schema_ready = False
+        self._conn: apsw.Connection | None = None
+        # Connections of a process that died inside a transaction: kept referenced, never closed
+        # (closing would run SQLite code against files the dead process may no longer touch).
+        self._abandoned: list[apsw.Connection] = []
         self._lock = trio.Lock()
 
     def describe(self) -> str:
@@ -90,38 +111,56 @@ class SQLiteStore:
 
     # -- connection and transactions ------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        """Open (once) and set up the database. Runs inside a blocking call."""
+    def _connection(self) -> apsw.Connection:
+        """Open (once, or once per transaction without shared memory) and set up the database.
+        Runs inside a blocking call."""
         if self._conn is not None:
             return self._conn
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        if self._vfs is None:
+            conn = apsw.Connection(self._path)
+        else:
+            conn = apsw.Connection(self._path, vfs=self._vfs)
         try:
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            if not self._shared_memory:
+                # The log's index in the connection's heap; no checkpoint when it closes after
+                # each transaction (SQLite still checkpoints as the log grows).
+                conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+                conn.execute("PRAGMA locking_mode=EXCLUSIVE")
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
             if mode is None or str(mode[0]).lower() != "wal":
                 raise CorruptStore(f"{self._path}: could not switch to WAL mode (got {mode!r})")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-            except Exception:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            if not self._schema_ready:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                except Exception:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                self._schema_ready = True
         except Exception:
             conn.close()
             raise
         self._conn = conn
         return conn
 
-    def _corrupt(self, exc: sqlite3.DatabaseError) -> CorruptStore | None:
-        if getattr(exc, "sqlite_errorcode", None) in _CORRUPT_CODES:
+    def _done_with_connection(self) -> None:
+        """After a whole transaction: without shared memory the connection goes (the next one
+        must read the log afresh); with it, the connection stays open for the next call."""
+        if not self._shared_memory:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def _corrupt(self, exc: apsw.Error) -> CorruptStore | None:
+        if isinstance(exc, _CORRUPT_ERRORS):
             return CorruptStore(f"{self._path}: not a usable SQLite database: {exc}")
         return None
 
-    def _transaction(
-        self, body: Callable[[sqlite3.Connection], T], *, write: bool
-    ) -> Callable[[], T]:
+    def _transaction(self, body: Callable[[apsw.Connection], T], *, write: bool) -> Callable[[], T]:
         """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""
 
         def run() -> T:
@@ -134,9 +173,11 @@ class SQLiteStore:
                 except Exception:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
+                    self._done_with_connection()
                     raise
+                self._done_with_connection()
                 return result
-            except sqlite3.DatabaseError as exc:
+            except apsw.Error as exc:
                 corrupt = self._corrupt(exc)
                 if corrupt is not None:
                     raise corrupt from exc
@@ -144,20 +185,20 @@ class SQLiteStore:
 
         return run
 
-    async def _run(self, label: str, body: Callable[[sqlite3.Connection], T], *, write: bool) -> T:
+    async def _run(self, label: str, body: Callable[[apsw.Connection], T], *, write: bool) -> T:
         async with self._lock:
             return await self._blocking.run(label, self._transaction(body, write=write))
 
     def abandon(self) -> None:
-        """Drop the connection without committing: the OS closing a killed process's handles.
-
-        Every transaction lives inside one blocking call, so there is never one open here.
-        """
+        """Forget the connection of a killed process without closing it: the kill already
+        ended whatever it was doing, and closing would run SQLite (a rollback, a checkpoint)
+        against files a dead process must not touch. It stays referenced, so it is never
+        finalised while the store object lives."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.close()
+            self._abandoned.append(conn)
 
-    def move_to(self, path: str) -> sqlite3.Connection | None:
+    def move_to(self, path: str) -> apsw.Connection | None:
         """Point this store at another database file, handing back the open connection
         *without closing it* (the caller keeps it alive). For a host that forks a process and
         gives the child a copy of the files: closing the inherited connection could checkpoint
@@ -181,7 +222,7 @@ class SQLiteStore:
     # -- leases --------------------------------------------------------------------------------
 
     @staticmethod
-    def _lease_row(conn: sqlite3.Connection, conversation_id: str) -> Lease | None:
+    def _lease_row(conn: apsw.Connection, conversation_id: str) -> Lease | None:
         row = conn.execute(
             "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?",
             (conversation_id,),
@@ -200,7 +241,7 @@ class SQLiteStore:
             raise CorruptStore(f"leases row ({conversation_id}): not a lease: {first}") from exc
 
     @staticmethod
-    def _put_lease(conn: sqlite3.Connection, lease: Lease) -> None:
+    def _put_lease(conn: apsw.Connection, lease: Lease) -> None:
         conn.execute(
             "INSERT INTO leases (conversation_id, owner_id, epoch, expires_at_s) "
             "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
@@ -210,9 +251,7 @@ class SQLiteStore:
         )
 
     @classmethod
-    def _fence(
-        cls, conn: sqlite3.Connection, conversation_id: str, owner_id: str, epoch: int
-    ) -> None:
+    def _fence(cls, conn: apsw.Connection, conversation_id: str, owner_id: str, epoch: int) -> None:
         """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease (inside the write)."""
         lease = cls._lease_row(conn, conversation_id)
         if lease is None:
@@ -235,7 +274,7 @@ class SQLiteStore:
         """Take the lease unless another owner holds it unexpired; the epoch always increases."""
         check_conversation_id(conversation_id)
 
-        def body(conn: sqlite3.Connection) -> Lease:
+        def body(conn: apsw.Connection) -> Lease:
             previous = self._lease_row(conn, conversation_id)
             if (
                 previous is None
@@ -273,7 +312,7 @@ class SQLiteStore:
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         check_conversation_id(lease.conversation_id)
 
-        def body(conn: sqlite3.Connection) -> Lease:
+        def body(conn: apsw.Connection) -> Lease:
             stored = self._lease_row(conn, lease.conversation_id)
             if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
                 held = f"({stored.owner_id}, epoch {stored.epoch})" if stored else "none"
@@ -291,7 +330,7 @@ class SQLiteStore:
         """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
         check_conversation_id(lease.conversation_id)
 
-        def body(conn: sqlite3.Connection) -> None:
+        def body(conn: apsw.Connection) -> None:
             stored = self._lease_row(conn, lease.conversation_id)
             if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
                 return
@@ -314,7 +353,7 @@ class SQLiteStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: sqlite3.Connection) -> tuple[list[tuple[int, str]], int]:
+        def body(conn: apsw.Connection) -> tuple[list[tuple[int, str]], int]:
             """The rows, and (when repairing) the newest checkpoint, in one read transaction."""
             rows = conn.execute(
                 "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
@@ -376,7 +415,7 @@ class SQLiteStore:
         check_batch(conversation_id, records, owner_id, epoch)
         rows = [(conversation_id, r.sequence, r.to_line()) for r in records]
 
-        def body(conn: sqlite3.Connection) -> None:
+        def body(conn: apsw.Connection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
             (last,) = conn.execute(
                 "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
@@ -401,7 +440,7 @@ class SQLiteStore:
         through = checkpoint.through_sequence
         text = canonical_json(checkpoint.model_dump(mode="json"))
 
-        def body(conn: sqlite3.Connection) -> None:
+        def body(conn: apsw.Connection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
             conn.execute(
                 "INSERT OR REPLACE INTO checkpoints (conversation_id, through_sequence, body) "
@@ -426,7 +465,7 @@ class SQLiteStore:
         not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
-        def body(conn: sqlite3.Connection) -> list[tuple[str]]:
+        def body(conn: apsw.Connection) -> list[tuple[str]]:
             return conn.execute(
                 "SELECT body FROM checkpoints WHERE conversation_id = ? "
                 "ORDER BY through_sequence DESC",
@@ -449,7 +488,7 @@ class SQLiteStore:
     # -- listing -------------------------------------------------------------------------------
 
     async def list_conversations(self) -> list[str]:
-        def body(conn: sqlite3.Connection) -> list[str]:
+        def body(conn: apsw.Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT conversation_id FROM events UNION SELECT conversation_id FROM leases"
             ).fetchall()
