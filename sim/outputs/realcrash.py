@@ -231,8 +231,9 @@ def seam_specs() -> tuple[tuple[str, str], ...]:
 
 
 def _check_options(store: str, blocking: str, points: int | None, speedup: float) -> None:
-    if store not in ("file", "sqlite"):
-        raise RealcrashError(f"--store must be file or sqlite, not {store!r}")
+    if store not in tuple(StoreKind):
+        kinds = " or ".join(StoreKind)
+        raise RealcrashError(f"--store must be {kinds}, not {store!r}")
     if blocking not in BLOCKING_MODES:
         raise RealcrashError(f"blocking must be thread or inline, not {blocking!r}")
     if points is not None and points < 1:
@@ -441,7 +442,7 @@ def _document(
 def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``realcrash`` subcommand's arguments (for ``sim/outputs/cli.py``)."""
     parser.add_argument("scenario", help="a bundled scenario name or a .json path")
-    parser.add_argument("--store", choices=("file", "sqlite"), default="file")
+    parser.add_argument("--store", choices=tuple(StoreKind), default=StoreKind.FILE)
     parser.add_argument(
         "--points",
         type=int,

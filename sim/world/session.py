@@ -3,7 +3,7 @@ host's store, ports, the fake model and the tools; and the client session on it 
 steps, the wait for every answer, the operator).
 
 Written once: the simulator (``sim.run.runner``) and the real-process child of ``durable-sim
-realcrash`` (``sim.outputs.realcrash_child``) both run a process with ``run_process``, so the
+realcrash`` (``sim.run.realchild``) both run a process with ``run_process``, so the
 client's behaviour, the model, the tools and the runtime's configuration cannot drift apart.
 Time is the process's (``SimProcess.now``/``sleep_until``: the machine's clock); a graceful
 shutdown's deadline is trio's (the real host refuses shutdown scenarios).
