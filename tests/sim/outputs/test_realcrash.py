@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testkit import REPO
 
-from sim.outputs.realcrash import RealcrashError, main, realcrash, refusal, select_points
+from durable.store.file import FileStore
+from sim.outputs.realcrash import (
+    RealcrashError,
+    main,
+    realcrash,
+    refusal,
+    seam_specs,
+    select_points,
+)
 from sim.world.faults import CrashPoint, Schedule
 from sim.world.scenario import Scenario, load_scenario
+from sim.world.seams import seams
 
 
 def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
@@ -132,3 +142,20 @@ def test_client_resends_agree_with_the_simulator() -> None:
     doc = realcrash("resend_while_queued", store="file", points=2, speedup=10)
     assert doc["labels_match"], doc["label_mismatch"]
     assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+def own_file_store(root: str, fs: Any, fsync: bool) -> FileStore:
+    """A swapped ``file_store`` seam (the reference store, under another name)."""
+    return FileStore(root, fs=fs, fsync=fsync)
+
+
+def test_swapped_seams_reach_the_real_processes_by_name() -> None:
+    """The children load the parent's swapped seams by SPEC; a seam that has no name is
+    refused rather than replaced by the reference in silence."""
+    assert seam_specs() == ()
+    with seams(file_store=own_file_store):
+        ((name, spec),) = seam_specs()
+        assert name == "file_store" and spec.endswith(":own_file_store")
+    unnamed = seams(file_store=lambda root, fs, fsync: FileStore(root, fs=fs, fsync=fsync))
+    with unnamed, pytest.raises(RealcrashError, match="file_store seam cannot be named"):
+        seam_specs()
