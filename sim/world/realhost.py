@@ -128,12 +128,15 @@ class RealWorld(World):
 class RealMachine(Machine):
     """The simulator's machine, continued across the processes of a point and killed for real."""
 
+    # The point's counters; None while the base class initialises (it resets the handover count,
+    # which must stay the point's: see the property).
+    _counts: dict[str, int] | None = None
+
     def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog, scenario: Scenario):
-        counts = log.dict("counts")
         timed = _timed_left(scenario, schedule, log.state.get("crashes", []))
         super().__init__(world, schedule, fs=None, timed_crashes=timed)
         self.clock = world.clock
-        self._counts = counts  # set after the base class reset its counter (see the property)
+        self._counts = log.dict("counts")
         for name in MACHINE_RECORDS:
             setattr(self, name, log.list(name))
         self._counters = log.dict("counters")
@@ -142,11 +145,11 @@ class RealMachine(Machine):
 
     @property  # type: ignore[override]
     def handovers_with_pinned_request(self) -> int:
-        return int(getattr(self, "_counts", {}).get("handovers", 0))
+        return 0 if self._counts is None else self._counts.get("handovers", 0)
 
     @handovers_with_pinned_request.setter
     def handovers_with_pinned_request(self, value: int) -> None:
-        if hasattr(self, "_counts"):
+        if self._counts is not None:
             self._counts["handovers"] = value
 
     def now(self) -> float:
