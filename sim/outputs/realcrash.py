@@ -1,20 +1,23 @@
 """``durable-sim realcrash``: kill real processes at the simulator's crash points and check that
 reality and the simulator agree.
 
-For each process-kill crash point ``(boundary index, before|after)`` of a scenario, a child Python
-process (``sim.outputs.realcrash_child``) runs the reference runtime on real files or a real SQLite
-database with a real (sped-up) wall clock, and SIGKILLs itself at that boundary; a fresh child is
-then started to resume (it opens the conversation, re-submits unacknowledged inputs with the same
-request ids and waits for every answer), as the simulator restarts a process. The external
-services and their effect ledger live in their own SQLite file outside the children, the client's
-view and the model's call log in an append-only record beside it. The parent then reads the store
-through a fresh store object, the ledger and the record, builds a ``sim.run.runner.RunResult`` and
-judges it with the simulator's oracles against a real fault-free run; and it runs the simulator on
-the same schedule ``INDEX:WHEN:process`` and judges that too. Agreement is the fraction of points
-whose verdicts are equal; any disagreement is listed with both sides' violations and witnesses.
+For each process-kill crash point ``(boundary index, before|after)`` of a scenario, a real run
+(``sim.run.realrun``) runs the world in child Python processes on real files or a real SQLite
+database with a real (sped-up) wall clock, each SIGKILLed at that boundary (and at the
+scenario's timed process crashes); a fresh child is then started to resume, as the simulator
+restarts a process. The world is the simulator's own code (``sim.world.session``: the client
+session, the runtime's wiring and configuration, the model, the tools' operations); only its
+host differs (``sim.world.realhost``). The parent reads the store through a fresh store object,
+the ledger and the point's record into a ``sim.run.runner.RunResult`` and judges it with the
+simulator's oracles against a real fault-free run; and it runs the simulator on the same
+schedule ``INDEX:WHEN:process`` and judges that too. Agreement is the fraction of points whose
+verdicts are equal; any disagreement is listed with both sides' violations and witnesses.
 
-Boundaries line up by construction (the child uses the simulator's ``ProcessFS`` and
-``InstrumentedStore`` wrappers, and the same label counters, ids and client steps), and by check:
+A scenario the real host cannot run as the simulator does is refused up front with one line
+naming the feature (``refusal``): never run with the feature silently dropped.
+
+Boundaries line up by construction (one world code, the simulator's ``Machine`` numbering them
+across the children), and by check:
 the real fault-free label sequence is compared with the simulator's, and every point's real trace
 up to its crash with the simulated reference (a point whose crash hit another label is a
 disagreement, whatever the verdicts say).
@@ -31,67 +34,38 @@ order; where a lease heartbeat fires, its ticks drift by the renewals' real dura
 simulator's come at exact multiples of ``heartbeat_s`` and can tie with a step timed at the same
 instant), and the affected points are reported as misaligned (disagreements) rather than compared.
 
-Power loss is out of reach for real processes (the page cache survives a kill) and is not faked:
-only ``process`` crash points are run.
+Power loss and storage faults are out of reach for real processes (the page cache survives a
+kill; the disk is not ours to damage) and are not faked: only ``process`` crash points are run,
+and a scenario whose own crashes are power losses is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-import trio
-
-from durable.ports import InlineBlocking, OsFileSystem
-from durable.store.file import FileStore
-from durable.store.sqlite import SQLiteStore
 from sim.explore.sweep import ScheduleOutcome, base_schedule, depth1_schedules, judge
 from sim.judgement.oracles import Violation
-from sim.outputs.realcrash_child import (
-    CONFIG_NAME,
-    EXIT_ENDED,
-    EXIT_ERROR,
-    EXIT_LIVENESS,
-    LOG_NAME,
-    SERVICES_NAME,
-    SQLITE_NAME,
-    STORE_DIR,
-    ExternalServices,
-    decode_record,
-    read_entries,
-)
-from sim.run.runner import (
-    MAX_PROCESSES,
-    ClientView,
-    RunResult,
-    StoreKind,
-    _initial_files,
-    read_durable,
-    run_scenario,
-)
-from sim.world.faults import Boundary, CrashPoint, Schedule, boundary_kind
-from sim.world.model import MODEL_LATENCY_S, ModelCall
-from sim.world.process import CrashRecord
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, RealOptions, RealRun, run_real
+from sim.run.runner import RunResult, run_scenario
+from sim.world.faults import Schedule, boundary_kind
+from sim.world.model import MODEL_LATENCY_S
 from sim.world.scenario import Scenario, ScenarioError, load_scenario
-from sim.world.seeded import World
-from sim.world.services import Effect
+from sim.world.seams import NAMES as SEAM_NAMES
+from sim.world.seams import REFERENCE as REFERENCE_SEAMS
+from sim.world.seams import current as current_seams
+from sim.world.seams import spec_of
+from sim.world.stores import StoreKind
 
-DEFAULT_SPEEDUP = 50.0
 # Real runs of one point at most, until its boundary trace lines up (see ``_run_lined_up``).
 ALIGN_ATTEMPTS = 3
-BLOCKING_MODES = ("thread", "inline")
 # Boundary kinds in the order ``--points`` covers them: the most telling crash points first.
 KIND_PRIORITY = ("tool", "model", "commit", "checkpoint", "lease")
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -99,169 +73,6 @@ ProgressFn = Callable[[dict[str, Any]], None]
 
 class RealcrashError(ValueError):
     """A scenario or option realcrash cannot run (one line; a usage error)."""
-
-
-# -- running one schedule for real -------------------------------------------------------------
-
-
-@dataclass
-class RealRun:
-    result: RunResult
-    harness_error: str | None
-    children: int
-    wall_s: float
-
-
-def run_real(
-    scenario: Scenario,
-    *,
-    store: StoreKind,
-    seed: int,
-    schedule: Schedule,
-    speedup: float = DEFAULT_SPEEDUP,
-    blocking: str = "thread",
-    workdir: str | None = None,
-    keep: bool = False,
-) -> RealRun:
-    """Run ``scenario`` in child processes, each killed (SIGKILL) at the schedule's points, and
-    collect what the oracles read into a ``RunResult``."""
-    started = time.perf_counter()
-    point_dir = Path(tempfile.mkdtemp(prefix="realcrash-", dir=workdir))
-    try:
-        targets = [[p.index, p.when] for p in schedule.points]
-        config = {
-            "scenario": scenario.model_dump(mode="json"),
-            "seed": seed,
-            "store": store,
-            "speedup": speedup,
-            "targets": targets,
-            "blocking": blocking,
-        }
-        (point_dir / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
-        if store == "file":
-            (point_dir / STORE_DIR).mkdir()
-        ExternalServices.create(
-            point_dir / SERVICES_NAME, _initial_files(World(seed), scenario)
-        ).close()
-        harness_error, timed_out, children = _run_children(scenario, point_dir, speedup)
-        result = _collect(scenario, store, seed, schedule, point_dir, timed_out)
-        return RealRun(result, harness_error, children, time.perf_counter() - started)
-    finally:
-        if not keep:
-            shutil.rmtree(point_dir, ignore_errors=True)
-
-
-def _child_timeout_s(scenario: Scenario, speedup: float) -> float:
-    return scenario.liveness_bound_s / speedup * 1.5 + 30.0
-
-
-def _run_children(
-    scenario: Scenario, point_dir: Path, speedup: float
-) -> tuple[str | None, bool, int]:
-    """Start children until one is not killed at a crash point (the simulator's worker loop:
-    after a crash a new child always runs, even when the client has its answers, so recovery
-    runs and settles whatever the crash left)."""
-    log = point_dir / LOG_NAME
-    for number in range(1, MAX_PROCESSES + 1):
-        command = [sys.executable, "-m", "sim.outputs.realcrash_child", str(point_dir), str(number)]
-        try:
-            proc = subprocess.run(
-                command, capture_output=True, timeout=_child_timeout_s(scenario, speedup)
-            )
-        except subprocess.TimeoutExpired:  # subprocess.run has killed it
-            return None, True, number
-        crashed = any(e["t"] == "crash" and e["p"] == f"p{number}" for e in read_entries(log))
-        if proc.returncode == -signal.SIGKILL and crashed:
-            continue
-        if proc.returncode in (EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS) and not crashed:
-            return None, False, number
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        return (
-            f"child p{number} exited with status {proc.returncode}"
-            + (f": {' | '.join(tail)}" if tail else ""),
-            False,
-            number,
-        )
-    # The simulator's world gives up the same way (and reports it as the runtime's failure).
-    with log.open("a", encoding="ascii") as f:
-        f.write(json.dumps({"t": "error", "msg": f"more than {MAX_PROCESSES} processes"}) + "\n")
-    return None, False, MAX_PROCESSES
-
-
-def _collect(
-    scenario: Scenario,
-    store: StoreKind,
-    seed: int,
-    schedule: Schedule,
-    point_dir: Path,
-    timed_out: bool,
-) -> RunResult:
-    result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
-    entries = read_entries(point_dir / LOG_NAME)
-    client = ClientView()
-    errors: list[str] = []
-    liveness = timed_out
-    last_time = 0.0
-    for e in entries:
-        t = e["t"]
-        if "time" in e:
-            last_time = max(last_time, float(e["time"]))
-        if t == "b":
-            result.boundaries.append(Boundary(e["i"], e["label"], e["p"], e["time"]))
-        elif t == "record":
-            records = getattr(result, e["name"], None)
-            if isinstance(records, list):
-                records.append(decode_record(e))
-        elif t == "model":
-            result.model_calls.append(
-                ModelCall(
-                    e["i"], e["p"], e["task"], e["attempt"], tuple(e["users"]), e["time"],
-                    e["outcome"],
-                )
-            )  # fmt: skip
-        elif t == "crash":
-            point = CrashPoint(e["i"], e["when"], "process")
-            result.crashes.append(CrashRecord(point, e["label"], e["p"], e["time"], e["pinned"]))
-        elif t == "spawn":
-            result.processes += 1
-        elif t == "ack":
-            client.acked[e["rid"]] = e["sid"]
-        elif t == "answer":
-            client.answers[e["rid"]] = (e["status"], e["answer"], e["reason"])
-        elif t == "lost_ack":
-            client.lost_acks.append(e["rid"])
-        elif t == "remapped":
-            client.remapped.append((e["rid"], e["first"], e["then"]))
-        elif t == "action":
-            client.actions_done.add(int(e["n"]))
-        elif t == "error":
-            errors.append(e["msg"])
-        elif t == "liveness":
-            liveness = True
-    result.client = client
-    result.runtime_error = "; ".join(errors) or None
-    result.settled = not liveness and not errors and client.complete(scenario)
-    result.virtual_time_s = last_time
-    services = ExternalServices(point_dir / SERVICES_NAME)
-    try:
-        result.ledger = [
-            Effect(**{**row, "applied": bool(row["applied"])}) for row in services.ledger_rows()
-        ]
-        result.files = services.files()
-    finally:
-        services.close()
-    trio.run(_collect_store, result, store, scenario, point_dir)
-    return result
-
-
-async def _collect_store(
-    result: RunResult, store: StoreKind, scenario: Scenario, point_dir: Path
-) -> None:
-    if store == "file":
-        reader: Any = FileStore(str(point_dir / STORE_DIR), fs=OsFileSystem(), fsync=scenario.fsync)
-    else:
-        reader = SQLiteStore(str(point_dir / SQLITE_NAME), blocking=InlineBlocking())
-    await read_durable(result, reader, scenario.conversation_id)
 
 
 # -- choosing points ---------------------------------------------------------------------------
@@ -378,19 +189,157 @@ def _first_mismatch(real: list[str], sim: list[str]) -> dict[str, Any] | None:
     return None
 
 
-def unsupported_features(scenario: Scenario) -> list[str]:
-    """Scenario features the real-process child does not implement (yet): refused up front,
-    never ignored."""
-    out: list[str] = []
+def refusal(scenario: Scenario) -> str | None:
+    """Why the real-process host cannot run ``scenario`` as the simulator does, naming the
+    feature (None: it can). Refused up front, never ignored: a feature the real run dropped
+    would make it diverge from the simulator in silence. Every other feature of a scenario
+    (client re-sends, aborts, timed process crashes, an operator, verifiers that cannot tell,
+    fsync off, a process base crash, swapped seams that can be named) runs on the same world
+    code as in the simulator (``sim.world.session``)."""
+    two_workers = (
+        "is not run with real processes: two processes alive at once would have to share one "
+        "boundary numbering and clock, which the real host keeps per process"
+    )
+    if scenario.takeover is not None:
+        return f"lease takeover (takeover: a paused worker and a second one) {two_workers}"
     if scenario.shutdown is not None:
-        out.append("a graceful shutdown with a standby worker (shutdown)")
-    if scenario.resends:
-        out.append("client re-sends (resends)")
-    if scenario.timed_crashes:
-        out.append("timed crashes (timed_crashes)")
-    if any(t.verifier != "check" for t in scenario.tools):
-        out.append("a verifier that cannot tell (tools[].verifier)")
-    return out
+        return f"a graceful shutdown with a standby worker (shutdown) {two_workers}"
+    page_cache = "out of reach for real processes (a kill keeps the page cache)"
+    if scenario.base_crash is not None and scenario.base_crash.kind != "process":
+        return f"its base crash is a power loss (base_crash.kind), {page_cache}"
+    if any(c.kind != "process" for c in scenario.timed_crashes):
+        return f"a timed power loss (timed_crashes[].kind), {page_cache}"
+    return None
+
+
+def seam_specs() -> tuple[tuple[str, str], ...]:
+    """The swapped seams as (name, SPEC) pairs the child processes load (``RealcrashError`` for
+    one that cannot be named: the children would run the reference instead)."""
+    out: list[tuple[str, str]] = []
+    for name in SEAM_NAMES:
+        value = getattr(current_seams(), name)
+        if value == getattr(REFERENCE_SEAMS, name):
+            continue
+        spec = spec_of(value)
+        if spec is None:
+            raise RealcrashError(
+                f"the {name} seam cannot be named as FILE.py:NAME or MODULE:NAME, so the real "
+                "processes could not load it (define it at module level)"
+            )
+        out.append((name, spec))
+    return tuple(out)
+
+
+def _check_options(store: str, blocking: str, points: int | None, speedup: float) -> None:
+    if store not in tuple(StoreKind):
+        kinds = " or ".join(StoreKind)
+        raise RealcrashError(f"--store must be {kinds}, not {store!r}")
+    if blocking not in BLOCKING_MODES:
+        raise RealcrashError(f"blocking must be thread or inline, not {blocking!r}")
+    if points is not None and points < 1:
+        raise RealcrashError(f"--points must be at least 1, got {points}")
+    if not speedup > 0:
+        raise RealcrashError(f"--speedup must be positive, got {speedup}")
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """What every point of one comparison shares: the scenario on one store and seed, how the
+    real runs are hosted, and the simulator's fault-free (base-schedule) reference run."""
+
+    scenario: Scenario
+    kind: StoreKind
+    seed: int
+    options: RealOptions
+    sim_ref: RunResult
+
+    @property
+    def sim_labels(self) -> list[str]:
+        return [b.label for b in self.sim_ref.boundaries]
+
+    def real(self, schedule: Schedule) -> RealRun:
+        return run_real(
+            self.scenario, store=self.kind, seed=self.seed, schedule=schedule, options=self.options
+        )
+
+
+def _reference(pair: _Pair, base: Schedule) -> tuple[RealRun, int, dict[str, Any]]:
+    """The real fault-free run (re-run until its trace lines up, see ``_run_lined_up``), its
+    attempts, and the document's ``reference`` section."""
+    sim_ref = pair.sim_ref
+    sim_crashes = [c.label for c in sim_ref.crashes]
+    run, attempts = _run_lined_up(
+        partial(pair.real, base),
+        partial(_lines_up, sim_labels=pair.sim_labels, upto=None, sim_crashes=sim_crashes),
+    )
+    real_ref = run.result
+    real_outcome, real_error = _judge_real(run, real_ref)
+    doc = {
+        "schedule": base.text(),
+        "real": _side(real_outcome, real_error),
+        "sim": _side(judge(sim_ref, sim_ref, determinism=False)),
+        "real_s": round(run.wall_s, 3),
+        "real_outcome": real_ref.outcome,
+        "sim_outcome": sim_ref.outcome,
+        "same_observables": observables(real_ref) == observables(sim_ref),
+        "real_virtual_time_s": round(real_ref.virtual_time_s, 3),
+        "sim_virtual_time_s": round(sim_ref.virtual_time_s, 3),
+    }
+    return run, attempts, doc
+
+
+def _compare_point(
+    pair: _Pair, schedule: Schedule, real_ref: RunResult, real_labels: list[str]
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+    """Run one schedule in both worlds: the row, the disagreement (None: they agree) and the
+    divergence of observables (None: the same)."""
+    point = schedule.points[-1]
+    t0 = time.perf_counter()
+    sim_result = run_scenario(pair.scenario, seed=pair.seed, store=pair.kind, schedule=schedule)
+    sim_outcome = judge(sim_result, pair.sim_ref, determinism=False)
+    sim_s = time.perf_counter() - t0
+    sim_crashes = [c.label for c in sim_result.crashes]
+    lined_up = partial(
+        _lines_up, sim_labels=pair.sim_labels, upto=point.index + 1, sim_crashes=sim_crashes
+    )
+    run, attempts = _run_lined_up(partial(pair.real, schedule), lined_up)
+    aligned = lined_up(run)
+    real_outcome, real_error = _judge_real(run, real_ref)
+    real_side, sim_side = _side(real_outcome, real_error), _side(sim_outcome)
+    label = real_labels[point.index] if point.index < len(real_labels) else "?"
+    agree = aligned and real_side["verdict"] == sim_side["verdict"]
+    differences = _diff(observables(run.result), observables(sim_result))
+    row = {
+        "point": schedule.text(),
+        "index": point.index,
+        "when": point.when,
+        "label": label,
+        "real": real_side["verdict"],
+        "sim": sim_side["verdict"],
+        "agree": agree,
+        "aligned": aligned,
+        "same_observables": not differences,
+        "real_s": round(run.wall_s, 4),
+        "sim_s": round(sim_s, 4),
+        "children": run.children,
+        "attempts": attempts,
+    }
+    divergence = None
+    if differences:
+        divergence = {"point": schedule.text(), "label": label, "differences": differences}
+    if agree:
+        return row, None, divergence
+    entry: dict[str, Any] = {"point": schedule.text(), "label": label, "aligned": aligned}
+    entry["real"], entry["sim"] = real_side, sim_side
+    if not aligned:
+        real_trace = [b.label for b in run.result.boundaries[: point.index + 1]]
+        sim_trace = pair.sim_labels[: point.index + 1]
+        entry["first_divergence"] = _first_mismatch(real_trace, sim_trace)
+        entry["real_trace"] = real_trace[-5:]
+        entry["sim_trace"] = sim_trace[-5:]
+        entry["real_crashes"] = [c.label for c in run.result.crashes]
+        entry["sim_crashes"] = sim_crashes
+    return row, entry, divergence
 
 
 def realcrash(
@@ -410,69 +359,21 @@ def realcrash(
     ``per_point_s`` = median real wall seconds per crash point, ...).
 
     Raises ``ScenarioError`` for an unknown or invalid scenario and ``RealcrashError`` for one
-    realcrash cannot run (a takeover needs a paused worker; a power base crash needs power loss).
+    realcrash cannot run (``refusal`` names the feature) or a bad option.
     """
-    if store not in ("file", "sqlite"):
-        raise RealcrashError(f"--store must be file or sqlite, not {store!r}")
-    if blocking not in BLOCKING_MODES:
-        raise RealcrashError(f"blocking must be thread or inline, not {blocking!r}")
-    if points is not None and points < 1:
-        raise RealcrashError(f"--points must be at least 1, got {points}")
-    if not speedup > 0:
-        raise RealcrashError(f"--speedup must be positive, got {speedup}")
+    _check_options(store, blocking, points, speedup)
     scenario = load_scenario(scenario_name)
-    if scenario.takeover is not None:
-        raise RealcrashError(
-            f"{scenario.name}: lease takeover (a second worker while the first is paused) is not "
-            "run with real processes"
-        )
-    if scenario.base_crash is not None and scenario.base_crash.kind == "power":
-        raise RealcrashError(
-            f"{scenario.name}: its base crash is a power loss, out of reach for real processes"
-        )
-    unsupported = unsupported_features(scenario)
-    if unsupported:
-        raise RealcrashError(
-            f"{scenario.name}: the real-process child does not run {unsupported[0]} "
-            "(it would diverge from the simulator in silence)"
-        )
-    kind: StoreKind = "file" if store == "file" else "sqlite"
+    reason = refusal(scenario)
+    if reason is not None:
+        raise RealcrashError(f"{scenario.name}: {reason}")
+    kind = StoreKind(store)
+    options = RealOptions(speedup, blocking, workdir, seam_specs())
     started = time.perf_counter()
     base = base_schedule(scenario, seed=seed, store=kind)
     sim_ref = run_scenario(scenario, seed=seed, store=kind, schedule=base)
-    sim_labels = [b.label for b in sim_ref.boundaries]
-    options: dict[str, Any] = {
-        "store": kind,
-        "seed": seed,
-        "speedup": speedup,
-        "blocking": blocking,
-        "workdir": workdir,
-    }
-    real_ref_run, ref_attempts = _run_lined_up(
-        partial(run_real, scenario, schedule=base, **options),
-        partial(
-            _lines_up,
-            sim_labels=sim_labels,
-            upto=None,
-            sim_crashes=[c.label for c in sim_ref.crashes],
-        ),
-    )
+    pair = _Pair(scenario, kind, seed, options, sim_ref)
+    real_ref_run, ref_attempts, reference = _reference(pair, base)
     real_labels = [b.label for b in real_ref_run.result.boundaries]
-    mismatch = _first_mismatch(real_labels, sim_labels)
-    real_ref = real_ref_run.result
-    real_ref_outcome, real_ref_error = _judge_real(real_ref_run, real_ref)
-    reference = {
-        "schedule": base.text(),
-        "real": _side(real_ref_outcome, real_ref_error),
-        "sim": _side(judge(sim_ref, sim_ref, determinism=False)),
-        "real_s": round(real_ref_run.wall_s, 3),
-        "real_outcome": real_ref.outcome,
-        "sim_outcome": sim_ref.outcome,
-        "same_observables": observables(real_ref) == observables(sim_ref),
-        "real_virtual_time_s": round(real_ref.virtual_time_s, 3),
-        "sim_virtual_time_s": round(sim_ref.virtual_time_s, 3),
-    }
-    n = len(real_labels)
     schedules = select_points(
         real_labels, depth1_schedules(real_labels, ["process"], base=base), points
     )
@@ -480,100 +381,58 @@ def realcrash(
     disagreements: list[dict[str, Any]] = []
     divergences: list[dict[str, Any]] = []
     for schedule in schedules:
-        point = schedule.points[-1]
-        t0 = time.perf_counter()
-        sim_result = run_scenario(scenario, seed=seed, store=kind, schedule=schedule)
-        sim_outcome = judge(sim_result, sim_ref, determinism=False)
-        sim_s = time.perf_counter() - t0
-        lined_up = partial(
-            _lines_up,
-            sim_labels=sim_labels,
-            upto=point.index + 1,
-            sim_crashes=[c.label for c in sim_result.crashes],
+        row, disagreement, divergence = _compare_point(
+            pair, schedule, real_ref_run.result, real_labels
         )
-        run, attempts = _run_lined_up(
-            partial(run_real, scenario, schedule=schedule, **options), lined_up
-        )
-        aligned = lined_up(run)
-        crash_labels = [c.label for c in run.result.crashes]
-        real_outcome, real_error = _judge_real(run, real_ref)
-        real_side, sim_side = _side(real_outcome, real_error), _side(sim_outcome)
-        label = real_labels[point.index] if point.index < n else "?"
-        agree = aligned and real_side["verdict"] == sim_side["verdict"]
-        differences = _diff(observables(run.result), observables(sim_result))
-        row = {
-            "point": schedule.text(),
-            "index": point.index,
-            "when": point.when,
-            "label": label,
-            "real": real_side["verdict"],
-            "sim": sim_side["verdict"],
-            "agree": agree,
-            "aligned": aligned,
-            "same_observables": not differences,
-            "real_s": round(run.wall_s, 4),
-            "sim_s": round(sim_s, 4),
-            "children": run.children,
-            "attempts": attempts,
-        }
         rows.append(row)
-        if differences:
-            divergences.append(
-                {"point": schedule.text(), "label": label, "differences": differences}
-            )
-        if not agree:
-            entry: dict[str, Any] = {"point": schedule.text(), "label": label, "aligned": aligned}
-            entry["real"] = real_side
-            entry["sim"] = sim_side
-            if not aligned:
-                entry["first_divergence"] = _first_mismatch(
-                    [b.label for b in run.result.boundaries[: point.index + 1]],
-                    sim_labels[: point.index + 1],
-                )
-                entry["real_trace"] = [b.label for b in run.result.boundaries[: point.index + 1]][
-                    -5:
-                ]
-                entry["sim_trace"] = sim_labels[max(0, point.index - 4) : point.index + 1]
-                entry["real_crashes"] = crash_labels
-                entry["sim_crashes"] = [c.label for c in sim_result.crashes]
-            disagreements.append(entry)
+        disagreements += [disagreement] if disagreement is not None else []
+        divergences += [divergence] if divergence is not None else []
         if progress is not None:
             progress(row)
+    doc = _document(pair, real_labels, rows, options)
+    mismatch = _first_mismatch(real_labels, pair.sim_labels)
+    doc.update(
+        labels_match=mismatch is None,
+        label_mismatch=mismatch,
+        reference_attempts=ref_attempts,
+        reference=reference,
+        total_points=2 * max(0, len(real_labels) - (base.last_index + 1)),
+        disagreements=disagreements,
+        divergences=divergences,
+        wall_s=round(time.perf_counter() - started, 3),
+    )
+    return doc
+
+
+def _document(
+    pair: _Pair, real_labels: list[str], rows: list[dict[str, Any]], options: RealOptions
+) -> dict[str, Any]:
+    """The document's figures over the points run (``realcrash`` adds the rest)."""
+    scenario = pair.scenario
     real_times = [r["real_s"] for r in rows]
     sim_times = [r["sim_s"] for r in rows]
-    per_point = statistics.median(real_times) if real_times else 0.0
-    sim_per_point = statistics.median(sim_times) if sim_times else 0.0
     agreed = sum(1 for r in rows if r["agree"])
+    same = sum(1 for r in rows if r["same_observables"])
     return {
         "scenario": scenario.name,
-        "store": store,
-        "seed": seed,
+        "store": str(pair.kind),
+        "seed": pair.seed,
         "crash_kind": "process",
-        "blocking": blocking,
+        "blocking": options.blocking,
         "time_scale": {
-            "speedup": speedup,
-            "model_latency_real_s": MODEL_LATENCY_S / speedup,
-            "lease_ttl_real_s": scenario.lease_ttl_s / speedup,
-            "heartbeat_real_s": scenario.heartbeat_s / speedup,
+            "speedup": options.speedup,
+            "model_latency_real_s": MODEL_LATENCY_S / options.speedup,
+            "lease_ttl_real_s": scenario.lease_ttl_s / options.speedup,
+            "heartbeat_real_s": scenario.heartbeat_s / options.speedup,
         },
-        "boundaries": n,
-        "sim_boundaries": len(sim_labels),
-        "labels_match": mismatch is None,
-        "reference_attempts": ref_attempts,
+        "boundaries": len(real_labels),
+        "sim_boundaries": len(pair.sim_labels),
         "retried_points": sum(1 for r in rows if r["attempts"] > 1),
-        "label_mismatch": mismatch,
-        "reference": reference,
-        "total_points": 2 * max(0, n - (base.last_index + 1)),
         "points": rows,
         "agreement": (agreed / len(rows)) if rows else 1.0,
-        "disagreements": disagreements,
-        "observables_match": (sum(1 for r in rows if r["same_observables"]) / len(rows))
-        if rows
-        else 1.0,
-        "divergences": divergences,
-        "per_point_s": round(per_point, 4),
-        "sim_per_point_s": round(sim_per_point, 5),
-        "wall_s": round(time.perf_counter() - started, 3),
+        "observables_match": (same / len(rows)) if rows else 1.0,
+        "per_point_s": round(statistics.median(real_times), 4) if real_times else 0.0,
+        "sim_per_point_s": round(statistics.median(sim_times), 5) if sim_times else 0.0,
     }
 
 
@@ -583,7 +442,7 @@ def realcrash(
 def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``realcrash`` subcommand's arguments (for ``sim.outputs.cli.realcrash``)."""
     parser.add_argument("scenario", help="a bundled scenario name or a .json path")
-    parser.add_argument("--store", choices=("file", "sqlite"), default="file")
+    parser.add_argument("--store", choices=tuple(StoreKind), default=StoreKind.FILE)
     parser.add_argument(
         "--points",
         type=int,

@@ -11,12 +11,11 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import trio
 import trio.testing
@@ -24,62 +23,35 @@ from faker import Faker
 
 from durable.config import RuntimeConfig
 from durable.events import EventRecord
-from durable.journal import Fenced
-from durable.ports import InlineBlocking, Ports
-from durable.runtime import Conversation
-from durable.state import InvariantViolation, new_state, reduce
-from durable.store.base import Checkpoint, CorruptStore, LeaseHeld, StoreError
+from durable.ports import Blocking
+from durable.store.base import Checkpoint, StoreError
 from durable.store.sqlite import SQLiteStore
 from sim.world import tempdirs
 from sim.world.faults import Boundary, Schedule
 from sim.world.fs import SimFS
-from sim.world.model import FakeModel, ModelCall
+from sim.world.host import ClientView, runtime_config, shutdown_at_s
+from sim.world.model import ModelCall
 from sim.world.process import (
     AcceptedAppend,
     CrashRecord,
     ForkHook,
-    InstrumentedStore,
     LeaseGrant,
     Machine,
-    ProcessDead,
-    ProcessFS,
     SimBlocking,
-    SimClock,
-    SimIds,
     SimProcess,
-    SimulatedCrash,
-    describe_exception,
-    is_cancel_only,
-    is_crash_only,
-    only,
 )
-from sim.world.scenario import ACTION_STEP_BASE, RESEND_STEP_BASE, ActionDef, ResendDef, Scenario
+from sim.world.scenario import Scenario
 from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
 )
-from sim.world.seams import current as current_seams
 from sim.world.seams import seams as seams
 from sim.world.seeded import World, seed_trio_scheduler
 from sim.world.services import Effect, Services
-from sim.world.tools import build_tools
+from sim.world.session import run_process
+from sim.world.stores import SQLITE_NAME, StoreKind, StoreName, StorePlace
 
-StoreKind = Literal["file", "sqlite"]
 STORE_ROOT = "/store"
 MAX_PROCESSES = 32
-
-
-@dataclass
-class ClientView:
-    """What the client knows: acknowledged submissions and returned answers (for I5 and I12)."""
-
-    acked: dict[str, str] = field(default_factory=dict)
-    answers: dict[str, tuple[str, str | None, str | None]] = field(default_factory=dict)
-    lost_acks: list[str] = field(default_factory=list)
-    remapped: list[tuple[str, str, str]] = field(default_factory=list)
-    actions_done: set[int] = field(default_factory=set)
-
-    def complete(self, scenario: Scenario) -> bool:
-        return all(i.request_id in self.answers for i in scenario.inputs)
 
 
 @dataclass
@@ -130,7 +102,7 @@ def run_scenario(
     scenario: Scenario,
     *,
     seed: int,
-    store: StoreKind,
+    store: StoreKind | StoreName,
     schedule: Schedule | None = None,
     fork: ForkHook | None = None,
     count_tears: bool = False,
@@ -143,9 +115,14 @@ def run_scenario(
     With ``fork`` (the fast sweep), every boundary after the schedule's points forks children that
     crash there; a child ends inside this call (``ForkHook.finish_child`` exits the process).
     """
+    kind = StoreKind(store)
     schedule = schedule or Schedule()
-    result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
-    tmp = tempdirs.make("sqlite", parent=tempdirs.fast_parent()) if store == "sqlite" else None
+    result = RunResult(scenario=scenario, seed=seed, store=kind, schedule=schedule)
+    tmp = (
+        tempdirs.make("sqlite", parent=tempdirs.fast_parent())
+        if kind.needs_real_directory
+        else None
+    )
     try:
         seed_trio_scheduler(seed)
         world = World(seed)
@@ -155,7 +132,7 @@ def run_scenario(
                 _world_main,
                 world,
                 scenario,
-                store,
+                kind,
                 schedule,
                 result,
                 tmp,
@@ -176,7 +153,8 @@ def run_scenario(
 
 @dataclass
 class WorldEnv:
-    """Everything that outlives a process in one world run."""
+    """Everything that outlives a process in one world run: the simulator's host of the world
+    (``sim.world.host.Host``)."""
 
     world: World
     machine: Machine
@@ -197,6 +175,13 @@ class WorldEnv:
     recovered_at_s: dict[str, float] = field(default_factory=dict)
     paused: set[str] = field(default_factory=set)
 
+    def place(self) -> StorePlace:
+        sqlite_path = None if self.tmp is None else str(Path(self.tmp) / SQLITE_NAME)
+        return StorePlace(self.fs, STORE_ROOT, sqlite_path, self.scenario.fsync)
+
+    def blocking(self, process: SimProcess) -> Blocking:
+        return SimBlocking(process)
+
 
 async def _world_main(
     world: World,
@@ -208,6 +193,38 @@ async def _world_main(
     fork: ForkHook | None = None,
     count_tears: bool = False,
 ) -> None:
+    """One world: build it, run its worker slots until it settles (or the liveness bound
+    passes), then collect what the oracles read."""
+    env = _new_world(world, scenario, store_kind, schedule, tmp, count_tears)
+    if fork is not None:
+        _plan_forks(env, fork)
+    with env.liveness:
+        async with trio.open_nursery() as nursery:
+            _start_workers(env, nursery)
+    _fill_result(env, result)
+    await read_durable(result, store_kind.reader(env.place()), scenario.conversation_id)
+    world.record("end", result.settled, [r.checksum[:12] for r in result.records])
+    world.record("files", sorted(env.services.files.items()))
+    if fork is not None and fork.in_child:
+        # A forked child reports from inside the run and exits: trio's own teardown would use
+        # I/O primitives (the wakeup socket, epoll) it shares with the forking parent.
+        result.schedule = fork.child_schedule
+        result.fingerprint = world.fingerprint()
+        fork.finish_child(result)  # never returns
+
+
+def _new_world(
+    world: World,
+    scenario: Scenario,
+    store_kind: StoreKind,
+    schedule: Schedule,
+    tmp: str | None,
+    count_tears: bool,
+) -> WorldEnv:
+    """The machine (with its disk and the scenario's timed crashes), the services with their
+    initial files, and the liveness bound: virtual time after the latest crash (or the start)
+    within which the world must settle. It also bounds a run that hangs before its faults are
+    reached."""
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
     timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
@@ -217,48 +234,51 @@ async def _world_main(
         machine.tear_counts = {}
     services = Services(files=_initial_files(world, scenario))
     world.record("files", sorted(services.files.items()))
-    config = RuntimeConfig(
-        model_name="fake",
-        lease_ttl_s=scenario.lease_ttl_s,
-        heartbeat_s=scenario.heartbeat_s,
-        checkpoint_every=scenario.checkpoint_every,
-        budget=scenario.budget,
-        max_model_attempts=scenario.max_model_attempts,
-    )
-    # The liveness bound: virtual time after the latest crash (or the start) within which the
-    # world must settle. It also bounds a run that hangs before its faults are reached.
+    config = runtime_config(scenario)
     liveness = trio.CancelScope(deadline=scenario.liveness_bound_s)
 
     def extend_bound() -> None:
         liveness.deadline = max(liveness.deadline, trio.current_time() + scenario.liveness_bound_s)
 
     machine.on_crash = extend_bound
-    env = WorldEnv(
+    return WorldEnv(
         world, machine, scenario, services, ClientView(), [], config, store_kind, fs, tmp, liveness
     )
-    if fork is not None:
-        machine.fork_plan = fork
-        machine.state_parts = lambda: _world_parts(env)
-        if store_kind == "sqlite":
-            fork.snapshot = lambda: _snapshot_sqlite(env)
-            fork.relocate = lambda copy: _relocate_sqlite(env, fork, copy)
-    with liveness:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_worker, env, 0.0, nursery, 0)
-            takeover, shutdown = scenario.takeover, scenario.shutdown
-            if takeover is not None:
-                nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery, 1)
-                nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
-            if shutdown is not None:
-                nursery.start_soon(_worker, env, shutdown.second_worker_at_s, nursery, 1)
-    client = env.client
-    result.settled = not liveness.cancelled_caught and not env.errors and client.complete(scenario)
+
+
+def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
+    """Let the fast sweep fork children at the boundaries of this run."""
+    env.machine.fork_plan = fork
+    env.machine.state_parts = lambda: _world_parts(env)
+    if env.store_kind.needs_real_directory:
+        fork.snapshot = lambda: _snapshot_sqlite(env)
+        fork.relocate = lambda copy: _relocate_sqlite(env, fork, copy)
+
+
+def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
+    """The first worker slot from the start; a takeover's or a shutdown's second worker (and a
+    takeover's pause of the first) at their times."""
+    nursery.start_soon(_worker, env, 0.0, nursery, 0)
+    takeover, shutdown = env.scenario.takeover, env.scenario.shutdown
+    if takeover is not None:
+        nursery.start_soon(_worker, env, takeover.second_worker_at_s, nursery, 1)
+        nursery.start_soon(_pause_first, env, takeover.pause_at_s, takeover.pause_for_s)
+    if shutdown is not None:
+        nursery.start_soon(_worker, env, shutdown.second_worker_at_s, nursery, 1)
+
+
+def _fill_result(env: WorldEnv, result: RunResult) -> None:
+    """Copy what the world recorded into ``result`` (all but the store, read afterwards)."""
+    machine, client = env.machine, env.client
+    result.settled = (
+        not env.liveness.cancelled_caught and not env.errors and client.complete(env.scenario)
+    )
     result.runtime_error = "; ".join(env.errors) or None
     result.virtual_time_s = trio.current_time()
     result.boundaries = machine.boundaries
     result.crashes = machine.crashes
     result.model_calls = env.model_log
-    result.ledger = services.ledger
+    result.ledger = env.services.ledger
     result.client = client
     result.commits = machine.commits
     result.grants = machine.grants
@@ -274,17 +294,8 @@ async def _world_main(
     result.paused = sorted(env.paused)
     if machine.damaged is not None:
         result.damage, files, inodes = machine.damaged
-        result.evidence_changes = _evidence_changes(result.damage, files, inodes, fs)
-    result.files = dict(services.files)
-    await _collect_store(result, store_kind, scenario, fs, env.tmp)
-    world.record("end", result.settled, [r.checksum[:12] for r in result.records])
-    world.record("files", sorted(services.files.items()))
-    if fork is not None and fork.in_child:
-        # A forked child reports from inside the run and exits: trio's own teardown would use
-        # I/O primitives (the wakeup socket, epoll) it shares with the forking parent.
-        result.schedule = fork.child_schedule
-        result.fingerprint = world.fingerprint()
-        fork.finish_child(result)  # never returns
+        result.evidence_changes = _evidence_changes(result.damage, files, inodes, env.fs)
+    result.files = dict(env.services.files)
 
 
 def _evidence_changes(
@@ -398,12 +409,12 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
     for _ in range(MAX_PROCESSES):
         if env.client.complete(env.scenario) and not crashed:
             return
-        if trio.current_time() >= _shutdown_at_s(env, slot):
+        if trio.current_time() >= shutdown_at_s(env.scenario, slot):
             return  # shut down for good
         process = env.machine.spawn()
         process.slot = slot
         _pause_if_due(env, process)
-        outcome = await _run_process(env, process)
+        outcome = await run_process(env, process)
         crashed = outcome == "crashed"
         if crashed:
             continue
@@ -420,10 +431,10 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
     env.errors.append(f"more than {MAX_PROCESSES} processes")
 
 
-def _shutdown_at_s(env: WorldEnv, slot: int) -> float:
-    """When the scenario's graceful shutdown takes this worker slot down (never: ``inf``)."""
-    shutdown = env.scenario.shutdown
-    return shutdown.at_s if shutdown is not None and slot == 0 else math.inf
+def initial_files(seed: int, scenario: Scenario) -> dict[str, str]:
+    """The workspace a world of ``seed`` starts with (its own RNG stream: the same files a run
+    of that seed starts with), for a host that builds its services itself (realcrash)."""
+    return _initial_files(World(seed), scenario)
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
@@ -436,196 +447,6 @@ def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
     }
     files.update(scenario.files)
     return dict(sorted(files.items()))
-
-
-def _store(
-    process: SimProcess, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
-) -> InstrumentedStore:
-    if kind == "file":
-        inner: Any = current_seams().file_store(
-            STORE_ROOT, ProcessFS(process, fs, STORE_ROOT), scenario.fsync
-        )
-        return InstrumentedStore(inner, process)
-    assert tmp is not None
-    sqlite = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=SimBlocking(process))
-    process.sqlite_stores.append(sqlite)
-    return InstrumentedStore(sqlite, process)
-
-
-async def _run_process(env: WorldEnv, process: SimProcess) -> str:
-    """One process's life: ``ended`` (its client session ended), ``crashed`` or ``error``."""
-    store = _store(process, env.store_kind, env.scenario, env.fs, env.tmp)
-    ports = Ports(
-        clock=SimClock(process),
-        fs=ProcessFS(process, env.fs, STORE_ROOT),
-        blocking=SimBlocking(process),
-        ids=SimIds(process, env.world),
-    )
-    model = FakeModel(env.scenario, process, env.model_log)
-    tools = build_tools(env.scenario, env.services, process)
-    try:
-        with process.scope:
-            async with current_seams().open_runtime(
-                store=store,
-                model=model,
-                tools=tools,
-                ports=ports,
-                config=env.config,
-                owner_id=process.owner_id,
-            ) as runtime:
-                process.runtime = runtime
-                await _client_session(env, process, runtime, store)
-    except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
-        if not process.alive and is_crash_only(exc):
-            return "crashed"
-        if is_cancel_only(exc):
-            raise  # the world's liveness bound (or the world ending): not the process's doing
-        if only(exc, (Exception, SimulatedCrash, ProcessDead, trio.Cancelled)):
-            process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
-            if env.machine.damaged is not None and only(exc, (CorruptStore, trio.Cancelled)):
-                return "refused"
-            return "error"
-        raise  # KeyboardInterrupt, a test timeout, SystemExit: the harness's, never the process's
-    return "crashed" if not process.alive else "ended"
-
-
-async def _client_session(
-    env: WorldEnv, process: SimProcess, runtime: Any, store: InstrumentedStore
-) -> None:
-    """The client talking to this process: open the conversation (this recovers it), perform the
-    client's steps that were not acknowledged yet (inputs with their request ids, actions) at their
-    times, then wait for every submission to settle. A standby worker that cannot get the lease,
-    or a worker that loses it, ends its session."""
-    scenario, client, world = env.scenario, env.client, env.world
-    try:
-        conversation = await runtime.conversation(scenario.conversation_id)
-    except LeaseHeld:
-        world.record("standby", process.id)
-        return
-    env.recovered_at_s[process.id] = trio.current_time()
-    await _audit_recovery(env, process, conversation, store)
-    shutdown_at_s = _shutdown_at_s(env, process.slot)
-    async with trio.open_nursery() as nursery:
-        if scenario.operator is not None:
-            nursery.start_soon(_operator, env, process, conversation)
-        # A graceful shutdown ends the session at its time: the runtime then exits normally.
-        with trio.move_on_at(shutdown_at_s):
-            try:
-                await _client_steps(env, process, conversation)
-                for spec in scenario.inputs:
-                    handle = conversation.submission(client.acked[spec.request_id])
-                    settled = await handle.wait()
-                    client.answers[spec.request_id] = (
-                        settled.status,
-                        settled.answer,
-                        settled.reason,
-                    )
-                    world.record("answer", spec.request_id, settled.status, settled.answer)
-            except Fenced:
-                world.record("fenced", process.id)
-        if trio.current_time() >= shutdown_at_s:
-            world.record("shutdown", process.id)
-        nursery.cancel_scope.cancel()
-
-
-async def _audit_recovery(
-    env: WorldEnv, process: SimProcess, conversation: Any, store: InstrumentedStore
-) -> None:
-    """For I3: the state a recovery rebuilt must be ``reduce`` of the log it stands on. Read at
-    the same instant (neither the read nor the comparison yields to other tasks), in every
-    process but the first (which opens an empty conversation)."""
-    if process is env.machine.processes[0] or not hasattr(conversation, "state"):
-        return
-    records = await store.read_records(env.scenario.conversation_id, 0)
-    try:
-        expected = reduce(new_state(env.scenario.conversation_id), records)
-    except InvariantViolation:
-        return  # I2 reports a log that does not reduce
-    rebuilt = conversation.state.model_dump(mode="json")
-    if rebuilt != expected.model_dump(mode="json"):
-        differing = sorted(
-            k for k, v in expected.model_dump(mode="json").items() if rebuilt.get(k) != v
-        )
-        env.recovery_mismatches.append(
-            f"{process.id}: state through #{conversation.state.last_sequence}, the store returns "
-            f"{len(records)} records; they differ in: {', '.join(differing) or '?'}"
-        )
-
-
-async def _client_steps(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:
-    scenario, client, world = env.scenario, env.client, env.world
-    steps: list[tuple[float, int, Any]] = [(i.at_s, n, i) for n, i in enumerate(scenario.inputs)]
-    steps += [(a.at_s, ACTION_STEP_BASE + n, a) for n, a in enumerate(scenario.actions)]
-    steps += [(r.at_s, RESEND_STEP_BASE + n, r) for n, r in enumerate(scenario.resends)]
-    by_request = {i.request_id: i for i in scenario.inputs}
-    for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
-        if isinstance(step, ResendDef):
-            known = client.acked.get(step.request_id)
-            if number in client.actions_done or known is None:
-                continue  # never acknowledged: the input step itself sends it again
-            await process.sleep_until(at_s)
-            original = by_request[step.request_id]
-            handle = await conversation.submit(original.content, request_id=step.request_id)
-            if handle.id != known:
-                client.remapped.append((step.request_id, known, handle.id))
-            client.actions_done.add(number)
-            world.record("resend", step.request_id, handle.id)
-            continue
-        if isinstance(step, ActionDef):
-            if number in client.actions_done:
-                continue
-            await process.sleep_until(at_s)
-            await conversation.abort(reason="client abort")
-            client.actions_done.add(number)
-            world.record("action", step.kind, at_s)
-            continue
-        known = client.acked.get(step.request_id)
-        if known is not None and known in conversation.state.submissions:
-            if not scenario.client_resends:
-                continue
-        elif known is not None:
-            client.lost_acks.append(step.request_id)
-        await process.sleep_until(at_s)
-        handle = await conversation.submit(step.content, request_id=step.request_id)
-        if known is not None and handle.id != known:
-            client.remapped.append((step.request_id, known, handle.id))
-        client.acked[step.request_id] = handle.id
-        world.record("ack", step.request_id, handle.id)
-
-
-async def _operator(env: WorldEnv, process: SimProcess, conversation: Conversation) -> None:
-    """The human operator: resolves calls waiting for reconciliation, after a delay."""
-    operator = env.scenario.operator
-    assert operator is not None
-    while True:
-        # Re-scan after every resolution: a call may ask for reconciliation while the operator
-        # sleeps on another, and waiting for the next commit then would miss it for ever.
-        pending = conversation.pending_reconciliations()
-        if not pending:
-            await conversation.journal.wait_changed()
-            continue
-        intent = pending[0]
-        await process.sleep_until(process.now() + operator.delay_s)
-        if intent.result_sequence is not None:
-            continue
-        applied = env.services.effects_of(intent.call_id)
-        if operator.decision == "check_ledger" and applied:
-            output, is_error = f"operator confirmed: {intent.tool} was applied", False
-        else:
-            output, is_error = f"operator: {intent.tool} not applied, skipped", True
-        await conversation.resolve(intent.call_id, output=output, is_error=is_error)
-        env.world.record("resolved", intent.call_id, is_error)
-
-
-async def _collect_store(
-    result: RunResult, kind: StoreKind, scenario: Scenario, fs: SimFS, tmp: str | None
-) -> None:
-    if kind == "file":
-        reader: Any = current_seams().file_store(STORE_ROOT, fs, scenario.fsync)
-    else:
-        assert tmp is not None
-        reader = SQLiteStore(str(Path(tmp) / "store.sqlite"), blocking=InlineBlocking())
-    await read_durable(result, reader, scenario.conversation_id)
 
 
 async def read_durable(result: RunResult, reader: Any, conversation_id: str) -> None:

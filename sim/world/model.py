@@ -12,8 +12,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import trio
-
 from durable.events import canonical_json, sha256_hex
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from sim.world.process import SimProcess
@@ -37,6 +35,9 @@ class ModelCall:
 
 
 class FakeModel:
+    """The model of both hosts of a world (the simulator, and the real-process child): the
+    script, the latency after the send and the ``model.call#n`` boundary are the same."""
+
     def __init__(self, scenario: Scenario, process: SimProcess, log: list[ModelCall]) -> None:
         self._scenario = scenario
         self._p = process
@@ -61,14 +62,14 @@ class FakeModel:
                 request.task_id,
                 request.attempt,
                 users,
-                trio.current_time(),
+                self._p.now(),
                 outcome,
                 sha256_hex(canonical_json(request.model_dump(mode="json"))),
             )
         )
         machine.world.record("model", request.task_id, request.attempt, len(users), outcome)
         machine.after(self._p, index, label)
-        await self._p.sleep_until(trio.current_time() + MODEL_LATENCY_S)
+        await self._p.sleep_until(self._p.now() + MODEL_LATENCY_S)
         if isinstance(response, ModelError):
             raise response
         return response

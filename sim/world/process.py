@@ -97,8 +97,12 @@ class AcceptedAppend:
 
 
 class SimProcess:
+    """One process of a machine: the simulator's, or (under ``sim.world.realhost``) the real OS
+    process the code runs in. Its clock is its machine's."""
+
     def __init__(self, machine: Machine, number: int) -> None:
         self.machine = machine
+        self.number = number
         self.id = f"p{number}"
         self.owner_id = f"owner-{number}"
         self.alive = True
@@ -112,14 +116,14 @@ class SimProcess:
         self.released_lease = False
 
     def now(self) -> float:
-        return trio.current_time()
+        return self.machine.now()
 
     async def sleep_until(self, deadline_s: float) -> None:
-        """Sleep on the virtual clock; a paused process wakes only when its pause ends."""
+        """Sleep on the machine's clock; a paused process wakes only when its pause ends."""
         self.check_alive("sleep")
-        await trio.sleep_until(deadline_s)
-        while self.paused_until_s is not None and trio.current_time() < self.paused_until_s:
-            await trio.sleep_until(self.paused_until_s)
+        await self.machine.sleep_until(deadline_s)
+        while self.paused_until_s is not None and self.machine.now() < self.paused_until_s:
+            await self.machine.sleep_until(self.paused_until_s)
         self.check_alive("sleep")
 
     def check_alive(self, what: str) -> None:
@@ -135,14 +139,18 @@ class SimProcess:
 
 
 class Machine:
-    """The host: SimFS, the injector, the processes. Outlives every process."""
+    """The host: SimFS, the injector, the processes. Outlives every process.
+
+    ``sim.world.realhost.RealMachine`` is the same machine over real time and a real kill: the
+    boundary numbering, the schedule and timed crashes, and the records the oracles read are
+    this class's, for both hosts."""
 
     def __init__(
         self,
         world: World,
         schedule: Schedule,
         *,
-        fs: SimFS,
+        fs: SimFS | None,
         timed_crashes: tuple[tuple[float, CrashKind], ...] = (),
     ) -> None:
         self.world = world
@@ -178,6 +186,13 @@ class Machine:
         self.world.record("spawn", process.id)
         return process
 
+    def now(self) -> float:
+        """The machine's clock: trio's (virtual, under the simulator's ``MockClock``)."""
+        return trio.current_time()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        await trio.sleep_until(deadline_s)
+
     def numbered(self, kind: str) -> int:
         n = self._counters.get(kind, 0) + 1
         self._counters[kind] = n
@@ -193,7 +208,7 @@ class Machine:
         process.check_alive(label)
         index = self._next_index
         self._next_index += 1
-        now = trio.current_time()
+        now = self.now()
         self.boundaries.append(Boundary(index, label, process.id, now))
         self.world.record("b", index, label, process.id)
         if process.released_lease and boundary_kind(label) in ("commit", "tool", "model"):
@@ -211,7 +226,7 @@ class Machine:
     def count_tears(self, index: int, when: str) -> None:
         """Record how many enumerated tears a power crash here would have (the traced run of a
         sweep: the naive sweep's schedules need the count before running them)."""
-        if self.tear_counts is not None:
+        if self.tear_counts is not None and self.fs is not None:
             n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
             if n:
                 self.tear_counts[(index, when)] = n
@@ -231,7 +246,7 @@ class Machine:
     def state_digest(self) -> str | None:
         """A digest of everything a process kill leaves for the future (None when more than one
         process is alive: the survivors' memory would count too)."""
-        if sum(1 for p in self.processes if p.alive) != 1:
+        if sum(1 for p in self.processes if p.alive) != 1 or self.fs is None:
             return None
         parts: list[Any] = [
             trio.current_time(),
@@ -256,6 +271,7 @@ class Machine:
         for victim in victims:
             victim.alive = False
         outcome: dict[str, str] = {}
+        assert self.fs is not None or point.kind == "process", "power and storage need SimFS"
         if point.kind == "power":
             # One stream per crash point: each point's power loss draws its own outcome (kept,
             # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
@@ -275,9 +291,8 @@ class Machine:
                 self.world.rng(f"storage:{point.text()}"), under=self.store_root
             )
             self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
-        record = CrashRecord(
-            point, label, process.id, trio.current_time(), pinned, outcome, self._next_index
-        )
+        now = self.now()
+        record = CrashRecord(point, label, process.id, now, pinned, outcome, self._next_index)
         self.crashes.append(record)
         self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
         for victim in victims:
@@ -314,7 +329,7 @@ class SimClock:
 
     def now(self) -> float:
         self._process.check_alive("clock.now")
-        return trio.current_time()
+        return self._process.now()
 
     async def sleep_until(self, deadline_s: float) -> None:
         await self._process.sleep_until(deadline_s)

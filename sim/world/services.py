@@ -1,5 +1,7 @@
 """External services: they live outside every process, survive every crash, and keep an effect
-ledger — the ground truth the oracles read (docs/architecture.md, 2.3).
+ledger — the ground truth the oracles read (docs/architecture.md, 2.3). The operations are
+written once, in ``sim.world.tools.OPERATIONS``; this module holds the simulator's state and
+ledger for them (the real-process host's are in ``sim.world.sqlite_services``).
 
 Each effect crosses a boundary labelled ``tool.effect:{service}.{op}#{call_id}``: a crash *before*
 it means the effect did not happen; a crash *after* it means it happened but the process never saw
@@ -15,6 +17,7 @@ the result. Services:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from durable.tools import ToolContext, ToolError
@@ -38,6 +41,9 @@ class Effect:
 
 @dataclass
 class Services:
+    """The simulator's services, in memory (they live outside every process). The operations
+    themselves are the table in ``sim.world.tools``; this is their state and their ledger."""
+
     files: dict[str, str] = field(default_factory=dict)
     charges: dict[str, int] = field(default_factory=dict)
     fence_epoch: dict[str, int] = field(default_factory=dict)
@@ -48,19 +54,22 @@ class Services:
     def effects_of(self, call_id: str) -> list[Effect]:
         return [e for e in self.ledger if e.call_id == call_id and e.applied]
 
-    def _effect(
+    def view(self) -> Services:
+        return self
+
+    def effect(
         self,
         process: SimProcess,
         service: str,
         op: str,
         ctx: ToolContext,
-        apply: object,
+        apply: Callable[[Services], tuple[bool, str, object]],
     ) -> str:
         """Cross the effect boundary around ``apply`` (which returns (applied, note, output))."""
         machine = process.machine
         label = f"tool.effect:{service}.{op}#{ctx.call_id}"
         index = machine.before(process, label)
-        applied, note, output = apply()  # type: ignore[operator]
+        applied, note, output = apply(self)
         self.ledger.append(
             Effect(
                 service,
@@ -80,58 +89,29 @@ class Services:
             raise output
         return str(output)
 
-    # -- workspace -----------------------------------------------------------------------------
+    # -- the state an operation reads and changes (``sim.world.tools.ServiceState``) -----------
 
-    def read(self, process: SimProcess, ctx: ToolContext, path: str) -> str:
-        def apply() -> tuple[bool, str, object]:
-            if path not in self.files:
-                return True, "missing", ToolError(f"no such file: {path}")
-            return True, "", self.files[path]
+    def file_content(self, path: str) -> str | None:
+        return self.files.get(path)
 
-        return self._effect(process, "workspace", "read", ctx, apply)
+    def put_file(self, path: str, content: str) -> None:
+        self.files[path] = content
 
-    def append_line(self, process: SimProcess, ctx: ToolContext, path: str, line: str) -> str:
-        def apply() -> tuple[bool, str, object]:
-            current = self.files.get(path, "")
-            if current and not current.endswith("\n"):
-                current += "\n"
-            self.files[path] = current + line + "\n"
-            return True, "", f"appended 1 line to {path}"
+    def charged(self, key: str) -> int | None:
+        return self.charges.get(key)
 
-        return self._effect(process, "workspace", "append_line", ctx, apply)
+    def put_charge(self, key: str, amount: int) -> None:
+        self.charges[key] = amount
 
-    def has_line(self, path: str, line: str) -> bool:
-        return line in self.files.get(path, "").splitlines()
+    def fence_of(self, conversation_id: str) -> int:
+        return self.fence_epoch.get(conversation_id, 0)
 
-    # -- payments ------------------------------------------------------------------------------
+    def put_fence(self, conversation_id: str, epoch: int) -> None:
+        self.fence_epoch[conversation_id] = epoch
 
-    def charge(self, process: SimProcess, ctx: ToolContext, amount: int) -> str:
-        conversation = ctx.conversation_id
+    def send_line(self, line: str) -> None:
+        self.outbox.append(line)
 
-        def apply() -> tuple[bool, str, object]:
-            highest = self.fence_epoch.get(conversation, 0)
-            if ctx.epoch < highest:
-                return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
-            self.fence_epoch[conversation] = ctx.epoch
-            if ctx.idempotency_key in self.charges:
-                return False, "deduplicated", f"charged {self.charges[ctx.idempotency_key]}"
-            self.charges[ctx.idempotency_key] = amount
-            return True, "", f"charged {amount}"
-
-        return self._effect(process, "payments", "charge", ctx, apply)
-
-    # -- outbox and counter --------------------------------------------------------------------
-
-    def send(self, process: SimProcess, ctx: ToolContext, to: str, subject: str) -> str:
-        def apply() -> tuple[bool, str, object]:
-            self.outbox.append(f"{to}: {subject}")
-            return True, "", f"sent to {to}"
-
-        return self._effect(process, "outbox", "send", ctx, apply)
-
-    def increment(self, process: SimProcess, ctx: ToolContext) -> str:
-        def apply() -> tuple[bool, str, object]:
-            self.counter += 1
-            return True, "", f"counter={self.counter}"
-
-        return self._effect(process, "counter", "increment", ctx, apply)
+    def increment_counter(self) -> int:
+        self.counter += 1
+        return self.counter

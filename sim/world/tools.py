@@ -1,9 +1,18 @@
-"""Fake tools: scenario tool definitions bound to the world's external services."""
+"""Fake tools: one table of tool operations (``OPERATIONS``: the service and operation an effect
+is booked under in the ledger, the effect, and its verifier's check), bound to a host's services.
+
+An operation is written once, against ``ServiceState`` (the services' state as one effect sees
+it). Each host's services implement that state and ``ServiceLedger.effect``, which crosses the
+effect's boundary and books the ledger row: the simulator's in memory
+(``sim.world.services.Services``), the real-process host's in a SQLite file that outlives its
+killed processes (``sim.world.sqlite_services.SQLiteServices``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from durable.tools import (
     ToolContext,
@@ -15,7 +24,55 @@ from durable.tools import (
 )
 from sim.world.process import SimProcess
 from sim.world.scenario import VERIFIABLE_OPERATIONS, Scenario, ToolDef, VerifierMode
-from sim.world.services import Services
+
+#: What an effect returns: (applied, ledger note, the tool's output or the ``ToolError`` to raise).
+Outcome = tuple[bool, str, object]
+
+
+class ServiceState(Protocol):
+    """The external services' state, as an operation reads and changes it."""
+
+    def file_content(self, path: str) -> str | None: ...
+
+    def put_file(self, path: str, content: str) -> None: ...
+
+    def charged(self, key: str) -> int | None: ...
+
+    def put_charge(self, key: str, amount: int) -> None: ...
+
+    def fence_of(self, conversation_id: str) -> int: ...
+
+    def put_fence(self, conversation_id: str, epoch: int) -> None: ...
+
+    def send_line(self, line: str) -> None: ...
+
+    def increment_counter(self) -> int: ...
+
+
+Apply = Callable[[ServiceState], Outcome]
+#: An operation's effect, prepared from the call's arguments before its boundary is crossed.
+Effect = Callable[[dict[str, Any], ToolContext], Apply]
+
+
+class ServiceLedger(Protocol):
+    """A host's services: effects cross ``tool.effect:{service}.{op}#{call_id}`` and are booked
+    with their ledger row; ``view`` is the state a verifier or the operator reads."""
+
+    def effect(
+        self,
+        process: SimProcess,
+        service: str,
+        op: str,
+        ctx: ToolContext,
+        apply: Apply,
+    ) -> str: ...
+
+    def view(self) -> ServiceState: ...
+
+    def effects_of(self, call_id: str) -> list[Any]: ...
+
+
+Check = Callable[[ServiceState, dict[str, Any], ToolContext], Verification]
 
 
 def marked_line(arguments: dict[str, Any], ctx: ToolContext) -> str:
@@ -23,64 +80,137 @@ def marked_line(arguments: dict[str, Any], ctx: ToolContext) -> str:
     return f"{arguments.get('line', 'edit')}  # {ctx.idempotency_key}"
 
 
-def build_tools(scenario: Scenario, services: Services, process: SimProcess) -> ToolRegistry:
-    return ToolRegistry([_spec(tool, services, process) for tool in scenario.tools])
-
-
-def _spec(tool: ToolDef, services: Services, process: SimProcess) -> ToolSpec:
-    op = tool.operation
-
-    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
-        if tool.latency_s:
-            await process.sleep_until(process.now() + tool.latency_s)
-        if op == "workspace.read":
-            return services.read(process, ctx, str(arguments.get("path", "")))
-        if op == "workspace.append_line":
-            path = str(arguments.get("path", ""))
-            return services.append_line(process, ctx, path, marked_line(arguments, ctx))
-        if op == "payments.charge":
-            return services.charge(process, ctx, int(arguments.get("amount", 0)))
-        if op == "outbox.send":
-            return services.send(
-                process, ctx, str(arguments.get("to", "")), str(arguments.get("subject", ""))
-            )
-        assert op == "counter.increment", op
-        return services.increment(process, ctx)
-
-    verifier: VerifierFn | None = None
-    if tool.policy == "verify_then_continue":
-        verifier = _verifier(op, services, process, mode=tool.verifier)
-    return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
-
-
-def _appended(services: Services, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+def _read(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``workspace.read``: naturally idempotent."""
     path = str(arguments.get("path", ""))
-    if services.has_line(path, marked_line(arguments, ctx)):
+
+    def apply(state: ServiceState) -> Outcome:
+        content = state.file_content(path)
+        if content is None:
+            return True, "missing", ToolError(f"no such file: {path}")
+        return True, "", content
+
+    return apply
+
+
+def _append_line(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``workspace.append_line``: not idempotent (a re-run shows up as a duplicate line)."""
+    path, line = str(arguments.get("path", "")), marked_line(arguments, ctx)
+
+    def apply(state: ServiceState) -> Outcome:
+        current = state.file_content(path) or ""
+        if current and not current.endswith("\n"):
+            current += "\n"
+        state.put_file(path, current + line + "\n")
+        return True, "", f"appended 1 line to {path}"
+
+    return apply
+
+
+def _charge(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``payments.charge``: dedupes by idempotency key and refuses a fencing epoch lower than
+    the highest it has seen for the conversation."""
+    amount = int(arguments.get("amount", 0))
+
+    def apply(state: ServiceState) -> Outcome:
+        highest = state.fence_of(ctx.conversation_id)
+        if ctx.epoch < highest:
+            return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
+        state.put_fence(ctx.conversation_id, ctx.epoch)
+        known = state.charged(ctx.idempotency_key)
+        if known is not None:
+            return False, "deduplicated", f"charged {known}"
+        state.put_charge(ctx.idempotency_key, amount)
+        return True, "", f"charged {amount}"
+
+    return apply
+
+
+def _send(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``outbox.send``: does not dedupe."""
+    to, subject = str(arguments.get("to", "")), str(arguments.get("subject", ""))
+
+    def apply(state: ServiceState) -> Outcome:
+        state.send_line(f"{to}: {subject}")
+        return True, "", f"sent to {to}"
+
+    return apply
+
+
+def _increment(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    def apply(state: ServiceState) -> Outcome:
+        return True, "", f"counter={state.increment_counter()}"
+
+    return apply
+
+
+def _appended(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+    path = str(arguments.get("path", ""))
+    content = state.file_content(path) or ""
+    if marked_line(arguments, ctx) in content.splitlines():
         return Verification(status="applied", output=f"appended 1 line to {path}")
     return Verification(status="not_applied")
 
 
-def _charged(services: Services, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
-    if ctx.idempotency_key in services.charges:
-        return Verification(
-            status="applied", output=f"charged {services.charges[ctx.idempotency_key]}"
-        )
+def _charged(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+    amount = state.charged(ctx.idempotency_key)
+    if amount is not None:
+        return Verification(status="applied", output=f"charged {amount}")
     return Verification(status="not_applied")
 
 
-Check = Callable[[Services, dict[str, Any], ToolContext], Verification]
-_CHECKS: dict[str, Check] = {"workspace.append_line": _appended, "payments.charge": _charged}
+@dataclass(frozen=True)
+class Operation:
+    """One tool operation: the ledger's ``service`` and ``op``, the effect (its arguments are
+    read before the boundary, the state changed inside it), and the check a
+    ``verify_then_continue`` verifier runs (None: the service cannot tell)."""
+
+    service: str
+    op: str
+    effect: Effect
+    check: Check | None = None
+
+
+OPERATIONS: dict[str, Operation] = {
+    "workspace.read": Operation("workspace", "read", _read),
+    "workspace.append_line": Operation("workspace", "append_line", _append_line, _appended),
+    "payments.charge": Operation("payments", "charge", _charge, _charged),
+    "outbox.send": Operation("outbox", "send", _send),
+    "counter.increment": Operation("counter", "increment", _increment),
+}
+
+
+def build_tools(scenario: Scenario, services: ServiceLedger, process: SimProcess) -> ToolRegistry:
+    return ToolRegistry([_spec(tool, services, process) for tool in scenario.tools])
+
+
+def _spec(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> ToolSpec:
+    operation = OPERATIONS[tool.operation]
+
+    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        if tool.latency_s:
+            await process.sleep_until(process.now() + tool.latency_s)
+        apply = operation.effect(arguments, ctx)
+        return services.effect(process, operation.service, operation.op, ctx, apply)
+
+    verifier: VerifierFn | None = None
+    if tool.policy == "verify_then_continue":
+        verifier = _verifier(tool.operation, services, process, mode=tool.verifier)
+    return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
 
 
 def _verifier(
-    op: str, services: Services, process: SimProcess, *, mode: VerifierMode
+    op: str, services: ServiceLedger, process: SimProcess, *, mode: VerifierMode
 ) -> VerifierFn:
     """A ``verify_then_continue`` tool's verifier. Which operations can be verified is decided by
     ``sim.world.scenario.VERIFIABLE_OPERATIONS`` alone (scenario validation reads the same list):
-    those get their check here (a KeyError when the tools are built if one has none), every other
-    operation's verifier says "unknown". A scenario may make it answer "unknown" anyway, or fail
-    (``ToolDef.verifier``): the recovery branches a real service's lost records or outage take."""
-    check = _CHECKS[op] if op in VERIFIABLE_OPERATIONS else None
+    those must have a check in ``OPERATIONS`` (a ``ValueError`` when the tools are built if one
+    has none), every other operation's verifier says "unknown". A scenario may make it answer
+    "unknown" anyway, or fail (``ToolDef.verifier``): the recovery branches a real service's lost
+    records or outage take."""
+    check = OPERATIONS[op].check if op in VERIFIABLE_OPERATIONS else None
+    if op in VERIFIABLE_OPERATIONS and check is None:
+        raise ValueError(f"{op} is verifiable but has no check in OPERATIONS")
 
     async def verify(arguments: dict[str, Any], ctx: ToolContext) -> Verification:
         process.check_alive("tool.verify")
@@ -88,6 +218,6 @@ def _verifier(
             raise ToolError(f"{op}: the service's verification endpoint is unavailable")
         if check is None or mode == "unknown":
             return Verification(status="unknown", output=f"{op} cannot be verified")
-        return check(services, arguments, ctx)
+        return check(services.view(), arguments, ctx)
 
     return verify

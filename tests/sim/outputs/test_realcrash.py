@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testkit import REPO
 
-from sim.outputs.realcrash import main, realcrash, select_points
+from durable.store.file import FileStore
+from sim.outputs.realcrash import (
+    RealcrashError,
+    main,
+    realcrash,
+    refusal,
+    seam_specs,
+    select_points,
+)
 from sim.world.faults import CrashPoint, Schedule
-from sim.world.scenario import load_scenario
+from sim.world.scenario import Scenario, load_scenario
+from sim.world.seams import seams
 
 
 def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
@@ -94,17 +104,58 @@ def test_power_loss_and_takeover_are_not_faked(capsys: pytest.CaptureFixture[str
 @pytest.mark.parametrize(
     ("scenario", "feature"),
     [
-        ("tests/corpus/machine-retry-abort-crashes.json", "timed crashes"),
         ("graceful_shutdown_takeover", "a graceful shutdown"),
-        ("resend_while_queued", "client re-sends"),
+        ("zombie_abort", "lease takeover"),
+        ("tests/corpus/machine-power-resend-takeover.json", "lease takeover"),
     ],
 )
-def test_features_the_real_child_lacks_are_refused_up_front(scenario: str, feature: str) -> None:
-    """Never a silent divergence: a scenario using a feature the real-process child does not
-    run is refused with one line naming it, before any process starts."""
-    from sim.outputs.realcrash import RealcrashError
+def test_features_the_real_host_lacks_are_refused_up_front(scenario: str, feature: str) -> None:
+    """Never a silent divergence: a scenario using a feature the real-process host does not run
+    is refused with one line naming it, before any process starts."""
+    path = str(REPO / scenario) if scenario.endswith(".json") else scenario
+    with pytest.raises(RealcrashError, match=feature) as caught:
+        realcrash(path, store="file", points=1)
+    assert "\n" not in str(caught.value)
 
-    root = REPO
-    path = root / scenario if scenario.endswith(".json") else scenario
-    with pytest.raises(RealcrashError, match=feature):
-        realcrash(str(path), store="file", points=1)
+
+def test_a_timed_power_loss_is_refused_by_name() -> None:
+    scenario = load_scenario(str(REPO / "tests/corpus/machine-retry-abort-crashes.json"))
+    spec = scenario.model_dump(mode="json")
+    spec["timed_crashes"][0]["kind"] = "power"
+    assert "a timed power loss" in (refusal(Scenario.model_validate(spec)) or "")
+    assert refusal(scenario) is None
+
+
+def test_timed_crashes_and_aborts_agree_with_the_simulator() -> None:
+    """The corpus case that once diverged in silence (its timed crashes were dropped by the real
+    child): both timed process crashes now happen for real, at the simulator's boundaries."""
+    # A lower speedup: its first timed crash comes 1 s after a model call, within three commits
+    # that take tens of real milliseconds (at x50, a second of scenario time is 20 ms).
+    path = str(REPO / "tests/corpus/machine-retry-abort-crashes.json")
+    doc = realcrash(path, store="sqlite", points=2, speedup=10)
+    assert doc["labels_match"], doc["label_mismatch"]
+    assert doc["reference"]["real"]["verdict"] == doc["reference"]["sim"]["verdict"]
+    assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+def test_client_resends_agree_with_the_simulator() -> None:
+    doc = realcrash("resend_while_queued", store="file", points=2, speedup=10)
+    assert doc["labels_match"], doc["label_mismatch"]
+    assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+def own_file_store(root: str, fs: Any, fsync: bool) -> FileStore:
+    """A swapped ``file_store`` seam (the reference store, under another name)."""
+    return FileStore(root, fs=fs, fsync=fsync)
+
+
+def test_swapped_seams_reach_the_real_processes_by_name() -> None:
+    """The children load the parent's swapped seams by SPEC; a seam that has no name is
+    refused rather than replaced by the reference in silence."""
+    assert seam_specs() == ()
+    with seams(file_store=own_file_store):
+        ((name, spec),) = seam_specs()
+        assert name == "file_store" and spec.endswith(":own_file_store")
+    unnamed = seams(file_store=lambda root, fs, fsync: FileStore(root, fs=fs, fsync=fsync))
+    with unnamed, pytest.raises(RealcrashError, match="file_store seam cannot be named"):
+        seam_specs()

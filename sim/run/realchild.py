@@ -1,0 +1,63 @@
+"""One process of a real run (``sim.run.realrun``): one process of a world on the real-process
+host (``sim.world.realhost``), killed for real (SIGKILL) at its schedule's crash points.
+
+    python -m sim.run.realchild POINT_DIR PROCESS_NUMBER
+
+The world is the simulator's own, written once in ``sim.world.session`` (the client session,
+the runtime wired to its store, model, tools and ports, the runtime's configuration); this
+module only starts one process of it under the scenario's liveness bound, with the seams the
+parent named. What outlives the process lives in ``POINT_DIR`` (see ``sim.world.realhost``).
+
+Exit status of a child that is not killed: 0 its client session ended, 3 the runtime raised
+(recorded as an error, the oracles' I0), 4 the liveness bound passed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import trio
+
+from sim.world.process import SimProcess
+from sim.world.realhost import RealHost, open_host
+from sim.world.seams import load, seams
+from sim.world.seeded import seed_trio_scheduler
+from sim.world.session import run_process
+
+EXIT_ENDED = 0
+EXIT_ERROR = 3
+EXIT_LIVENESS = 4
+
+
+async def _live(host: RealHost, process: SimProcess) -> int:
+    """Run the process until its session ends or the liveness bound passes (scenario time
+    after the start or the latest crash, as in the simulator)."""
+    clock = host.world.clock
+    real_left = (host.liveness_deadline_s() - clock.resume_at_s) / clock.speedup
+    with trio.move_on_after(max(real_left, 0.0)) as scope:
+        outcome = await run_process(host, process)
+    if scope.cancelled_caught:
+        host.log.list("liveness").append(clock.now())
+        return EXIT_LIVENESS
+    if outcome != "ended":  # "crashed" and "refused" need a simulated crash: never here
+        host.log.list("errors").append(f"{process.id}: {process.error}")
+        return EXIT_ERROR
+    host.log.list("ended").append(clock.now())
+    return EXIT_ENDED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m sim.run.realchild POINT_DIR PROCESS_NUMBER", file=sys.stderr)
+        return 2
+    host, process = open_host(Path(args[0]), int(args[1]))
+    swapped = {name: load(spec) for name, spec in host.seams.items()}
+    with seams(**swapped):
+        seed_trio_scheduler(host.world.seed)
+        return trio.run(_live, host, process)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

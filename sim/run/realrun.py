@@ -1,0 +1,189 @@
+"""One run of a scenario under one crash schedule with real processes: the real-process twin of
+``sim.run.runner.run_scenario``, returning the same ``RunResult`` for the same oracles.
+
+Each process of the world is a child Python process (``python -m sim.run.realchild``) on the
+real-process host (``sim.world.realhost``), killed by SIGKILL at the schedule's points (and at
+the scenario's timed process crashes); after a kill the next child is started, as the
+simulator's supervisor restarts a process. What outlives a child sits in one point directory:
+the store, the services (``SQLiteServices``) and the point's record (``sim.world.pointlog``),
+which the parent replays into the ``RunResult`` and reads the store with a fresh reader.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from sim.run.realchild import EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS
+from sim.run.runner import MAX_PROCESSES, RunResult, initial_files, read_durable
+from sim.world.faults import Schedule
+from sim.world.host import ClientView
+from sim.world.pointlog import PointLog, read_entries, replay
+from sim.world.realhost import (
+    CONFIG_NAME,
+    LOG_NAME,
+    MACHINE_RECORDS,
+    SERVICES_NAME,
+    STORE_DIR,
+    store_place,
+)
+from sim.world.scenario import Scenario
+from sim.world.sqlite_services import SQLiteServices
+from sim.world.stores import StoreKind, StoreName
+
+DEFAULT_SPEEDUP = 50.0
+BLOCKING_MODES = ("thread", "inline")
+
+
+@dataclass
+class RealRun:
+    result: RunResult
+    harness_error: str | None
+    children: int
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class RealOptions:
+    """How a real run is hosted: the time scale, SQLite's blocking calls (worker threads, as in
+    production, or inline), where point directories go, and the seams the children load (by
+    SPEC, see ``sim.world.seams``)."""
+
+    speedup: float = DEFAULT_SPEEDUP
+    blocking: str = "thread"
+    workdir: str | None = None
+    seams: tuple[tuple[str, str], ...] = ()
+    keep: bool = False
+
+
+def run_real(
+    scenario: Scenario,
+    *,
+    store: StoreKind | StoreName,
+    seed: int,
+    schedule: Schedule,
+    options: RealOptions = RealOptions(),
+) -> RealRun:
+    """Run ``scenario`` in child processes, each killed (SIGKILL) at the schedule's points, and
+    collect what the oracles read into a ``RunResult``."""
+    started, store = time.perf_counter(), StoreKind(store)
+    point_dir = Path(tempfile.mkdtemp(prefix="realcrash-", dir=options.workdir))
+    try:
+        config = {
+            "scenario": scenario.model_dump(mode="json"),
+            "seed": seed,
+            "store": str(store),
+            "speedup": options.speedup,
+            "schedule": schedule.text(),
+            "blocking": options.blocking,
+            "seams": dict(options.seams),
+        }
+        (point_dir / CONFIG_NAME).write_text(json.dumps(config), encoding="utf-8")
+        (point_dir / STORE_DIR).mkdir()
+        services = SQLiteServices.create(point_dir / SERVICES_NAME, initial_files(seed, scenario))
+        services.close()
+        harness_error, timed_out, children = _run_children(scenario, point_dir, options.speedup)
+        result = _collect(scenario, store, seed, schedule, point_dir, timed_out)
+        return RealRun(result, harness_error, children, time.perf_counter() - started)
+    finally:
+        if not options.keep:
+            shutil.rmtree(point_dir, ignore_errors=True)
+
+
+def _child_timeout_s(scenario: Scenario, speedup: float) -> float:
+    return scenario.liveness_bound_s / speedup * 1.5 + 30.0
+
+
+def _run_children(
+    scenario: Scenario, point_dir: Path, speedup: float
+) -> tuple[str | None, bool, int]:
+    """Start children until one is not killed at a crash point (the simulator's worker loop:
+    after a crash a new child always runs, even when the client has its answers, so recovery
+    runs and settles whatever the crash left)."""
+    log = point_dir / LOG_NAME
+    for number in range(1, MAX_PROCESSES + 1):
+        command = [sys.executable, "-m", "sim.run.realchild", str(point_dir), str(number)]
+        try:
+            proc = subprocess.run(
+                command, capture_output=True, timeout=_child_timeout_s(scenario, speedup)
+            )
+        except subprocess.TimeoutExpired:  # subprocess.run has killed it
+            return None, True, number
+        crashes = replay(read_entries(log)).get("crashes", [])
+        crashed = any(c.process == f"p{number}" for c in crashes)
+        if proc.returncode == -signal.SIGKILL and crashed:
+            continue
+        if proc.returncode in (EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS) and not crashed:
+            return None, False, number
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        return (
+            f"child p{number} exited with status {proc.returncode}"
+            + (f": {' | '.join(tail)}" if tail else ""),
+            False,
+            number,
+        )
+    # The simulator's world gives up the same way (and reports it as the runtime's failure).
+    PointLog(log).list("errors").append(f"more than {MAX_PROCESSES} processes")
+    return None, False, MAX_PROCESSES
+
+
+def _collect(
+    scenario: Scenario,
+    store: StoreKind,
+    seed: int,
+    schedule: Schedule,
+    point_dir: Path,
+    timed_out: bool,
+) -> RunResult:
+    """The ``RunResult`` of a real run: the point's record replayed into the fields the
+    simulator's machine and host fill, the services' ledger and files, the store as a fresh
+    reader sees it."""
+    result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
+    state: dict[str, Any] = replay(read_entries(point_dir / LOG_NAME))
+    for name in MACHINE_RECORDS:
+        setattr(result, name, list(state.get(name, [])))
+    result.model_calls = list(state.get("model_calls", []))
+    # Not ``recovered_at_s`` (recorded as "recovered_at_s"): I11 judges a retry "sent when due"
+    # to the nanosecond, which virtual time can be and real time cannot (the retry is sent after
+    # the real work since its deadline). Without it I11 still judges "not before the deadline".
+    result.recovery_mismatches = list(state.get("recovery_mismatches", []))
+    result.handovers_with_pinned_request = int(state.get("counts", {}).get("handovers", 0))
+    result.processes = len(state.get("spawned", []))
+    result.client = ClientView(
+        acked=dict(state.get("client.acked", {})),
+        answers=dict(state.get("client.answers", {})),
+        lost_acks=list(state.get("client.lost_acks", [])),
+        remapped=list(state.get("client.remapped", [])),
+        actions_done=set(state.get("client.actions_done", set())),
+    )
+    errors = list(state.get("errors", []))
+    liveness = timed_out or bool(state.get("liveness"))
+    result.runtime_error = "; ".join(errors) or None
+    result.settled = not liveness and not errors and result.client.complete(scenario)
+    times = [b.time_s for b in result.boundaries] + [c.time_s for c in result.crashes]
+    result.virtual_time_s = max(times + state.get("ended", []) + state.get("liveness", []) + [0])
+    services = SQLiteServices(point_dir / SERVICES_NAME)
+    try:
+        result.ledger = services.ledger()
+        result.files = services.files()
+    finally:
+        services.close()
+    trio.run(_read_store, result, store, scenario, point_dir)
+    return result
+
+
+async def _read_store(
+    result: RunResult, store: StoreKind, scenario: Scenario, point_dir: Path
+) -> None:
+    place = store_place(point_dir, scenario.fsync)
+    await read_durable(result, store.reader(place), scenario.conversation_id)

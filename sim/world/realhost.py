@@ -1,0 +1,278 @@
+"""The real-process host of a world (``durable-sim realcrash``): the world of
+``sim.world.session`` run by one OS process on real files or a real SQLite database, with a
+sped-up wall clock, and killed for real (SIGKILL) at the crash points of its schedule.
+
+Only the host differs from the simulator's (``sim.run.runner``), behind ``sim.world.host.Host``:
+
+- time: ``ScaledClock``, the wall clock sped up ``speedup`` times (the machine's clock, so every
+  process, port, the model, tools and the client read it);
+- the machine: ``RealMachine`` is the simulator's ``Machine`` (boundary numbering, the schedule
+  and timed crashes, the records the oracles read) continued across the processes of a point
+  from the point's record (``sim.world.pointlog``), whose crash is a SIGKILL;
+- the file system: ``OsFileSystem`` under ``POINT_DIR/store`` (the simulator's ``ProcessFS`` on
+  top); SQLite at ``POINT_DIR/store.sqlite`` with blocking calls on trio's worker threads (as in
+  production; ``inline`` on request);
+- ids: the world's ``{kind}-{n}`` counters, continued across processes;
+- services: ``SQLiteServices``, a SQLite file outside every process.
+
+What a SIGKILL leaves: everything written (the page cache survives), nothing that would have run
+after the instant (no ``finally``, no ``__aexit__``, no rollback but SQLite's own on the next
+open). Power loss and storage faults are not attempted: a real process cannot lose the page
+cache, and the disk is not ours to damage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from durable.config import RuntimeConfig
+from durable.ports import Blocking, OsFileSystem
+from sim.world.faults import CrashPoint, Schedule, parse_schedule
+from sim.world.host import ClientView, runtime_config
+from sim.world.model import ModelCall
+from sim.world.pointlog import PointLog
+from sim.world.process import CrashRecord, Machine, SimBlocking, SimProcess
+from sim.world.scenario import Scenario
+from sim.world.seeded import World
+from sim.world.sqlite_services import SQLiteServices
+from sim.world.stores import SQLITE_NAME, StoreKind, StorePlace
+
+T = TypeVar("T")
+
+CONFIG_NAME = "config.json"
+LOG_NAME = "world.jsonl"
+SERVICES_NAME = "services.sqlite"
+STORE_DIR = "store"
+
+#: The machine's records, by the name of the ``Machine`` attribute and ``RunResult`` field.
+MACHINE_RECORDS = (
+    "boundaries",
+    "crashes",
+    "commits",
+    "grants",
+    "renewals",
+    "accepted",
+    "after_release",
+)
+
+
+class ScaledClock:
+    """Scenario seconds on the wall clock, sped up ``speedup`` times.
+
+    One scenario second lasts ``1/speedup`` real seconds, uniformly for everything the runtime
+    and the fakes time (the model's latency, tool latencies, lease TTL and heartbeat, backoffs,
+    the liveness bound). It stands still at ``resume_at_s`` (0 for the first process of a point,
+    the crash instant for the next ones) until the process first crosses a boundary or sleeps:
+    the simulator restarts a process at the crash instant, and nothing a process does before
+    its first boundary takes simulated time, while a real interpreter's start-up and opening a
+    store take milliseconds (tens of scenario seconds when sped up) that must not shift the
+    client's timed steps, timed crashes or the lease wait. After that, real work takes scenario
+    time: 1 ms of I/O is 50 ms of scenario time at the default speedup of 50.
+    """
+
+    def __init__(self, resume_at_s: float, speedup: float) -> None:
+        self.resume_at_s = resume_at_s
+        self.speedup = speedup
+        self._origin_wall_s: float | None = None
+
+    def start(self) -> None:
+        """Let time run from ``resume_at_s`` (from now on; again: no effect)."""
+        if self._origin_wall_s is None:
+            self._origin_wall_s = time.time() - self.resume_at_s / self.speedup
+
+    def now(self) -> float:
+        if self._origin_wall_s is None:
+            return self.resume_at_s
+        return (time.time() - self._origin_wall_s) * self.speedup
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        self.start()
+        # Always one checkpoint, even for a deadline already past (as ``trio.sleep_until``, the
+        # simulator's sleep, does): other runnable tasks go first in both worlds.
+        await trio.sleep(max(deadline_s - self.now(), 0.0) / self.speedup)
+        while (remaining := deadline_s - self.now()) > 0:  # woke a hair early (float rounding)
+            await trio.sleep(remaining / self.speedup)
+
+
+def store_place(point_dir: Path, fsync: bool) -> StorePlace:
+    """Where a point's store lives: ``POINT_DIR/store`` (file), ``POINT_DIR/store.sqlite``."""
+    root, sqlite = point_dir / STORE_DIR, point_dir / SQLITE_NAME
+    return StorePlace(OsFileSystem(), str(root), str(sqlite), fsync)
+
+
+class RealWorld(World):
+    """The world of a real process: its ids continue the point's, time is the scaled clock, and
+    there is no trace (a real run has no fingerprint: it is not deterministic)."""
+
+    def __init__(self, seed: int, clock: ScaledClock, ids: dict[str, int]) -> None:
+        super().__init__(seed)
+        self.clock = clock
+        self.ids._next = ids  # the point's counters, written to its record as they grow
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def record(self, kind: str, *fields: Any) -> None:
+        del kind, fields
+
+
+class RealMachine(Machine):
+    """The simulator's machine, continued across the processes of a point and killed for real."""
+
+    # The point's counters; None while the base class initialises (it resets the handover count,
+    # which must stay the point's: see the property).
+    _counts: dict[str, int] | None = None
+
+    def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog, scenario: Scenario):
+        timed = _timed_left(scenario, schedule, log.state.get("crashes", []))
+        super().__init__(world, schedule, fs=None, timed_crashes=timed)
+        self.clock = world.clock
+        self._counts = log.dict("counts")
+        for name in MACHINE_RECORDS:
+            setattr(self, name, log.list(name))
+        self._counters = log.dict("counters")
+        self._next_index = len(self.boundaries)
+        self.spawned = log.list("spawned")
+
+    @property  # type: ignore[override]
+    def handovers_with_pinned_request(self) -> int:
+        return 0 if self._counts is None else self._counts.get("handovers", 0)
+
+    @handovers_with_pinned_request.setter
+    def handovers_with_pinned_request(self, value: int) -> None:
+        if self._counts is not None:
+            self._counts["handovers"] = value
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        await self.clock.sleep_until(deadline_s)
+
+    def before(self, process: SimProcess, label: str) -> int:
+        self.clock.start()  # the process's first boundary: time runs from here (ScaledClock)
+        return super().before(process, label)
+
+    def spawn_numbered(self, number: int) -> SimProcess:
+        process = SimProcess(self, number)
+        self.processes.append(process)
+        self.spawned.append(process.id)
+        return process
+
+    def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
+        """Record the crash in the point's record, then SIGKILL this process: nothing of it
+        runs after that instant."""
+        assert point.kind == "process", "a real host only kills processes (realcrash refuses)"
+        pinned = process.pinned_request() and not process.released_lease
+        record = CrashRecord(point, label, process.id, self.now(), pinned, {}, self._next_index)
+        self.crashes.append(record)
+        os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
+            time.sleep(1.0)
+
+
+def _timed_left(
+    scenario: Scenario, schedule: Schedule, crashes: list[CrashRecord]
+) -> tuple[tuple[float, Any], ...]:
+    """The scenario's timed crashes that earlier processes of the point did not die of (a crash
+    at a point of the schedule is the schedule's; any other was the next timed crash)."""
+    planned = {(p.index, p.when) for p in schedule.points}
+    done = sum(1 for c in crashes if (c.point.index, c.point.when) not in planned)
+    return tuple(sorted((c.at_s, c.kind) for c in scenario.timed_crashes)[done:])
+
+
+class ThreadedBlocking:
+    """The blocking port of the real host: each call on trio's worker threads (as production
+    does), reads not boundaries, every other call one (as ``SimBlocking``)."""
+
+    def __init__(self, process: SimProcess) -> None:
+        self._p = process
+
+    async def run(self, label: str, fn: Callable[[], T]) -> T:
+        if label.endswith(".read"):
+            return await trio.to_thread.run_sync(fn)
+        machine = self._p.machine
+        index = machine.before(self._p, label)
+        try:
+            result = await trio.to_thread.run_sync(fn)
+        except Exception:  # as ``Machine.crossing``: a failed call has an "after" too
+            machine.after(self._p, index, label)
+            raise
+        machine.after(self._p, index, label)
+        return result
+
+
+@dataclass
+class RealHost:
+    """``sim.world.host.Host`` for one real process of a point."""
+
+    scenario: Scenario
+    config: RuntimeConfig
+    store_kind: StoreKind
+    world: RealWorld
+    machine: RealMachine
+    services: SQLiteServices
+    client: ClientView
+    model_log: list[ModelCall]
+    recovered_at_s: dict[str, float]
+    recovery_mismatches: list[str]
+    point_dir: Path
+    threads: bool
+    log: PointLog
+    seams: dict[str, str]
+
+    def place(self) -> StorePlace:
+        return store_place(self.point_dir, self.scenario.fsync)
+
+    def blocking(self, process: SimProcess) -> Blocking:
+        return ThreadedBlocking(process) if self.threads else SimBlocking(process)
+
+    def liveness_deadline_s(self) -> float:
+        """The simulator's liveness bound: scenario time after the start or the latest crash."""
+        bound = self.scenario.liveness_bound_s
+        return max([bound] + [c.time_s + bound for c in self.machine.crashes])
+
+
+def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
+    """The host of process ``number`` of the point in ``point_dir`` (its ``config.json`` written
+    by the parent, its record replayed), and that process, spawned."""
+    cfg = json.loads((point_dir / CONFIG_NAME).read_text(encoding="utf-8"))
+    scenario = Scenario.model_validate(cfg["scenario"])
+    log = PointLog(point_dir / LOG_NAME)
+    crashes = log.state.get("crashes", [])
+    clock = ScaledClock(crashes[-1].time_s if crashes else 0.0, float(cfg["speedup"]))
+    world = RealWorld(int(cfg["seed"]), clock, log.dict("ids"))
+    machine = RealMachine(world, parse_schedule(cfg["schedule"]), log, scenario)
+    client = ClientView(
+        acked=log.dict("client.acked"),
+        answers=log.dict("client.answers"),
+        lost_acks=log.list("client.lost_acks"),
+        remapped=log.list("client.remapped"),
+        actions_done=log.set("client.actions_done"),
+    )
+    host = RealHost(
+        scenario=scenario,
+        config=runtime_config(scenario),
+        store_kind=StoreKind(cfg["store"]),
+        world=world,
+        machine=machine,
+        services=SQLiteServices(point_dir / SERVICES_NAME),
+        client=client,
+        model_log=log.list("model_calls"),
+        recovered_at_s=log.dict("recovered_at_s"),
+        recovery_mismatches=log.list("recovery_mismatches"),
+        point_dir=point_dir,
+        threads=cfg["blocking"] == "thread",
+        log=log,
+        seams=dict(cfg["seams"]),
+    )
+    return host, machine.spawn_numbered(number)

@@ -1,0 +1,126 @@
+"""The pieces both hosts of a world share: one table of tool operations over either host's
+services, the store kinds, and the real host's self-persisting record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable.tools import ToolContext, ToolError
+from sim.world.pointlog import PointLog, read_entries, replay
+from sim.world.services import Services
+from sim.world.sqlite_services import SQLiteServices
+from sim.world.stores import StoreKind, store_kind
+from sim.world.tools import OPERATIONS
+
+
+class _World:
+    def now(self) -> float:
+        return 0.0
+
+    def record(self, kind: str, *fields: Any) -> None:
+        del kind, fields
+
+
+class _Machine:
+    """Numbers boundaries and never crashes: enough to run an effect outside a world."""
+
+    def __init__(self) -> None:
+        self.world = _World()
+        self.labels: list[str] = []
+
+    def before(self, process: Any, label: str) -> int:
+        self.labels.append(label)
+        return len(self.labels) - 1
+
+    def after(self, process: Any, index: int, label: str) -> None:
+        del process, index, label
+
+
+class _Process:
+    def __init__(self) -> None:
+        self.machine = _Machine()
+
+    def now(self) -> float:
+        return 0.0
+
+
+CALLS: list[tuple[str, dict[str, Any], str, int]] = [
+    ("workspace.read", {"path": "a.txt"}, "k1", 1),
+    ("workspace.read", {"path": "missing.txt"}, "k2", 1),
+    ("workspace.append_line", {"path": "a.txt", "line": "x"}, "k3", 1),
+    ("workspace.append_line", {"path": "a.txt", "line": "x"}, "k3", 1),
+    ("payments.charge", {"amount": 40}, "k4", 2),
+    ("payments.charge", {"amount": 40}, "k4", 2),  # deduplicated
+    ("payments.charge", {"amount": 7}, "k5", 1),  # fenced: a lower epoch than seen
+    ("outbox.send", {"to": "a@example.com", "subject": "hi"}, "k6", 2),
+    ("counter.increment", {}, "k7", 2),
+    ("counter.increment", {}, "k8", 2),
+]
+
+
+def _run(services: Any) -> tuple[list[str], list[tuple[Any, ...]], list[str]]:
+    process = _Process()
+    outputs: list[str] = []
+    for n, (op, arguments, key, epoch) in enumerate(CALLS):
+        operation = OPERATIONS[op]
+        ctx = ToolContext(
+            conversation_id="c1", call_id=f"call-{n}", idempotency_key=key, epoch=epoch, attempt=1
+        )
+        apply = operation.effect(arguments, ctx)
+        try:
+            outputs.append(services.effect(process, operation.service, operation.op, ctx, apply))
+        except ToolError as exc:
+            outputs.append(f"error: {exc}")
+    ledger = services.ledger if isinstance(services, Services) else services.ledger()
+    rows = [
+        (e.service, e.op, e.call_id, e.key, e.epoch, e.boundary, e.applied, e.note) for e in ledger
+    ]
+    return outputs, rows, process.machine.labels
+
+
+def test_both_hosts_services_run_the_same_operations_alike(tmp_path: Path) -> None:
+    files = {"a.txt": "first"}
+    memory = Services(files=dict(files))
+    sqlite = SQLiteServices.create(tmp_path / "services.sqlite", files)
+    try:
+        assert _run(memory) == _run(sqlite)
+        assert memory.files == sqlite.files()
+        assert [e.call_id for e in memory.effects_of("call-2")] == ["call-2"]
+        assert [e.call_id for e in sqlite.effects_of("call-2")] == ["call-2"]
+    finally:
+        sqlite.close()
+    outputs, rows, labels = _run(Services(files=dict(files)))
+    assert outputs[1] == "error: no such file: missing.txt"
+    assert outputs[5] == "charged 40" and rows[5][-1] == "deduplicated"
+    assert outputs[6].startswith("error: stale fencing token 1 < 2")
+    assert labels[4] == "tool.effect:payments.charge#call-4"
+
+
+def test_store_kinds_know_what_the_simulator_can_inject() -> None:
+    assert store_kind("file") is StoreKind.FILE and StoreKind.FILE == "file"
+    assert StoreKind.FILE.can_inject("power") and StoreKind.FILE.can_inject("storage")
+    assert StoreKind.SQLITE.can_inject("process")
+    assert not StoreKind.SQLITE.can_inject("power") and not StoreKind.SQLITE.can_inject("storage")
+    with pytest.raises(ValueError, match="unknown store kind 'tape'"):
+        store_kind("tape")
+
+
+def test_the_point_log_replays_what_its_containers_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "world.jsonl"
+    log = PointLog(path)
+    acked, calls, done = log.dict("acked"), log.list("calls"), log.set("done")
+    acked["r1"] = "sub-1"
+    acked["r1"] = "sub-2"
+    calls.append(("model", 1))
+    done.add(3)
+    with path.open("ab") as f:
+        f.write(b'{"n": "calls", "op": "app')  # a line cut short by a kill
+    again = PointLog(path)
+    assert again.dict("acked") == {"r1": "sub-2"}
+    assert again.list("calls") == [("model", 1)]
+    assert again.set("done") == {3}
+    assert len(read_entries(path)) == 4
+    assert replay(read_entries(path))["acked"] == {"r1": "sub-2"}
