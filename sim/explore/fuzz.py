@@ -132,7 +132,7 @@ def fuzz_schedules(
 ) -> Finding | None:
     """Search crash schedules of ``scenario`` for an oracle failure; the shrunk one or None."""
     reference = run_scenario(scenario.without_faults(), seed=seed, store=store)
-    kinds = ("process",) if store == "sqlite" else ("process", "power")
+    kinds = tuple(k for k in ("process", "power") if StoreKind(store).can_inject(k))
     last: list[tuple[Schedule, list[Violation], list[str]]] = []
 
     @hypothesis_seed(fuzz_seed)
@@ -255,8 +255,6 @@ class WorldMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.program["timed_crashes"]) < 4)
     @rule(kind=st.sampled_from(("process", "power")))
     def crash(self, kind: str) -> None:
-        if self.store == "sqlite":
-            kind = "process"
         self.program["timed_crashes"].append({"at_s": self.now_s, "kind": kind})
         self._note(f"crash ({kind}) at {self.now_s:g}s")
 

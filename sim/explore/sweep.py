@@ -244,11 +244,11 @@ def sweep(
     out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
     out.ref = ref or scenario.name
     out.determinism = mode
-    if store == "sqlite" and ("power" in kinds or "storage" in kinds):
-        # Both need the simulated file system (what is synced, what a power loss keeps).
-        out.skipped_power = "power" in kinds
-        out.skipped_storage = "storage" in kinds
-        kinds = [k for k in kinds if k == "process"]
+    store_kind = StoreKind(store)
+    if not all(store_kind.can_inject(k) for k in kinds):  # SQLite: no storage faults
+        out.skipped_power = not store_kind.can_inject("power")
+        out.skipped_storage = not store_kind.can_inject("storage")
+        kinds = [k for k in kinds if store_kind.can_inject(k)]
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
     # The traced run counts each point's enumerated tears; both paths list schedules from it.

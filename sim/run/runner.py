@@ -11,10 +11,7 @@ world must settle within the scenario's liveness bound of virtual time.
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -26,7 +23,6 @@ from durable.events import EventRecord
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, StoreError
 from durable.store.sqlite import SQLiteStore
-from sim.world import tempdirs
 from sim.world.faults import Boundary, Schedule
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
@@ -48,7 +44,8 @@ from sim.world.seams import seams as seams
 from sim.world.seeded import World, seed_trio_scheduler
 from sim.world.services import Effect, Services
 from sim.world.session import run_process
-from sim.world.stores import SQLITE_NAME, StoreKind, StoreName, StorePlace
+from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
+from sim.world.stores import StoreKind, StoreName, StorePlace
 
 STORE_ROOT = "/store"
 MAX_PROCESSES = 32
@@ -118,13 +115,9 @@ def run_scenario(
     kind = StoreKind(store)
     schedule = schedule or Schedule()
     result = RunResult(scenario=scenario, seed=seed, store=kind, schedule=schedule)
-    tmp = (
-        tempdirs.make("sqlite", parent=tempdirs.fast_parent())
-        if kind.needs_real_directory
-        else None
-    )
     try:
         seed_trio_scheduler(seed)
+        seed_sqlite_randomness(seed)  # SQLite's salts and temporary names, like trio's order
         world = World(seed)
         clock = trio.testing.MockClock(autojump_threshold=0)
         try:
@@ -135,7 +128,6 @@ def run_scenario(
                 kind,
                 schedule,
                 result,
-                tmp,
                 fork,
                 count_tears,
                 clock=clock,
@@ -146,8 +138,7 @@ def run_scenario(
             raise
         result.fingerprint = world.fingerprint()
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        unregister_all()  # the world's SQLite VFSes (harness bookkeeping: a name list in SQLite)
     return result
 
 
@@ -165,7 +156,6 @@ class WorldEnv:
     config: RuntimeConfig
     store_kind: StoreKind
     fs: SimFS
-    tmp: str | None
     liveness: trio.CancelScope
     errors: list[str] = field(default_factory=list)
     recovery_mismatches: list[str] = field(default_factory=list)
@@ -176,8 +166,7 @@ class WorldEnv:
     paused: set[str] = field(default_factory=set)
 
     def place(self) -> StorePlace:
-        sqlite_path = None if self.tmp is None else str(Path(self.tmp) / SQLITE_NAME)
-        return StorePlace(self.fs, STORE_ROOT, sqlite_path, self.scenario.fsync)
+        return StorePlace(self.fs, STORE_ROOT, None, self.scenario.fsync)
 
     def blocking(self, process: SimProcess) -> Blocking:
         return SimBlocking(process)
@@ -189,13 +178,12 @@ async def _world_main(
     store_kind: StoreKind,
     schedule: Schedule,
     result: RunResult,
-    tmp: str | None,
     fork: ForkHook | None = None,
     count_tears: bool = False,
 ) -> None:
     """One world: build it, run its worker slots until it settles (or the liveness bound
     passes), then collect what the oracles read."""
-    env = _new_world(world, scenario, store_kind, schedule, tmp, count_tears)
+    env = _new_world(world, scenario, store_kind, schedule, count_tears)
     if fork is not None:
         _plan_forks(env, fork)
     with env.liveness:
@@ -218,7 +206,6 @@ def _new_world(
     scenario: Scenario,
     store_kind: StoreKind,
     schedule: Schedule,
-    tmp: str | None,
     count_tears: bool,
 ) -> WorldEnv:
     """The machine (with its disk and the scenario's timed crashes), the services with their
@@ -242,7 +229,7 @@ def _new_world(
 
     machine.on_crash = extend_bound
     return WorldEnv(
-        world, machine, scenario, services, ClientView(), [], config, store_kind, fs, tmp, liveness
+        world, machine, scenario, services, ClientView(), [], config, store_kind, fs, liveness
     )
 
 
@@ -250,9 +237,6 @@ def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
     """Let the fast sweep fork children at the boundaries of this run."""
     env.machine.fork_plan = fork
     env.machine.state_parts = lambda: _world_parts(env)
-    if env.store_kind.needs_real_directory:
-        fork.snapshot = lambda: _snapshot_sqlite(env)
-        fork.relocate = lambda copy: _relocate_sqlite(env, fork, copy)
 
 
 def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
@@ -349,27 +333,7 @@ def _world_parts(env: WorldEnv) -> list[Any]:
         env.errors,
         env.liveness.deadline,
     ]
-    if env.tmp is not None:
-        for name in sorted(os.listdir(env.tmp)):
-            if not name.endswith("-shm"):
-                parts.append((name, Path(env.tmp, name).read_bytes()))
     return parts
-
-
-def _snapshot_sqlite(env: WorldEnv) -> str:
-    assert env.tmp is not None
-    return tempdirs.copy_sqlite_dir(env.tmp)
-
-
-def _relocate_sqlite(env: WorldEnv, fork: ForkHook, copy: str) -> None:
-    """In a forked child: point the world, and every store of every process, at the copy. An
-    inherited connection is kept referenced but never used or closed (closing it could checkpoint
-    the parent's WAL); the store opens a fresh connection to the copy on its next call."""
-    env.tmp = copy
-    fork.child_tmp = copy
-    for process in env.machine.processes:
-        for store in process.sqlite_stores:
-            env.machine.keep_inherited(store.move_to(str(Path(copy) / "store.sqlite")))
 
 
 async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:

@@ -386,6 +386,14 @@ class ProcessFS:
             chunk = data[offset : offset + WRITE_CHUNK_BYTES]
             self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._write_more(path, c))
 
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        self._p.check_alive("fs.read_at")
+        return self._fs.read_at(path, offset, size)
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        """``pwrite``: how SQLite writes its pages and log frames (through its VFS)."""
+        self._mutate("pwrite", f"{path}@{offset}", lambda: self._fs.write_at(path, offset, data))
+
     def append(self, path: str, data: bytes) -> None:
         self._mutate("append", path, lambda: self._fs.append(path, data))
 

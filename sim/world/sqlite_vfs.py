@@ -24,6 +24,10 @@ What it does, and why:
 - **Locks** are granted at once: simulated processes interleave only at ``await`` points and a
   store transaction never awaits, so no two transactions overlap (SQLite's own file locks would
   only add boundaries that cannot matter).
+- **After a crash.** The crash itself is raised out of the port inside SQLite (a ``pwrite`` that
+  is a crash point); SQLite then tries to roll back and close. A dead process's calls reach
+  nothing -- no byte is read or written, nothing raises again -- exactly as a killed process's
+  last system calls never happen (``alive``).
 - **Determinism.** No wall clock (``xCurrentTime`` is a fixed instant; the store never asks for
   the time through SQL), no sleeping, and randomness (``xRandomness``, which seeds SQLite's
   generator: write-ahead-log salts, temporary names) comes from a seed: see
@@ -34,11 +38,59 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import apsw
 
-__all__ = ["SQLiteFiles", "SimSQLiteVFS", "seed_sqlite_randomness"]
+from sim.world.process import ProcessDead, SimulatedCrash
+
+
+def _multi_thread_mode() -> None:
+    """Put SQLite in multi-thread mode (no mutex per connection) before any connection opens.
+
+    The fast sweep forks the process at crash points, and with SQLite on the simulated disk a
+    crash point can fall inside SQLite (a ``pwrite`` of a log frame). In SQLite's default
+    serialized mode the parent holds the connection's *recursive* mutex there; a forked child is
+    a different thread to that mutex, cannot release it, and hangs the next time SQLite locks
+    it. Multi-thread mode drops those mutexes (each connection used by one thread at a time,
+    which the simulator -- one thread -- and ``SQLiteStore`` -- one connection per store, calls
+    serialised -- both satisfy); SQLite's global mutexes stay, and are never held across a VFS
+    call. The mode is process-wide and settable only while SQLite is shut down, so this runs
+    when the simulator is imported, before it opens any database."""
+    try:
+        apsw.config(apsw.SQLITE_CONFIG_MULTITHREAD)
+    except apsw.MisuseError:  # apsw initialised SQLite at import: shut it down to configure it
+        apsw.shutdown()
+        apsw.config(apsw.SQLITE_CONFIG_MULTITHREAD)
+        apsw.initialize()
+
+
+_multi_thread_mode()
+
+
+def _quiet_dead_process_reports() -> None:
+    """Keep SQLite from printing a process's death as an error.
+
+    A crash point inside a VFS call SQLite does not check (a journal's delete while switching to
+    write-ahead logging, say) raises the crash where SQLite ignores it: apsw then hands the
+    exception to ``sys.unraisablehook``, which would print a traceback per crash. The process is
+    dead all the same (it was marked dead before the crash was raised, so its later calls reach
+    nothing and its next port call raises again), so those reports are dropped; any other
+    unraisable exception goes to the hook that was installed before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, (SimulatedCrash, ProcessDead)):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+_quiet_dead_process_reports()
+
+__all__ = ["SQLiteFiles", "SimSQLiteVFS", "seed_sqlite_randomness", "unregister_all"]
 
 #: SQLite's sector size as this VFS reports it: SimFS's block, the unit a power loss tears at.
 SECTOR_SIZE_BYTES = 512
@@ -53,6 +105,12 @@ _DIRSYNC_KINDS = (
 )
 
 _names = itertools.count(1)
+
+#: Every VFS registered and not yet closed. SQLite keeps registered VFSes in one process-wide
+#: list that it searches by name, so a sweep of thousands of runs must not leave them behind:
+#: the runner calls ``unregister_all`` when a world ends (a connection still open on one keeps
+#: working; unregistering only removes the name).
+_registered: list[SimSQLiteVFS] = []
 
 
 class SQLiteFiles(Protocol):
@@ -80,18 +138,21 @@ class SimSQLiteVFS(apsw.VFS):
     """One registered VFS over one ``SQLiteFiles`` port. Open connections with
     ``apsw.Connection(path, vfs=vfs.name)``; ``close()`` unregisters it."""
 
-    def __init__(self, files: SQLiteFiles) -> None:
+    def __init__(self, files: SQLiteFiles, *, alive: Callable[[], bool] = lambda: True) -> None:
         self.name = f"durable-sim-{next(_names)}"
         self.files = files
+        self.alive = alive
         super().__init__(self.name, "")
+        _registered.append(self)
 
     def close(self) -> None:
-        """Unregister: connections opened on it must be closed or abandoned first."""
+        """Unregister the name (connections already open on it keep working)."""
+        _registered.remove(self)
         self.unregister()
 
     def xOpen(self, name: Any, flags: list[int]) -> SimSQLiteFile | _MemoryFile:
-        if name is None:  # a temporary file (statement journal, sorter): memory, never durable
-            return _MemoryFile()
+        if name is None or not self.alive():  # a temporary file (memory, never durable), or a
+            return _MemoryFile()  # dead process's open: it reaches nothing
         path = name if isinstance(name, str) else name.filename()
         created = not self.files.exists(path)
         if created and not flags[0] & apsw.SQLITE_OPEN_CREATE:
@@ -99,13 +160,17 @@ class SimSQLiteVFS(apsw.VFS):
         if created:
             self.files.write_at(path, 0, b"")
         dirsync = created and bool(flags[0] & _DIRSYNC_KINDS)
-        return SimSQLiteFile(self.files, path, dirsync=dirsync)
+        return SimSQLiteFile(self.files, path, dirsync=dirsync, alive=self.alive)
 
     def xAccess(self, pathname: str, flags: int) -> bool:
         # As the unix VFS: an empty file counts as absent (a journal truncated to nothing).
+        if not self.alive():
+            return False
         return self.files.exists(pathname) and self.files.size(pathname) > 0
 
     def xDelete(self, filename: str, syncdir: bool) -> None:
+        if not self.alive():
+            return
         if not self.files.exists(filename):
             raise apsw.IOError(f"{filename}: no such file")  # SQLITE_IOERR_DELETE_NOENT
         self.files.unlink(filename)
@@ -135,28 +200,37 @@ class SimSQLiteFile:
     """One open file of ``SimSQLiteVFS``: every call goes to the port, so a write or sync of a
     dead process is refused there (it raises, and SQLite's transaction fails)."""
 
-    def __init__(self, files: SQLiteFiles, path: str, *, dirsync: bool) -> None:
+    def __init__(
+        self, files: SQLiteFiles, path: str, *, dirsync: bool, alive: Callable[[], bool]
+    ) -> None:
         self._files = files
         self._path = path
         self._dirsync = dirsync
+        self._alive = alive
 
     def xRead(self, amount: int, offset: int) -> bytes:
+        if not self._alive():
+            return b""
         return self._files.read_at(self._path, offset, amount)  # short at the end: apsw zero-fills
 
     def xWrite(self, data: bytes, offset: int) -> None:
-        self._files.write_at(self._path, offset, bytes(data))
+        if self._alive():
+            self._files.write_at(self._path, offset, bytes(data))
 
     def xTruncate(self, newsize: int) -> None:
-        self._files.truncate(self._path, newsize)
+        if self._alive():
+            self._files.truncate(self._path, newsize)
 
     def xSync(self, flags: int) -> None:
+        if not self._alive():
+            return
         self._files.fsync(self._path)
         if self._dirsync:
             self._files.fsync_dir(_parent(self._path))
             self._dirsync = False
 
     def xFileSize(self) -> int:
-        return self._files.size(self._path)
+        return self._files.size(self._path) if self._alive() else 0
 
     def xLock(self, level: int) -> None:
         pass  # see the module docstring: transactions never overlap under the simulator
@@ -223,6 +297,12 @@ class _MemoryFile:
 
     def xClose(self) -> None:
         pass
+
+
+def unregister_all() -> None:
+    """Unregister every VFS still registered: the end of a world (see ``_registered``)."""
+    while _registered:
+        _registered[-1].close()
 
 
 def seed_sqlite_randomness(seed: int) -> None:

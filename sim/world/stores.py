@@ -19,6 +19,7 @@ from durable.store.sqlite import SQLiteStore
 from sim.world.faults import CrashKind
 from sim.world.process import InstrumentedStore, ProcessFS, SimProcess
 from sim.world.seams import current as current_seams
+from sim.world.sqlite_vfs import SimSQLiteVFS
 
 StoreName = Literal["file", "sqlite"]
 SQLITE_NAME = "store.sqlite"
@@ -26,9 +27,10 @@ SQLITE_NAME = "store.sqlite"
 
 @dataclass(frozen=True)
 class StorePlace:
-    """Where one world's store lives: the file system the file store is written on (``SimFS``
-    or a real ``OsFileSystem``) and its root there, the SQLite database's real path, and whether
-    the file store fsyncs (the scenario's ``fsync``)."""
+    """Where one world's store lives: the file system it is written on (``SimFS``, or a real
+    ``OsFileSystem``) and its root there, the SQLite database's real path on a real host (None
+    on the simulated disk: ``ROOT/store.sqlite`` there), and whether the file store fsyncs (the
+    scenario's ``fsync``)."""
 
     fs: Any
     root: str
@@ -37,28 +39,20 @@ class StorePlace:
 
 
 class StoreKind(StrEnum):
-    """A store kind: ``file`` (``FileStore`` through the process's file-system port: every
-    write is a crash point and its files are on the simulated disk) or ``sqlite``
-    (``SQLiteStore`` on a real database file, every non-read call a crash point)."""
+    """A store kind: ``file`` (``FileStore`` through the process's file-system port) or ``sqlite``
+    (``SQLiteStore``). Under the simulator both live on the simulated disk, every write and sync
+    a crash point: the file store's through its port, SQLite's through a VFS over the same port
+    (``sim.world.sqlite_vfs``). The real-process host gives SQLite a real database file."""
 
     FILE = "file"
     SQLITE = "sqlite"
 
-    @property
-    def on_simulated_disk(self) -> bool:
-        """Whether the store's files live on ``SimFS``, which alone knows what was synced: so
-        whether the simulator can cut the power under it or damage its synced data. SQLite's
-        files are on a real directory (a VFS over ``SimFS`` is not written yet)."""
-        return self is StoreKind.FILE
-
-    @property
-    def needs_real_directory(self) -> bool:
-        """Whether a simulated run needs a real temporary directory for the store."""
-        return self is StoreKind.SQLITE
-
     def can_inject(self, kind: CrashKind) -> bool:
-        """Whether the simulator can inject a crash of ``kind`` under this store."""
-        return kind == "process" or self.on_simulated_disk
+        """Whether the simulator can inject a crash of ``kind`` under this store. Process kills
+        and power loss: both stores. Storage faults (damage to synced data): the file store only
+        -- SQLite keeps no checksum of its pages, so a flipped bit in a row is read back as data
+        (no single-copy store can promise to notice it; docs/crash-model.md)."""
+        return kind != "storage" or self is StoreKind.FILE
 
     def open(self, process: SimProcess, place: StorePlace, blocking: Blocking) -> InstrumentedStore:
         """The store ``process`` works on, every operation of it a labelled boundary."""
@@ -67,8 +61,14 @@ class StoreKind(StrEnum):
             return InstrumentedStore(
                 current_seams().file_store(place.root, fs, place.fsync), process
             )
-        assert place.sqlite_path is not None
-        sqlite = SQLiteStore(place.sqlite_path, blocking=blocking)
+        if place.sqlite_path is not None:  # a real database file (the real-process host)
+            sqlite = SQLiteStore(place.sqlite_path, blocking=blocking)
+        else:  # on the simulated disk, through this process's port
+            port = ProcessFS(process, place.fs, place.root)
+            vfs = SimSQLiteVFS(port, alive=lambda: process.alive)
+            sqlite = SQLiteStore(
+                f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
+            )
         process.sqlite_stores.append(sqlite)  # a simulated kill abandons its connection
         return InstrumentedStore(sqlite, process)
 
@@ -78,8 +78,15 @@ class StoreKind(StrEnum):
         boundary)."""
         if self is StoreKind.FILE:
             return current_seams().file_store(place.root, place.fs, place.fsync)
-        assert place.sqlite_path is not None
-        return SQLiteStore(place.sqlite_path, blocking=InlineBlocking())
+        if place.sqlite_path is not None:
+            return SQLiteStore(place.sqlite_path, blocking=InlineBlocking())
+        vfs = SimSQLiteVFS(place.fs)
+        return SQLiteStore(
+            f"{place.root}/{SQLITE_NAME}",
+            blocking=InlineBlocking(),
+            vfs=vfs.name,
+            shared_memory=False,
+        )
 
 
 def store_kind(name: str) -> StoreKind:

@@ -15,6 +15,7 @@ from sim.outputs.cli.common import (
 )
 from sim.world.faults import parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
+from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -114,10 +115,11 @@ def replay(args: argparse.Namespace) -> int:
             f"schedule starts at boundary {schedule.points[0].index}, but the fault-free run of "
             f"{scenario.name} has {n} boundaries (0..{n - 1})"
         )
-    if args.store == "sqlite" and any(p.kind != "process" for p in schedule.points):
+    store = StoreKind(args.store)
+    if any(not store.can_inject(p.kind) for p in schedule.points):
         raise UsageError(
-            "power loss and storage faults are not simulated for the sqlite store "
-            "(process crashes only)"
+            "storage faults are not simulated for the sqlite store (SQLite keeps no checksum "
+            "of its pages: see docs/crash-model.md)"
         )
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=schedule)
     outcome = judge(result, reference)
