@@ -353,6 +353,11 @@ class SimFS:
         node.data[offset : offset + len(data)] = data
         node.overwritten = True
 
+    def write_more_at(self, path: str, offset: int, data: bytes) -> None:
+        """``write_at`` (a later write of a batch: the difference is only a crash point's,
+        which SimFS does not have; see ``sim.world.sqlite_vfs``)."""
+        self.write_at(path, offset, data)
+
     def truncate(self, path: str, size: int) -> None:
         """Cut to ``size`` bytes, or extend with zero bytes (POSIX ``truncate``)."""
         self.stats["truncate"] += 1
@@ -465,7 +470,9 @@ class SimFS:
         lenient reader would keep part of an unacknowledged batch), and the middle of the last
         record. At most ``limit_per_file`` per file, the latest ones (a never-synced log
         would otherwise offer every record of its history). Files whose pending change is a
-        rewrite, or that a power loss would unlink anyway, have none."""
+        rewrite, files not grown by ``append`` (a database's write-ahead log has no newline
+        records: its power losses tear it by the seeded draw), and files a power loss would
+        unlink anyway, have none."""
         out: list[tuple[str, int]] = []
         if not self._dirty:
             return out
@@ -478,6 +485,7 @@ class SimFS:
                     or node.ino not in self._dirty
                     or d.entries.get(name) is not node
                     or node.rewritten
+                    or not node.appended  # a text log: record ends are newlines (not SQLite's)
                     or node.durable_bytes is not None
                     or len(node.data) <= node.durable_len
                 ):

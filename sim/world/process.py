@@ -394,6 +394,12 @@ class ProcessFS:
         """``pwrite``: how SQLite writes its pages and log frames (through its VFS)."""
         self._mutate("pwrite", f"{path}@{offset}", lambda: self._fs.write_at(path, offset, data))
 
+    def write_more_at(self, path: str, offset: int, data: bytes) -> None:
+        """A later ``pwrite`` of the same batch: not a crash point of its own (see
+        ``sim.world.sqlite_vfs``), still refused once the process is dead."""
+        self._p.check_alive("fs.pwrite")
+        self._fs.write_at(path, offset, data)
+
     def append(self, path: str, data: bytes) -> None:
         self._mutate("append", path, lambda: self._fs.append(path, data))
 

@@ -13,6 +13,13 @@ What it does, and why:
 - **Files** are ``SimFS`` files written with ``pwrite`` (``write_at``): the database file's pages
   are overwritten in place (a power loss leaves each block old or new), the write-ahead log grows
   at its end (a power loss tears it like an append) until a checkpoint restarts it from the top.
+- **Crash points.** Every sync, truncate and delete is one, and so is the *first* write to a
+  file since its last sync; the later writes of the same batch (the rest of a commit's log
+  frames, the rest of a checkpoint's pages) are not (``write_more_at``). A kill anywhere inside
+  a batch leaves what a kill after its first write leaves -- a transaction SQLite's recovery
+  discards -- and a kill after its last write is the kill before its sync; a power loss tears
+  the pending writes of a batch wherever it falls (docs/crash-model.md). So a commit costs the
+  sweep two crash points, as the file store's append and fsync do, not one per page.
 - **Directory entries.** Like SQLite's unix VFS, the first sync of a newly created journal or
   write-ahead log also syncs its directory, and a delete asked to sync its directory does so; the
   database file's own entry is SQLite's caller's to make durable.
@@ -125,6 +132,8 @@ class SQLiteFiles(Protocol):
 
     def write_at(self, path: str, offset: int, data: bytes) -> None: ...
 
+    def write_more_at(self, path: str, offset: int, data: bytes) -> None: ...
+
     def truncate(self, path: str, size: int) -> None: ...
 
     def fsync(self, path: str) -> None: ...
@@ -207,6 +216,7 @@ class SimSQLiteFile:
         self._path = path
         self._dirsync = dirsync
         self._alive = alive
+        self._batch_open = False  # written since the last sync: a later write is no crash point
 
     def xRead(self, amount: int, offset: int) -> bytes:
         if not self._alive():
@@ -214,8 +224,13 @@ class SimSQLiteFile:
         return self._files.read_at(self._path, offset, amount)  # short at the end: apsw zero-fills
 
     def xWrite(self, data: bytes, offset: int) -> None:
-        if self._alive():
+        if not self._alive():
+            return
+        if self._batch_open:
+            self._files.write_more_at(self._path, offset, bytes(data))
+        else:
             self._files.write_at(self._path, offset, bytes(data))
+            self._batch_open = True
 
     def xTruncate(self, newsize: int) -> None:
         if self._alive():
@@ -224,6 +239,7 @@ class SimSQLiteFile:
     def xSync(self, flags: int) -> None:
         if not self._alive():
             return
+        self._batch_open = False
         self._files.fsync(self._path)
         if self._dirsync:
             self._files.fsync_dir(_parent(self._path))
