@@ -50,6 +50,7 @@ class PointRun:
     """Everything the judge reads about one point."""
 
     crash: Crash | None
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the whole trace, in order
     boundaries: list[dict[str, Any]] = field(default_factory=list)  # trace rows "b"
     crashes: list[dict[str, Any]] = field(default_factory=list)
     actions: dict[str, str] = field(default_factory=dict)  # process -> start|resume|none
@@ -121,7 +122,8 @@ def _run_children(run: PointRun, point_dir: Path, timeout_s: float) -> str | Non
 
 
 def _collect(run: PointRun, target: Target, options: TargetOptions, point_dir: Path) -> None:
-    for row in read_trace(point_dir / TRACE_NAME):
+    run.rows = read_trace(point_dir / TRACE_NAME)
+    for row in run.rows:
         if row["t"] == "b":
             run.boundaries.append(row)
         elif row["t"] == "crash":

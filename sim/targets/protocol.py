@@ -85,6 +85,7 @@ class Target(Protocol):
     name: str
     description: str
     extra: str  # the pip extra that installs its library: pip install 'durable-sim[EXTRA]'
+    distributions: tuple[str, ...]  # its library's distributions, whose versions reports show
     durabilities: tuple[str, ...]
     variants: tuple[str, ...]
 

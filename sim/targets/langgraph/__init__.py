@@ -33,6 +33,12 @@ class LangGraphTarget:
         "SqliteSaver; durability sync|async|exit"
     )
     extra = "langgraph"
+    distributions = (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-sqlite",
+        "langchain-core",
+    )
     durabilities = ("sync", "async", "exit")
     variants = ("as_is", "idempotent")
 

@@ -68,7 +68,9 @@ class ScriptedChatModel(BaseChatModel):
             message = AIMessage(
                 content="",
                 id=f"ai_{suffix}",
-                tool_calls=[{"name": name, "args": args, "id": f"call_{suffix}", "type": "tool_call"}],
+                tool_calls=[
+                    {"name": name, "args": args, "id": f"call_{suffix}", "type": "tool_call"}
+                ],
             )
         else:
             message = AIMessage(content=ANSWER, id=f"ai_{suffix}")
@@ -85,7 +87,9 @@ def make_tools(ctx: ChildContext | None) -> list[BaseTool]:
     """The agent's tools, acting on the point's ledger (``ctx`` None: tools that refuse to run,
     for building the graph only to read its state)."""
 
-    def effect(service: str, op: str, name: str, call_id: str, key: str | None, detail: str) -> None:
+    def effect(
+        service: str, op: str, name: str, call_id: str, key: str | None, detail: str
+    ) -> None:
         if ctx is None:
             raise RuntimeError("tools of a state reader cannot run")
         ctx.ledger.effect(
@@ -108,7 +112,9 @@ def make_tools(ctx: ChildContext | None) -> list[BaseTool]:
     ) -> str:
         """Charge the customer's card for an invoice."""
         detail = f"{invoice} {amount_eur} EUR"
-        effect("payments", "charge", "charge_card", tool_call_id, _key(config, tool_call_id), detail)
+        effect(
+            "payments", "charge", "charge_card", tool_call_id, _key(config, tool_call_id), detail
+        )
         return f"charged {amount_eur} EUR for {invoice}"
 
     @tool
