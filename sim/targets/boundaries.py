@@ -94,6 +94,10 @@ class Boundaries:
         self._log.write(row | ({"details": details} if details else {}))
         self._maybe_kill(label, "before")
 
+    def note(self, **fields: Any) -> None:
+        """A row that is no boundary: what the child observed (e.g. the state it resumed from)."""
+        self._log.write({"t": "note", "p": self._process, **fields}, sync=True)
+
     def after(self, label: str) -> None:
         self._maybe_kill(label, "after")
 

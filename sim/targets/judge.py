@@ -15,7 +15,10 @@ fault-free run of the same target and options:
 - I5 the input is in the durable state once and answered as in the fault-free run;
 - I6 the durable history (one row per message) is the fault-free run's: nothing lost, nothing
   duplicated;
-- I7 liveness: the run finished within the processes the host allows (each bounded in time).
+- I7 liveness: the run finished within the processes the host allows (each bounded in time);
+- N1 the state reads as finished while work is left: the resuming process found the runtime's
+  "what runs next" empty although the run had not reached its end, so a restart that trusts it
+  abandons the run (a liveness finding: the harness's own resume looks deeper and goes on).
 
 A harness error (a child that hung and was killed, a child that raised) is verdict ``error``.
 """
@@ -34,9 +37,19 @@ from sim.targets.protocol import TargetTool
 FINDING_NAMES = {
     "H1": "runtime state hides a duplicate",
     "P1": "progress lost after effects landed",
+    "N1": "state reads finished with work left",
 }
 #: The order a schedule's violations are listed in (its first is the failure's headline).
-ORDER = ("I0", "I1", "H1", "P1", "I5", "I6", "I7")
+ORDER = ("I0", "I1", "H1", "P1", "I5", "I6", "N1", "I7")
+
+
+@dataclass(frozen=True)
+class LivenessFinding(Violation):
+    """A finding whose consequence is a run that never ends, not a wrong effect."""
+
+    @property
+    def verdict(self) -> str:
+        return "liveness"
 
 
 @dataclass
@@ -55,6 +68,7 @@ def judge_point(run: PointRun, reference: PointRun, tools: tuple[TargetTool, ...
     found += check_progress(run)
     found += check_input(run, reference)
     found += check_history(run, reference)
+    found += check_next(run)
     found += check_liveness(run)
     found.sort(key=lambda v: ORDER.index(v.invariant))
     return PointVerdict(verdict_of(found), found)
@@ -192,6 +206,31 @@ def check_history(run: PointRun, reference: PointRun) -> list[Violation]:
             actual=f"{len(got)} messages",
         )
     ]
+
+
+def check_next(run: PointRun) -> list[Violation]:
+    out: list[Violation] = []
+    for note in run.rows:
+        if note["t"] != "note" or note.get("what") != "resume_state":
+            continue
+        if note["next"] or not note["tasks"]:
+            continue
+        tasks, saved = ", ".join(note["tasks"]), ", ".join(note.get("saved", []))
+        out.append(
+            LivenessFinding(
+                "N1",
+                f"after the crash the runtime's state says nothing runs next (next=()), yet the "
+                f"run has not ended: task {saved or tasks} has its writes saved and nothing after "
+                f"it ran; a restart that resumes only threads with a non-empty next abandons it",
+                (
+                    *crash_rows(run),
+                    f"{note['p']} found: next=() tasks=[{tasks}] with saved writes=[{saved}]",
+                ),
+                expected="next names the work left",
+                actual="next=()",
+            )
+        )
+    return out
 
 
 def check_liveness(run: PointRun) -> list[Violation]:

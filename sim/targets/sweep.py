@@ -94,10 +94,13 @@ def sweep_target(
     options: TargetOptions,
     *,
     points: list[tuple[int, str]] | None = None,
+    choose: Callable[[list[str]], list[tuple[int, str]]] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: ProgressFn | None = None,
 ) -> ScenarioSweep:
-    """Every boundary x before/after of the fault-free trace (or only ``points``), judged."""
+    """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
+    the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
+    its boundaries by what they are, not by an index that moves when the trace changes)."""
     check_options(target, options)
     started = time.perf_counter()
     reference = reference_run(target, options, timeout_s=timeout_s)
@@ -120,6 +123,8 @@ def sweep_target(
         if row.applied:
             key = f"{row.service}.{row.op}"
             out.effects[key] = out.effects.get(key, 0) + 1
+    if choose is not None:
+        points = choose(reference.labels)
     crashes = (
         all_crashes(reference)
         if points is None

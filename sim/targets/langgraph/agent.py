@@ -184,7 +184,12 @@ def _config() -> RunnableConfig:
 def run_child(ctx: ChildContext) -> str:
     """Start the run if the thread has no checkpoint, resume it if the checkpoint has work left
     (``invoke(None)``, LangGraph's resume), or do nothing if it is finished -- what a service
-    restarted after a crash does with a thread it was serving."""
+    restarted after a crash does with a thread it was serving.
+
+    "Work left" is any task of the latest checkpoint, *with or without* saved writes: a task
+    whose writes ``put_writes`` saved before the kill is not in ``snapshot.next`` (LangGraph lists
+    only tasks without writes there), so a restart that trusts ``next`` abandons such a run. What
+    the state looked like is noted in the trace, and the judge reports that trap (``N1``)."""
     wrap_saver(ctx.boundaries)
     conn = sqlite3.connect(str(ctx.point_dir / CHECKPOINTS_NAME), check_same_thread=False)
     graph = build_graph(SqliteSaver(conn), ctx)
@@ -194,7 +199,13 @@ def run_child(ctx: ChildContext) -> str:
         message = HumanMessage(content=USER_INPUT, id="user-1")
         graph.invoke({"messages": [message]}, _config(), durability=durability)
         return "start"
-    if snapshot.next:
+    ctx.boundaries.note(
+        what="resume_state",
+        next=list(snapshot.next),
+        tasks=[t.name for t in snapshot.tasks],
+        saved=[t.name for t in snapshot.tasks if t.result is not None],
+    )
+    if snapshot.tasks:
         graph.invoke(None, _config(), durability=durability)
         return "resume"
     return "none"
@@ -224,7 +235,9 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     if not snapshot.values:
         return TargetState()
     messages: list[BaseMessage] = list(snapshot.values.get("messages", []))
-    state = TargetState(exists=True, finished=not snapshot.next, pending=list(snapshot.next))
+    state = TargetState(
+        exists=True, finished=not snapshot.tasks, pending=[t.name for t in snapshot.tasks]
+    )
     for m in messages:
         state.history.append(_message_row(m))
         if isinstance(m, HumanMessage):

@@ -1,0 +1,85 @@
+"""A reduced sweep of the real LangGraph target: real child processes, a real SIGKILL, a real
+``SqliteSaver`` file, resumed in a fresh interpreter.
+
+The known duplicate must be found (a kill between the tool's effect and the checkpointer's
+``put_writes`` under ``durability="sync"`` charges the card twice, and LangGraph's own state shows
+one charge); the fix the README recommends (an idempotency key from the thread id and the tool
+call id) must sweep the same points clean. If the harness ever stops seeing the duplicate, the
+first test fails. Skipped, with the reason, where the ``langgraph`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
+pytest.importorskip(
+    "langgraph.checkpoint.sqlite", reason="needs the langgraph extra: pip install -e '.[langgraph]'"
+)
+
+from sim.outputs.report import write_report
+from sim.targets.protocol import TargetOptions
+from sim.targets.registry import get_target
+from sim.targets.sweep import sweep_target, target_document
+
+CHARGE = "effect:payments.charge#"
+
+
+def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
+    """Before the charge, after it (effect landed, not yet saved), and before the put_writes
+    that would have saved its result: chosen by label, so a longer trace moves no test."""
+    charge = next(i for i, label in enumerate(labels) if label.startswith(CHARGE))
+    writes = next(
+        i for i, label in enumerate(labels) if i > charge and label.startswith("saver.put_writes")
+    )
+    return [(charge, "before"), (charge, "after"), (writes, "before")]
+
+
+def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) -> None:
+    target = get_target("langgraph")
+    result = sweep_target(target, TargetOptions("sync"), choose=_around_the_charge)
+    charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))
+    verdicts = {(c["index"], c["when"]): c["verdict"] for c in result.matrix}
+    assert verdicts[(charge, "before")] == "pass"  # killed before the effect: run once, fine
+    assert verdicts[(charge, "after")] == "safety"
+    failure = next(f for f in result.failures if f.schedule == f"{charge}:after")
+    assert failure.invariant == "I1" and "H1" in failure.invariants
+    applied = [w for w in failure.witness if w.startswith("ledger#") and w.endswith("[applied]")]
+    assert len(applied) == 2
+    assert "by p1" in applied[0] and "by p2" in applied[1]
+    call = applied[0].split(" call=")[1].split()[0]
+    assert f" call={call} " in applied[1]  # the same tool call, executed twice
+    assert f"crash: after {result.labels[charge]} (boundary {charge}) killed p1" in failure.witness
+    assert failure.repro == (
+        f"durable-sim target replay langgraph --durability sync --schedule {charge}:after"
+    )
+    # Before the put_writes that would record the result: the same duplicate.
+    assert len([f for f in result.failures if f.invariant == "I1"]) == 2
+    # The report renders the finding with its name.
+    write_report(tmp_path, target_document([result], wall_s=result.wall_s, versions={}))
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "I1 effects match policy" in report
+    assert "also H1: the runtime's own state hides it" in report
+
+
+def test_an_idempotency_key_from_thread_and_call_id_sweeps_clean() -> None:
+    target = get_target("langgraph")
+    result = sweep_target(
+        target, TargetOptions("sync", "idempotent"), choose=lambda ls: _around_the_charge(ls)[1:]
+    )
+    assert result.schedules == 2
+    assert result.verdicts["pass"] == 2, [f.explanation for f in result.failures]
+
+
+def test_exit_durability_loses_the_run_and_charges_again() -> None:
+    target = get_target("langgraph")
+    result = sweep_target(
+        target,
+        TargetOptions("exit"),
+        choose=lambda ls: [(next(i for i, x in enumerate(ls) if x.startswith(CHARGE)), "after")],
+    )
+    (failure,) = result.failures
+    assert failure.invariants == ["I1", "H1", "P1"]
+    assert any(w == "p2: start" for w in failure.witness)
