@@ -136,3 +136,21 @@ def wrap_method(
         )
 
     setattr(owner, name, wrapped)
+
+
+def wrap_async_method(
+    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., Any]
+) -> None:
+    """``wrap_method`` for a coroutine method (e.g. an async checkpointer's ``aput``): the
+    ``after`` instant is when the awaited call has returned."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        label = boundaries.numbered(kind)
+        boundaries.before(label, what=describe(*args, **kwargs))
+        value = await original(*args, **kwargs)
+        boundaries.after(label)
+        return value
+
+    setattr(owner, name, wrapped)

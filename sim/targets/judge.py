@@ -16,9 +16,8 @@ fault-free run of the same target and options:
 - I6 the durable history (one row per message) is the fault-free run's: nothing lost, nothing
   duplicated;
 - I7 liveness: the run finished within the processes the host allows (each bounded in time);
-- N1 the state reads as finished while work is left: the resuming process found the runtime's
-  "what runs next" empty although the run had not reached its end, so a restart that trusts it
-  abandons the run (a liveness finding: the harness's own resume looks deeper and goes on).
+  its witness shows what each resuming process found in the runtime's state (for LangGraph:
+  ``next`` and the tasks whose writes were saved), which is how a restart decides to resume.
 
 A harness error (a child that hung and was killed, a child that raised) is verdict ``error``.
 """
@@ -37,19 +36,9 @@ from sim.targets.protocol import TargetTool
 FINDING_NAMES = {
     "H1": "runtime state hides a duplicate",
     "P1": "progress lost after effects landed",
-    "N1": "state reads finished with work left",
 }
 #: The order a schedule's violations are listed in (its first is the failure's headline).
-ORDER = ("I0", "I1", "H1", "P1", "I5", "I6", "N1", "I7")
-
-
-@dataclass(frozen=True)
-class LivenessFinding(Violation):
-    """A finding whose consequence is a run that never ends, not a wrong effect."""
-
-    @property
-    def verdict(self) -> str:
-        return "liveness"
+ORDER = ("I0", "I1", "H1", "P1", "I5", "I6", "I7")
 
 
 @dataclass
@@ -68,7 +57,6 @@ def judge_point(run: PointRun, reference: PointRun, tools: tuple[TargetTool, ...
     found += check_progress(run)
     found += check_input(run, reference)
     found += check_history(run, reference)
-    found += check_next(run)
     found += check_liveness(run)
     found.sort(key=lambda v: ORDER.index(v.invariant))
     return PointVerdict(verdict_of(found), found)
@@ -83,6 +71,16 @@ def crash_rows(run: PointRun) -> list[str]:
     ]
     rows += [f"{p}: {action}" for p, action in sorted(run.actions.items())]
     return rows
+
+
+def resume_rows(run: PointRun) -> list[str]:
+    """What each resuming process found in the runtime's state before it decided."""
+    return [
+        f"{row['p']} found: next={row['next']} tasks={row['tasks']} with saved writes="
+        f"{row['saved']}"
+        for row in run.rows
+        if row["t"] == "note" and row.get("what") == "resume_state"
+    ]
 
 
 def _applied(rows: list[LedgerRow], tool: str) -> int:
@@ -208,31 +206,6 @@ def check_history(run: PointRun, reference: PointRun) -> list[Violation]:
     ]
 
 
-def check_next(run: PointRun) -> list[Violation]:
-    out: list[Violation] = []
-    for note in run.rows:
-        if note["t"] != "note" or note.get("what") != "resume_state":
-            continue
-        if note["next"] or not note["tasks"]:
-            continue
-        tasks, saved = ", ".join(note["tasks"]), ", ".join(note.get("saved", []))
-        out.append(
-            LivenessFinding(
-                "N1",
-                f"after the crash the runtime's state says nothing runs next (next=()), yet the "
-                f"run has not ended: task {saved or tasks} has its writes saved and nothing after "
-                f"it ran; a restart that resumes only threads with a non-empty next abandons it",
-                (
-                    *crash_rows(run),
-                    f"{note['p']} found: next=() tasks=[{tasks}] with saved writes=[{saved}]",
-                ),
-                expected="next names the work left",
-                actual="next=()",
-            )
-        )
-    return out
-
-
 def check_liveness(run: PointRun) -> list[Violation]:
     if run.state.finished:
         return []
@@ -242,7 +215,7 @@ def check_liveness(run: PointRun) -> list[Violation]:
             "I7",
             f"the run did not finish after {run.processes} process(es); the runtime's state "
             f"has pending: {pending}",
-            tuple(crash_rows(run)),
+            (*crash_rows(run), *resume_rows(run)),
             expected="the run finished",
             actual="pending: " + pending,
         )

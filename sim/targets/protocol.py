@@ -39,15 +39,19 @@ class TargetTool:
 
 @dataclass(frozen=True)
 class TargetOptions:
-    """How one target run is configured: the durability mode and the tool variant (``as_is``: the
+    """How one target run is configured: the durability mode; the tool variant (``as_is``: the
     tools as a user writes them first; ``idempotent``: each effect carries a key derived from the
-    thread id and the tool call id, and the service deduplicates it)."""
+    thread id and the tool call id, and the service deduplicates it); the checkpointer (a
+    target's first saver is its default); and the restart's resume rule (``tasks``: resume while
+    the runtime has any task left; ``next``: only while it names a node to run next)."""
 
     durability: str
     variant: str = "as_is"
+    saver: str = ""  # "" : the target's default
+    resume: str = "tasks"
 
     def to_json(self) -> dict[str, str]:
-        return {"durability": self.durability, "variant": self.variant}
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -88,6 +92,8 @@ class Target(Protocol):
     distributions: tuple[str, ...]  # its library's distributions, whose versions reports show
     durabilities: tuple[str, ...]
     variants: tuple[str, ...]
+    savers: tuple[str, ...]  # the first is the default
+    resumes: tuple[str, ...]
 
     def missing(self) -> str | None:
         """Why the target cannot run here (its library is not installed), or None."""

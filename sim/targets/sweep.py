@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
@@ -29,19 +30,23 @@ WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
 
 
-def check_options(target: Target, options: TargetOptions) -> None:
-    """Refuse, in one line, what the target cannot run (before any child is started)."""
+def check_options(target: Target, options: TargetOptions) -> TargetOptions:
+    """Refuse, in one line, what the target cannot run (before any child is started); return
+    the options with the target's default saver filled in."""
     missing = target.missing()
     if missing is not None:
         raise TargetError(missing)
-    if options.durability not in target.durabilities:
-        choices = "|".join(target.durabilities)
-        raise TargetError(
-            f"{target.name}: --durability must be {choices}, not {options.durability!r}"
-        )
-    if options.variant not in target.variants:
-        choices = "|".join(target.variants)
-        raise TargetError(f"{target.name}: --variant must be {choices}, not {options.variant!r}")
+    if not options.saver:
+        options = replace(options, saver=target.savers[0])
+    for flag, value, choices in (
+        ("durability", options.durability, target.durabilities),
+        ("variant", options.variant, target.variants),
+        ("saver", options.saver, target.savers),
+        ("resume", options.resume, target.resumes),
+    ):
+        if value not in choices:
+            raise TargetError(f"{target.name}: --{flag} must be {'|'.join(choices)}, not {value!r}")
+    return options
 
 
 def parse_point(text: str) -> tuple[int, str]:
@@ -68,15 +73,27 @@ def all_crashes(reference: PointRun) -> list[Crash]:
 
 
 def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
+    """The one line that runs this point again (options at their defaults are left out)."""
     words = ["durable-sim", "target", "replay", target.name, "--durability", options.durability]
-    if options.variant != "as_is":
-        words += ["--variant", options.variant]
+    for flag, value, default in (
+        ("--saver", options.saver, target.savers[0]),
+        ("--variant", options.variant, target.variants[0]),
+        ("--resume", options.resume, target.resumes[0]),
+    ):
+        if value != default:
+            words += [flag, value]
     words += ["--schedule", crash.text()]
     return " ".join(shlex.quote(w) for w in words)
 
 
 def run_name(target: Target, options: TargetOptions) -> str:
-    return target.name if options.variant == "as_is" else f"{target.name}+{options.variant}"
+    """``langgraph``, ``langgraph+idempotent``, ``langgraph+resume=next``: the report's name."""
+    name = target.name
+    if options.variant != target.variants[0]:
+        name += f"+{options.variant}"
+    if options.resume != target.resumes[0]:
+        name += f"+resume={options.resume}"
+    return name
 
 
 def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -> PointRun:
@@ -101,11 +118,11 @@ def sweep_target(
     """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
     the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
     its boundaries by what they are, not by an index that moves when the trace changes)."""
-    check_options(target, options)
+    options = check_options(target, options)
     started = time.perf_counter()
     reference = reference_run(target, options, timeout_s=timeout_s)
     out = ScenarioSweep(
-        run_name(target, options), f"sqlite-{options.durability}", 0, 1, ["process"]
+        run_name(target, options), f"{options.saver}-{options.durability}", 0, 1, ["process"]
     )
     out.determinism = "off"
     out.ref = target.name

@@ -68,6 +68,17 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="as_is (the tools as first written) or idempotent (keyed by thread + tool call id)",
     )
     p.add_argument(
+        "--saver", default="", help="the checkpointer (langgraph: sqlite, default, or aiosqlite)"
+    )
+    p.add_argument(
+        "--resume",
+        default="tasks",
+        help=(
+            "the restart's rule: tasks (resume while any task is left, default) or next (only "
+            "while the runtime's state names a node to run next)"
+        ),
+    )
+    p.add_argument(
         "--timeout", type=float, default=60.0, help="seconds one child may run (default 60)"
     )
 
@@ -81,8 +92,9 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
         raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
     try:
         target = get_target(args.target)
-        options = TargetOptions(args.durability, args.variant)
-        check_options(target, options)
+        options = check_options(
+            target, TargetOptions(args.durability, args.variant, args.saver, args.resume)
+        )
     except TargetError as exc:
         raise UsageError(str(exc)) from exc
     return target, options
@@ -97,8 +109,12 @@ def _run_list(args: argparse.Namespace) -> int:
         missing = target.missing()
         status = "installed" if missing is None else f"not installed: {missing}"
         print(f"{name:<12} {target.description}")
-        print(f"{'':<12} durability {'|'.join(target.durabilities)}; ", end="")
-        print(f"variants {'|'.join(target.variants)}; {status}")
+        print(
+            f"{'':<12} --durability {'|'.join(target.durabilities)}  --saver "
+            f"{'|'.join(target.savers)}  --variant {'|'.join(target.variants)}  --resume "
+            f"{'|'.join(target.resumes)}"
+        )
+        print(f"{'':<12} {status}")
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The LangGraph target: a tool-calling agent on ``StateGraph`` + ``ToolNode`` with the sync
-``SqliteSaver``, run under ``durability="sync"``, ``"async"`` or ``"exit"``.
+"""The LangGraph target: a tool-calling agent on ``StateGraph`` + ``ToolNode``, checkpointed by
+the sync ``SqliteSaver`` (``invoke``) or ``AsyncSqliteSaver`` on aiosqlite (``ainvoke``), run
+under ``durability="sync"``, ``"async"`` or ``"exit"``.
 
 The agent is the shape of LangGraph's own tutorial agent: an ``agent`` node that calls a chat
 model (here a scripted one, no network), ``tools_condition`` routing to a prebuilt ``ToolNode``,
@@ -9,7 +10,7 @@ exactly once), then answers.
 
 Crash boundaries (wrapped in the child only): the agent node (``node:agent#n``), each tool's
 effect on the ledger (``effect:{service}.{op}#{call_id}``), and the checkpointer's
-``SqliteSaver.put`` (``saver.put#n``) and ``SqliteSaver.put_writes`` (``saver.put_writes#n``).
+``put``/``aput`` (``saver.put#n``) and ``put_writes``/``aput_writes`` (``saver.put_writes#n``).
 
 This module never imports langgraph: only ``sim.targets.langgraph.agent`` does, and it is
 imported inside the child process and when the state is read.
@@ -23,14 +24,14 @@ from pathlib import Path
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState, TargetTool
 
 #: The distributions the extra installs, checked before anything imports them.
-REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core")
+REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
 
 
 class LangGraphTarget:
     name = "langgraph"
     description = (
-        "LangGraph 1.x agent (StateGraph + ToolNode, scripted chat model) on the sync "
-        "SqliteSaver; durability sync|async|exit"
+        "LangGraph 1.x agent (StateGraph + ToolNode, scripted chat model) on SqliteSaver or "
+        "AsyncSqliteSaver"
     )
     extra = "langgraph"
     distributions = (
@@ -41,6 +42,8 @@ class LangGraphTarget:
     )
     durabilities = ("sync", "async", "exit")
     variants = ("as_is", "idempotent")
+    savers = ("sqlite", "aiosqlite")
+    resumes = ("tasks", "next")
 
     def missing(self) -> str | None:
         for module in REQUIRED:

@@ -20,9 +20,17 @@ pytest.importorskip(
 )
 
 from sim.outputs.report import write_report
+from sim.targets.host import run_point
+from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import sweep_target, target_document
+from sim.targets.sweep import (
+    check_options,
+    crash_at,
+    reference_run,
+    sweep_target,
+    target_document,
+)
 
 CHARGE = "effect:payments.charge#"
 
@@ -83,3 +91,40 @@ def test_exit_durability_loses_the_run_and_charges_again() -> None:
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1", "P1"]
     assert any(w == "p2: start" for w in failure.witness)
+
+
+def test_the_async_saver_charges_twice_too() -> None:
+    target = get_target("langgraph")
+    result = sweep_target(
+        target,
+        TargetOptions("sync", saver="aiosqlite"),
+        choose=lambda ls: _around_the_charge(ls)[1:2],
+    )
+    assert result.store == "aiosqlite-sync"
+    (failure,) = result.failures
+    assert failure.invariants == ["I1", "H1"]
+
+
+def _before_the_checkpoint_after_the_first_model_call(labels: list[str]) -> list[tuple[int, str]]:
+    agent = labels.index("node:agent#1")
+    put = next(i for i, label in enumerate(labels) if i > agent and label.startswith("saver.put#"))
+    return [(put, "before")]
+
+
+def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes() -> None:
+    """Killed after the model's writes were saved but before the step's checkpoint: LangGraph's
+    ``next`` is empty, so a restart that resumes on ``next`` never charges at all; the harness's
+    default rule (any task left) resumes and passes."""
+    target = get_target("langgraph")
+    trusting = check_options(target, TargetOptions("sync", resume="next"))
+    reference = reference_run(target, trusting, timeout_s=60.0)
+    ((index, when),) = _before_the_checkpoint_after_the_first_model_call(reference.labels)
+    run = run_point(target, trusting, crash_at(reference, index, when))
+    verdict = judge_point(run, reference, target.tools())
+    assert run.actions == {"p2": "none"}
+    liveness = next(v for v in verdict.violations if v.invariant == "I7")
+    assert "p2 found: next=[] tasks=['agent'] with saved writes=['agent']" in liveness.witness
+    default = sweep_target(
+        target, TargetOptions("sync"), choose=_before_the_checkpoint_after_the_first_model_call
+    )
+    assert default.verdicts["pass"] == 1
