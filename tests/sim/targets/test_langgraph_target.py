@@ -36,13 +36,15 @@ CHARGE = "effect:payments.charge#"
 
 
 def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
-    """Before the charge, after it (effect landed, not yet saved), and before the put_writes
-    that would have saved its result: chosen by label, so a longer trace moves no test."""
+    """Just before the charge, and just after it (the effect landed; the tool has not returned,
+    so nothing of its result can be saved yet): chosen by label, so a longer trace moves no test.
+
+    Not the instant before the ``put_writes`` that saves the result: LangGraph submits that
+    write and the next step's ``put`` to a thread pool, and when the pool runs the ``put``
+    first, a kill before the ``put_writes`` finds the result already checkpointed (the full
+    sweep usually reports a duplicate there, a loaded machine sometimes not)."""
     charge = next(i for i, label in enumerate(labels) if label.startswith(CHARGE))
-    writes = next(
-        i for i, label in enumerate(labels) if i > charge and label.startswith("saver.put_writes")
-    )
-    return [(charge, "before"), (charge, "after"), (writes, "before")]
+    return [(charge, "before"), (charge, "after")]
 
 
 def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) -> None:
@@ -63,8 +65,6 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) ->
     assert failure.repro == (
         f"durable-sim target replay langgraph --durability sync --schedule {charge}:after"
     )
-    # Before the put_writes that would record the result: the same duplicate.
-    assert len([f for f in result.failures if f.invariant == "I1"]) == 2
     # The report renders the finding with its name.
     write_report(tmp_path, target_document([result], wall_s=result.wall_s, versions={}))
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
@@ -74,9 +74,7 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) ->
 
 def test_an_idempotency_key_from_thread_and_call_id_sweeps_clean() -> None:
     target = get_target("langgraph")
-    result = sweep_target(
-        target, TargetOptions("sync", "idempotent"), choose=lambda ls: _around_the_charge(ls)[1:]
-    )
+    result = sweep_target(target, TargetOptions("sync", "idempotent"), choose=_around_the_charge)
     assert result.schedules == 2
     assert result.verdicts["pass"] == 2, [f.explanation for f in result.failures]
 
@@ -111,19 +109,37 @@ def _before_the_checkpoint_after_the_first_model_call(labels: list[str]) -> list
     return [(put, "before")]
 
 
+#: Runs of the ``next`` point until the restart finds the trap (see the test's docstring).
+TRAP_ATTEMPTS = 3
+
+
 def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes() -> None:
     """Killed after the model's writes were saved but before the step's checkpoint: LangGraph's
     ``next`` is empty, so a restart that resumes on ``next`` never charges at all; the harness's
-    default rule (any task left) resumes and passes."""
+    default rule (any task left) resumes and passes.
+
+    LangGraph hands the ``put_writes`` and the next ``put`` to a thread pool; a kill at the
+    ``put``'s entry usually finds the writes saved (the trap), but a pool that ran them the other
+    way round leaves no trap to fall in. So the point is run until the restart finds the trap, at
+    most ``TRAP_ATTEMPTS`` times, and every run is judged by what it found."""
     target = get_target("langgraph")
     trusting = check_options(target, TargetOptions("sync", resume="next"))
     reference = reference_run(target, trusting, timeout_s=60.0)
     ((index, when),) = _before_the_checkpoint_after_the_first_model_call(reference.labels)
-    run = run_point(target, trusting, crash_at(reference, index, when))
-    verdict = judge_point(run, reference, target.tools())
-    assert run.actions == {"p2": "none"}
-    liveness = next(v for v in verdict.violations if v.invariant == "I7")
-    assert "p2 found: next=[] tasks=['agent'] with saved writes=['agent']" in liveness.witness
+    trapped = False
+    for _ in range(TRAP_ATTEMPTS):
+        run = run_point(target, trusting, crash_at(reference, index, when))
+        verdict = judge_point(run, reference, target.tools())
+        (found,) = [r for r in run.rows if r["t"] == "note"]
+        if found["next"] or not found["saved"]:
+            assert verdict.verdict == "pass", verdict.violations  # no trap: resumed normally
+            continue
+        trapped = True
+        assert run.actions == {"p2": "none"}
+        liveness = next(v for v in verdict.violations if v.invariant == "I7")
+        assert "p2 found: next=[] tasks=['agent'] with saved writes=['agent']" in liveness.witness
+        break
+    assert trapped, f"the restart never found next=() with saved writes in {TRAP_ATTEMPTS} runs"
     default = sweep_target(
         target, TargetOptions("sync"), choose=_before_the_checkpoint_after_the_first_model_call
     )
