@@ -181,7 +181,8 @@ def record(
             scenario=out.name,
             store=out.store,
             seed=out.seed,
-            schedule=crash.text(),
+            # The reports' schedule form (``INDEX:WHEN:KIND``), which their matrix cells match.
+            schedule=f"{crash.text()}:process",
             verdict=verdict.verdict,
             invariant=first.invariant,
             explanation=first.explanation,

@@ -54,7 +54,7 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) ->
     verdicts = {(c["index"], c["when"]): c["verdict"] for c in result.matrix}
     assert verdicts[(charge, "before")] == "pass"  # killed before the effect: run once, fine
     assert verdicts[(charge, "after")] == "safety"
-    failure = next(f for f in result.failures if f.schedule == f"{charge}:after")
+    failure = next(f for f in result.failures if f.schedule == f"{charge}:after:process")
     assert failure.invariant == "I1" and "H1" in failure.invariants
     applied = [w for w in failure.witness if w.startswith("ledger#") and w.endswith("[applied]")]
     assert len(applied) == 2
@@ -68,6 +68,8 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) ->
     # The report renders the finding with its name.
     write_report(tmp_path, target_document([result], wall_s=result.wall_s, versions={}))
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    junit = (tmp_path / "junit.xml").read_text(encoding="utf-8")
+    assert 'tests="3" failures="1"' in junit  # the reference run and the two points
     assert "I1 effects match policy" in report
     assert "also H1: the runtime's own state hides it" in report
 
