@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	# langgraph: tests/sim/targets crash-test a real LangGraph install (they skip without it).
+	$(BIN)/python -m pip install -q -e '.[test,langgraph]'
 	touch $(STAMP)
 
 test: $(STAMP)
