@@ -40,7 +40,11 @@ def add_parsers(sub: Any) -> None:
 
     sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
     _common(sw)
-    sw.add_argument("--out", default=None, help="report directory (default reports/target-NAME)")
+    sw.add_argument(
+        "--out",
+        default=None,
+        help="report directory (default reports/target-NAME-SAVER-DURABILITY)",
+    )
     sw.add_argument(
         "--points",
         default=None,
@@ -137,7 +141,10 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
     target, options = _setup(args)
     points = _parse_points(args.points)
-    out_dir = Path(args.out or f"reports/target-{target.name}")
+    from sim.targets.sweep import run_name
+
+    default = f"reports/target-{run_name(target, options)}-{options.saver}-{options.durability}"
+    out_dir = Path(args.out or default.replace("+", "-").replace("=", "-"))
     check_out_dir(out_dir)
 
     def progress(n: int, total: int, crash: Any, verdict: str) -> None:

@@ -146,3 +146,30 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes() -> None:
         target, TargetOptions("sync"), choose=_before_the_checkpoint_after_the_first_model_call
     )
     assert default.verdicts["pass"] == 1
+
+
+def test_the_cli_sweeps_replays_and_exits_1_on_the_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.outputs.cli.main import main
+
+    target = get_target("langgraph")
+    options = check_options(target, TargetOptions("sync"))
+    labels = reference_run(target, options, timeout_s=60.0).labels
+    point = f"{_around_the_charge(labels)[1][0]}:after"
+    out = tmp_path / "report"
+    assert main(["target", "sweep", "langgraph", "--points", point, "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert f"boundaries {len(labels)}  schedules 1  safety 1  wall " in printed
+    replay = f"durable-sim target replay langgraph --durability sync --schedule {point}"
+    assert f"  repro: {replay}" in printed
+    assert sorted(p.name for p in out.iterdir()) == [
+        "index.html",
+        "junit.xml",
+        "report.md",
+        "results.json",
+    ]
+    assert main(replay.split()[1:]) == 1
+    printed = capsys.readouterr().out
+    assert printed.startswith("verdict     safety\n")
+    assert "H1: the runtime's own state hides it" in printed
