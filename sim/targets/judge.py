@@ -130,7 +130,7 @@ def check_hidden(run: PointRun, tools: tuple[TargetTool, ...]) -> list[Violation
         out.append(
             Violation(
                 "H1",
-                f"the runtime's own state hides it: its checkpointed history records "
+                f"the runtime's own state hides it: its durable history records "
                 f"{len(recorded)} {tool.name} result(s), the ledger {applied} applied effects",
                 tuple(rows),
                 expected=f"{applied} {tool.name} result(s) in the runtime's history",

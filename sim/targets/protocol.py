@@ -45,10 +45,10 @@ class TargetOptions:
     target's first saver is its default); and the restart's resume rule (``tasks``: resume while
     the runtime has any task left; ``next``: only while it names a node to run next)."""
 
-    durability: str
+    durability: str = ""  # "": the target's default (its first), for each field
     variant: str = "as_is"
-    saver: str = ""  # "" : the target's default
-    resume: str = "tasks"
+    saver: str = ""
+    resume: str = ""
 
     def to_json(self) -> dict[str, str]:
         return dict(self.__dict__)

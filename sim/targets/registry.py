@@ -10,6 +10,7 @@ from sim.targets.protocol import Target, TargetError
 #: name -> the module whose ``TARGET`` object implements ``sim.targets.protocol.Target``.
 TARGETS: dict[str, str] = {
     "langgraph": "sim.targets.langgraph",
+    "dbos": "sim.targets.dbos",
 }
 
 

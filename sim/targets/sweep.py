@@ -32,12 +32,16 @@ ProgressFn = Callable[[int, int, Crash, str], None]
 
 def check_options(target: Target, options: TargetOptions) -> TargetOptions:
     """Refuse, in one line, what the target cannot run (before any child is started); return
-    the options with the target's default saver filled in."""
+    the options with the target's defaults (its first of each) where they were left empty."""
     missing = target.missing()
     if missing is not None:
         raise TargetError(missing)
-    if not options.saver:
-        options = replace(options, saver=target.savers[0])
+    options = replace(
+        options,
+        durability=options.durability or target.durabilities[0],
+        saver=options.saver or target.savers[0],
+        resume=options.resume or target.resumes[0],
+    )
     for flag, value, choices in (
         ("durability", options.durability, target.durabilities),
         ("variant", options.variant, target.variants),
@@ -74,7 +78,9 @@ def all_crashes(reference: PointRun) -> list[Crash]:
 
 def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
     """The one line that runs this point again (options at their defaults are left out)."""
-    words = ["durable-sim", "target", "replay", target.name, "--durability", options.durability]
+    words = ["durable-sim", "target", "replay", target.name]
+    if len(target.durabilities) > 1:
+        words += ["--durability", options.durability]
     for flag, value, default in (
         ("--saver", options.saver, target.savers[0]),
         ("--variant", options.variant, target.variants[0]),

@@ -65,7 +65,9 @@ def add_parsers(sub: Any) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET", help="a target name (see: durable-sim target list)")
-    p.add_argument("--durability", default="sync", help="the runtime's durability mode")
+    p.add_argument(
+        "--durability", default="", help="the runtime's durability mode (langgraph: sync default)"
+    )
     p.add_argument(
         "--variant",
         default="as_is",
@@ -76,10 +78,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--resume",
-        default="tasks",
+        default="",
         help=(
-            "the restart's rule: tasks (resume while any task is left, default) or next (only "
-            "while the runtime's state names a node to run next)"
+            "the restart's rule (langgraph: tasks, resume while any task is left, default; or "
+            "next, only while the runtime's state names a node to run next)"
         ),
     )
     p.add_argument(

@@ -121,7 +121,7 @@ def test_parse_point_accepts_the_process_kind() -> None:
 def test_cli_refuses_an_unknown_target_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["target", "sweep", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["durable-sim: unknown target 'nope' (known: langgraph)"]
+    assert err == ["durable-sim: unknown target 'nope' (known: langgraph, dbos)"]
 
 
 def test_cli_says_how_to_install_a_missing_extra(
