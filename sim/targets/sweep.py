@@ -127,9 +127,10 @@ def sweep_target(
     options = check_options(target, options)
     started = time.perf_counter()
     reference = reference_run(target, options, timeout_s=timeout_s)
-    out = ScenarioSweep(
-        run_name(target, options), f"{options.saver}-{options.durability}", 0, 1, ["process"]
-    )
+    store = options.saver
+    if len(target.durabilities) > 1:
+        store += f"-{options.durability}"
+    out = ScenarioSweep(run_name(target, options), store, 0, 1, ["process"])
     out.determinism = "off"
     out.ref = target.name
     out.labels = reference.labels

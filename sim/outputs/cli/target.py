@@ -43,7 +43,7 @@ def add_parsers(sub: Any) -> None:
     sw.add_argument(
         "--out",
         default=None,
-        help="report directory (default reports/target-NAME-SAVER-DURABILITY)",
+        help="report directory (default reports/target-NAME-SAVER[-DURABILITY])",
     )
     sw.add_argument(
         "--points",
@@ -145,7 +145,9 @@ def _run_sweep(args: argparse.Namespace) -> int:
     points = _parse_points(args.points)
     from sim.targets.sweep import run_name
 
-    default = f"reports/target-{run_name(target, options)}-{options.saver}-{options.durability}"
+    default = f"reports/target-{run_name(target, options)}-{options.saver}"
+    if len(target.durabilities) > 1:
+        default += f"-{options.durability}"
     out_dir = Path(args.out or default.replace("+", "-").replace("=", "-"))
     check_out_dir(out_dir)
 
