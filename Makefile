@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# langgraph: tests/sim/targets crash-test a real LangGraph install (they skip without it).
-	$(BIN)/python -m pip install -q -e '.[test,langgraph]'
+	# langgraph, dbos: tests/sim/targets crash-test real LangGraph and DBOS installs (skipped without).
+	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos]'
 	touch $(STAMP)
 
 test: $(STAMP)
