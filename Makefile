@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test sweep coverage lint format clean
 
+# The langgraph and dbos extras: tests/sim/targets crash-test real installs (skipped without).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# langgraph, dbos: tests/sim/targets crash-test real LangGraph and DBOS installs (skipped without).
 	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos]'
 	touch $(STAMP)
 
