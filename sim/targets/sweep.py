@@ -120,13 +120,17 @@ def sweep_target(
     choose: Callable[[list[str]], list[tuple[int, str]]] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: ProgressFn | None = None,
+    reference: PointRun | None = None,
 ) -> ScenarioSweep:
     """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
     the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
-    its boundaries by what they are, not by an index that moves when the trace changes)."""
+    its boundaries by what they are, not by an index that moves when the trace changes).
+    ``reference``: a fault-free run of the same target and options made before (``reference_run``),
+    to judge against instead of running one more."""
     options = check_options(target, options)
     started = time.perf_counter()
-    reference = reference_run(target, options, timeout_s=timeout_s)
+    if reference is None:
+        reference = reference_run(target, options, timeout_s=timeout_s)
     store = options.saver
     if len(target.durabilities) > 1:
         store += f"-{options.durability}"

@@ -20,7 +20,7 @@ pytest.importorskip(
 )
 
 from sim.outputs.report import write_report
-from sim.targets.host import run_point
+from sim.targets.host import PointRun, run_point
 from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetOptions
 from sim.targets.registry import get_target
@@ -35,6 +35,13 @@ from sim.targets.sweep import (
 CHARGE = "effect:payments.charge#"
 
 
+@pytest.fixture(scope="module")
+def sync_reference() -> PointRun:
+    """The fault-free run under sync durability, shared by the tests that judge against it."""
+    target = get_target("langgraph")
+    return reference_run(target, check_options(target, TargetOptions("sync")), timeout_s=60.0)
+
+
 def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
     """Just before the charge, and just after it (the effect landed; the tool has not returned,
     so nothing of its result can be saved yet): chosen by label, so a longer trace moves no test.
@@ -47,9 +54,13 @@ def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "before"), (charge, "after")]
 
 
-def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) -> None:
+def test_sync_durability_charges_twice_and_its_state_hides_it(
+    tmp_path: Path, sync_reference: PointRun
+) -> None:
     target = get_target("langgraph")
-    result = sweep_target(target, TargetOptions("sync"), choose=_around_the_charge)
+    result = sweep_target(
+        target, TargetOptions("sync"), choose=_around_the_charge, reference=sync_reference
+    )
     charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))
     verdicts = {(c["index"], c["when"]): c["verdict"] for c in result.matrix}
     assert verdicts[(charge, "before")] == "pass"  # killed before the effect: run once, fine
@@ -76,9 +87,11 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(tmp_path: Path) ->
 
 def test_an_idempotency_key_from_thread_and_call_id_sweeps_clean() -> None:
     target = get_target("langgraph")
-    result = sweep_target(target, TargetOptions("sync", "idempotent"), choose=_around_the_charge)
-    assert result.schedules == 2
-    assert result.verdicts["pass"] == 2, [f.explanation for f in result.failures]
+    result = sweep_target(
+        target, TargetOptions("sync", "idempotent"), choose=lambda ls: _around_the_charge(ls)[1:]
+    )
+    assert result.schedules == 1
+    assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
 
 
 def test_exit_durability_loses_the_run_and_charges_again() -> None:
@@ -115,7 +128,9 @@ def _before_the_checkpoint_after_the_first_model_call(labels: list[str]) -> list
 TRAP_ATTEMPTS = 3
 
 
-def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes() -> None:
+def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
+    sync_reference: PointRun,
+) -> None:
     """Killed after the model's writes were saved but before the step's checkpoint: LangGraph's
     ``next`` is empty, so a restart that resumes on ``next`` never charges at all; the harness's
     default rule (any task left) resumes and passes.
@@ -143,33 +158,24 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes() -> None:
         break
     assert trapped, f"the restart never found next=() with saved writes in {TRAP_ATTEMPTS} runs"
     default = sweep_target(
-        target, TargetOptions("sync"), choose=_before_the_checkpoint_after_the_first_model_call
+        target,
+        TargetOptions("sync"),
+        choose=_before_the_checkpoint_after_the_first_model_call,
+        reference=sync_reference,
     )
     assert default.verdicts["pass"] == 1
 
 
-def test_the_cli_sweeps_replays_and_exits_1_on_the_duplicate(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_the_replay_line_reproduces_the_duplicate(
+    sync_reference: PointRun, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The repro line a failure carries, run as a command: the same duplicate, exit status 1."""
     from sim.outputs.cli.main import main
 
-    target = get_target("langgraph")
-    options = check_options(target, TargetOptions("sync"))
-    labels = reference_run(target, options, timeout_s=60.0).labels
-    point = f"{_around_the_charge(labels)[1][0]}:after"
-    out = tmp_path / "report"
-    assert main(["target", "sweep", "langgraph", "--points", point, "--out", str(out)]) == 1
-    printed = capsys.readouterr().out
-    assert f"boundaries {len(labels)}  schedules 1  safety 1  wall " in printed
+    point = f"{_around_the_charge(sync_reference.labels)[1][0]}:after"
     replay = f"durable-sim target replay langgraph --durability sync --schedule {point}"
-    assert f"  repro: {replay}" in printed
-    assert sorted(p.name for p in out.iterdir()) == [
-        "index.html",
-        "junit.xml",
-        "report.md",
-        "results.json",
-    ]
     assert main(replay.split()[1:]) == 1
     printed = capsys.readouterr().out
     assert printed.startswith("verdict     safety\n")
+    assert "I1: charge_card is declared exactly_once, but the payments ledger shows 2" in printed
     assert "H1: the runtime's own state hides it" in printed
