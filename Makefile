@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test sweep coverage lint format clean
 
+# The langgraph and dbos extras: tests/sim/targets crash-test real installs (skipped without).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos]'
 	touch $(STAMP)
 
 test: $(STAMP)

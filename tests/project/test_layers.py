@@ -82,7 +82,7 @@ def test_the_cycle_check_can_fail() -> None:
 
 #: sim's layers, bottom first (docs/architecture.md, "Layers"). A module may import its own layer
 #: and the layers before it, never one after.
-LAYERS = ("sim.world", "sim.run", "sim.judgement", "sim.explore", "sim.outputs")
+LAYERS = ("sim.world", "sim.run", "sim.judgement", "sim.explore", "sim.targets", "sim.outputs")
 
 
 def _layer(module: str) -> int | None:

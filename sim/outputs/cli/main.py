@@ -17,6 +17,7 @@ from sim.outputs.cli.mutants import add_parsers as add_mutants
 from sim.outputs.cli.realcrash import add_parsers as add_realcrash
 from sim.outputs.cli.single_run import add_parsers as add_single_run
 from sim.outputs.cli.sweep import add_parsers as add_sweep
+from sim.outputs.cli.target import add_parsers as add_target
 from sim.world.faults import ScheduleError
 from sim.world.scenario import ScenarioError
 from sim.world.seams import SeamError, seams
@@ -30,6 +31,7 @@ COMMANDS = (
     add_bench,
     add_realcrash,
     add_coverage,
+    add_target,
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sim.explore.results import DISPLAY_VERDICTS as DISPLAY_VERDICTS
 from sim.judgement.oracles import INVARIANT_NAMES
+from sim.targets.judge import FINDING_NAMES
 
 # Failures shown in full per scenario x store; the rest are listed one line each (all of them
 # stay in results.json). A broken runtime under a depth-2 sweep fails thousands of schedules.
@@ -45,7 +46,7 @@ def run_name(sweep: dict[str, Any]) -> str:
 
 def invariant_title(invariant: str) -> str:
     """``I1 effects match policy``; an unknown id is shown as it is."""
-    name = INVARIANT_NAMES.get(invariant)
+    name = INVARIANT_NAMES.get(invariant) or FINDING_NAMES.get(invariant)
     return f"{invariant} {name}" if name else invariant
 
 

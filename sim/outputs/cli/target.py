@@ -1,0 +1,237 @@
+"""``durable-sim target``: crash-test a runtime people use (``sim.targets``) with real kills.
+
+    durable-sim target list
+    durable-sim target sweep langgraph --durability sync [--variant idempotent] [--out DIR]
+    durable-sim target replay langgraph --durability sync --schedule 7:after
+
+A target's library is an optional extra: a target that is not installed is refused in one line
+that says how to install it, before any child process starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sim.outputs.cli.common import EXIT, UsageError, check_out_dir, exit_for
+
+FAILURES_SHOWN = 5
+
+
+def add_parsers(sub: Any) -> None:
+    """``target``: its ``list``, ``sweep`` and ``replay`` sub-commands."""
+    tp = sub.add_parser(
+        "target",
+        help="crash-test a real runtime (LangGraph, ...) with real process kills",
+        description=(
+            "Run a real agent runtime (an optional extra) in child processes, SIGKILL the run at "
+            "every boundary of its fault-free trace (its node functions, its tools' effects, its "
+            "checkpointer's writes), resume it in a fresh process, and judge the ledger and the "
+            "runtime's own durable state against the fault-free run and each tool's policy."
+        ),
+    )
+    tsub = tp.add_subparsers(dest="target_command", required=True, metavar="SUBCOMMAND")
+    ls = tsub.add_parser("list", help="the targets, and whether each is installed")
+    ls.set_defaults(handler=_run_list)
+
+    sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
+    _common(sw)
+    sw.add_argument(
+        "--out",
+        default=None,
+        help="report directory (default reports/target-NAME-SAVER[-DURABILITY])",
+    )
+    sw.add_argument(
+        "--points",
+        default=None,
+        metavar="LIST",
+        help="only these schedules, comma-separated (7:after,6:before); default: all",
+    )
+    sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sw.set_defaults(handler=_run_sweep)
+
+    rp = tsub.add_parser("replay", help="run one schedule of a target and show its verdict")
+    _common(rp)
+    rp.add_argument("--schedule", required=True, metavar="INDEX:WHEN", help="e.g. 7:after")
+    rp.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and leave its files")
+    rp.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    rp.set_defaults(handler=_run_replay)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="TARGET", help="a target name (see: durable-sim target list)")
+    p.add_argument(
+        "--durability", default="", help="the runtime's durability mode (langgraph: sync default)"
+    )
+    p.add_argument(
+        "--variant",
+        default="as_is",
+        help="as_is (the tools as first written) or idempotent (keyed by thread + tool call id)",
+    )
+    p.add_argument(
+        "--saver", default="", help="the checkpointer (langgraph: sqlite, default, or aiosqlite)"
+    )
+    p.add_argument(
+        "--resume",
+        default="",
+        help=(
+            "the restart's rule (langgraph: tasks, resume while any task is left, default; or "
+            "next, only while the runtime's state names a node to run next)"
+        ),
+    )
+    p.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds one child may run (default 60)"
+    )
+
+
+def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from sim.targets.protocol import TargetError, TargetOptions
+    from sim.targets.registry import get_target
+    from sim.targets.sweep import check_options
+
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
+    try:
+        target = get_target(args.target)
+        options = check_options(
+            target, TargetOptions(args.durability, args.variant, args.saver, args.resume)
+        )
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+    return target, options
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    del args
+    from sim.targets.registry import get_target, target_names
+
+    for name in target_names():
+        target = get_target(name)
+        missing = target.missing()
+        status = "installed" if missing is None else f"not installed: {missing}"
+        print(f"{name:<12} {target.description}")
+        print(
+            f"{'':<12} --durability {'|'.join(target.durabilities)}  --saver "
+            f"{'|'.join(target.savers)}  --variant {'|'.join(target.variants)}  --resume "
+            f"{'|'.join(target.resumes)}"
+        )
+        print(f"{'':<12} {status}")
+    return 0
+
+
+def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
+    from sim.targets.protocol import TargetError
+    from sim.targets.sweep import parse_point
+
+    if text is None:
+        return None
+    try:
+        return [parse_point(part) for part in text.split(",") if part.strip()]
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from sim.outputs.report import ReportError, write_report
+    from sim.targets.protocol import TargetError
+    from sim.targets.sweep import library_versions, sweep_target, target_document
+
+    target, options = _setup(args)
+    points = _parse_points(args.points)
+    from sim.targets.sweep import run_name
+
+    default = f"reports/target-{run_name(target, options)}-{options.saver}"
+    if len(target.durabilities) > 1:
+        default += f"-{options.durability}"
+    out_dir = Path(args.out or default.replace("+", "-").replace("=", "-"))
+    check_out_dir(out_dir)
+
+    def progress(n: int, total: int, crash: Any, verdict: str) -> None:
+        if not args.quiet:
+            print(f"[{n}/{total}] {crash.text()} {crash.label}: {verdict}", file=sys.stderr)
+
+    started = time.perf_counter()
+    try:
+        result = sweep_target(
+            target, options, points=points, timeout_s=args.timeout, progress=progress
+        )
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+    versions = library_versions(target.distributions)
+    document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
+    try:
+        written = write_report(out_dir, document)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        _summary(result, versions)
+        print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
+    return exit_for(document["totals"]["verdicts"])
+
+
+def _summary(result: Any, versions: dict[str, str]) -> None:
+    shown = ", ".join(f"{name} {version}" for name, version in versions.items())
+    print(f"{result.name}[{result.store}]  ({shown})")
+    print(
+        f"boundaries {result.boundaries}  schedules {result.schedules}  "
+        f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
+    )
+    for failure in result.failures[:FAILURES_SHOWN]:
+        also = [i for i in failure.invariants if i != failure.invariant]
+        print(
+            f"{failure.verdict} {failure.invariant}{' +' + '+'.join(also) if also else ''} "
+            f"{failure.schedule} ({', '.join(failure.crash_labels)}): {failure.explanation}"
+        )
+        print(f"  repro: {failure.repro}")
+    if len(result.failures) > FAILURES_SHOWN:
+        print(f"  ... and {len(result.failures) - FAILURES_SHOWN} more (all in the report)")
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from sim.targets.host import run_point
+    from sim.targets.judge import judge_point, timeline
+    from sim.targets.protocol import TargetError
+    from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line
+
+    target, options = _setup(args)
+    try:
+        index, when = parse_point(args.schedule)
+        reference = reference_run(target, options, timeout_s=args.timeout)
+        crash = crash_at(reference, index, when)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+    keep = Path(args.keep) if args.keep else None
+    run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep)
+    verdict = judge_point(run, reference, target.tools())
+    if args.json:
+        doc = {
+            "target": target.name,
+            "options": options.to_json(),
+            "schedule": crash.text(),
+            "label": crash.label,
+            "verdict": verdict.verdict,
+            "violations": [v.to_json() for v in verdict.violations],
+            "timeline": timeline(run),
+            "repro": replay_line(target, options, crash),
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        print(f"verdict     {verdict.verdict}")
+        print(f"crash       {crash.text()} at {crash.label}")
+        for v in verdict.violations:
+            print(f"{v.invariant}: {v.explanation}")
+            for row in v.witness:
+                print(f"    {row}")
+        print("timeline:")
+        for line in timeline(run):
+            print(f"    {line}")
+        if keep is not None:
+            print(f"files kept in {keep}")
+    return EXIT[verdict.verdict] if verdict.verdict != "pass" else 0

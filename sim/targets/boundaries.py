@@ -1,0 +1,156 @@
+"""Crash boundaries in a target's child process, and the kill.
+
+A boundary is a labelled instant around a call the child makes: ``before`` it starts and
+``after`` it returned. Labels are numbered per kind (``saver.put#3``) or carry the tool call id
+(``effect:payments.charge#call_p1_1``), so a label names the same logical instant in every run,
+whichever thread reached it first: a target runtime may save checkpoints on background threads,
+so the *index* of a boundary in the trace can differ between runs while its label does not. The
+crash point is therefore chosen by label (the reference trace turns a schedule's index into one).
+
+Every boundary is appended to the point's trace (``trace.jsonl``, one ``os.write`` per line, so a
+kill never leaves half a row); at the chosen ``(label, when)`` the child appends a crash row,
+fsyncs the trace and sends itself SIGKILL: no ``finally``, no ``__exit__``, no rollback but the
+one SQLite performs when the next process opens the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+TRACE_NAME = "trace.jsonl"
+_NUMBERED = re.compile(r"^(.+)#(\d+)$")
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """Every complete row of a trace file (a row a kill cut short is not one)."""
+    if not path.exists():
+        return []
+    rows: list[dict[str, Any]] = []
+    for line in path.read_bytes().split(b"\n"):
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+class TraceLog:
+    """Append-only JSON lines shared by the children of one point."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+
+    def write(self, row: dict[str, Any], *, sync: bool = False) -> None:
+        line = json.dumps(row, separators=(",", ":"), ensure_ascii=True) + "\n"
+        with self._lock:
+            os.write(self._fd, line.encode("ascii"))
+            if sync:
+                os.fsync(self._fd)
+
+
+class Boundaries:
+    """Counts and records the boundaries of one child process; kills it at the crash point.
+
+    ``crash`` is ``(label, when)`` or None (the fault-free run, or a resuming child). Indexes
+    continue the trace of the point's earlier children, so a timeline reads as one run."""
+
+    def __init__(self, log: TraceLog, process: str, crash: tuple[str, str] | None) -> None:
+        self._log = log
+        self._process = process
+        self._crash = crash
+        self._lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._next = 1 + max(
+            (int(r["i"]) for r in read_trace(log.path) if r.get("t") == "b"), default=-1
+        )
+
+    def numbered(self, kind: str) -> str:
+        """``kind#n``: the n-th boundary of this kind in this process."""
+        with self._lock:
+            n = self._counters.get(kind, 0) + 1
+            self._counters[kind] = n
+        return f"{kind}#{n}"
+
+    def before(self, label: str, **details: Any) -> None:
+        with self._lock:
+            index = self._next
+            self._next += 1
+        row = {"t": "b", "i": index, "label": label, "p": self._process}
+        self._log.write(row | ({"details": details} if details else {}))
+        self._maybe_kill(label, "before")
+
+    def note(self, **fields: Any) -> None:
+        """A row that is no boundary: what the child observed (e.g. the state it resumed from)."""
+        self._log.write({"t": "note", "p": self._process, **fields}, sync=True)
+
+    def after(self, label: str) -> None:
+        self._maybe_kill(label, "after")
+
+    def crossing(self, label: str, fn: Callable[[], T], **details: Any) -> T:
+        """Run ``fn`` between the ``before`` and ``after`` instants of ``label``."""
+        self.before(label, **details)
+        value = fn()
+        self.after(label)
+        return value
+
+    def _maybe_kill(self, label: str, when: str) -> None:
+        if self._crash != (label, when):
+            return
+        self._log.write(
+            {"t": "crash", "label": label, "when": when, "p": self._process, "wall": time.time()},
+            sync=True,
+        )
+        os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
+            time.sleep(1.0)
+
+
+def wrap_method(
+    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., Any]
+) -> None:
+    """Patch ``owner.name`` (a library function, e.g. a checkpointer's ``put``) so that each call
+    crosses a boundary ``kind#n``; ``describe(*args, **kwargs)`` gives the trace row's details
+    (what is being saved), for witnesses and timelines. Only ever done inside a child."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        label = boundaries.numbered(kind)
+        return boundaries.crossing(
+            label, lambda: original(*args, **kwargs), what=describe(*args, **kwargs)
+        )
+
+    setattr(owner, name, wrapped)
+
+
+def wrap_async_method(
+    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., Any]
+) -> None:
+    """``wrap_method`` for a coroutine method (e.g. an async checkpointer's ``aput``): the
+    ``after`` instant is when the awaited call has returned."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        label = boundaries.numbered(kind)
+        boundaries.before(label, what=describe(*args, **kwargs))
+        value = await original(*args, **kwargs)
+        boundaries.after(label)
+        return value
+
+    setattr(owner, name, wrapped)

@@ -1,0 +1,59 @@
+"""A target's child process: start or resume the target's run, killed at one boundary.
+
+    python -m sim.targets.child POINT_DIR PROCESS_NUMBER
+
+The point directory holds ``point.json`` (the target, its options and the crash point, if this
+process is to crash), the ledger and whatever durable files the target writes. The child appends
+``spawn``, the boundaries it crosses, what it did (``action``) and ``ended`` to the trace; an
+exception is one ``error`` row and exit status 3. A kill is SIGKILL (``sim.targets.boundaries``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from sim.targets.boundaries import TRACE_NAME, Boundaries, TraceLog
+from sim.targets.ledger import LEDGER_NAME, Ledger
+from sim.targets.protocol import ChildContext, TargetOptions
+from sim.targets.registry import get_target
+
+POINT_NAME = "point.json"
+EXIT_ENDED = 0
+EXIT_ERROR = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m sim.targets.child POINT_DIR PROCESS_NUMBER", file=sys.stderr)
+        return 2
+    point_dir, number = Path(args[0]), int(args[1])
+    config = json.loads((point_dir / POINT_NAME).read_text(encoding="utf-8"))
+    process = f"p{number}"
+    log = TraceLog(point_dir / TRACE_NAME)
+    log.write({"t": "spawn", "p": process}, sync=True)
+    crash = config.get("crash")
+    # Only the first process crashes (depth 1): the ones after it resume in peace.
+    kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None
+    ctx = ChildContext(
+        point_dir=point_dir,
+        process=process,
+        options=TargetOptions(**config["options"]),
+        boundaries=Boundaries(log, process, kill_at),
+        ledger=Ledger(point_dir / LEDGER_NAME),
+    )
+    try:
+        action = get_target(config["target"]).run_child(ctx)
+    except Exception as exc:
+        last = traceback.format_exception_only(exc)[-1].strip()
+        log.write({"t": "error", "p": process, "msg": last}, sync=True)
+        return EXIT_ERROR
+    log.write({"t": "ended", "p": process, "action": action}, sync=True)
+    return EXIT_ENDED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""The DBOS workflow under test, its crash boundaries, and the reader of its durable state.
+
+Imports dbos at module level: import this module only in a child process or when reading a
+point's state (``sim.targets.dbos`` does, lazily). The workflow id is fixed; a step's call id is
+``{workflow id}:{step id}``, which DBOS keeps across a recovery (the same step of the same
+workflow), so it is also the idempotency key of the fixed variant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS, DBOSClient, SetWorkflowID
+from dbos._sys_db import SystemDatabase
+
+from sim.targets.boundaries import wrap_method
+from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+
+DB_NAME = "dbos.sqlite"
+WORKFLOW_ID = "pay-INV-42"
+INVOICE, AMOUNT_EUR, TO = "INV-42", 42, "ada@example.com"
+ANSWER = f"Paid invoice {INVOICE} ({AMOUNT_EUR} EUR) and emailed the receipt to {TO}."
+FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+
+# The child's context, set before DBOS launches: DBOS registers steps and workflows by their
+# names at import, so they live at module level and find the point through this.
+_CTX: ChildContext | None = None
+
+
+def _ctx() -> ChildContext:
+    if _CTX is None:
+        raise RuntimeError("the workflow's steps run only inside a target child")
+    return _CTX
+
+
+def _effect(service: str, op: str, tool: str, detail: str) -> None:
+    ctx = _ctx()
+    call_id = f"{DBOS.workflow_id}:{DBOS.step_id}"
+    ctx.ledger.effect(
+        ctx.boundaries,
+        service=service,
+        op=op,
+        tool=tool,
+        call_id=call_id,
+        key=call_id if ctx.options.variant == "idempotent" else None,
+        process=ctx.process,
+        detail=detail,
+    )
+
+
+@DBOS.step()
+def charge_card(invoice: str, amount_eur: int) -> str:
+    _effect("payments", "charge", "charge_card", f"{invoice} {amount_eur} EUR")
+    return f"charged {amount_eur} EUR for {invoice}"
+
+
+@DBOS.step()
+def send_receipt(to: str, invoice: str) -> str:
+    _effect("outbox", "send", "send_receipt", f"receipt {invoice} to {to}")
+    return f"receipt for {invoice} sent to {to}"
+
+
+@DBOS.workflow()
+def pay_invoice(invoice: str, amount_eur: int, to: str) -> str:
+    charge_card(invoice, amount_eur)
+    send_receipt(to, invoice)
+    return ANSWER
+
+
+def _url(point_dir: Path) -> str:
+    return f"sqlite:///{point_dir / DB_NAME}"
+
+
+def _describe_result(self: Any, result: Any, *args: Any, **kw: Any) -> str:
+    del self, args, kw
+    return f"output of step {result.get('function_id')} ({result.get('function_name')})"
+
+
+def _describe_any(*args: Any, **kw: Any) -> str:
+    del args, kw
+    return ""
+
+
+def wrap_system_database(ctx: ChildContext) -> None:
+    b = ctx.boundaries
+    wrap_method(SystemDatabase, "init_workflow", b, "dbos.init_workflow", _describe_any)
+    wrap_method(
+        SystemDatabase, "record_operation_result", b, "dbos.record_operation_result",
+        _describe_result,
+    )  # fmt: skip
+    wrap_method(
+        SystemDatabase, "update_workflow_outcome", b, "dbos.update_workflow_outcome", _describe_any
+    )
+
+
+def run_child(ctx: ChildContext) -> str:
+    """Launch DBOS (which recovers a pending workflow by itself), then start the workflow if
+    the system database has no record of it, or wait for the recovered one."""
+    global _CTX
+    _CTX = ctx
+    wrap_system_database(ctx)
+    DBOS(config={"name": "durable-sim-target", "system_database_url": _url(ctx.point_dir)})
+    DBOS.launch()
+    try:
+        status = DBOS.get_workflow_status(WORKFLOW_ID)
+        if status is None:
+            with SetWorkflowID(WORKFLOW_ID):
+                handle = DBOS.start_workflow(pay_invoice, INVOICE, AMOUNT_EUR, TO)
+            action = "start"
+        elif status.status in FINAL:
+            return "none"
+        else:
+            ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
+            handle = DBOS.retrieve_workflow(WORKFLOW_ID)
+            action = "resume"
+        handle.get_result()
+        return action
+    finally:
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
+    """The workflow's status and steps as a DBOS client (which recovers nothing) reads them."""
+    del options
+    if not (point_dir / DB_NAME).exists():
+        return TargetState()
+    client = DBOSClient(system_database_url=_url(point_dir))
+    try:
+        found = client.list_workflows(workflow_ids=[WORKFLOW_ID])
+        if not found:
+            return TargetState()
+        status = found[0]
+        steps = client.list_workflow_steps(WORKFLOW_ID)
+    finally:
+        client.destroy()
+    state = TargetState(exists=True, finished=status.status == "SUCCESS")
+    if not state.finished:
+        state.pending = [str(status.status)]
+    state.inputs = [f"{INVOICE} {AMOUNT_EUR} {TO}"]  # the workflow's input, recorded at start
+    for step in steps:
+        name, call_id = str(step["function_name"]), f"{WORKFLOW_ID}:{step['function_id']}"
+        state.calls.setdefault(name, []).append(call_id)
+        if step["error"] is None:
+            state.results.setdefault(name, []).append(call_id)
+        state.history.append(f"step {name}: {step['output']}")
+    if state.finished:
+        state.answer = str(status.output)
+        state.history.append(f"workflow output: {status.output}")
+    return state

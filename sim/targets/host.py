@@ -1,0 +1,142 @@
+"""Run one crash point of a target for real: child processes, a SIGKILL, a resume, and what is
+left afterwards (the trace, the ledger, the runtime's durable state).
+
+A point is a fresh directory. The first child starts the run and kills itself at the crash point
+(if any); each next child is a fresh interpreter that resumes from the runtime's durable files,
+until one ends on its own. Every child is bounded by ``timeout_s``: one that hangs is killed and
+the point is reported as a harness error, never waited for. The parent then reads the ledger and
+asks the target for its durable state through a fresh reader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.child import POINT_NAME
+from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
+from sim.targets.protocol import Target, TargetOptions, TargetState
+
+#: Children of one point at most: the one that crashes, the one that resumes, and one more in
+#: case the resume itself leaves work (which is then the runtime's liveness failure).
+MAX_PROCESSES = 3
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Where the first child dies: the reference trace's boundary ``index``, by its label."""
+
+    index: int
+    when: str
+    label: str
+
+    def text(self) -> str:
+        return f"{self.index}:{self.when}"
+
+
+@dataclass
+class PointRun:
+    """Everything the judge reads about one point."""
+
+    crash: Crash | None
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the whole trace, in order
+    boundaries: list[dict[str, Any]] = field(default_factory=list)  # trace rows "b"
+    crashes: list[dict[str, Any]] = field(default_factory=list)
+    actions: dict[str, str] = field(default_factory=dict)  # process -> start|resume|none
+    processes: int = 0
+    ledger: list[LedgerRow] = field(default_factory=list)
+    state: TargetState = field(default_factory=TargetState)
+    error: str | None = None  # the harness's (or the child's own exception): verdict "error"
+    wall_s: float = 0.0
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(b["label"]) for b in self.boundaries]
+
+
+def run_point(
+    target: Target,
+    options: TargetOptions,
+    crash: Crash | None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    keep: Path | None = None,
+) -> PointRun:
+    """Run ``target`` once, crashing at ``crash`` (None: the fault-free run). ``keep``: run in
+    that directory and leave it in place (for a replay the user wants to inspect)."""
+    started = time.perf_counter()
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    point_dir = keep or Path(tempfile.mkdtemp(prefix=f"target-{os.getpid()}-"))
+    try:
+        config = {
+            "target": target.name,
+            "options": options.to_json(),
+            "crash": None if crash is None else {"when": crash.when, "label": crash.label},
+        }
+        (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
+        Ledger.create(point_dir / LEDGER_NAME).close()
+        run = PointRun(crash)
+        run.error = _run_children(run, point_dir, timeout_s)
+        _collect(run, target, options, point_dir)
+        run.wall_s = time.perf_counter() - started
+        return run
+    finally:
+        if keep is None:
+            shutil.rmtree(point_dir, ignore_errors=True)
+
+
+def _run_children(run: PointRun, point_dir: Path, timeout_s: float) -> str | None:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    for number in range(1, MAX_PROCESSES + 1):
+        command = [sys.executable, "-m", "sim.targets.child", str(point_dir), str(number)]
+        run.processes = number
+        try:
+            proc = subprocess.run(command, capture_output=True, timeout=timeout_s, env=env)
+        except subprocess.TimeoutExpired:  # subprocess.run has killed it
+            return f"child p{number} did not finish within {timeout_s:g} s (killed)"
+        rows = read_trace(point_dir / TRACE_NAME)
+        crashed = any(r["t"] == "crash" and r["p"] == f"p{number}" for r in rows)
+        if proc.returncode == -signal.SIGKILL and crashed:
+            continue
+        if proc.returncode == 0:
+            if number == 1 and run.crash is not None:
+                return f"the crash point {run.crash.text()} ({run.crash.label}) was not reached"
+            return None
+        errors = [str(r["msg"]) for r in rows if r["t"] == "error" and r["p"] == f"p{number}"]
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
+        why = errors[-1] if errors else " | ".join(tail)
+        return f"child p{number} exited with status {proc.returncode}" + (f": {why}" if why else "")
+    return f"the run did not end in {MAX_PROCESSES} processes"
+
+
+def _collect(run: PointRun, target: Target, options: TargetOptions, point_dir: Path) -> None:
+    run.rows = read_trace(point_dir / TRACE_NAME)
+    for row in run.rows:
+        if row["t"] == "b":
+            run.boundaries.append(row)
+        elif row["t"] == "crash":
+            run.crashes.append(row)
+        elif row["t"] == "ended":
+            run.actions[str(row["p"])] = str(row["action"])
+    ledger = Ledger(point_dir / LEDGER_NAME)
+    try:
+        run.ledger = ledger.rows()
+    finally:
+        ledger.close()
+    try:
+        run.state = target.read_state(point_dir, options)
+    except Exception as exc:  # the runtime cannot read its own files: worth reporting as is
+        message = f"reading the runtime's state failed: {type(exc).__name__}: {exc}"
+        run.error = f"{run.error}; {message}" if run.error else message

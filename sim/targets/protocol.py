@@ -1,0 +1,113 @@
+"""What a target is: the contract between the harness and one foreign durable runtime.
+
+The harness knows nothing about a target's library. It hands a child process a ``ChildContext``
+(the point directory, the process name, the boundary counter that kills, the ledger) and asks the
+target to start or resume its run there; afterwards it asks the target, in the parent, what the
+runtime's durable state holds (``TargetState``). Everything a target's tools do to the outside
+world goes through the ledger, so the effects survive the kill and can be counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sim.targets.boundaries import Boundaries
+    from sim.targets.ledger import Ledger
+
+#: What a user declares a tool may do to the outside world across crashes. ``exactly_once``:
+#: as many applied effects as the fault-free run; ``at_most_once``: no more; ``at_least_once``:
+#: no fewer.
+Policy = Literal["exactly_once", "at_most_once", "at_least_once"]
+POLICIES: tuple[Policy, ...] = ("exactly_once", "at_most_once", "at_least_once")
+
+
+class TargetError(ValueError):
+    """A target or option the harness cannot run (one line: a usage error)."""
+
+
+@dataclass(frozen=True)
+class TargetTool:
+    """One tool of a target's agent, the ledgered service it acts on, and the user's policy."""
+
+    name: str
+    service: str
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """How one target run is configured: the durability mode; the tool variant (``as_is``: the
+    tools as a user writes them first; ``idempotent``: each effect carries a key derived from the
+    thread id and the tool call id, and the service deduplicates it); the checkpointer (a
+    target's first saver is its default); and the restart's resume rule (``tasks``: resume while
+    the runtime has any task left; ``next``: only while it names a node to run next)."""
+
+    durability: str = ""  # "": the target's default (its first), for each field
+    variant: str = "as_is"
+    saver: str = ""
+    resume: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TargetState:
+    """What the runtime's own durable state says after the last process, as a fresh reader sees
+    it (for LangGraph: ``graph.get_state`` over the checkpointer file)."""
+
+    exists: bool = False  # the thread has a checkpoint at all
+    finished: bool = False  # the run reached its end (nothing scheduled next)
+    pending: list[str] = field(default_factory=list)  # what the runtime would run next
+    inputs: list[str] = field(default_factory=list)  # user messages, in order
+    answer: str | None = None  # the final answer, if the last message is one
+    results: dict[str, list[str]] = field(default_factory=dict)  # tool -> call ids with a result
+    calls: dict[str, list[str]] = field(default_factory=dict)  # tool -> call ids requested
+    history: list[str] = field(default_factory=list)  # one comparable row per message
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ChildContext:
+    """What a target's code gets inside a child process."""
+
+    point_dir: Path
+    process: str  # "p1", "p2", ...
+    options: TargetOptions
+    boundaries: Boundaries
+    ledger: Ledger
+
+
+class Target(Protocol):
+    """A foreign durable runtime the harness can crash-test (see the module docstring)."""
+
+    name: str
+    description: str
+    extra: str  # the pip extra that installs its library: pip install 'durable-sim[EXTRA]'
+    distributions: tuple[str, ...]  # its library's distributions, whose versions reports show
+    durabilities: tuple[str, ...]
+    variants: tuple[str, ...]
+    savers: tuple[str, ...]  # the first is the default
+    resumes: tuple[str, ...]
+
+    def missing(self) -> str | None:
+        """Why the target cannot run here (its library is not installed), or None."""
+        ...
+
+    def tools(self) -> tuple[TargetTool, ...]:
+        """The agent's tools and the policy declared for each."""
+        ...
+
+    def run_child(self, ctx: ChildContext) -> str:
+        """In a child process: start the run, or resume it from the runtime's durable state, and
+        run it to its end. Returns what was done (``start``, ``resume`` or ``none``)."""
+        ...
+
+    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        """In the parent, after the last child: the runtime's durable state."""
+        ...

@@ -1,0 +1,228 @@
+"""Sweep a target: record the fault-free trace, then kill the run at every boundary, before and
+after, resume it in a fresh process, and judge every point (``sim.targets.judge``).
+
+The result is a ``sim.explore.sweep.ScenarioSweep`` (name: the target, plus ``+idempotent`` for
+the fixed variant; store: ``sqlite-{durability}``), so ``results_document`` and every report
+view render it as they render a sweep of the reference runtime. Each failure carries the one
+line that replays it: ``durable-sim target replay langgraph --durability sync --schedule 7:after``.
+
+A schedule names a boundary of the fault-free trace by its index; the child is killed at that
+boundary's *label* (see ``sim.targets.boundaries``), so a runtime that saves on background
+threads (LangGraph's ``async`` durability) is still killed at the same logical instant.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from importlib import metadata
+from typing import Any
+
+from sim.explore.results import results_document
+from sim.explore.sweep import Failure, ScenarioSweep
+from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
+from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
+from sim.targets.protocol import Target, TargetError, TargetOptions
+
+WHENS = ("before", "after")
+ProgressFn = Callable[[int, int, Crash, str], None]
+
+
+def check_options(target: Target, options: TargetOptions) -> TargetOptions:
+    """Refuse, in one line, what the target cannot run (before any child is started); return
+    the options with the target's defaults (its first of each) where they were left empty."""
+    missing = target.missing()
+    if missing is not None:
+        raise TargetError(missing)
+    options = replace(
+        options,
+        durability=options.durability or target.durabilities[0],
+        saver=options.saver or target.savers[0],
+        resume=options.resume or target.resumes[0],
+    )
+    for flag, value, choices in (
+        ("durability", options.durability, target.durabilities),
+        ("variant", options.variant, target.variants),
+        ("saver", options.saver, target.savers),
+        ("resume", options.resume, target.resumes),
+    ):
+        if value not in choices:
+            raise TargetError(f"{target.name}: --{flag} must be {'|'.join(choices)}, not {value!r}")
+    return options
+
+
+def parse_point(text: str) -> tuple[int, str]:
+    """``7:after`` (``7:after:process`` is accepted too: the only crash kind here)."""
+    parts = text.strip().split(":")
+    if len(parts) == 3 and parts[2] == "process":
+        parts = parts[:2]
+    if len(parts) != 2 or not parts[0].isdigit() or parts[1] not in WHENS:
+        raise TargetError(f"a target schedule is INDEX:before|after (e.g. 7:after), not {text!r}")
+    return int(parts[0]), parts[1]
+
+
+def crash_at(reference: PointRun, index: int, when: str) -> Crash:
+    labels = reference.labels
+    if not 0 <= index < len(labels):
+        raise TargetError(
+            f"boundary {index} is outside the fault-free trace (0..{len(labels) - 1})"
+        )
+    return Crash(index, when, labels[index])
+
+
+def all_crashes(reference: PointRun) -> list[Crash]:
+    return [Crash(i, when, label) for i, label in enumerate(reference.labels) for when in WHENS]
+
+
+def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
+    """The one line that runs this point again (options at their defaults are left out)."""
+    words = ["durable-sim", "target", "replay", target.name]
+    if len(target.durabilities) > 1:
+        words += ["--durability", options.durability]
+    for flag, value, default in (
+        ("--saver", options.saver, target.savers[0]),
+        ("--variant", options.variant, target.variants[0]),
+        ("--resume", options.resume, target.resumes[0]),
+    ):
+        if value != default:
+            words += [flag, value]
+    words += ["--schedule", crash.text()]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def run_name(target: Target, options: TargetOptions) -> str:
+    """``langgraph``, ``langgraph+idempotent``, ``langgraph+resume=next``: the report's name."""
+    name = target.name
+    if options.variant != target.variants[0]:
+        name += f"+{options.variant}"
+    if options.resume != target.resumes[0]:
+        name += f"+resume={options.resume}"
+    return name
+
+
+def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -> PointRun:
+    """The fault-free run; one that fails is refused (every point is judged against it)."""
+    reference = run_point(target, options, None, timeout_s=timeout_s)
+    verdict = judge_point(reference, reference, target.tools())
+    if verdict.verdict != "pass" or not reference.labels:
+        why = verdict.violations[0].explanation if verdict.violations else "no boundary crossed"
+        raise TargetError(f"{target.name}: the fault-free run fails: {why}")
+    return reference
+
+
+def sweep_target(
+    target: Target,
+    options: TargetOptions,
+    *,
+    points: list[tuple[int, str]] | None = None,
+    choose: Callable[[list[str]], list[tuple[int, str]]] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: ProgressFn | None = None,
+    reference: PointRun | None = None,
+) -> ScenarioSweep:
+    """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
+    the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
+    its boundaries by what they are, not by an index that moves when the trace changes).
+    ``reference``: a fault-free run of the same target and options made before (``reference_run``),
+    to judge against instead of running one more."""
+    options = check_options(target, options)
+    started = time.perf_counter()
+    if reference is None:
+        reference = reference_run(target, options, timeout_s=timeout_s)
+    store = options.saver
+    if len(target.durabilities) > 1:
+        store += f"-{options.durability}"
+    out = ScenarioSweep(run_name(target, options), store, 0, 1, ["process"])
+    out.determinism = "off"
+    out.ref = target.name
+    out.labels = reference.labels
+    out.boundaries = len(out.labels)
+    for label in out.labels:
+        kind = label.split(":", 1)[0].split("#", 1)[0]
+        out.boundary_kinds[kind] = out.boundary_kinds.get(kind, 0) + 1
+    out.reference_outcome = {
+        "answer": reference.state.answer,
+        "history": reference.state.history,
+        "processes": reference.processes,
+    }
+    for row in reference.ledger:
+        if row.applied:
+            key = f"{row.service}.{row.op}"
+            out.effects[key] = out.effects.get(key, 0) + 1
+    if choose is not None:
+        points = choose(reference.labels)
+    crashes = (
+        all_crashes(reference)
+        if points is None
+        else [crash_at(reference, i, when) for i, when in points]
+    )
+    for n, crash in enumerate(crashes, 1):
+        run = run_point(target, options, crash, timeout_s=timeout_s)
+        verdict = judge_point(run, reference, target.tools())
+        record(out, target, options, run, verdict)
+        if progress is not None:
+            progress(n, len(crashes), crash, verdict.verdict)
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def record(
+    out: ScenarioSweep,
+    target: Target,
+    options: TargetOptions,
+    run: PointRun,
+    verdict: PointVerdict,
+) -> None:
+    """One point into the sweep: its matrix cell and, unless it passed, its failure."""
+    assert run.crash is not None
+    crash = run.crash
+    out.schedules += 1
+    out.verdicts[verdict.verdict] += 1
+    out.matrix.append(
+        {"index": crash.index, "when": crash.when, "kind": "process", "verdict": verdict.verdict}
+    )
+    if verdict.verdict == "pass":
+        return
+    first = verdict.violations[0]
+    others = [f"also {v.invariant}: {v.explanation}" for v in verdict.violations[1:]]
+    out.failures.append(
+        Failure(
+            scenario=out.name,
+            store=out.store,
+            seed=out.seed,
+            # The reports' schedule form (``INDEX:WHEN:KIND``), which their matrix cells match.
+            schedule=f"{crash.text()}:process",
+            verdict=verdict.verdict,
+            invariant=first.invariant,
+            explanation=first.explanation,
+            witness=[*first.witness, *others],
+            expected=first.expected,
+            actual=first.actual,
+            repro=replay_line(target, options, crash),
+            crash_labels=[str(c["label"]) for c in run.crashes] or [crash.label],
+            timeline=timeline(run),
+            invariants=sorted({v.invariant for v in verdict.violations}, key=ORDER.index),
+        )
+    )
+
+
+def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in distributions:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def target_document(
+    sweeps: list[ScenarioSweep], *, wall_s: float, versions: dict[str, str]
+) -> dict[str, Any]:
+    """The results document of target sweeps (the library versions they ran against in its
+    config, where every report view shows them)."""
+    document = results_document(sweeps, wall_s=wall_s, fast=False)
+    document["config"]["target_versions"] = versions
+    return document
