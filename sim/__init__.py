@@ -8,5 +8,6 @@ section 2, "Layers"; ``tests/project/test_layers.py`` enforces it):
 2. ``sim.run``       -- one run of a scenario under one crash schedule
 3. ``sim.judgement`` -- the oracles, verdicts, repro lines and timelines of a run
 4. ``sim.explore``   -- many runs: sweeps, forking, fuzzing, mutants, reach
+   ``sim.targets``   -- foreign runtimes (LangGraph, DBOS) crash-tested in real processes
 5. ``sim.outputs``   -- what users see: reports, bench, the real-process host, CLI, pytest plugin
 """
