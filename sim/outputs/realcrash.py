@@ -53,7 +53,14 @@ from typing import Any
 
 from sim.explore.sweep import ScheduleOutcome, base_schedule, depth1_schedules, judge
 from sim.judgement.oracles import Violation
-from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, RealOptions, RealRun, run_real
+from sim.run.realrun import (
+    BLOCKING_MODES,
+    DEFAULT_SPEEDUP,
+    RealOptions,
+    RealRun,
+    run_real,
+    timed_points,
+)
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import Schedule, boundary_kind
 from sim.world.model import MODEL_LATENCY_S
@@ -257,9 +264,16 @@ class _Pair:
     def sim_labels(self) -> list[str]:
         return [b.label for b in self.sim_ref.boundaries]
 
-    def real(self, schedule: Schedule) -> RealRun:
+    def real(self, schedule: Schedule, sim_result: RunResult) -> RealRun:
+        """A real run of ``schedule``, its timed crashes where ``sim_result`` (the simulator's
+        run of the same schedule) had them."""
         return run_real(
-            self.scenario, store=self.kind, seed=self.seed, schedule=schedule, options=self.options
+            self.scenario,
+            store=self.kind,
+            seed=self.seed,
+            schedule=schedule,
+            options=self.options,
+            timed=timed_points(sim_result),
         )
 
 
@@ -269,7 +283,7 @@ def _reference(pair: _Pair, base: Schedule) -> tuple[RealRun, int, dict[str, Any
     sim_ref = pair.sim_ref
     sim_crashes = [c.label for c in sim_ref.crashes]
     run, attempts = _run_lined_up(
-        partial(pair.real, base),
+        partial(pair.real, base, sim_ref),
         partial(_lines_up, sim_labels=pair.sim_labels, upto=None, sim_crashes=sim_crashes),
     )
     real_ref = run.result
@@ -302,7 +316,7 @@ def _compare_point(
     lined_up = partial(
         _lines_up, sim_labels=pair.sim_labels, upto=point.index + 1, sim_crashes=sim_crashes
     )
-    run, attempts = _run_lined_up(partial(pair.real, schedule), lined_up)
+    run, attempts = _run_lined_up(partial(pair.real, schedule, sim_result), lined_up)
     aligned = lined_up(run)
     real_outcome, real_error = _judge_real(run, real_ref)
     real_side, sim_side = _side(real_outcome, real_error), _side(sim_outcome)

@@ -3,10 +3,11 @@
 
 Each process of the world is a child Python process (``python -m sim.run.realchild``) on the
 real-process host (``sim.world.realhost``), killed by SIGKILL at the schedule's points (and at
-the scenario's timed process crashes); after a kill the next child is started, as the
-simulator's supervisor restarts a process. What outlives a child sits in one point directory:
-the store, the services (``SQLiteServices``) and the point's record (``sim.world.pointlog``),
-which the parent replays into the ``RunResult`` and reads the store with a fresh reader.
+the scenario's timed process crashes, resolved by the simulator: see ``run_real``); after a
+kill the next child is started, as the simulator's supervisor restarts a process. What
+outlives a child sits in one point directory: the store, the services (``SQLiteServices``)
+and the point's record (``sim.world.pointlog``), which the parent replays into the
+``RunResult``; it reads the store with a fresh reader.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Any
 import trio
 
 from sim.run.realchild import EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS
-from sim.run.runner import MAX_PROCESSES, RunResult, initial_files, read_durable
-from sim.world.faults import Schedule
+from sim.run.runner import MAX_PROCESSES, RunResult, initial_files, read_durable, run_scenario
+from sim.world.faults import CrashPoint, Schedule
 from sim.world.host import ClientView
 from sim.world.pointlog import PointLog, read_entries, replay
 from sim.world.realhost import (
@@ -66,6 +67,15 @@ class RealOptions:
     keep: bool = False
 
 
+def timed_points(sim_result: RunResult) -> tuple[CrashPoint, ...]:
+    """The scenario's timed crashes as the boundaries the simulator's run had them at (every
+    crash of the run that is not a point of its schedule)."""
+    planned = {(p.index, p.when) for p in sim_result.schedule.points}
+    return tuple(
+        c.point for c in sim_result.crashes if (c.point.index, c.point.when) not in planned
+    )
+
+
 def run_real(
     scenario: Scenario,
     *,
@@ -73,10 +83,20 @@ def run_real(
     seed: int,
     schedule: Schedule,
     options: RealOptions = RealOptions(),
+    timed: tuple[CrashPoint, ...] | None = None,
 ) -> RealRun:
     """Run ``scenario`` in child processes, each killed (SIGKILL) at the schedule's points, and
-    collect what the oracles read into a ``RunResult``."""
+    collect what the oracles read into a ``RunResult``.
+
+    The scenario's timed crashes are killed at the boundaries where the simulator's run of the
+    same schedule had them (``timed``: ``timed_points`` of that run; computed here when not
+    given), as a base crash's label is resolved by the simulator's fault-free run: on the real
+    clock real work takes scenario time (1 ms is 50 ms at x50), so "the first boundary at or
+    after T" would come several boundaries early, and the comparison would be of two different
+    crashes."""
     started, store = time.perf_counter(), StoreKind(store)
+    if timed is None and scenario.timed_crashes:
+        timed = timed_points(run_scenario(scenario, seed=seed, store=store, schedule=schedule))
     point_dir = Path(tempfile.mkdtemp(prefix="realcrash-", dir=options.workdir))
     try:
         config = {
@@ -84,7 +104,7 @@ def run_real(
             "seed": seed,
             "store": str(store),
             "speedup": options.speedup,
-            "schedule": schedule.text(),
+            "schedule": Schedule.of(*schedule.points, *(timed or ())).text(),
             "blocking": options.blocking,
             "seams": dict(options.seams),
         }
@@ -93,7 +113,7 @@ def run_real(
         services = SQLiteServices.create(point_dir / SERVICES_NAME, initial_files(seed, scenario))
         services.close()
         harness_error, timed_out, children = _run_children(scenario, point_dir, options.speedup)
-        result = _collect(scenario, store, seed, schedule, point_dir, timed_out)
+        result = _collect(scenario, store, seed, schedule, point_dir, timed_out)  # as scheduled
         return RealRun(result, harness_error, children, time.perf_counter() - started)
     finally:
         if not options.keep:

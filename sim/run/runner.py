@@ -7,6 +7,12 @@ it submits every input the client has not had acknowledged (same request ids), t
 submission to settle. When a crash kills it, the machine spawns the next process (new owner id; the
 runtime itself waits out the dead owner's lease). After the last crash point, faults stop and the
 world must settle within the scenario's liveness bound of virtual time.
+
+This module is the simulator's host of the world (``WorldEnv``, a ``sim.world.host.Host``): the
+virtual clock, ``SimFS``, the in-memory services, the supervisor of the worker slots, a
+takeover's pause, forking for the fast sweep. A process's life itself -- the runtime's wiring,
+the client session, the operator -- is ``sim.world.session``, shared with the real-process
+host of ``sim.run.realrun``.
 """
 
 from __future__ import annotations

@@ -132,9 +132,10 @@ class RealMachine(Machine):
     # which must stay the point's: see the property).
     _counts: dict[str, int] | None = None
 
-    def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog, scenario: Scenario):
-        timed = _timed_left(scenario, schedule, log.state.get("crashes", []))
-        super().__init__(world, schedule, fs=None, timed_crashes=timed)
+    def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog) -> None:
+        # No timed crashes of its own: the parent resolved them to boundary indexes of the
+        # schedule (``sim.run.realrun``), since a real clock runs ahead of the simulator's.
+        super().__init__(world, schedule, fs=None)
         self.clock = world.clock
         self._counts = log.dict("counts")
         for name in MACHINE_RECORDS:
@@ -178,16 +179,6 @@ class RealMachine(Machine):
         os.kill(os.getpid(), signal.SIGKILL)
         while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
             time.sleep(1.0)
-
-
-def _timed_left(
-    scenario: Scenario, schedule: Schedule, crashes: list[CrashRecord]
-) -> tuple[tuple[float, Any], ...]:
-    """The scenario's timed crashes that earlier processes of the point did not die of (a crash
-    at a point of the schedule is the schedule's; any other was the next timed crash)."""
-    planned = {(p.index, p.when) for p in schedule.points}
-    done = sum(1 for c in crashes if (c.point.index, c.point.when) not in planned)
-    return tuple(sorted((c.at_s, c.kind) for c in scenario.timed_crashes)[done:])
 
 
 class ThreadedBlocking:
@@ -251,7 +242,7 @@ def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
     crashes = log.state.get("crashes", [])
     clock = ScaledClock(crashes[-1].time_s if crashes else 0.0, float(cfg["speedup"]))
     world = RealWorld(int(cfg["seed"]), clock, log.dict("ids"))
-    machine = RealMachine(world, parse_schedule(cfg["schedule"]), log, scenario)
+    machine = RealMachine(world, parse_schedule(cfg["schedule"]), log)
     client = ClientView(
         acked=log.dict("client.acked"),
         answers=log.dict("client.answers"),

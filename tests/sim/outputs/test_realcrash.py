@@ -129,10 +129,11 @@ def test_a_timed_power_loss_is_refused_by_name() -> None:
 def test_timed_crashes_and_aborts_agree_with_the_simulator() -> None:
     """The corpus case that once diverged in silence (its timed crashes were dropped by the real
     child): both timed process crashes now happen for real, at the simulator's boundaries."""
-    # A lower speedup: its first timed crash comes 1 s after a model call, within three commits
-    # that take tens of real milliseconds (at x50, a second of scenario time is 20 ms).
+    # Its client steps are timed half a second apart, within commits that take milliseconds of
+    # real time each: a lower speedup (at x50 half a second is 10 ms) and SQLite calls inline
+    # (no thread hop per call) keep the real run's order the simulator's, also on a loaded host.
     path = str(REPO / "tests/corpus/machine-retry-abort-crashes.json")
-    doc = realcrash(path, store="sqlite", points=2, speedup=10)
+    doc = realcrash(path, store="sqlite", points=2, speedup=10, blocking="inline")
     assert doc["labels_match"], doc["label_mismatch"]
     assert doc["reference"]["real"]["verdict"] == doc["reference"]["sim"]["verdict"]
     assert doc["agreement"] == 1.0, doc["disagreements"]
