@@ -172,7 +172,7 @@ class WorldEnv:
     paused: set[str] = field(default_factory=set)
 
     def place(self) -> StorePlace:
-        return StorePlace(self.fs, STORE_ROOT, None, self.scenario.fsync)
+        return StorePlace(self.fs, STORE_ROOT, self.scenario.fsync)
 
     def blocking(self, process: SimProcess) -> Blocking:
         return SimBlocking(process)

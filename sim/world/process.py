@@ -392,7 +392,9 @@ class ProcessFS:
 
     def write_at(self, path: str, offset: int, data: bytes) -> None:
         """``pwrite``: how SQLite writes its pages and log frames (through its VFS)."""
-        self._mutate("pwrite", f"{path}@{offset}", lambda: self._fs.write_at(path, offset, data))
+        # No offset in the label: where a log frame lands depends on the log's history (a lease
+        # renewal more or less), which would make every later label differ between two runs.
+        self._mutate("pwrite", path, lambda: self._fs.write_at(path, offset, data))
 
     def write_more_at(self, path: str, offset: int, data: bytes) -> None:
         """A later ``pwrite`` of the same batch: not a crash point of its own (see

@@ -44,7 +44,7 @@ from sim.world.process import CrashRecord, Machine, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
 from sim.world.seeded import World
 from sim.world.sqlite_services import SQLiteServices
-from sim.world.stores import SQLITE_NAME, StoreKind, StorePlace
+from sim.world.stores import StoreKind, StorePlace
 
 T = TypeVar("T")
 
@@ -104,9 +104,35 @@ class ScaledClock:
 
 
 def store_place(point_dir: Path, fsync: bool) -> StorePlace:
-    """Where a point's store lives: ``POINT_DIR/store`` (file), ``POINT_DIR/store.sqlite``."""
-    root, sqlite = point_dir / STORE_DIR, point_dir / SQLITE_NAME
-    return StorePlace(OsFileSystem(), str(root), str(sqlite), fsync)
+    """Where a point's store lives: ``POINT_DIR/store`` (the file store's directory, and the
+    SQLite database ``store.sqlite`` in it)."""
+    root = point_dir / STORE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    return StorePlace(RealFiles(), str(root), fsync)
+
+
+class RealFiles(OsFileSystem):
+    """Real files with the positional reads and writes SQLite's VFS needs
+    (``sim.world.sqlite_vfs.SQLiteFiles``): the real host runs SQLite through the simulator's
+    VFS too, so a real kill falls on the same crash points (``fs.pwrite``, ``fs.fsync``, ...)
+    as the simulated one, on bytes the operating system really wrote."""
+
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, offset)
+        finally:
+            os.close(fd)
+
+    def write_at(self, path: str, offset: int, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, offset)
+        finally:
+            os.close(fd)
+
+    def write_more_at(self, path: str, offset: int, data: bytes) -> None:
+        self.write_at(path, offset, data)
 
 
 class RealWorld(World):

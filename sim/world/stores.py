@@ -27,22 +27,21 @@ SQLITE_NAME = "store.sqlite"
 
 @dataclass(frozen=True)
 class StorePlace:
-    """Where one world's store lives: the file system it is written on (``SimFS``, or a real
-    ``OsFileSystem``) and its root there, the SQLite database's real path on a real host (None
-    on the simulated disk: ``ROOT/store.sqlite`` there), and whether the file store fsyncs (the
-    scenario's ``fsync``)."""
+    """Where one world's store lives: the file system it is written on (``SimFS``, or real
+    files: ``sim.world.realhost.RealFiles``) and its root there (the SQLite database is
+    ``ROOT/store.sqlite``), and whether the file store fsyncs (the scenario's ``fsync``)."""
 
     fs: Any
     root: str
-    sqlite_path: str | None
     fsync: bool
 
 
 class StoreKind(StrEnum):
     """A store kind: ``file`` (``FileStore`` through the process's file-system port) or ``sqlite``
-    (``SQLiteStore``). Under the simulator both live on the simulated disk, every write and sync
-    a crash point: the file store's through its port, SQLite's through a VFS over the same port
-    (``sim.world.sqlite_vfs``). The real-process host gives SQLite a real database file."""
+    (``SQLiteStore``). Both write through the process's file-system port, every write and sync
+    a crash point: the file store directly, SQLite through a VFS over the same port
+    (``sim.world.sqlite_vfs``) -- on the simulated disk, or on real files in the real-process
+    host."""
 
     FILE = "file"
     SQLITE = "sqlite"
@@ -61,14 +60,11 @@ class StoreKind(StrEnum):
             return InstrumentedStore(
                 current_seams().file_store(place.root, fs, place.fsync), process
             )
-        if place.sqlite_path is not None:  # a real database file (the real-process host)
-            sqlite = SQLiteStore(place.sqlite_path, blocking=blocking)
-        else:  # on the simulated disk, through this process's port
-            port = ProcessFS(process, place.fs, place.root)
-            vfs = SimSQLiteVFS(port, alive=lambda: process.alive)
-            sqlite = SQLiteStore(
-                f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
-            )
+        port = ProcessFS(process, place.fs, place.root)
+        vfs = SimSQLiteVFS(port, alive=lambda: process.alive)
+        sqlite = SQLiteStore(
+            f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
+        )
         process.sqlite_stores.append(sqlite)  # a simulated kill abandons its connection
         return InstrumentedStore(sqlite, process)
 
@@ -78,8 +74,6 @@ class StoreKind(StrEnum):
         boundary)."""
         if self is StoreKind.FILE:
             return current_seams().file_store(place.root, place.fs, place.fsync)
-        if place.sqlite_path is not None:
-            return SQLiteStore(place.sqlite_path, blocking=InlineBlocking())
         vfs = SimSQLiteVFS(place.fs)
         return SQLiteStore(
             f"{place.root}/{SQLITE_NAME}",
