@@ -22,7 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from durable.events import EventRecord, canonical_json, parse_json, parse_record, sha256_hex
+from durable.events import (
+    EventRecord,
+    Memo,
+    canonical_json,
+    parse_json,
+    parse_record,
+    sha256_hex,
+)
 from durable.ports import FileSystem
 from durable.store.base import (
     Checkpoint,
@@ -102,8 +109,23 @@ def encode_lease(lease: Lease) -> bytes:
     return (canonical_json(doc) + "\n").encode("utf-8")
 
 
+# Lease files read and verified, by their exact bytes: every fenced operation reads the lease,
+# and its bytes change only when it is renewed. Parsing is a pure function of the bytes and a
+# ``Lease`` is frozen, so equal bytes may share one; a file that fails is never remembered.
+_LEASES: Memo[bytes, Lease] = Memo(1024, by_identity=False)
+
+
 def decode_lease(path: str, raw: bytes) -> Lease:
     """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
+    known = _LEASES.get(raw)
+    if known is not None:
+        return known
+    lease = _decode_lease(path, raw)
+    _LEASES.put(raw, lease)
+    return lease
+
+
+def _decode_lease(path: str, raw: bytes) -> Lease:
     try:
         doc = parse_json(raw)
         if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
@@ -600,7 +622,7 @@ class FileStore:
         self._fence(conversation_id, owner_id, epoch)
         directory = self._ensure_dir(conversation_id)
         name = f"checkpoint-{checkpoint.through_sequence:012d}.json"
-        data = (canonical_json(checkpoint.model_dump(mode="json")) + "\n").encode("utf-8")
+        data = (checkpoint.to_text() + "\n").encode("utf-8")
         self._atomic_write(directory, name, data, durable=self._fsync)
         _, found, strays = self._checkpoint_files(conversation_id)
         older = [n for through, n in found if through < checkpoint.through_sequence]

@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import trio
 
-from durable.events import EventRecord, canonical_json, parse_json, parse_record
+from durable.events import EventRecord, parse_json, parse_record
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -399,7 +399,7 @@ class SQLiteStore:
         """
         conversation_id = check_conversation_id(checkpoint.conversation_id)
         through = checkpoint.through_sequence
-        text = canonical_json(checkpoint.model_dump(mode="json"))
+        text = checkpoint.to_text()
 
         def body(conn: sqlite3.Connection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
