@@ -1163,6 +1163,7 @@ def _worker(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from sim.explore import reach as _reach  # the importable module (its hook is the one registered)
+    # The importable module: its hook is the one registered.
+    from sim.explore import reach as _reach
 
     sys.exit(_reach._worker(sys.argv[1:]))
