@@ -132,6 +132,16 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="same as --determinism off",
     )
+    sw.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help=(
+            "sweeps (scenario x store) run at once, each in a worker process; a fast sweep also "
+            "forks up to this many children at a time (default: the machine's cores). Results "
+            "and reports do not depend on it"
+        ),
+    )
 
     fz = sub.add_parser(
         "fuzz",
@@ -393,7 +403,20 @@ def _check_out_dir(path: Path) -> None:
         raise UsageError(f"cannot write to {path}: {exc.strerror}") from exc
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, got {text!r}")
+    return value
+
+
 def _sweep(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
     from sim.explore.sweep import sweep
 
     kinds = _crash_kinds(args.crash)
@@ -403,31 +426,29 @@ def _sweep(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     _check_out_dir(out_dir)
     started = time.perf_counter()
-    results: list[Any] = []
+    jobs = args.jobs or default_jobs()
+    steps = [
+        Step(
+            f"{scenario.name}[{store}]",
+            partial(
+                sweep,
+                scenario,
+                ref=ref,
+                store=store,
+                seed=args.seed,
+                crash_kinds=kinds,
+                depth=args.depth,
+                determinism=_determinism(args),
+                fast=not args.naive,
+                jobs=jobs,
+            ),
+            estimated_cost(scenario, store, kinds),
+        )
+        for ref, scenario in scenarios
+        for store in stores
+    ]
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
-        for ref, scenario in scenarios:
-            for store in stores:
-                progress.start(f"{scenario.name}[{store}]")
-                result = sweep(
-                    scenario,
-                    ref=ref,
-                    store=store,  # type: ignore[arg-type]
-                    seed=args.seed,
-                    crash_kinds=kinds,  # type: ignore[arg-type]
-                    depth=args.depth,
-                    determinism=_determinism(args),  # type: ignore[arg-type]
-                    fast=not args.naive,
-                    progress=progress.advance,
-                )
-                results.append(result)
-                progress.finish(f"{result.schedules} schedules: {result.verdict_counts()}")
-                if result.reference_failed:
-                    first = result.failures[0]
-                    print(
-                        f"durable-sim: {scenario.name}[{store}]: its fault-free run fails "
-                        f"({first.invariant}: {first.explanation}); no crash schedule was run",
-                        file=sys.stderr,
-                    )
+        results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     document = results_document(results, args, time.perf_counter() - started)
     from sim.outputs.report import ReportError, write_report
 
@@ -442,6 +463,18 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
     refused = any(r.reference_failed for r in results)
     return _exit_for(document["totals"]["verdicts"], refused=refused)
+
+
+def _swept(step: Any, result: Any) -> str:
+    """A sweep's progress summary; a refused scenario (its fault-free run fails) says so."""
+    if result.reference_failed:
+        first = result.failures[0]
+        print(
+            f"durable-sim: {step.label}: its fault-free run fails "
+            f"({first.invariant}: {first.explanation}); no crash schedule was run",
+            file=sys.stderr,
+        )
+    return f"{result.schedules} schedules: {result.verdict_counts()}"
 
 
 def results_document(results: list[Any], args: argparse.Namespace, wall_s: float) -> dict[str, Any]:
