@@ -240,18 +240,50 @@ def sweep(
     mode = determinism_mode(determinism)
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
-    kinds: list[CrashKind] = list(crash_kinds)
-    out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
+    out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
     out.ref = ref or scenario.name
     out.determinism = mode
-    if store == "sqlite" and ("power" in kinds or "storage" in kinds):
-        # Both need the simulated file system (what is synced, what a power loss keeps).
+    kinds = _store_kinds(out)
+    base = base_schedule(scenario, seed=seed, store=store)
+    out.base_points = list(base.points)
+    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
+    _describe(out, reference, traced, base, kinds)
+    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
+    if progress:
+        progress(1)
+    if out.failures:
+        # Every crash schedule is judged against the fault-free run: when that run itself fails
+        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
+        out.reference_failed = True
+    elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
+        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+    else:
+        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+        run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
+        run.all(schedules, depth)
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
+    """The crash kinds the store is swept with. Power loss and storage faults both need the
+    simulated file system (what is synced, what a power loss keeps): SQLite gets process crashes
+    only, and the results say what was skipped."""
+    kinds: list[CrashKind] = list(out.crash_kinds)  # type: ignore[arg-type]
+    if out.store == "sqlite" and ("power" in kinds or "storage" in kinds):
         out.skipped_power = "power" in kinds
         out.skipped_storage = "storage" in kinds
         kinds = [k for k in kinds if k == "process"]
-    base = base_schedule(scenario, seed=seed, store=store)
-    out.base_points = list(base.points)
-    # The traced run counts each point's enumerated tears; both paths list schedules from it.
+    return kinds
+
+
+def _traced_runs(
+    scenario: Scenario, *, seed: int, store: StoreKind, base: Schedule
+) -> tuple[RunResult, RunResult]:
+    """The fault-free reference run (the oracles compare with it) and the run the schedules
+    extend, which lists the crash points: the same run, unless the scenario has timed crashes
+    of its own. The traced run counts each point's enumerated tears; both paths list schedules
+    from it."""
     reference = run_scenario(
         scenario.without_faults(),
         seed=seed,
@@ -259,11 +291,20 @@ def sweep(
         schedule=base,
         count_tears=not scenario.timed_crashes,
     )
-    # The oracles compare with the fault-free reference; the crash points are those of the run
-    # the schedules extend (with the scenario's own timed crashes, if it has any).
-    traced = reference
-    if scenario.timed_crashes:
-        traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    if not scenario.timed_crashes:
+        return reference, reference
+    traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    return reference, traced
+
+
+def _describe(
+    out: ScenarioSweep,
+    reference: RunResult,
+    traced: RunResult,
+    base: Schedule,
+    kinds: list[CrashKind],
+) -> None:
+    """What the results say about the runs before any schedule: boundaries, tears, outcome."""
     out.boundaries = len(traced.boundaries)
     if "power" in kinds:
         out.tear_schedules = sum(
@@ -277,42 +318,54 @@ def sweep(
     out.reference_fingerprint = reference.fingerprint
     out.reference_outcome = reference.outcome
     out.effects = _effect_summary(reference)
-    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
-    if progress:
-        progress(1)
-    if out.failures:
-        # Every crash schedule is judged against the fault-free run: when that run itself fails
-        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
-        out.reference_failed = True
-        out.wall_s = time.perf_counter() - started
-        return out
-    if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
-        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
-        out.wall_s = time.perf_counter() - started
-        return out
-    for schedule in depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts):
-        result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
-        outcome = _judged(result, reference, mode)
-        _record(out, outcome, result)
-        if progress:
-            progress(1)
-        if stop_at_first_failure and out.failures:
-            break
-        if depth == 2:
-            first = schedule.points[-1]
-            for j in range(first.index + 1, len(result.boundaries)):
-                for when in ("before", "after"):
-                    for kind in kinds:
-                        if not tries_kind(kind, when, result.boundaries[j].label):
-                            continue
-                        # Depth 2 takes each point's seeded draw only (no enumerated tears).
-                        deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
-                        r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
-                        _record(out, _judged(r2, reference, mode), r2)
-                        if stop_at_first_failure and out.failures:
-                            break
-    out.wall_s = time.perf_counter() - started
-    return out
+
+
+@dataclass
+class _NaiveRun:
+    """The naive path: every schedule run from scratch, in the sweep's order (and, at depth 2,
+    each followed by its second crashes)."""
+
+    out: ScenarioSweep
+    scenario: Scenario
+    reference: RunResult
+    kinds: list[CrashKind]
+    mode: Determinism
+    progress: ProgressFn | None
+    stop_at_first_failure: bool
+
+    def all(self, schedules: list[Schedule], depth: int) -> None:
+        for schedule in schedules:
+            result = self.one(schedule)
+            if self.progress:
+                self.progress(1)
+            if self.stopped():
+                return
+            if depth == 2:
+                self.deeper(schedule, result)
+                if self.stopped():
+                    return
+
+    def one(self, schedule: Schedule) -> RunResult:
+        out = self.out
+        result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+        _record(out, _judged(result, self.reference, self.mode), result)
+        return result
+
+    def stopped(self) -> bool:
+        return self.stop_at_first_failure and bool(self.out.failures)
+
+    def deeper(self, schedule: Schedule, result: RunResult) -> None:
+        """A second crash at every boundary after the first (each point's seeded draw only,
+        no enumerated tears)."""
+        first = schedule.points[-1]
+        for j in range(first.index + 1, len(result.boundaries)):
+            for when in ("before", "after"):
+                for kind in self.kinds:
+                    if not tries_kind(kind, when, result.boundaries[j].label):
+                        continue
+                    self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
+                    if self.stopped():
+                        return
 
 
 def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
