@@ -351,7 +351,7 @@ def parse_json(text: str | bytes) -> Any:
 # Lines already parsed, by their exact bytes (or text): parsing is a pure function of the line,
 # and records are frozen, so the same line may share one record. A recovery re-reads the whole
 # log; in a forked sweep child every line the parent read is parsed (and verified) already.
-_PARSED: Memo[str | bytes, EventRecord] = Memo(32768, by_identity=False)
+_PARSED: Memo[str | bytes, EventRecord] = Memo(8192, by_identity=False)
 
 
 def parse_record(line: str | bytes) -> EventRecord:
