@@ -354,6 +354,16 @@ def parse_json(text: str | bytes) -> Any:
 _PARSED: Memo[str | bytes, EventRecord] = Memo(8192, by_identity=False)
 
 
+def remember_written(line: str | bytes) -> None:
+    """Parse and verify a line the writer just stored, exactly as a reader of those bytes
+    would: the next read of the line -- a recovery, an audit, or a forked sweep child, which
+    inherits this memo -- then finds it parsed and verified instead of redoing both."""
+    try:
+        parse_record(line).verify()
+    except ValueError:
+        pass  # a line that does not parse is the reader's to report, as ever
+
+
 def parse_record(line: str | bytes) -> EventRecord:
     """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input.
     Memoised by the line's exact content (a line that fails to parse is not remembered)."""

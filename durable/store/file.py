@@ -28,6 +28,7 @@ from durable.events import (
     canonical_json,
     parse_json,
     parse_record,
+    remember_written,
     sha256_hex,
 )
 from durable.ports import FileSystem
@@ -538,10 +539,14 @@ class FileStore:
         check_sequences(records, expected_sequence, log.last_sequence)
         data = bytearray()
         new_offsets: list[int] = []
+        lines: list[bytes] = []
         for record in records:
             new_offsets.append(log.size + len(data))
-            data += (record.to_line() + "\n").encode("utf-8")
+            lines.append(record.to_line().encode("utf-8"))
+            data += lines[-1] + b"\n"
         self._fs.append(path, bytes(data))
+        for line in lines:
+            remember_written(line)  # the bytes a reader will slice out of the file
         if self._fsync:
             self._fs.fsync(path)
             if created:

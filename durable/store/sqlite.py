@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import trio
 
-from durable.events import EventRecord, parse_json, parse_record
+from durable.events import EventRecord, parse_json, parse_record, remember_written
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -388,6 +388,8 @@ class SQLiteStore:
             )
 
         await self._run("sqlite.commit", body, write=True)
+        for _, _, line in rows:
+            remember_written(line)  # the text a reader will get back from the row
 
     # -- checkpoints ---------------------------------------------------------------------------
 
