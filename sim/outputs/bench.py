@@ -81,8 +81,12 @@ def bench(
     growth_turns: tuple[int, ...] = GROWTH_TURNS,
     realcrash_points: int = 6,
     fuzz_examples: int = 200,
+    growth_repeats: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """Every figure of the module docstring, from one run. ``growth_repeats`` times each
+    ``long_horizon`` cut that many times (default: ``repeats`` up to 50 turns, once beyond,
+    where one sweep already takes minutes)."""
     note = progress or (lambda _: None)
     out: dict[str, Any] = {"repeats": repeats, "schedules_per_s": {}, "sweeps": {}}
     for name in scenarios:
@@ -104,10 +108,10 @@ def bench(
     for turns in growth_turns:
         note(f"growth: long_horizon cut to {turns} turns")
         scenario = long_horizon_cut(turns)
-        # Cuts past 50 turns are timed once: a median of three would triple the longest step.
+        times = growth_repeats or (repeats if turns <= 50 else 1)
         wall, result = _median_time(
             lambda scenario=scenario: sweep(scenario, store="file", crash_kinds=("process",)),
-            repeats if turns <= 50 else 1,
+            times,
         )
         growth.append((result.boundaries, wall))
         out["growth"].append(
