@@ -22,6 +22,7 @@ import pickle
 import select
 import shutil
 import signal
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from sim.world import tempdirs
 from sim.world.scenario import Scenario
 
 ProgressFn = Callable[[int], None]
+KILL_GRACE_S = 10.0  # wall time an interrupted worker gets to clean up before it is killed
 
 
 @dataclass(frozen=True)
@@ -186,12 +188,28 @@ class _Pool:
             self.progress.finish(self.summary(step, value), label=step.label)
 
     def _kill_all(self) -> None:
-        """On the way out (an error, ^C): no worker outlives the command."""
-        for worker in list(self.running.values()):
+        """On the way out (an error, ^C, SIGTERM): no worker outlives the command. Each is
+        interrupted first, so its sweep kills its own forked children and removes its temporary
+        directories (a SIGKILL would orphan them); one still alive after the grace period is
+        killed."""
+        workers = list(self.running.values())
+        for worker in workers:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(worker.pid, 0)
+                os.kill(worker.pid, signal.SIGINT)
+        deadline = time.monotonic() + KILL_GRACE_S
+        for worker in workers:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(worker.pid, os.WNOHANG)[0]:
+                        break
+                    time.sleep(0.01)
+                    continue
+                break  # already reaped
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(worker.pid, 0)
             with contextlib.suppress(OSError):
                 os.close(worker.fd)
         self.running.clear()
