@@ -71,17 +71,21 @@ def run_steps(
     jobs: int,
     progress: Progress | None = None,
     finished: Callable[[Step, Any], str] | None = None,
+    advance: ProgressFn | None = None,
 ) -> list[Any]:
     """Run every step, up to ``jobs`` at once; their results in the order of ``steps``.
 
     ``finished(step, result)`` (in this process, as each step ends) returns the summary its
-    progress line ends with."""
+    progress line ends with. ``advance`` (instead of ``progress``: the steps are parts of one
+    step of the caller's) is called with the schedules done as they are reported."""
     summary = finished or (lambda step, result: "done")
     if jobs <= 1 or len(steps) <= 1 or not forking.AVAILABLE:
+        if advance is not None:
+            return [step.run(progress=advance) for step in steps]
         return [_in_process(step, progress, summary) for step in steps]
     workdir = tempdirs.make("jobs")
     try:
-        return _Pool(steps, jobs, workdir, progress, summary).run()
+        return _Pool(steps, jobs, workdir, progress, summary, advance).run()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -116,7 +120,9 @@ class _Pool:
         workdir: str,
         progress: Progress | None,
         summary: Callable[[Step, Any], str],
+        advance: ProgressFn | None = None,
     ) -> None:
+        self.advance = advance
         self.steps = steps
         self.jobs = jobs
         self.workdir = Path(workdir)
@@ -165,7 +171,9 @@ class _Pool:
             worker = self.running[fd]
             data = os.read(fd, 65536)
             label = self.steps[worker.index].label
-            if data and self.progress is not None:
+            if data and self.advance is not None:
+                self.advance(len(data))
+            elif data and self.progress is not None:
                 self.progress.advance(len(data), label=label)
             if not data:
                 self._finish(worker)

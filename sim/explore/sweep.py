@@ -21,10 +21,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.explore import forking
+from sim.explore import forking, parallel
 from sim.judgement.judge import ScheduleOutcome as ScheduleOutcome
 from sim.judgement.judge import judge as judge
 from sim.judgement.judge import recovery_paths as recovery_paths
@@ -137,6 +138,10 @@ def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> s
     return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
 
 
+# Below this many boundaries a fast sweep runs the naive path split over its jobs: a forked
+# child costs ~4 ms of its own (copying the pages it touches), about a short run's whole prefix.
+FORK_FROM_BOUNDARIES = 150
+
 Determinism = Literal["full", "sample", "off"]
 DETERMINISM_MODES: tuple[Determinism, ...] = ("full", "sample", "off")
 # With ``sample``, one crash point in this many gets I10's second run (plus every failing one).
@@ -227,10 +232,13 @@ def sweep(
     fast: bool = True,
     jobs: int | None = None,
     ref: str | None = None,
+    fork_from: int = FORK_FROM_BOUNDARIES,
 ) -> ScenarioSweep:
     """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
     exists) shares the fault-free prefix by forking (see ``sim.explore.forking``); the naive path
-    re-runs every schedule from scratch. Both give the same verdict for every schedule.
+    re-runs every schedule from scratch. Both give the same verdict for every schedule. A fast
+    sweep of a short run (fewer than ``fork_from`` boundaries) splits the naive path over
+    ``jobs`` workers instead: there a fork costs more than the prefix it saves.
 
     ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
     seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
@@ -256,7 +264,12 @@ def sweep(
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         out.reference_failed = True
     elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
-        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+        jobs = jobs or parallel.default_jobs()
+        if len(out.labels) >= fork_from or jobs == 1:
+            _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+        else:
+            schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+            _split_sweep(out, scenario, reference, schedules, mode, progress, jobs)
     else:
         schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
@@ -366,6 +379,59 @@ class _NaiveRun:
                     self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
                     if self.stopped():
                         return
+
+
+Parts = tuple[Schedule, str, list[Violation], list[str], list[str], list[str]]
+
+
+def _split_sweep(
+    out: ScenarioSweep,
+    scenario: Scenario,
+    reference: RunResult,
+    schedules: list[Schedule],
+    mode: Determinism,
+    progress: ProgressFn | None,
+    jobs: int,
+) -> None:
+    """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule;
+    their outcomes are recorded in the sweep's order, as the naive path records them."""
+    chunks = [schedules[i::jobs] for i in range(jobs)]
+    steps = [
+        parallel.Step(
+            f"{out.name}[{out.store}]/{i}",
+            partial(_naive_parts, scenario, out, reference, chunk, mode),
+        )
+        for i, chunk in enumerate(chunks)
+        if chunk
+    ]
+    parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
+    for k in range(len(schedules)):
+        schedule, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+        _record_parts(out, schedule, verdict, violations, labels, paths, lambda lines=lines: lines)
+
+
+def _naive_parts(
+    scenario: Scenario,
+    out: ScenarioSweep,
+    reference: RunResult,
+    schedules: list[Schedule],
+    mode: Determinism,
+    *,
+    progress: ProgressFn,
+) -> list[Parts]:
+    """In a worker: run and judge each schedule as the naive path does; what ``_record``
+    would record of it (the timeline only for a failure, as a report shows only those)."""
+    parts: list[Parts] = []
+    for schedule in schedules:
+        result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+        outcome = _judged(result, reference, mode)
+        lines = timeline(result) if outcome.verdict != "pass" else []
+        paths = sorted(recovery_paths(result))
+        parts.append(
+            (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
+        )
+        progress(1)
+    return parts
 
 
 def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:

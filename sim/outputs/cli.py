@@ -137,8 +137,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_jobs,
         default=None,
         help=(
-            "sweeps (scenario x store) run at once, each in a worker process; a fast sweep also "
-            "forks up to this many children at a time (default: the machine's cores). Results "
+            "sweeps (scenario x store) run at once, each in a worker process; within a sweep, "
+            "up to this many schedules run at once too (default: the machine's cores). Results "
             "and reports do not depend on it"
         ),
     )
