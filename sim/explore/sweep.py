@@ -265,7 +265,7 @@ def sweep(
         out.reference_failed = True
     elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
         jobs = jobs or parallel.default_jobs()
-        if len(out.labels) >= fork_from or jobs == 1:
+        if len(out.labels) >= fork_from:
             _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
         else:
             schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
