@@ -18,8 +18,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check durable sim scenarios tests
 	$(BIN)/python -m pytest
 
+# Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
+JOBS ?=
 sweep: $(STAMP)
-	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest
+	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest $(if $(JOBS),--jobs $(JOBS))
 
 # Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
 coverage: $(STAMP)

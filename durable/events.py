@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+import weakref
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -31,11 +32,59 @@ def canonical_json(value: Any) -> str:
     ASCII-only: non-ASCII characters are ``\\u`` escapes, so any Python string — even one
     holding a lone surrogate from a model's or a tool's output — encodes to UTF-8 without error.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _CANONICAL.encode(value)
+
+
+# ``json.dumps`` with any option builds a new encoder per call; one shared encoder is the same
+# serialisation without that cost (it keeps no state between calls).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class Memo(Generic[_K, _V]):
+    """A bounded memo of values derived from frozen records, oldest entries evicted first.
+
+    Serialising a record to canonical JSON (for its checksum, its line, its verification) costs
+    more than anything else the runtime does per event, and the same record used to be
+    serialised up to four times (sealed, checked by the store, written, verified on every read).
+    Records are frozen, so a value derived from one never goes stale; the memo only saves the
+    repeats. ``by_identity`` memos key on the object itself (a weak reference checked on every
+    hit: an id reused by a later object never answers for the dead one); the others key on an
+    immutable value (a line's bytes). Bounded so a long-lived process does not grow with its
+    history; a miss only costs the computation it would have cost anyway.
+    """
+
+    def __init__(self, limit: int, *, by_identity: bool) -> None:
+        self._limit = limit
+        self._by_identity = by_identity
+        self._entries: dict[Any, Any] = {}
+
+    def get(self, key: _K) -> _V | None:
+        if not self._by_identity:
+            return self._entries.get(key)
+        entry = self._entries.get(id(key))
+        if entry is None or entry[0]() is not key:
+            return None
+        return entry[1]  # type: ignore[no-any-return]
+
+    def put(self, key: _K, value: _V) -> None:
+        entries = self._entries
+        if len(entries) >= self._limit:
+            del entries[next(iter(entries))]
+        if self._by_identity:
+            entries[id(key)] = (weakref.ref(key), value)
+        else:
+            entries[key] = value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 class _Event(BaseModel):
@@ -241,13 +290,52 @@ class EventRecord(BaseModel):
         return sha256_hex(canonical_json(self.body()))
 
     def sealed(self) -> EventRecord:
-        return self.model_copy(update={"checksum": self.compute_checksum()})
+        """This record with its checksum. The canonical body is serialised once and reused for
+        the line (``to_line``) and the verification (``verify``) of the sealed record."""
+        text = canonical_json(self.body())
+        checksum = sha256_hex(text)
+        record = self.model_copy(update={"checksum": checksum})
+        _LINES.put(record, _line_with_checksum(text, checksum))
+        if record.schema_version == SCHEMA_VERSION:
+            _VERIFIED.put(record, True)
+        return record
 
     def verify(self) -> bool:
-        return self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
+        """Whether the checksum matches; computed once per record (records are frozen), so a
+        record read once and then checked by the store, the journal and an oracle is
+        serialised once."""
+        if _VERIFIED.get(self):
+            return True
+        ok = self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
+        if ok:
+            _VERIFIED.put(self, True)
+        return ok
 
     def to_line(self) -> str:
-        return canonical_json(self.model_dump(mode="json"))
+        """The record's canonical JSON (one line of the log, without its newline)."""
+        line = _LINES.get(self)
+        return line if line is not None else canonical_json(self.model_dump(mode="json"))
+
+
+# Keys of a record's canonical JSON that sort before ``checksum``: ``batch`` (a string) and
+# ``batch_index`` (an integer); ``conversation_id`` is the first key after it.
+_AFTER_CHECKSUM = ',"conversation_id":'
+
+
+def _line_with_checksum(body_text: str, checksum: str) -> str:
+    """The canonical JSON of a record from that of its body: ``checksum`` inserted where sorted
+    keys put it, before ``conversation_id``. The first ``,"conversation_id":`` is that key:
+    canonical JSON escapes every quote inside a string, so ``,"`` never occurs in one, and the
+    only keys before it are ``batch`` and ``batch_index``. Byte-identical to
+    ``canonical_json(record.model_dump(mode="json"))`` (tests/durable/test_events_memo.py)."""
+    at = body_text.index(_AFTER_CHECKSUM)
+    return f'{body_text[:at]},"checksum":{canonical_json(checksum)}{body_text[at:]}'
+
+
+# Identity-keyed: the line of a sealed record, and records known to verify. Sized for a few
+# thousand records in flight (a conversation's recent log, a recovery's reads).
+_LINES: Memo[EventRecord, str] = Memo(8192, by_identity=True)
+_VERIFIED: Memo[EventRecord, bool] = Memo(65536, by_identity=True)
 
 
 RECORD_ADAPTER: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
@@ -260,6 +348,27 @@ def parse_json(text: str | bytes) -> Any:
     return json.loads(text)
 
 
+# Lines already parsed, by their exact bytes (or text): parsing is a pure function of the line,
+# and records are frozen, so the same line may share one record. A recovery re-reads the whole
+# log; in a forked sweep child every line the parent read is parsed (and verified) already.
+_PARSED: Memo[str | bytes, EventRecord] = Memo(8192, by_identity=False)
+
+
+def remember_written(line: str | bytes) -> None:
+    """Parse and verify a line the writer just stored, exactly as a reader of those bytes
+    would: the next read of the line -- a recovery, an audit, or a forked sweep child, which
+    inherits this memo -- then finds it parsed and verified instead of redoing both."""
+    try:
+        parse_record(line).verify()
+    except ValueError:
+        pass  # a line that does not parse is the reader's to report, as ever
+
+
 def parse_record(line: str | bytes) -> EventRecord:
-    """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input."""
-    return RECORD_ADAPTER.validate_python(parse_json(line))
+    """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input.
+    Memoised by the line's exact content (a line that fails to parse is not remembered)."""
+    record = _PARSED.get(line)
+    if record is None:
+        record = RECORD_ADAPTER.validate_python(parse_json(line))
+        _PARSED.put(line, record)
+    return record

@@ -24,7 +24,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from durable.events import EventRecord, canonical_json, parse_json, parse_record, sha256_hex
+from durable.events import (
+    EventRecord,
+    Memo,
+    canonical_json,
+    parse_json,
+    parse_record,
+    remember_written,
+    sha256_hex,
+)
 from durable.ports import FileSystem
 from durable.store.base import (
     Checkpoint,
@@ -104,8 +112,23 @@ def encode_lease(lease: Lease) -> bytes:
     return (canonical_json(doc) + "\n").encode("utf-8")
 
 
+# Lease files read and verified, by their exact bytes: every fenced operation reads the lease,
+# and its bytes change only when it is renewed. Parsing is a pure function of the bytes and a
+# ``Lease`` is frozen, so equal bytes may share one; a file that fails is never remembered.
+_LEASES: Memo[bytes, Lease] = Memo(1024, by_identity=False)
+
+
 def decode_lease(path: str, raw: bytes) -> Lease:
     """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
+    known = _LEASES.get(raw)
+    if known is not None:
+        return known
+    lease = _decode_lease(path, raw)
+    _LEASES.put(raw, lease)
+    return lease
+
+
+def _decode_lease(path: str, raw: bytes) -> Lease:
     try:
         doc = parse_json(raw)
         if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
@@ -571,10 +594,14 @@ class FileStore:
         check_sequences(records, expected_sequence, log.last_sequence)
         data = bytearray()
         new_offsets: list[int] = []
+        lines: list[bytes] = []
         for record in records:
             new_offsets.append(log.size + len(data))
-            data += (record.to_line() + "\n").encode("utf-8")
+            lines.append(record.to_line().encode("utf-8"))
+            data += lines[-1] + b"\n"
         self._fs.append(path, bytes(data))
+        for line in lines:
+            remember_written(line)  # the bytes a reader will slice out of the file
         if self._fsync:
             self._fs.fsync(path)
             if created:
@@ -660,7 +687,7 @@ class FileStore:
         self._fence(conversation_id, owner_id, epoch)
         directory = self._ensure_dir(conversation_id)
         name = f"checkpoint-{checkpoint.through_sequence:012d}.json"
-        data = (canonical_json(checkpoint.model_dump(mode="json")) + "\n").encode("utf-8")
+        data = (checkpoint.to_text() + "\n").encode("utf-8")
         self._atomic_write(directory, name, data, durable=self._fsync)
         _, found, strays = self._checkpoint_files(conversation_id)
         older = [n for through, n in found if through < checkpoint.through_sequence]

@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 import apsw
 import trio
 
-from durable.events import EventRecord, canonical_json, parse_json, parse_record
+from durable.events import EventRecord, parse_json, parse_record, remember_written
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -197,15 +197,6 @@ class SQLiteStore:
         conn, self._conn = self._conn, None
         if conn is not None:
             self._abandoned.append(conn)
-
-    def move_to(self, path: str) -> apsw.Connection | None:
-        """Point this store at another database file, handing back the open connection
-        *without closing it* (the caller keeps it alive). For a host that forks a process and
-        gives the child a copy of the files: closing the inherited connection could checkpoint
-        the parent's WAL. The next call opens a fresh connection to ``path``."""
-        conn, self._conn = self._conn, None
-        self._path = path
-        return conn
 
     async def close(self) -> None:
         """Normal shutdown: close the connection (SQLite checkpoints the WAL on last close)."""
@@ -427,6 +418,8 @@ class SQLiteStore:
             )
 
         await self._run("sqlite.commit", body, write=True)
+        for _, _, line in rows:
+            remember_written(line)  # the text a reader will get back from the row
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -438,7 +431,7 @@ class SQLiteStore:
         """
         conversation_id = check_conversation_id(checkpoint.conversation_id)
         through = checkpoint.through_sequence
-        text = canonical_json(checkpoint.model_dump(mode="json"))
+        text = checkpoint.to_text()
 
         def body(conn: apsw.Connection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TextIO
 
 HEARTBEAT_S = 15.0
+
+
+@dataclass
+class _Step:
+    """One step's count and clock (wall time paces the lines, nothing else)."""
+
+    started: float
+    last_line: float
+    done: int = 0
 
 
 class Progress:
@@ -37,10 +47,8 @@ class Progress:
         self._heartbeat_s = heartbeat_s
         self._bar: Any = None
         self._task: Any = None
-        self._label = ""
-        self._done = 0
-        self._started = 0.0
-        self._last_line = 0.0
+        self._label = ""  # the step started last
+        self._steps: dict[str, _Step] = {}  # the steps begun and not yet finished
 
     @property
     def on_terminal(self) -> bool:
@@ -78,28 +86,34 @@ class Progress:
             self._bar = None
 
     def start(self, label: str) -> None:
-        """A new step begins."""
+        """A new step begins. Steps may overlap (``sweep --jobs``): each keeps its own count and
+        clock, and ``advance``/``finish`` name theirs (default: the one started last)."""
         self._label = label
-        self._done = 0
-        self._started = self._last_line = time.monotonic()
+        now = time.monotonic()
+        self._steps[label] = _Step(started=now, last_line=now)
         if self._bar is not None:
             self._bar.update(self._task, description=label, refresh=True)
         else:
             self._line(f"{label} ...")
 
-    def advance(self, n: int = 1) -> None:
-        self._done += n
+    def advance(self, n: int = 1, *, label: str | None = None) -> None:
+        label = label if label is not None else self._label
+        step = self._steps.setdefault(label, _Step(time.monotonic(), time.monotonic()))
+        step.done += n
         if self._bar is not None:
-            self._bar.update(self._task, advance=n, description=self._label, refresh=True)
+            self._bar.update(self._task, advance=n, description=label, refresh=True)
             return
         now = time.monotonic()
-        if now - self._last_line >= self._heartbeat_s:
-            self._line(f"{self._label} {self._done} {self._unit} ({now - self._started:.0f} s)")
+        if now - step.last_line >= self._heartbeat_s:
+            step.last_line = now
+            self._line(f"{label} {step.done} {self._unit} ({now - step.started:.0f} s)")
 
-    def finish(self, summary: str) -> None:
+    def finish(self, summary: str, *, label: str | None = None) -> None:
         """The step ended: one line saying how (also on a terminal, above the bar)."""
-        elapsed = time.monotonic() - self._started
-        text = f"{self._label} {summary} ({elapsed:.1f} s)"
+        label = label if label is not None else self._label
+        step = self._steps.pop(label, None)
+        elapsed = time.monotonic() - step.started if step is not None else 0.0
+        text = f"{label} {summary} ({elapsed:.1f} s)"
         if self._bar is not None:
             self._bar.console.print(f"{self._command}: {text}", markup=False, highlight=False)
         else:
@@ -108,5 +122,4 @@ class Progress:
     def _line(self, text: str) -> None:
         if not self._enabled:
             return
-        self._last_line = time.monotonic()
         print(f"{self._command}: {text}", file=self._stream, flush=True)

@@ -641,6 +641,7 @@ def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None
                     crash_kinds=options.crash_kinds,  # type: ignore[arg-type]
                     determinism=False,  # I10's twins re-run identical code: no new arcs
                     progress=progress.advance,
+                    fork_from=0,  # every schedule in a forked child: its exit hook measures it
                 )
                 parent = _harvest(cov)
                 children = _read_children(sink)
@@ -1163,7 +1164,7 @@ def _worker(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # the importable module (its hook is the one registered)
+    # The importable module: its hook is the one registered.
     from sim.explore import reach as _reach
 
     sys.exit(_reach._worker(sys.argv[1:]))

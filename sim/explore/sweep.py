@@ -21,10 +21,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.explore import forking
+from sim.explore import forking, parallel
 from sim.judgement.judge import ScheduleOutcome as ScheduleOutcome
 from sim.judgement.judge import judge as judge
 from sim.judgement.judge import recovery_paths as recovery_paths
@@ -137,6 +138,10 @@ def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> s
     return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
 
 
+# Below this many boundaries a fast sweep runs the naive path split over its jobs: a forked
+# child costs ~4 ms of its own (copying the pages it touches), about a short run's whole prefix.
+FORK_FROM_BOUNDARIES = 150
+
 Determinism = Literal["full", "sample", "off"]
 DETERMINISM_MODES: tuple[Determinism, ...] = ("full", "sample", "off")
 # With ``sample``, one crash point in this many gets I10's second run (plus every failing one).
@@ -227,10 +232,13 @@ def sweep(
     fast: bool = True,
     jobs: int | None = None,
     ref: str | None = None,
+    fork_from: int = FORK_FROM_BOUNDARIES,
 ) -> ScenarioSweep:
     """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
     exists) shares the fault-free prefix by forking (see ``sim.explore.forking``); the naive path
-    re-runs every schedule from scratch. Both give the same verdict for every schedule.
+    re-runs every schedule from scratch. Both give the same verdict for every schedule. A fast
+    sweep of a short run (fewer than ``fork_from`` boundaries) splits the naive path over
+    ``jobs`` workers instead: there a fork costs more than the prefix it saves.
 
     ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
     seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
@@ -240,18 +248,53 @@ def sweep(
     mode = determinism_mode(determinism)
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
-    kinds: list[CrashKind] = list(crash_kinds)
-    out = ScenarioSweep(scenario.name, store, seed, depth, list(kinds))
+    out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
     out.ref = ref or scenario.name
     out.determinism = mode
-    store_kind = StoreKind(store)
-    if not all(store_kind.can_inject(k) for k in kinds):  # SQLite: no storage faults
-        out.skipped_power = not store_kind.can_inject("power")
-        out.skipped_storage = not store_kind.can_inject("storage")
-        kinds = [k for k in kinds if store_kind.can_inject(k)]
+    kinds = _store_kinds(out)
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
-    # The traced run counts each point's enumerated tears; both paths list schedules from it.
+    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
+    _describe(out, reference, traced, base, kinds)
+    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
+    if progress:
+        progress(1)
+    if out.failures:
+        # Every crash schedule is judged against the fault-free run: when that run itself fails
+        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
+        out.reference_failed = True
+    elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
+        jobs = jobs or parallel.default_jobs()
+        if len(out.labels) >= fork_from:
+            _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+        else:
+            schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+            _split_sweep(out, scenario, reference, schedules, mode, progress, jobs)
+    else:
+        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+        run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
+        run.all(schedules, depth)
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
+    """The crash kinds the store is swept with: those the simulator can inject under it
+    (``StoreKind.can_inject``: no storage faults on SQLite); the results say what was skipped."""
+    store = StoreKind(out.store)
+    kinds: list[CrashKind] = list(out.crash_kinds)  # type: ignore[arg-type]
+    out.skipped_power = "power" in kinds and not store.can_inject("power")
+    out.skipped_storage = "storage" in kinds and not store.can_inject("storage")
+    return [k for k in kinds if store.can_inject(k)]
+
+
+def _traced_runs(
+    scenario: Scenario, *, seed: int, store: StoreKind, base: Schedule
+) -> tuple[RunResult, RunResult]:
+    """The fault-free reference run (the oracles compare with it) and the run the schedules
+    extend, which lists the crash points: the same run, unless the scenario has timed crashes
+    of its own. The traced run counts each point's enumerated tears; both paths list schedules
+    from it."""
     reference = run_scenario(
         scenario.without_faults(),
         seed=seed,
@@ -259,11 +302,20 @@ def sweep(
         schedule=base,
         count_tears=not scenario.timed_crashes,
     )
-    # The oracles compare with the fault-free reference; the crash points are those of the run
-    # the schedules extend (with the scenario's own timed crashes, if it has any).
-    traced = reference
-    if scenario.timed_crashes:
-        traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    if not scenario.timed_crashes:
+        return reference, reference
+    traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    return reference, traced
+
+
+def _describe(
+    out: ScenarioSweep,
+    reference: RunResult,
+    traced: RunResult,
+    base: Schedule,
+    kinds: list[CrashKind],
+) -> None:
+    """What the results say about the runs before any schedule: boundaries, tears, outcome."""
     out.boundaries = len(traced.boundaries)
     if "power" in kinds:
         out.tear_schedules = sum(
@@ -277,42 +329,107 @@ def sweep(
     out.reference_fingerprint = reference.fingerprint
     out.reference_outcome = reference.outcome
     out.effects = _effect_summary(reference)
-    _record(out, judge(reference, reference, determinism=mode != "off"), reference)
-    if progress:
-        progress(1)
-    if out.failures:
-        # Every crash schedule is judged against the fault-free run: when that run itself fails
-        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
-        out.reference_failed = True
-        out.wall_s = time.perf_counter() - started
-        return out
-    if fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
-        _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
-        out.wall_s = time.perf_counter() - started
-        return out
-    for schedule in depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts):
-        result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)
+
+
+@dataclass
+class _NaiveRun:
+    """The naive path: every schedule run from scratch, in the sweep's order (and, at depth 2,
+    each followed by its second crashes)."""
+
+    out: ScenarioSweep
+    scenario: Scenario
+    reference: RunResult
+    kinds: list[CrashKind]
+    mode: Determinism
+    progress: ProgressFn | None
+    stop_at_first_failure: bool
+
+    def all(self, schedules: list[Schedule], depth: int) -> None:
+        for schedule in schedules:
+            result = self.one(schedule)
+            if self.progress:
+                self.progress(1)
+            if self.stopped():
+                return
+            if depth == 2:
+                self.deeper(schedule, result)
+                if self.stopped():
+                    return
+
+    def one(self, schedule: Schedule) -> RunResult:
+        out = self.out
+        result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+        _record(out, _judged(result, self.reference, self.mode), result)
+        return result
+
+    def stopped(self) -> bool:
+        return self.stop_at_first_failure and bool(self.out.failures)
+
+    def deeper(self, schedule: Schedule, result: RunResult) -> None:
+        """A second crash at every boundary after the first (each point's seeded draw only,
+        no enumerated tears)."""
+        first = schedule.points[-1]
+        for j in range(first.index + 1, len(result.boundaries)):
+            for when in ("before", "after"):
+                for kind in self.kinds:
+                    if not tries_kind(kind, when, result.boundaries[j].label):
+                        continue
+                    self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
+                    if self.stopped():
+                        return
+
+
+Parts = tuple[Schedule, str, list[Violation], list[str], list[str], list[str]]
+
+
+def _split_sweep(
+    out: ScenarioSweep,
+    scenario: Scenario,
+    reference: RunResult,
+    schedules: list[Schedule],
+    mode: Determinism,
+    progress: ProgressFn | None,
+    jobs: int,
+) -> None:
+    """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule;
+    their outcomes are recorded in the sweep's order, as the naive path records them."""
+    chunks = [schedules[i::jobs] for i in range(jobs)]
+    steps = [
+        parallel.Step(
+            f"{out.name}[{out.store}]/{i}",
+            partial(_naive_parts, scenario, out, reference, chunk, mode),
+        )
+        for i, chunk in enumerate(chunks)
+        if chunk
+    ]
+    parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
+    for k in range(len(schedules)):
+        schedule, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+        _record_parts(out, schedule, verdict, violations, labels, paths, lambda lines=lines: lines)
+
+
+def _naive_parts(
+    scenario: Scenario,
+    out: ScenarioSweep,
+    reference: RunResult,
+    schedules: list[Schedule],
+    mode: Determinism,
+    *,
+    progress: ProgressFn,
+) -> list[Parts]:
+    """In a worker: run and judge each schedule as the naive path does; what ``_record``
+    would record of it (the timeline only for a failure, as a report shows only those)."""
+    parts: list[Parts] = []
+    for schedule in schedules:
+        result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
         outcome = _judged(result, reference, mode)
-        _record(out, outcome, result)
-        if progress:
-            progress(1)
-        if stop_at_first_failure and out.failures:
-            break
-        if depth == 2:
-            first = schedule.points[-1]
-            for j in range(first.index + 1, len(result.boundaries)):
-                for when in ("before", "after"):
-                    for kind in kinds:
-                        if not tries_kind(kind, when, result.boundaries[j].label):
-                            continue
-                        # Depth 2 takes each point's seeded draw only (no enumerated tears).
-                        deeper = Schedule.of(*schedule.points, CrashPoint(j, when, kind))
-                        r2 = run_scenario(scenario, seed=seed, store=store, schedule=deeper)
-                        _record(out, _judged(r2, reference, mode), r2)
-                        if stop_at_first_failure and out.failures:
-                            break
-    out.wall_s = time.perf_counter() - started
-    return out
+        lines = timeline(result) if outcome.verdict != "pass" else []
+        paths = sorted(recovery_paths(result))
+        parts.append(
+            (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
+        )
+        progress(1)
+    return parts
 
 
 def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -26,8 +26,10 @@ from durable.events import (
     ToolIntent,
     ToolInterrupted,
     ToolResult,
+    canonical_json,
+    sha256_hex,
 )
-from durable.state import InvariantViolation, State, new_state, reduce
+from durable.state import InvariantViolation, State, apply, new_state, reduce
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
 from sim.world.scenario import ACTION_STEP_BASE
@@ -134,9 +136,10 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
         # promises end with it; I13 judges the stop, I8 the leases granted before it.
         return check_refusal(result) + check_fencing(result)
     out: list[Violation] = []
-    out += check_log(result)
-    facts = _facts(result)
-    out += check_checkpoints(result)
+    reduced = reduce_log(result)
+    out += check_log(result, reduced)
+    facts = _facts(result, reduced)
+    out += check_checkpoints(result, reduced)
     out += check_fencing(result)
     out += check_stopped_runs_stay_stopped(result)
     if facts.state is not None:
@@ -193,10 +196,44 @@ def durable_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
     return [(i, recs) for i, recs in result.commits if recs and recs[0].checksum in final]
 
 
-def _facts(result: RunResult) -> Facts:
+@dataclass
+class Reduced:
+    """``reduce`` of the final log, and of each prefix a verified checkpoint claims, from one
+    pass over the log: three oracles used to reduce the whole log on their own (I2, I3 per
+    checkpoint, the facts), which was a tenth of judging a long run."""
+
+    state: State | None  # reduce of the whole log; None if it does not reduce
+    error: InvariantViolation | None  # why it does not
+    prefixes: dict[int, dict[str, Any]]  # through_sequence -> reduce(prefix) as JSON, if it reduces
+
+
+def reduce_log(result: RunResult) -> Reduced:
+    """One pass of ``apply`` over ``result.records`` (what ``reduce`` does, on a fresh state),
+    dumping the state at every verified checkpoint's ``through_sequence`` on the way. A prefix
+    that does not reduce is absent from ``prefixes``, as ``reduce`` of it would raise."""
+    records = result.records
+    wanted = {
+        c.through_sequence
+        for c in result.checkpoints
+        if c.verify() and c.through_sequence <= len(records)
+    }
+    state = new_state(result.scenario.conversation_id)
+    prefixes: dict[int, dict[str, Any]] = {}
+    if 0 in wanted:
+        prefixes[0] = state.model_dump(mode="json")
     try:
-        state = reduce(new_state(result.scenario.conversation_id), result.records)
-    except InvariantViolation:
+        for n, record in enumerate(records, start=1):
+            apply(state, record)
+            if n in wanted:
+                prefixes[n] = state.model_dump(mode="json")
+    except InvariantViolation as exc:
+        return Reduced(state=None, error=exc, prefixes=prefixes)
+    return Reduced(state=state, error=None, prefixes=prefixes)
+
+
+def _facts(result: RunResult, reduced: Reduced | None = None) -> Facts:
+    state = (reduced or reduce_log(result)).state
+    if state is None:
         return Facts(state=None)
     facts = Facts(state=state)
     for task in state.tasks.values():
@@ -212,7 +249,7 @@ def _facts(result: RunResult) -> Facts:
 # -- I2 log -----------------------------------------------------------------------------------
 
 
-def check_log(result: RunResult) -> list[Violation]:
+def check_log(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
     if result.store_error is not None:
         return [Violation("I2", "a fresh reader finds the store corrupt", (result.store_error,))]
     out: list[Violation] = []
@@ -249,35 +286,33 @@ def check_log(result: RunResult) -> list[Violation]:
         out.append(
             Violation("I2", "a partial batch is visible after recovery", (_row(records[-1]),))
         )
-    try:
-        reduce(new_state(result.scenario.conversation_id), records)
-    except InvariantViolation as exc:
-        out.append(Violation("I2", f"the log does not reduce: {exc}", ()))
+    error = (reduced or reduce_log(result)).error
+    if error is not None:
+        out.append(Violation("I2", f"the log does not reduce: {error}", ()))
     return out
 
 
 # -- I3 checkpoints ----------------------------------------------------------------------------
 
 
-def check_checkpoints(result: RunResult) -> list[Violation]:
+def check_checkpoints(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
     out: list[Violation] = []
     records = result.records
+    prefixes = (reduced or reduce_log(result)).prefixes
     for checkpoint in result.checkpoints:
         if not checkpoint.verify() or checkpoint.through_sequence > len(records):
             continue
-        try:
-            expected = reduce(
-                new_state(result.scenario.conversation_id), records[: checkpoint.through_sequence]
-            )
-        except InvariantViolation:
+        expected = prefixes.get(checkpoint.through_sequence)
+        if expected is None:
             continue  # I2 reports a log that does not reduce
-        if expected.model_dump(mode="json") != checkpoint.state:
+        if expected != checkpoint.state:
+            digest = sha256_hex(canonical_json(expected))  # ``State.digest`` of that state
             out.append(
                 Violation(
                     "I3",
                     "a valid checkpoint differs from reduce of the log prefix it claims",
                     (f"checkpoint through #{checkpoint.through_sequence}",),
-                    expected=f"digest {expected.digest()[:16]}",
+                    expected=f"digest {digest[:16]}",
                     actual=f"checkpoint state of {len(checkpoint.state.get('tasks', {}))} tasks",
                 )
             )

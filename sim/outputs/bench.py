@@ -1,11 +1,13 @@
 """``durable-sim bench``: how fast the simulator explores crash schedules (docs/architecture.md, 3).
 
 From one run it reports (a) schedules per second of the default depth-1 sweep per scenario and
-store, (b) how a sweep's wall time grows with the number of boundaries N (``long_horizon`` cut to
-three sizes; the exponent is the slope of log(wall) against log(N)), (c) the time per crash point
-of the simulated sweep against ``realcrash`` killing real processes at the same points, and (d)
-peak memory. Timings are medians over repeats; the machine is shared and noisy, so compare ratios
-from one run, never absolute figures across runs.
+store, (b) how a sweep's wall time grows with the number of boundaries N (``long_horizon`` cut
+to 10, 25, 50, 100 and 200 tool turns, generated from it; the exponent is the slope of log(wall)
+against log(N), and the largest cut's wall time is reported on its own), (c) the time per crash
+point of the simulated sweep against ``realcrash`` killing real processes at the same points,
+(d) the schedule fuzzer's examples per second, and (e) peak memory. Timings are medians over
+repeats; the machine is shared and noisy, so compare ratios from one run, never absolute figures
+across runs.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sim.explore.sweep import sweep
 from sim.world.scenario import Scenario, load_scenario
 
 DEFAULT_SCENARIOS = ("read_edit_answer", "idempotent_payment")
-GROWTH_TURNS = (5, 10, 20)
+GROWTH_TURNS = (10, 25, 50, 100, 200)
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
@@ -34,10 +36,24 @@ def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
 
 
 def long_horizon_cut(turns: int) -> Scenario:
-    """``long_horizon`` with its first ``turns`` tool turns and the final answer."""
+    """``long_horizon`` with ``turns`` tool turns and the final answer: its first ``turns`` when
+    it has that many, else its turns repeated in order (a longer run of the same shape), with the
+    budget raised to let every turn run. Generated here so the bench needs no scenario files."""
     scenario = load_scenario("long_horizon")
     script = scenario.script[0]
-    return scenario.model_copy(update={"script": [script[:turns] + script[-1:]]})
+    tool_turns, answer = script[:-1], script[-1:]
+    steps = [tool_turns[i % len(tool_turns)] for i in range(turns)]
+    update: dict[str, Any] = {"script": [steps + answer]}
+    budget = scenario.budget
+    needed = turns + 1 + (budget.model_turns - len(script))  # keep the original headroom
+    if needed > budget.model_turns or turns > budget.tool_calls:
+        update["budget"] = budget.model_copy(
+            update={
+                "model_turns": max(budget.model_turns, needed),
+                "tool_calls": max(budget.tool_calls, turns + budget.tool_calls - len(tool_turns)),
+            }
+        )
+    return scenario.model_copy(update=update)
 
 
 def growth_exponent(points: list[tuple[int, float]]) -> float:
@@ -64,8 +80,13 @@ def bench(
     repeats: int = 3,
     growth_turns: tuple[int, ...] = GROWTH_TURNS,
     realcrash_points: int = 6,
+    fuzz_examples: int = 200,
+    growth_repeats: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """Every figure of the module docstring, from one run. ``growth_repeats`` times each
+    ``long_horizon`` cut that many times (default: ``repeats`` up to 50 turns, once beyond,
+    where one sweep already takes minutes)."""
     note = progress or (lambda _: None)
     out: dict[str, Any] = {"repeats": repeats, "schedules_per_s": {}, "sweeps": {}}
     for name in scenarios:
@@ -87,9 +108,10 @@ def bench(
     for turns in growth_turns:
         note(f"growth: long_horizon cut to {turns} turns")
         scenario = long_horizon_cut(turns)
+        times = growth_repeats or (repeats if turns <= 50 else 1)
         wall, result = _median_time(
             lambda scenario=scenario: sweep(scenario, store="file", crash_kinds=("process",)),
-            repeats,
+            times,
         )
         growth.append((result.boundaries, wall))
         out["growth"].append(
@@ -101,10 +123,32 @@ def bench(
             }
         )
     out["growth_exponent"] = round(growth_exponent(growth), 3) if len(growth) > 1 else None
+    largest = out["growth"][-1] if out["growth"] else None
+    out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
+    out["fuzz_examples_per_s"] = _fuzz_rate(fuzz_examples, note)
     out["sim_vs_real"] = _sim_vs_real(realcrash_points, note)
     out["sim_vs_real_ratio"] = out["sim_vs_real"]["ratio"] if out["sim_vs_real"] else None
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
+
+
+def _fuzz_rate(examples: int, note: Callable[[str], None]) -> float | None:
+    """Examples per second of the schedule fuzzer on ``read_edit_answer`` (file store), as
+    ``durable-sim fuzz`` runs it: each example one run judged by every oracle but I10."""
+    if examples <= 0:
+        return None
+    from sim.explore.fuzz import fuzz_schedules
+
+    note(f"fuzz read_edit_answer[file] ({examples} examples)")
+    count = 0
+
+    def tick() -> None:
+        nonlocal count
+        count += 1
+
+    started = time.perf_counter()
+    fuzz_schedules(load_scenario("read_edit_answer"), examples=examples, on_example=tick)
+    return round(count / (time.perf_counter() - started), 1)
 
 
 def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | None:

@@ -47,7 +47,7 @@ from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
 )
 from sim.world.seams import seams as seams
-from sim.world.seeded import World, seed_trio_scheduler
+from sim.world.seeded import World, fake_workspace, seed_trio_scheduler
 from sim.world.services import Effect, Services
 from sim.world.session import run_process
 from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
@@ -408,13 +408,9 @@ def initial_files(seed: int, scenario: Scenario) -> dict[str, str]:
 
 
 def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
-    """Workspace content from faker, seeded from the world (different seeds, different content)."""
-    fake = Faker()
-    fake.seed_instance(world.rng("faker").getrandbits(64))
-    files = {
-        f"{fake.word()}-{n}.cfg": "\n".join(f"{fake.word()} = {fake.pyint()}" for _ in range(3))
-        for n in range(scenario.fake_files)
-    }
+    """Workspace content from faker, seeded from the world (different seeds, different content);
+    generated once per seed and process (``fake_workspace``: building Faker costs a small run)."""
+    files = fake_workspace(world.rng("faker").getrandbits(64), scenario.fake_files, Faker)
     files.update(scenario.files)
     return dict(sorted(files.items()))
 

@@ -39,9 +39,6 @@ class ForkHook(Protocol):
 
     in_child: bool
     child_schedule: Schedule
-    child_tmp: str | None
-    snapshot: Callable[[], str] | None
-    relocate: Callable[[str], None] | None
 
     def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None: ...
 
@@ -168,7 +165,6 @@ class Machine:
         self.fork_plan: ForkHook | None = None  # during a fast sweep's forking run
         self.forked_child = False
         self.state_parts: Callable[[], list[Any]] = lambda: []
-        self._inherited: list[Any] = []
         self._next_index = 0
         self._counters: dict[str, int] = {}
         self.on_crash: Callable[[], None] = lambda: None
@@ -238,10 +234,6 @@ class Machine:
             self.crash(process, point, label)
         if self.fork_plan is not None:
             self.fork_plan.fork_at(self, process, index, "after", label)
-
-    def keep_inherited(self, resource: Any) -> None:
-        """Hold a resource inherited from a forking parent until this child exits."""
-        self._inherited.append(resource)
 
     def state_digest(self) -> str | None:
         """A digest of everything a process kill leaves for the future (None when more than one

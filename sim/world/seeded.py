@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -93,3 +94,30 @@ class World:
             [FINGERPRINT_VERSION, self.trace], sort_keys=True, separators=(",", ":"), default=str
         )
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+# ``fake_workspace``'s memo: (generator seed, file count) -> files. A few entries per process
+# (one per seed a sweep uses); Faker's own instance is built once, as building it costs about as
+# much as a whole small run (it loads every provider).
+_WORKSPACES: dict[tuple[int, int], dict[str, str]] = {}
+_FAKERS: list[Any] = []
+
+
+def fake_workspace(seed: int, count: int, factory: Callable[[], Any]) -> dict[str, str]:
+    """``count`` generated ``.cfg`` files, a pure function of ``seed``: the same files every call,
+    built once per process. ``factory`` makes a Faker instance (passed in so this module does not
+    import faker); it is built on first use and re-seeded per miss, and a re-seeded instance draws
+    exactly what a fresh one seeded alike would (its output depends on the seed only)."""
+    key = (seed, count)
+    files = _WORKSPACES.get(key)
+    if files is None:
+        if not _FAKERS:
+            _FAKERS.append(factory())
+        fake = _FAKERS[0]
+        fake.seed_instance(seed)
+        files = {
+            f"{fake.word()}-{n}.cfg": "\n".join(f"{fake.word()} = {fake.pyint()}" for _ in range(3))
+            for n in range(count)
+        }
+        _WORKSPACES[key] = files
+    return dict(files)

@@ -85,14 +85,3 @@ def _alive(pid: int) -> bool:
     except (OverflowError, ValueError):
         return True  # not a process id this system can have: not ours to judge, leave it
     return True
-
-
-def copy_sqlite_dir(src: str) -> str:
-    """A fresh directory holding a copy of the database and its WAL (the shared-memory index is
-    rebuilt by SQLite from the WAL), for a forked child."""
-    dst = make("child", parent=os.path.dirname(src))
-    for name in os.listdir(src):
-        if name.endswith("-shm"):
-            continue
-        shutil.copy2(os.path.join(src, name), os.path.join(dst, name))
-    return dst

@@ -79,14 +79,48 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="same as --determinism off",
     )
-
+    sw.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help=(
+            "sweeps (scenario x store) run at once, each in a worker process; within a sweep, "
+            "up to this many schedules run at once too (default: the machine's cores). Results "
+            "and reports do not depend on it"
+        ),
+    )
     sw.set_defaults(handler=run_sweep)
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, got {text!r}")
+    return value
 
 
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
 
 
+def _swept(step: Any, result: Any) -> str:
+    """A sweep's progress summary; a refused scenario (its fault-free run fails) says so."""
+    if result.reference_failed:
+        first = result.failures[0]
+        print(
+            f"durable-sim: {step.label}: its fault-free run fails "
+            f"({first.invariant}: {first.explanation}); no crash schedule was run",
+            file=sys.stderr,
+        )
+    return f"{result.schedules} schedules: {result.verdict_counts()}"
+
+
 def run_sweep(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
     from sim.explore.sweep import sweep
 
     kinds = crash_kinds_arg(args.crash)
@@ -96,31 +130,29 @@ def run_sweep(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     check_out_dir(out_dir)
     started = time.perf_counter()
-    results: list[Any] = []
+    jobs = args.jobs or default_jobs()
+    steps = [
+        Step(
+            f"{scenario.name}[{store}]",
+            partial(
+                sweep,
+                scenario,
+                ref=ref,
+                store=store,
+                seed=args.seed,
+                crash_kinds=kinds,
+                depth=args.depth,
+                determinism=determinism_of(args),
+                fast=not args.naive,
+                jobs=jobs,
+            ),
+            estimated_cost(scenario, store, kinds),
+        )
+        for ref, scenario in scenarios
+        for store in stores
+    ]
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
-        for ref, scenario in scenarios:
-            for store in stores:
-                progress.start(f"{scenario.name}[{store}]")
-                result = sweep(
-                    scenario,
-                    ref=ref,
-                    store=store,  # type: ignore[arg-type]
-                    seed=args.seed,
-                    crash_kinds=kinds,  # type: ignore[arg-type]
-                    depth=args.depth,
-                    determinism=determinism_of(args),  # type: ignore[arg-type]
-                    fast=not args.naive,
-                    progress=progress.advance,
-                )
-                results.append(result)
-                progress.finish(f"{result.schedules} schedules: {result.verdict_counts()}")
-                if result.reference_failed:
-                    first = result.failures[0]
-                    print(
-                        f"durable-sim: {scenario.name}[{store}]: its fault-free run fails "
-                        f"({first.invariant}: {first.explanation}); no crash schedule was run",
-                        file=sys.stderr,
-                    )
+        results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     from sim.explore.results import results_document
 
     document = results_document(results, wall_s=time.perf_counter() - started, fast=not args.naive)

@@ -1,11 +1,14 @@
-"""The fast (forking) sweep gives the same verdict for every schedule as the naive sweep."""
+"""The fast (forking) sweep gives the same verdict for every schedule as the naive sweep, and so
+does a fast sweep of a short run, which splits the naive path over workers instead of forking.
+
+The forking tests pass ``fork_from=0``: every scenario is forked whatever its length."""
 
 from __future__ import annotations
 
 import pytest
 
 from sim.explore import forking
-from sim.explore.sweep import sweep
+from sim.explore.sweep import FORK_FROM_BOUNDARIES, sweep
 from sim.world.scenario import bundled_names, load_scenario
 
 # long_horizon's naive sweep alone takes many minutes; a 4-turn cut of it is compared instead.
@@ -30,7 +33,7 @@ def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
 def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
     naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
-    fast = sweep(scenario, store=store, determinism=False, fast=True)  # type: ignore[arg-type]
+    fast = sweep(scenario, store=store, determinism=False, fast=True, fork_from=0)  # type: ignore[arg-type]
     assert fast.schedules == naive.schedules
     assert _verdicts(fast) == _verdicts(naive)
     assert fast.verdicts == naive.verdicts
@@ -42,7 +45,7 @@ def test_fast_and_naive_agree_on_a_short_long_horizon() -> None:
     script = [scenario.script[0][:4] + scenario.script[0][-1:]]
     short = scenario.model_copy(update={"script": script})
     naive = sweep(short, store="file", determinism=False, fast=False)
-    fast = sweep(short, store="file", determinism=False, fast=True)
+    fast = sweep(short, store="file", determinism=False, fast=True, fork_from=0)
     assert _verdicts(fast) == _verdicts(naive)
 
 
@@ -53,7 +56,9 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
     mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
     with planted(mutant):
         naive = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=False)
-        fast = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=True)
+        fast = sweep(
+            load_scenario(mutant.scenario), store="file", determinism=False, fast=True, fork_from=0
+        )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
     # A schedule that inherits an equivalent one's verdict still shows its own crash and run.
@@ -69,7 +74,9 @@ def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
     scenario = load_scenario(name)
     kinds = ("storage",)
     naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
-    fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+    fast = sweep(
+        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+    )
     assert fast.schedules == naive.schedules > 1
     assert _verdicts(fast) == _verdicts(naive)
 
@@ -84,7 +91,9 @@ def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
         naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
-        fast = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=True)
+        fast = sweep(
+            scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+        )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
 
@@ -112,10 +121,48 @@ def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike()
     with planted(key):
         scenario = load_scenario(key.scenario)
         naive = sweep(scenario, store="file", determinism="sample", fast=False)
-        fast = sweep(scenario, store="file", determinism="sample", fast=True)
+        fast = sweep(scenario, store="file", determinism="sample", fast=True, fork_from=0)
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert fast.determinism == naive.determinism == "sample"
     leaky = next(m for m in CATALOGUE if m.name == "leaky-counter")
     with planted(leaky):
         result = sweep(load_scenario(leaky.scenario), store="file", determinism="sample")
     assert result.verdicts["nondeterminism"] > 0
+
+
+SPLIT = ("read_edit_answer", "lease_takeover", "crash_during_recovery", "idempotent_payment")
+
+
+def _document(result: object) -> dict[str, object]:
+    doc = result.to_json()  # type: ignore[attr-defined]
+    doc.pop("wall_s")
+    return doc  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("name", SPLIT)
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store: str) -> None:
+    scenario = load_scenario(name)
+    kinds = ("process", "power", "storage")
+    naive = sweep(scenario, store=store, crash_kinds=kinds, fast=False)  # type: ignore[arg-type]
+    split = sweep(scenario, store=store, crash_kinds=kinds, jobs=2)  # type: ignore[arg-type]
+    assert split.boundaries < FORK_FROM_BOUNDARIES  # the split path, not the forking one
+    assert _document(split) == _document(naive)
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize(
+    ("mutant_name", "jobs"), [("key-per-attempt", 3), ("damage-as-torn-tail", 1)]
+)
+def test_a_split_sweep_fails_a_mutant_exactly_as_the_naive_one(mutant_name: str, jobs: int) -> None:
+    from sim.explore.mutants import CATALOGUE, planted
+
+    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    with planted(mutant):
+        scenario = load_scenario(mutant.scenario)
+        kinds = mutant.crash_kinds
+        naive = sweep(scenario, store="file", crash_kinds=kinds, fast=False)
+        split = sweep(scenario, store="file", crash_kinds=kinds, jobs=jobs)
+    assert naive.failures
+    assert _document(split) == _document(naive)  # every failure, its timeline and repro line
