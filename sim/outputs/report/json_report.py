@@ -20,9 +20,10 @@ DETAIL_LIMIT = 50
 
 REFERENCE_SCHEDULE = "none"  # Schedule().text(): the fault-free reference run
 
-# Why a store's results carry ``skipped_power`` (only SQLite, see sim/explore/sweep.py).
+# Why a store's results carry ``skipped_storage`` (only SQLite: ``StoreKind.can_inject``).
 SKIPPED_POWER_NOTE = (
-    "power loss and storage faults not simulated: they need a VFS over the simulated file system"
+    "storage faults not simulated: SQLite keeps no checksum of its pages, so damage inside a row "
+    "reads back as data (power loss and process kills are simulated)"
 )
 
 
@@ -79,7 +80,7 @@ def totals(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def skipped_power_stores(results: dict[str, Any]) -> list[str]:
-    """Stores (in order of first appearance) on which power-loss schedules were not run."""
+    """Stores (in order of first appearance) on which some crash kinds asked for were not run."""
     stores: list[str] = []
     for sweep in results.get("scenarios", []):
         store = str(sweep.get("store", "?"))
