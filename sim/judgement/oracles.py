@@ -821,6 +821,15 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
     """I11: calls bounded by the fault-free count plus crashes that hit a pinned request; a
     retry sent exactly when due -- not before the deadline its checkpoint committed, not after
     it either (or after the recovery, if later): a resume must not reset the backoff."""
+    return (
+        _retries_sent_when_due(result)
+        or _resends_are_the_pinned_request(result)
+        or _calls_within_bound(result, reference)
+    )
+
+
+def _retries_sent_when_due(result: RunResult) -> list[Violation]:
+    """I11's timing: a retry neither before its committed deadline nor later than due."""
     deadline: dict[tuple[str, int], float] = {}
     for record in result.records:
         event = record.event
@@ -861,7 +870,11 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
                     actual=f"{call.time_s:.3f}s",
                 )
             ]
-    # A re-send after a crash must be the pinned request itself: same model, options, messages.
+    return []
+
+
+def _resends_are_the_pinned_request(result: RunResult) -> list[Violation]:
+    """A re-send after a crash must be the pinned request itself: same model, options, messages."""
     sent: dict[tuple[str, int], ModelCall] = {}
     for call in result.model_calls:
         first = sent.setdefault((call.task_id, call.attempt), call)
@@ -879,6 +892,11 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
                     actual=f"request sha256 {call.request_digest[:16]}",
                 )
             ]
+    return []
+
+
+def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violation]:
+    """No more calls than the fault-free run's plus one per interruption of a pinned request."""
     # A crash or a takeover (the old worker paused past its lease) that hit a pinned request may
     # each cost one re-sent request; a paused worker's own in-flight request was already sent.
     allowed = (

@@ -37,6 +37,14 @@ class TargetTool:
     policy: Policy
 
 
+#: The tools every bundled target's agent has: the scenario of ``idempotent_payment`` (charge a
+#: card, then send a receipt), each declared exactly once, as a user of any runtime would.
+PAYMENT_AGENT_TOOLS = (
+    TargetTool("charge_card", "payments", "exactly_once"),
+    TargetTool("send_receipt", "outbox", "exactly_once"),
+)
+
+
 @dataclass(frozen=True)
 class TargetOptions:
     """How one target run is configured: the durability mode; the tool variant (``as_is``: the

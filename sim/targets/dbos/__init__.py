@@ -19,7 +19,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from sim.targets.protocol import ChildContext, TargetOptions, TargetState, TargetTool
+from sim.targets.protocol import (
+    PAYMENT_AGENT_TOOLS,
+    ChildContext,
+    TargetOptions,
+    TargetState,
+    TargetTool,
+)
 
 
 class DBOSTarget:
@@ -45,10 +51,7 @@ class DBOSTarget:
         )
 
     def tools(self) -> tuple[TargetTool, ...]:
-        return (
-            TargetTool("charge_card", "payments", "exactly_once"),
-            TargetTool("send_receipt", "outbox", "exactly_once"),
-        )
+        return PAYMENT_AGENT_TOOLS
 
     def run_child(self, ctx: ChildContext) -> str:
         from sim.targets.dbos.workflow import run_child

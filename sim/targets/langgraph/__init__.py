@@ -21,7 +21,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from sim.targets.protocol import ChildContext, TargetOptions, TargetState, TargetTool
+from sim.targets.protocol import (
+    PAYMENT_AGENT_TOOLS,
+    ChildContext,
+    TargetOptions,
+    TargetState,
+    TargetTool,
+)
 
 #: The distributions the extra installs, checked before anything imports them.
 REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
@@ -59,10 +65,7 @@ class LangGraphTarget:
         return None
 
     def tools(self) -> tuple[TargetTool, ...]:
-        return (
-            TargetTool("charge_card", "payments", "exactly_once"),
-            TargetTool("send_receipt", "outbox", "exactly_once"),
-        )
+        return PAYMENT_AGENT_TOOLS
 
     def run_child(self, ctx: ChildContext) -> str:
         from sim.targets.langgraph.agent import run_child
