@@ -220,7 +220,7 @@ def test_html_is_self_contained_and_escaped(report: tuple[Path, dict, list[Path]
     assert "cell v-safety" in parsed.classes and "cell v-liveness" in parsed.classes
     assert "crash" in parsed.classes  # the CRASH timeline line is highlighted
     assert REPRO in page and REPRO_D2 in page
-    assert "power loss and storage faults not simulated" in page
+    assert "storage faults not simulated: SQLite keeps no checksum" in page
     assert "\x1b" not in page and "\x00" not in page and "2 charges \\x1b[31m" in page
     # the matrix for calm[sqlite] has process columns only (power was not simulated)
     calm = page[page.index('aria-label="crash matrix calm[sqlite]"') :]
@@ -239,7 +239,7 @@ def test_markdown_escapes_and_carries_repro(report: tuple[Path, dict, list[Path]
             assert "<" not in line and ">" not in line
             # every cell boundary is an unescaped pipe; the label's pipe is escaped
             assert "call|pipe" not in line
-    assert "- sqlite: power loss and storage faults not simulated: they need a VFS" in md
+    assert "- sqlite: storage faults not simulated: SQLite keeps no checksum" in md
     assert "| evil_scenario | file | 3 | 18 | 15 | 1 | 1 | 0 | 1 | 0.50 |" in md
     # the witness row with a ``` run is fenced with four backticks
     assert "````text\npayments.charge #1 answer=<script>" in md
@@ -306,7 +306,13 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     from sim.explore.sweep import sweep
     from sim.world.scenario import load_scenario
 
-    s = sweep(load_scenario("idempotent_payment"), store="sqlite", determinism=False)
+    s = sweep(
+        load_scenario("idempotent_payment"),
+        store="sqlite",
+        crash_kinds=("process", "power", "storage"),
+        determinism=False,
+    )
+    assert s.skipped_storage and not s.skipped_power  # SQLite: no storage faults
     results = {
         "schema_version": 1,
         "tool": "durable-sim",
@@ -319,7 +325,7 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == results
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("name") == "idempotent_payment[sqlite]"
-    assert int(suite.get("tests")) == s.schedules + 1  # + the skipped power schedules
+    assert int(suite.get("tests")) == s.schedules + 1  # + the skipped storage schedules
     assert int(suite.get("skipped")) == 1
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert page.count('<table class="matrix"') == 1
