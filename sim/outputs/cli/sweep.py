@@ -105,6 +105,16 @@ def _jobs(text: str) -> int:
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
 
 
+def _skipped(result: Any) -> str:
+    """`` (no storage faults)``: the crash kinds asked for that the store could not be given."""
+    skipped = [
+        k
+        for k, flag in (("power", result.skipped_power), ("storage", result.skipped_storage))
+        if flag
+    ]
+    return f" (no {'/'.join(skipped)} faults)" if skipped else ""
+
+
 def _swept(step: Any, result: Any) -> str:
     """A sweep's progress summary; a refused scenario (its fault-free run fails) says so."""
     if result.reference_failed:
@@ -186,7 +196,7 @@ def _summary(results: list[Any]) -> None:
     for r in results:
         table.add_row(
             r.name,
-            r.store + (" (no power/storage)" if r.skipped_power or r.skipped_storage else ""),
+            r.store + _skipped(r),
             str(r.boundaries),
             str(r.schedules),
             *(str(r.verdicts[verdict]) for verdict in DISPLAY_VERDICTS),
