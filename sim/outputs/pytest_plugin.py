@@ -346,7 +346,7 @@ def failure_report(result: ScenarioSweep) -> str:
         f"verdicts: {result.verdict_counts()}",
     ]
     if result.skipped_power or result.skipped_storage:
-        lines.append("(power-loss and storage-fault schedules are not run on the sqlite store)")
+        lines.append("(storage-fault schedules are not run on the sqlite store: no page checksums)")
     for failure in result.failures[:SHOWN_FAILURES]:
         lines.append("")
         lines.append(f"{failure.invariant} {failure.verdict} at schedule {failure.schedule}")
