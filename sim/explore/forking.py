@@ -56,6 +56,25 @@ from sim.world.faults import (
 # the fork layer never imports what sits above it.
 CHILD_EXIT_HOOKS: list[Callable[[str], None]] = []
 
+#: Set by the command line when it is told to stop (SIGTERM). The interrupt itself arrives as
+#: SIGINT and normally unwinds the sweep at once; this flag is a second path that does not depend
+#: on it: a forking sweep checks it before every fork and while it waits for its children (at
+#: least every ``STOP_CHECK_S``), and stops there. A sweep once ran on to its end after SIGTERM
+#: under heavy load, the SIGINT apparently lost.
+STOP_REQUESTED: list[bool] = []
+STOP_CHECK_S = 0.1
+
+
+def request_stop() -> None:
+    """Ask every forking sweep of this process to stop at its next fork or wait."""
+    STOP_REQUESTED.append(True)
+
+
+def _stop_if_requested() -> None:
+    if STOP_REQUESTED:
+        raise KeyboardInterrupt("stop requested (SIGTERM)")
+
+
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
 AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
 
@@ -148,6 +167,7 @@ class ForkPlan:
         schedule: Schedule,
         copy: int,
     ) -> None:
+        _stop_if_requested()
         while len(self.running) >= self.jobs:
             self._reap_one()
         path = os.path.join(self.workdir, f"{len(self.done) + len(self.running)}-{copy}.json")
@@ -179,6 +199,7 @@ class ForkPlan:
         hung child must not hang the sweep: it gets an ``error`` verdict instead)."""
         assert self.running and not self.in_child
         while True:
+            _stop_if_requested()
             for child in self.running:
                 pid, status = os.waitpid(child.pid, os.WNOHANG)
                 if pid:
@@ -192,7 +213,7 @@ class ForkPlan:
                 overdue.timed_out = True
                 self._finish(overdue, status)
                 return
-            _wait_for_exit([c.pid for c in self.running], overdue.deadline - now)
+            _wait_for_exit([c.pid for c in self.running], min(overdue.deadline - now, STOP_CHECK_S))
 
     def _finish(self, child: _Child, status: int) -> None:
         self.running.remove(child)

@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint) if on_main_thread else None
     try:
         with seams(**swapped_seams(args)):
-            return int(args.handler(args))
+            status = int(args.handler(args))
+        if _stop_was_requested():  # told to stop, but the command ran on to its end
+            print("durable-sim: interrupted", file=sys.stderr)
+            return 130
+        return status
     except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
         return EXIT["usage"]
@@ -69,7 +73,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _sigterm_as_sigint(signum: int, frame: object) -> None:
     del signum, frame
+    from sim.explore.forking import request_stop
+
+    request_stop()  # a second path to the same stop (see forking.STOP_REQUESTED)
     os.kill(os.getpid(), signal.SIGINT)
+
+
+def _stop_was_requested() -> bool:
+    from sim.explore.forking import STOP_REQUESTED
+
+    return bool(STOP_REQUESTED)
 
 
 def _interrupt_only(exc: BaseException) -> bool:

@@ -135,3 +135,31 @@ def test_stale_directories_of_dead_owners_are_removed(tmp_path: Path) -> None:
     assert not dead.exists() and live.exists() and other.exists()
     assert fresh.exists(), "a recently touched directory may belong to another pid namespace"
     assert huge.exists()
+
+
+def test_a_requested_stop_ends_a_forking_sweep_at_its_next_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGTERM's second path (``forking.request_stop``): a forking sweep stops before its next
+    fork even if the interrupt itself never reaches it, and leaves no child behind."""
+    from sim.explore import forking as forking_module
+    from sim.explore.sweep import sweep
+    from sim.world.scenario import load_scenario
+
+    monkeypatch.setattr(forking_module, "STOP_REQUESTED", [True])
+    with pytest.raises(BaseException) as caught:
+        sweep(
+            load_scenario("read_edit_answer"),
+            store="file",
+            crash_kinds=("process",),
+            determinism="off",
+            fork_from=0,
+        )
+    pending, leaves = [caught.value], []
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    assert leaves and all(isinstance(e, KeyboardInterrupt) for e in leaves), caught.value
