@@ -10,6 +10,7 @@ and read their store through it, over their own ``StorePlace``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -55,16 +56,12 @@ class StoreKind(StrEnum):
 
     def open(self, process: SimProcess, place: StorePlace, blocking: Blocking) -> InstrumentedStore:
         """The store ``process`` works on, every operation of it a labelled boundary."""
-        if self is StoreKind.FILE:
-            fs = ProcessFS(process, place.fs, place.root)
-            return InstrumentedStore(
-                current_seams().file_store(place.root, fs, place.fsync), process
-            )
         port = ProcessFS(process, place.fs, place.root)
-        vfs = SimSQLiteVFS(port, alive=lambda: process.alive)
-        sqlite = SQLiteStore(
-            f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
-        )
+        if self is StoreKind.FILE:
+            return InstrumentedStore(
+                current_seams().file_store(place.root, port, place.fsync), process
+            )
+        sqlite = _sqlite_store(place, port, blocking, alive=lambda: process.alive)
         process.sqlite_stores.append(sqlite)  # a simulated kill abandons its connection
         return InstrumentedStore(sqlite, process)
 
@@ -74,13 +71,22 @@ class StoreKind(StrEnum):
         boundary)."""
         if self is StoreKind.FILE:
             return current_seams().file_store(place.root, place.fs, place.fsync)
-        vfs = SimSQLiteVFS(place.fs)
-        return SQLiteStore(
-            f"{place.root}/{SQLITE_NAME}",
-            blocking=InlineBlocking(),
-            vfs=vfs.name,
-            shared_memory=False,
-        )
+        return _sqlite_store(place, place.fs, InlineBlocking())
+
+
+def _sqlite_store(
+    place: StorePlace,
+    files: Any,
+    blocking: Blocking,
+    *,
+    alive: Callable[[], bool] = lambda: True,
+) -> SQLiteStore:
+    """``ROOT/store.sqlite`` through a VFS over ``files`` (a process's port, or the bare file
+    system for a reader): no shared memory, so a connection per transaction."""
+    vfs = SimSQLiteVFS(files, alive=alive)
+    return SQLiteStore(
+        f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
+    )
 
 
 def store_kind(name: str) -> StoreKind:
