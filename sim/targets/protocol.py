@@ -90,6 +90,22 @@ class ChildContext:
     boundaries: Boundaries
     ledger: Ledger
 
+    def effect(
+        self, *, service: str, op: str, tool: str, call_id: str, key: str | None, detail: str
+    ) -> None:
+        """A tool's effect on a ledgered service, a crash boundary: ``key`` is the idempotency
+        key the ``idempotent`` variant sends (the as-is tools send none)."""
+        self.ledger.effect(
+            self.boundaries,
+            service=service,
+            op=op,
+            tool=tool,
+            call_id=call_id,
+            key=key if self.options.variant == "idempotent" else None,
+            process=self.process,
+            detail=detail,
+        )
+
 
 class Target(Protocol):
     """A foreign durable runtime the harness can crash-test (see the module docstring)."""

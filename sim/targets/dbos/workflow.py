@@ -37,16 +37,7 @@ def _ctx() -> ChildContext:
 def _effect(service: str, op: str, tool: str, detail: str) -> None:
     ctx = _ctx()
     call_id = f"{DBOS.workflow_id}:{DBOS.step_id}"
-    ctx.ledger.effect(
-        ctx.boundaries,
-        service=service,
-        op=op,
-        tool=tool,
-        call_id=call_id,
-        key=call_id if ctx.options.variant == "idempotent" else None,
-        process=ctx.process,
-        detail=detail,
-    )
+    ctx.effect(service=service, op=op, tool=tool, call_id=call_id, key=call_id, detail=detail)
 
 
 @DBOS.step()

@@ -95,16 +95,7 @@ def make_tools(ctx: ChildContext | None) -> list[BaseTool]:
     ) -> None:
         if ctx is None:
             raise RuntimeError("tools of a state reader cannot run")
-        ctx.ledger.effect(
-            ctx.boundaries,
-            service=service,
-            op=op,
-            tool=name,
-            call_id=call_id,
-            key=key if ctx.options.variant == "idempotent" else None,
-            process=ctx.process,
-            detail=detail,
-        )
+        ctx.effect(service=service, op=op, tool=name, call_id=call_id, key=key, detail=detail)
 
     @tool
     def charge_card(
