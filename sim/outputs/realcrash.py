@@ -41,10 +41,7 @@ and a scenario whose own crashes are power losses is refused.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,7 +61,7 @@ from sim.run.realrun import (
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import Schedule, boundary_kind
 from sim.world.model import MODEL_LATENCY_S
-from sim.world.scenario import Scenario, ScenarioError, load_scenario
+from sim.world.scenario import Scenario, load_scenario
 from sim.world.seams import NAMES as SEAM_NAMES
 from sim.world.seams import REFERENCE as REFERENCE_SEAMS
 from sim.world.seams import current as current_seams
@@ -448,156 +445,3 @@ def _document(
         "per_point_s": round(statistics.median(real_times), 4) if real_times else 0.0,
         "sim_per_point_s": round(statistics.median(sim_times), 5) if sim_times else 0.0,
     }
-
-
-# -- command line ------------------------------------------------------------------------------
-
-
-def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``realcrash`` subcommand's arguments (for ``sim.outputs.cli.realcrash``)."""
-    parser.add_argument("scenario", help="a bundled scenario name or a .json path")
-    parser.add_argument("--store", choices=tuple(StoreKind), default=StoreKind.FILE)
-    parser.add_argument(
-        "--points",
-        type=int,
-        default=None,
-        metavar="N",
-        help="run at most N crash points, covering every boundary kind first (default: all)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
-    parser.add_argument(
-        "--speedup",
-        type=float,
-        default=DEFAULT_SPEEDUP,
-        help=f"scenario seconds per real second in the children (default {DEFAULT_SPEEDUP:g})",
-    )
-    parser.add_argument(
-        "--blocking",
-        choices=BLOCKING_MODES,
-        default="thread",
-        help="SQLite calls on worker threads as in production (default) or inline",
-    )
-    parser.add_argument("--json", action="store_true", help="print the JSON document on stdout")
-
-
-def main_realcrash(args: argparse.Namespace) -> int:
-    """Run ``realcrash`` from parsed arguments (see ``add_realcrash_arguments``). Exit 0: total
-    agreement (and identical fault-free label sequences), 1: any disagreement, 2: usage error
-    (one line on stderr, no traceback)."""
-    live = not args.json
-    shown: list[dict[str, Any]] = []
-
-    def show(row: dict[str, Any]) -> None:
-        if not shown:
-            print(
-                f"{'index':>5} {'when':6} {'label':46} {'real':9} {'sim':9} {'agree':5} {'wall':>8}"
-            )
-        shown.append(row)
-        mark = "yes" if row["agree"] else "NO" + ("" if row["aligned"] else " (misaligned)")
-        print(
-            f"{row['index']:5d} {row['when']:6} {row['label'][:46]:46} "
-            f"{row['real']:9} {row['sim']:9} {mark:5} {row['real_s']:7.2f}s",
-            flush=True,
-        )
-
-    try:
-        doc = realcrash(
-            args.scenario,
-            store=args.store,
-            points=args.points,
-            seed=args.seed,
-            speedup=args.speedup,
-            blocking=args.blocking,
-            progress=show if live else None,
-        )
-    except (ScenarioError, RealcrashError) as exc:
-        print(f"durable-sim: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(doc, indent=2, sort_keys=True))
-    else:
-        _summary(doc)
-    return 0 if doc["agreement"] == 1.0 and doc["labels_match"] else 1
-
-
-def _summary(doc: dict[str, Any]) -> None:
-    scale = doc["time_scale"]
-    ref = doc["reference"]
-    print(
-        f"{doc['scenario']} [{doc['store']}]: {doc['boundaries']} boundaries, "
-        f"{len(doc['points'])} of {doc['total_points']} process-kill points run; "
-        f"time x{scale['speedup']:g} (model call {scale['model_latency_real_s'] * 1000:.0f} ms, "
-        f"lease TTL {scale['lease_ttl_real_s']:.2f} s)"
-    )
-    if doc["labels_match"]:
-        print(f"fault-free labels: identical to the simulator's ({doc['boundaries']} boundaries)")
-    else:
-        m = doc["label_mismatch"]
-        print(
-            f"fault-free labels DIFFER from the simulator's at index {m['index']}: "
-            f"real {m['real']!r}, simulated {m['sim']!r}"
-        )
-    print(f"fault-free verdicts: real {ref['real']['verdict']}, simulated {ref['sim']['verdict']}")
-    for d in doc["disagreements"]:
-        print(f"disagreement at {d['point']} ({d['label']}):")
-        if not d["aligned"]:
-            first = d["first_divergence"]
-            where = f" first at index {first['index']}" if first else ""
-            print(
-                f"  misaligned: the real run reached this index through other boundaries{where} "
-                f"(real {first and first['real']!r}, simulated {first and first['sim']!r}); "
-                f"crashed at {d['real_crashes']} vs {d['sim_crashes']}"
-            )
-        for side in ("real", "sim"):
-            info = d[side]
-            print(f"  {side:4} {info['verdict']}")
-            if info.get("error"):
-                print(f"       {info['error']}")
-            for v in info["violations"][:3]:
-                print(f"       {v['invariant']}: {v['explanation']}")
-                for w in v["witness"][:3]:
-                    print(f"         {w}")
-    agreed = sum(1 for r in doc["points"] if r["agree"])
-    total = len(doc["points"])
-    if doc["retried_points"] or doc["reference_attempts"] > 1:
-        print(
-            f"re-run until the real trace lined up with the simulator's (a child the host "
-            f"stalled runs on in scenario time): {doc['retried_points']} point(s); fault-free "
-            f"run {doc['reference_attempts']} attempt(s)"
-        )
-    same = sum(1 for r in doc["points"] if r["same_observables"])
-    print(
-        f"observables (outcome, ledger, final log's event kinds, model calls, processes) "
-        f"identical at {same}/{total} points"
-    )
-    for d in doc["divergences"][:10]:
-        keys = ", ".join(sorted(d["differences"]))
-        print(f"  {d['point']} ({d['label']}): {keys} differ")
-    ratio = doc["per_point_s"] / doc["sim_per_point_s"] if doc["sim_per_point_s"] else 0.0
-    print(
-        f"agreement {agreed}/{total} = {doc['agreement']:.1%}; median per crash point: real "
-        f"{doc['per_point_s']:.2f} s, simulated {doc['sim_per_point_s'] * 1000:.1f} ms "
-        f"(x{ratio:.0f}); wall {doc['wall_s']:.1f} s"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m sim.outputs.realcrash SCENARIO [--store file|sqlite] [--points N] [--json]
-    ...``"""
-    parser = argparse.ArgumentParser(
-        prog="durable-sim realcrash",
-        description=(
-            "Kill real processes (SIGKILL) at every process-kill crash point of SCENARIO, resume "
-            "in a new process, judge with the same oracles, and compare with the simulator."
-        ),
-    )
-    add_realcrash_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return 0 if exc.code in (0, None) else 2
-    return main_realcrash(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,23 @@
-"""``durable-sim realcrash``: the simulator's crash points, with real processes killed."""
+"""``durable-sim realcrash``: the simulator's crash points, with real processes killed.
+
+The command line only: parsing, the live table and the summary. What a point is and how the real
+and simulated sides are compared lives in ``sim.outputs.realcrash``."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from typing import Any
+
+from sim.outputs.realcrash import RealcrashError, realcrash
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP
+from sim.world.scenario import ScenarioError
+from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
-    """``realcrash``: its options and its code live in ``sim.outputs.realcrash``."""
-    from sim.outputs.realcrash import add_realcrash_arguments
-
+    """``realcrash``: kill real processes at the crash points and compare with the simulator."""
     rc = sub.add_parser(
         "realcrash",
         help="kill real processes at every crash point and compare with the simulator",
@@ -20,11 +29,132 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     add_realcrash_arguments(rc)
+    rc.set_defaults(handler=main_realcrash)
 
-    rc.set_defaults(handler=_run_realcrash)
+
+def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``realcrash`` subcommand's arguments."""
+    parser.add_argument("scenario", help="a bundled scenario name or a .json path")
+    parser.add_argument("--store", choices=tuple(StoreKind), default=StoreKind.FILE)
+    parser.add_argument(
+        "--points",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run at most N crash points, covering every boundary kind first (default: all)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    parser.add_argument(
+        "--speedup",
+        type=float,
+        default=DEFAULT_SPEEDUP,
+        help=f"scenario seconds per real second in the children (default {DEFAULT_SPEEDUP:g})",
+    )
+    parser.add_argument(
+        "--blocking",
+        choices=BLOCKING_MODES,
+        default="thread",
+        help="SQLite calls on worker threads as in production (default) or inline",
+    )
+    parser.add_argument("--json", action="store_true", help="print the JSON document on stdout")
 
 
-def _run_realcrash(args: Any) -> int:
-    from sim.outputs.realcrash import main_realcrash
+def main_realcrash(args: argparse.Namespace) -> int:
+    """Run ``realcrash`` from parsed arguments (see ``add_realcrash_arguments``). Exit 0: total
+    agreement (and identical fault-free label sequences), 1: any disagreement, 2: usage error
+    (one line on stderr, no traceback)."""
+    live = not args.json
+    shown: list[dict[str, Any]] = []
 
-    return main_realcrash(args)
+    def show(row: dict[str, Any]) -> None:
+        if not shown:
+            print(
+                f"{'index':>5} {'when':6} {'label':46} {'real':9} {'sim':9} {'agree':5} {'wall':>8}"
+            )
+        shown.append(row)
+        mark = "yes" if row["agree"] else "NO" + ("" if row["aligned"] else " (misaligned)")
+        print(
+            f"{row['index']:5d} {row['when']:6} {row['label'][:46]:46} "
+            f"{row['real']:9} {row['sim']:9} {mark:5} {row['real_s']:7.2f}s",
+            flush=True,
+        )
+
+    try:
+        doc = realcrash(
+            args.scenario,
+            store=args.store,
+            points=args.points,
+            seed=args.seed,
+            speedup=args.speedup,
+            blocking=args.blocking,
+            progress=show if live else None,
+        )
+    except (ScenarioError, RealcrashError) as exc:
+        print(f"durable-sim: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        _summary(doc)
+    return 0 if doc["agreement"] == 1.0 and doc["labels_match"] else 1
+
+
+def _summary(doc: dict[str, Any]) -> None:
+    scale = doc["time_scale"]
+    ref = doc["reference"]
+    print(
+        f"{doc['scenario']} [{doc['store']}]: {doc['boundaries']} boundaries, "
+        f"{len(doc['points'])} of {doc['total_points']} process-kill points run; "
+        f"time x{scale['speedup']:g} (model call {scale['model_latency_real_s'] * 1000:.0f} ms, "
+        f"lease TTL {scale['lease_ttl_real_s']:.2f} s)"
+    )
+    if doc["labels_match"]:
+        print(f"fault-free labels: identical to the simulator's ({doc['boundaries']} boundaries)")
+    else:
+        m = doc["label_mismatch"]
+        print(
+            f"fault-free labels DIFFER from the simulator's at index {m['index']}: "
+            f"real {m['real']!r}, simulated {m['sim']!r}"
+        )
+    print(f"fault-free verdicts: real {ref['real']['verdict']}, simulated {ref['sim']['verdict']}")
+    for d in doc["disagreements"]:
+        print(f"disagreement at {d['point']} ({d['label']}):")
+        if not d["aligned"]:
+            first = d["first_divergence"]
+            where = f" first at index {first['index']}" if first else ""
+            print(
+                f"  misaligned: the real run reached this index through other boundaries{where} "
+                f"(real {first and first['real']!r}, simulated {first and first['sim']!r}); "
+                f"crashed at {d['real_crashes']} vs {d['sim_crashes']}"
+            )
+        for side in ("real", "sim"):
+            info = d[side]
+            print(f"  {side:4} {info['verdict']}")
+            if info.get("error"):
+                print(f"       {info['error']}")
+            for v in info["violations"][:3]:
+                print(f"       {v['invariant']}: {v['explanation']}")
+                for w in v["witness"][:3]:
+                    print(f"         {w}")
+    agreed = sum(1 for r in doc["points"] if r["agree"])
+    total = len(doc["points"])
+    if doc["retried_points"] or doc["reference_attempts"] > 1:
+        print(
+            f"re-run until the real trace lined up with the simulator's (a child the host "
+            f"stalled runs on in scenario time): {doc['retried_points']} point(s); fault-free "
+            f"run {doc['reference_attempts']} attempt(s)"
+        )
+    same = sum(1 for r in doc["points"] if r["same_observables"])
+    print(
+        f"observables (outcome, ledger, final log's event kinds, model calls, processes) "
+        f"identical at {same}/{total} points"
+    )
+    for d in doc["divergences"][:10]:
+        keys = ", ".join(sorted(d["differences"]))
+        print(f"  {d['point']} ({d['label']}): {keys} differ")
+    ratio = doc["per_point_s"] / doc["sim_per_point_s"] if doc["sim_per_point_s"] else 0.0
+    print(
+        f"agreement {agreed}/{total} = {doc['agreement']:.1%}; median per crash point: real "
+        f"{doc['per_point_s']:.2f} s, simulated {doc['sim_per_point_s'] * 1000:.1f} ms "
+        f"(x{ratio:.0f}); wall {doc['wall_s']:.1f} s"
+    )

@@ -13,9 +13,9 @@ import pytest
 from testkit import REPO
 
 from durable.store.file import FileStore
+from sim.outputs.cli import main as cli_main
 from sim.outputs.realcrash import (
     RealcrashError,
-    main,
     realcrash,
     refusal,
     seam_specs,
@@ -91,13 +91,13 @@ def test_select_points_covers_every_kind_first() -> None:
 
 
 def test_unknown_scenario_is_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["no_such_scenario", "--json"]) == 2
+    assert cli_main(["realcrash", "no_such_scenario", "--json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown scenario" in err[0]
 
 
 def test_power_loss_and_takeover_are_not_faked(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["lease_takeover"]) == 2
+    assert cli_main(["realcrash", "lease_takeover"]) == 2
     assert "not run with real processes" in capsys.readouterr().err
 
 
