@@ -13,10 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos]'
 	touch $(STAMP)
 
+# The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
+TEST_JOBS ?= auto
 test: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests
 	$(BIN)/ruff format --check durable sim scenarios tests
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS)
 
 # Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
 JOBS ?=

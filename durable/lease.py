@@ -10,10 +10,18 @@ from durable.journal import Fenced, Journal
 
 
 async def heartbeat(journal: Journal, *, on_fenced: Callable[[], None]) -> None:
+    """Renew at ``start + k * heartbeat_s``: fixed deadlines, not ``heartbeat_s`` after the last
+    renewal ended, so the renewals' own duration (zero on the simulator's clock, a few
+    milliseconds of real I/O) never shifts later beats. A process that was paused past several
+    beats renews once on waking and keeps the grid (it does not renew once per missed beat)."""
     clock = journal.ports.clock
-    assert journal.config.heartbeat_s < journal.config.lease_ttl_s, "heartbeat must beat the TTL"
+    period_s = journal.config.heartbeat_s
+    assert period_s < journal.config.lease_ttl_s, "heartbeat must beat the TTL"
+    deadline_s = clock.now() + period_s
     while True:
-        await clock.sleep_until(clock.now() + journal.config.heartbeat_s)
+        await clock.sleep_until(deadline_s)
+        while deadline_s <= clock.now():
+            deadline_s += period_s
         try:
             await journal.renew_locked()
         except Fenced:
