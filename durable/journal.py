@@ -72,6 +72,15 @@ class Journal:
         lease = await acquire_lease(store, ports, config, conversation_id, owner_id)
         state = await recover_state(store, conversation_id)
         if lease.epoch <= state.epoch:
+            current = await store.current_lease(conversation_id)
+            if current is not None and current.epoch > lease.epoch:
+                # Another owner took the lease between our acquisition and our read of the log
+                # (this process was paused past its TTL while opening): we are fenced, and the
+                # store is fine.
+                raise Fenced(
+                    f"{conversation_id}: lease epoch {lease.epoch} was taken over (epoch "
+                    f"{current.epoch}, {current.owner_id}) before this process recovered"
+                )
             # The lease record went back (e.g. an operator deleted it): writing under this epoch
             # would put a second owner of an old epoch into the log, which nothing could replay.
             raise CorruptStore(

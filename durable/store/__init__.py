@@ -8,6 +8,7 @@ from durable.store.base import (
     SequenceConflict,
     StaleLease,
     Store,
+    StoreBusy,
     StoreError,
     make_checkpoint,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "SequenceConflict",
     "StaleLease",
     "Store",
+    "StoreBusy",
     "StoreError",
     "make_checkpoint",
 ]

@@ -42,6 +42,11 @@ class SequenceConflict(StoreError):
     """``expected_sequence`` is not the next sequence of the log."""
 
 
+class StoreBusy(StoreError):
+    """Another process held the store's lock longer than the store waits (e.g. a worker stopped
+    by the kernel inside a transaction): nothing was written; the caller may try again later."""
+
+
 class CorruptStore(StoreError):
     """Committed data fails verification (bad checksum, gap, unparseable committed record)."""
 

@@ -495,8 +495,19 @@ class FileStore:
         """The committed records after ``after_sequence``, verified; see the module docstring.
 
         ``repair`` (the lease holder recovering) truncates a torn tail instead of ignoring it,
-        and always rescans the whole file rather than trusting this process's cache.
+        and always rescans the whole file rather than trusting this process's cache. A repair is
+        a read-modify-write of the log, exclusive across processes like an append: otherwise an
+        append still being written by the lease's new owner could look like a torn tail to a
+        process that lost the lease while recovering, and be cut away after it was acknowledged.
         """
+        if repair:
+            with self._exclusive(conversation_id):
+                return self._read_records(conversation_id, after_sequence, repair=True)
+        return self._read_records(conversation_id, after_sequence, repair=False)
+
+    def _read_records(
+        self, conversation_id: str, after_sequence: int, *, repair: bool
+    ) -> list[EventRecord]:
         path = self._events_path(conversation_id)
         if not self._fs.exists(path):
             self._cache.pop(conversation_id, None)

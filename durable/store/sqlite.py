@@ -22,7 +22,7 @@ import trio
 
 from durable.events import EventRecord, parse_json, parse_record, remember_written
 from durable.ports import Blocking
-from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease
+from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease, StoreBusy
 from durable.store.file import check_batch, check_conversation_id, check_sequences
 
 T = TypeVar("T")
@@ -177,6 +177,11 @@ class SQLiteStore:
                     raise
                 self._done_with_connection()
                 return result
+            except apsw.BusyError as exc:
+                raise StoreBusy(
+                    f"{self._path}: locked by another process for over {BUSY_TIMEOUT_MS} ms "
+                    "(nothing was written)"
+                ) from exc
             except apsw.Error as exc:
                 corrupt = self._corrupt(exc)
                 if corrupt is not None:

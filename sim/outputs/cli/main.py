@@ -18,6 +18,7 @@ from sim.outputs.cli.realcrash import add_parsers as add_realcrash
 from sim.outputs.cli.single_run import add_parsers as add_single_run
 from sim.outputs.cli.sweep import add_parsers as add_sweep
 from sim.outputs.cli.target import add_parsers as add_target
+from sim.outputs.cli.workers import add_parsers as add_workers
 from sim.world.faults import ScheduleError
 from sim.world.scenario import ScenarioError
 from sim.world.seams import SeamError, seams
@@ -32,6 +33,7 @@ COMMANDS = (
     add_realcrash,
     add_coverage,
     add_target,
+    add_workers,
 )
 
 

@@ -1,0 +1,162 @@
+"""What one worker runs: the payment agent (a scripted model and two ledgered tools) on a real
+store, every store operation and tool effect a crash boundary of the worker's own.
+
+The agent is ``idempotent_payment``'s, for every conversation: the model asks to charge the
+conversation's invoice, then to send its receipt, then answers. ``charge_card`` is declared
+``idempotent`` (the payment service deduplicates by the runtime's idempotency key, so it is
+charged exactly once whatever crashes); ``send_receipt`` is ``unsafe`` (never re-run after a
+crash, so at most one receipt). The judge (``sim.targets.workers.judge``) holds the ledger to
+exactly these promises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import trio
+
+from durable.model import ModelRequest, ModelResponse, ProposedCall
+from durable.ports import OsFileSystem, ThreadBlocking
+from durable.store import FileStore, SQLiteStore
+from durable.store.base import Lease, Store
+from durable.tools import ToolContext, ToolRegistry, ToolSpec
+from sim.targets.boundaries import Boundaries
+from sim.targets.ledger import Ledger
+
+T = TypeVar("T")
+
+StoreName = Literal["file", "sqlite"]
+STORE_NAMES: tuple[StoreName, ...] = ("file", "sqlite")
+#: How long the scripted model takes to answer: long enough that a pause or a kill often lands
+#: while a call is in flight, short enough that a fleet finishes in seconds.
+MODEL_LATENCY_S = 0.05
+#: The tools and the promise the judge holds each to (``sim.targets.protocol.Policy`` names).
+TOOL_PROMISES = {"charge_card": "exactly_once", "send_receipt": "at_most_once"}
+
+
+def open_store(kind: StoreName, store_path: Path) -> Store:
+    """The worker's store on the shared path: a ``FileStore`` directory (fsync on) or a
+    ``SQLiteStore`` database (WAL, synchronous=FULL), as a production worker opens it."""
+    if kind == "file":
+        return FileStore(str(store_path), fs=OsFileSystem(), fsync=True)
+    return SQLiteStore(str(store_path), blocking=ThreadBlocking())
+
+
+class ScriptedModel:
+    """charge, then receipt, then the answer: decided by which tool results the context holds."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await trio.sleep(MODEL_LATENCY_S)
+        done = {m.get("call_id") for m in request.messages if m["role"] == "tool"}
+        calls = [c for m in request.messages if m["role"] == "assistant" for c in m["tool_calls"]]
+        invoice = f"INV-{request.conversation_id}"
+        if not calls:
+            call = ProposedCall(tool="charge_card", arguments={"invoice": invoice, "eur": 42})
+            return ModelResponse(tool_calls=[call], tokens=10)
+        if len(calls) == 1 and calls[0]["call_id"] in done:
+            call = ProposedCall(tool="send_receipt", arguments={"invoice": invoice})
+            return ModelResponse(tool_calls=[call], tokens=10)
+        return ModelResponse(text=f"{invoice} paid; receipt handled", tokens=10)
+
+
+def payment_tools(boundaries: Boundaries, ledger: Ledger, process: str) -> ToolRegistry:
+    """The two tools, each effect one ledger transaction inside ``tool.{name}#n``."""
+
+    def tool(name: str, service: str, op: str, keyed: bool) -> Callable[..., Awaitable[str]]:
+        async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
+            detail = f"{arguments['invoice']} epoch {ctx.epoch} ({ctx.attempt})"
+
+            def apply() -> bool:
+                return ledger.effect(
+                    boundaries,
+                    service=service,
+                    op=op,
+                    tool=name,
+                    call_id=f"{ctx.conversation_id}/{ctx.call_id}",
+                    key=ctx.idempotency_key if keyed else None,
+                    process=process,
+                    detail=detail,
+                )
+
+            boundaries.crossing(boundaries.numbered(f"tool.{name}"), apply)
+            return f"{name} done for {arguments['invoice']}"
+
+        return fn
+
+    return ToolRegistry(
+        [
+            ToolSpec(
+                name="charge_card",
+                fn=tool("charge_card", "payments", "charge", True),
+                policy="idempotent",
+            ),
+            ToolSpec(
+                name="send_receipt",
+                fn=tool("send_receipt", "outbox", "send", False),
+                policy="unsafe",
+            ),
+        ]
+    )
+
+
+class BoundaryStore:
+    """A store whose every mutation crosses ``store.{operation}#n`` (the worker's crash points),
+    and whose every lease it is granted is noted in the worker's trace (for I8's "no epoch held
+    twice": the store's log shows only the acquisitions that committed an event)."""
+
+    def __init__(self, store: Store, boundaries: Boundaries) -> None:
+        self._store = store
+        self._boundaries = boundaries
+
+    async def _crossing(self, op: str, call: Callable[[], Awaitable[T]]) -> T:
+        label = self._boundaries.numbered(f"store.{op}")
+        self._boundaries.before(label)
+        value = await call()
+        self._boundaries.after(label)
+        return value
+
+    async def acquire_lease(self, conversation_id: str, owner_id: str, **kw: Any) -> Lease:
+        lease = await self._crossing(
+            "acquire_lease", lambda: self._store.acquire_lease(conversation_id, owner_id, **kw)
+        )
+        self._boundaries.note(
+            kind="grant",
+            conversation=conversation_id,
+            owner=owner_id,
+            epoch=lease.epoch,
+            done_s=time.monotonic(),
+        )
+        return lease
+
+    async def renew_lease(self, lease: Lease, **kw: Any) -> Lease:
+        """Notes when the renewal *started*: one that started after a newer epoch was granted
+        and still succeeded means two live leases (the kernel's monotonic clock is one clock for
+        every process on the machine)."""
+        started_s = time.monotonic()
+        renewed = await self._crossing("renew_lease", lambda: self._store.renew_lease(lease, **kw))
+        self._boundaries.note(
+            kind="renew",
+            conversation=lease.conversation_id,
+            owner=lease.owner_id,
+            epoch=renewed.epoch,
+            started_s=started_s,
+        )
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        await self._crossing("release_lease", lambda: self._store.release_lease(lease))
+
+    async def append(self, *args: Any, **kw: Any) -> Any:
+        return await self._crossing("append", lambda: self._store.append(*args, **kw))
+
+    async def save_checkpoint(self, *args: Any, **kw: Any) -> Any:
+        return await self._crossing(
+            "save_checkpoint", lambda: self._store.save_checkpoint(*args, **kw)
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        """Reads (``read_records``, ``load_checkpoints``, ``current_lease``...) cross nothing."""
+        return getattr(self._store, name)

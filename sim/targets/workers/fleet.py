@@ -1,0 +1,282 @@
+"""The parent of a fleet: N real workers on one store, killed, paused and restarted.
+
+A fleet is reproducible in its plan, not in its timing: the seed decides each incarnation's
+crash boundary (``kill_at``), which worker is paused and when, and each worker's order of
+visits; the operating system decides who wins each race. That is the point of this mode (the
+simulator already explores orders deterministically); its verdict must hold for every timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.targets.boundaries import read_trace
+from sim.targets.ledger import LEDGER_NAME, Ledger
+from sim.targets.workers.agent import STORE_NAMES, StoreName
+from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
+from sim.targets.workers.mutants import MUTANTS
+
+#: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
+#: at the first few crossings of a process (a worker crosses dozens per conversation).
+CRASH_LABELS = (
+    *(f"store.acquire_lease#{n}" for n in (1, 2)),
+    *(f"store.append#{n}" for n in range(1, 9)),
+    "store.save_checkpoint#1",
+    *(f"store.renew_lease#{n}" for n in (1, 2)),
+    "store.release_lease#1",
+    "tool.charge_card#1",
+    "tool.send_receipt#1",
+)
+#: Upper bounds: a fleet is a test, never an open-ended job.
+MAX_WORKERS = 16
+MAX_CONVERSATIONS = 64
+MAX_INCARNATIONS = 256
+POLL_S = 0.02
+
+Progress = Callable[[str], None]
+
+
+class FleetError(ValueError):
+    """Options a fleet cannot run with (one line: a usage error)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetOptions:
+    store: StoreName = "file"
+    workers: int = 3
+    conversations: int = 6
+    kills: int = 4
+    pauses: int = 2
+    seed: int = 0
+    lease_ttl_s: float = 1.0
+    heartbeat_s: float = 0.3
+    checkpoint_every: int = 4
+    deadline_s: float = 90.0
+    mutant: str | None = None
+
+    def validate(self) -> None:
+        """Eagerly, before any process starts: every bound the fleet relies on."""
+        if self.store not in STORE_NAMES:
+            raise FleetError(f"unknown store {self.store!r} (choose from {', '.join(STORE_NAMES)})")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise FleetError(f"--workers must be 1..{MAX_WORKERS}, not {self.workers}")
+        if not 1 <= self.conversations <= MAX_CONVERSATIONS:
+            raise FleetError(f"--conversations must be 1..{MAX_CONVERSATIONS}")
+        if self.kills < 0 or self.pauses < 0 or self.kills + self.workers > MAX_INCARNATIONS:
+            raise FleetError("--kills and --pauses must be >= 0 (and kills + workers <= 256)")
+        if not 0 < self.heartbeat_s < self.lease_ttl_s:
+            raise FleetError("the heartbeat must be positive and shorter than the lease TTL")
+        if self.deadline_s <= 0:
+            raise FleetError("--deadline must be positive")
+        if self.mutant is not None and self.mutant not in MUTANTS:
+            raise FleetError(f"unknown fleet mutant {self.mutant!r}: {', '.join(sorted(MUTANTS))}")
+
+
+@dataclass
+class Incarnation:
+    """One worker process: its name, its planned crash, and how it ended."""
+
+    name: str
+    crash: tuple[str, str] | None
+    popen: subprocess.Popen[bytes] | None = None
+    status: int | None = None  # the exit status; -9 is the SIGKILL of its own crash
+    paused_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        crash = f"{self.crash[0]}:{self.crash[1]}" if self.crash else None
+        return {"name": self.name, "crash": crash, "status": self.status, "paused_s": self.paused_s}
+
+
+@dataclass
+class FleetRun:
+    """What the parent saw; the judge adds the verdict."""
+
+    options: FleetOptions
+    fleet_dir: Path
+    incarnations: list[Incarnation] = field(default_factory=list)
+    pauses: list[dict[str, Any]] = field(default_factory=list)
+    timed_out: bool = False
+    wall_s: float = 0.0
+
+
+class _Plan:
+    """The seeded plan: which incarnations crash where, and when which slot is paused."""
+
+    def __init__(self, options: FleetOptions) -> None:
+        rng = random.Random(f"fleet:{options.seed}")
+        self._rng = rng
+        self.kills_left = options.kills
+        pause_window_s = options.lease_ttl_s * 3
+        self.pause_at_s = sorted(rng.uniform(0.2, pause_window_s) for _ in range(options.pauses))
+        self.pause_for_s = options.lease_ttl_s * 2.5
+
+    def crash(self) -> tuple[str, str] | None:
+        if self.kills_left == 0:
+            return None
+        self.kills_left -= 1
+        return (self._rng.choice(CRASH_LABELS), self._rng.choice(("before", "after")))
+
+    def victim(self, live: list[Incarnation]) -> Incarnation:
+        return self._rng.choice(live)
+
+
+def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
+    fleet_dir.mkdir(parents=True, exist_ok=True)
+    Ledger.create(fleet_dir / LEDGER_NAME).close()
+    config = {
+        "fleet_dir": str(fleet_dir),
+        "store": options.store,
+        "store_path": "store" if options.store == "file" else "store.sqlite",
+        "conversations": [f"c{n}" for n in range(1, options.conversations + 1)],
+        "seed": options.seed,
+        "lease_ttl_s": options.lease_ttl_s,
+        "heartbeat_s": options.heartbeat_s,
+        "checkpoint_every": options.checkpoint_every,
+        "deadline_wall_s": time.time() + options.deadline_s,
+        "mutant": options.mutant,
+    }
+    (fleet_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def _spawn(run: FleetRun, plan: _Plan, progress: Progress) -> Incarnation:
+    number = len(run.incarnations) + 1
+    incarnation = Incarnation(name=f"p{number}", crash=plan.crash())
+    command = [
+        sys.executable,
+        "-m",
+        "sim.targets.workers.child",
+        str(run.fleet_dir),
+        incarnation.name,
+    ]
+    if incarnation.crash is not None:
+        command += list(incarnation.crash)
+    incarnation.popen = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    run.incarnations.append(incarnation)
+    where = (
+        f" (crashes at {incarnation.crash[0]}:{incarnation.crash[1]})" if incarnation.crash else ""
+    )
+    progress(f"spawn {incarnation.name}{where}")
+    return incarnation
+
+
+def run_fleet(
+    options: FleetOptions, fleet_dir: Path, *, progress: Progress | None = None
+) -> FleetRun:
+    """Run the fleet to its end (every worker exited) or its deadline (the rest are killed)."""
+    options.validate()
+    say: Progress = progress or (lambda line: None)
+    _prepare(options, fleet_dir)
+    run = FleetRun(options=options, fleet_dir=fleet_dir)
+    plan = _Plan(options)
+    started = time.monotonic()
+    live = [_spawn(run, plan, say) for _ in range(options.workers)]
+    stopped: dict[str, float] = {}  # paused incarnation -> when to continue it
+    try:
+        while live:
+            now_s = time.monotonic() - started
+            if now_s > options.deadline_s + options.lease_ttl_s * 5:
+                run.timed_out = True
+                say(f"deadline: {len(live)} worker(s) still running are killed")
+                break
+            _continue_paused(live, stopped, now_s, say)
+            _pause_one(run, plan, live, stopped, now_s, say)
+            live = _reap(run, plan, live, stopped, say)
+            time.sleep(POLL_S)
+    finally:
+        for incarnation in live:  # the deadline, or the parent interrupted: no orphan workers
+            _kill(incarnation)
+    run.wall_s = time.monotonic() - started
+    return run
+
+
+def _pause_one(
+    run: FleetRun,
+    plan: _Plan,
+    live: list[Incarnation],
+    stopped: dict[str, float],
+    now_s: float,
+    say: Progress,
+) -> None:
+    """At the plan's next pause time, stop a worker that holds a lease now (a pause matters only
+    then: it makes a zombie); if none does, the pause waits for one."""
+    if not plan.pause_at_s or plan.pause_at_s[0] > now_s:
+        return
+    holders = [i for i in live if i.name not in stopped and _holds_lease(run, i)]
+    if not holders:
+        return
+    plan.pause_at_s.pop(0)
+    victim = plan.victim(holders)
+    assert victim.popen is not None
+    os.kill(victim.popen.pid, signal.SIGSTOP)
+    stopped[victim.name] = now_s + plan.pause_for_s
+    victim.paused_s += plan.pause_for_s
+    run.pauses.append({"process": victim.name, "at_s": round(now_s, 3), "for_s": plan.pause_for_s})
+    say(f"pause {victim.name} for {plan.pause_for_s:.1f} s (past its lease)")
+
+
+def _holds_lease(run: FleetRun, incarnation: Incarnation) -> bool:
+    """Its trace's last grant comes after its last visit: it is serving a conversation now."""
+    rows = read_trace(run.fleet_dir / trace_name(incarnation.name))
+    kinds = [r.get("kind") for r in rows if r.get("t") == "note"]
+    return "grant" in kinds and kinds[::-1].index("grant") < (
+        kinds[::-1].index("visit") if "visit" in kinds else len(kinds)
+    )
+
+
+def _continue_paused(
+    live: list[Incarnation], stopped: dict[str, float], now_s: float, say: Progress
+) -> None:
+    for incarnation in live:
+        until = stopped.get(incarnation.name)
+        if until is not None and until <= now_s:
+            assert incarnation.popen is not None
+            os.kill(incarnation.popen.pid, signal.SIGCONT)
+            del stopped[incarnation.name]
+            say(f"continue {incarnation.name} (a zombie until it finds out)")
+
+
+def _reap(
+    run: FleetRun,
+    plan: _Plan,
+    live: list[Incarnation],
+    stopped: dict[str, float],
+    say: Progress,
+) -> list[Incarnation]:
+    still: list[Incarnation] = []
+    for incarnation in live:
+        assert incarnation.popen is not None
+        status = incarnation.popen.poll()
+        if status is None:
+            still.append(incarnation)
+            continue
+        incarnation.status = status
+        stopped.pop(incarnation.name, None)
+        if status == -signal.SIGKILL:
+            say(f"{incarnation.name} killed at its crash boundary; restarting")
+            still.append(_spawn(run, plan, say))
+        else:
+            say(
+                f"{incarnation.name} exited with status {status}"
+                + ("" if status == EXIT_DONE else " (see its trace)")
+            )
+    return still
+
+
+def _kill(incarnation: Incarnation) -> None:
+    popen = incarnation.popen
+    if popen is None or popen.poll() is not None:
+        return
+    os.kill(popen.pid, signal.SIGKILL)
+    incarnation.status = popen.wait(timeout=10)

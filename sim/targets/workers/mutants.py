@@ -1,0 +1,61 @@
+"""Deliberately broken stores for the fleet mode: each is a bug only several real processes can
+show, and ``durable-sim workers --mutant NAME`` (and the fleet tests) must catch it.
+
+A mutant is applied inside each worker process before it opens its store (a monkeypatch of the
+store class), never in the parent that judges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from durable.store.base import Lease
+from durable.store.file import FileStore
+from durable.store.sqlite import SQLiteStore
+
+
+def _file_lock_dropped() -> None:
+    """``FileStore``'s read-modify-write of ``lease.json`` without the OS lock: two workers that
+    acquire at the same moment both read the old lease and both get the next epoch."""
+
+    @contextlib.contextmanager
+    def no_lock(self: FileStore, conversation_id: str) -> Iterator[None]:
+        yield
+
+    FileStore._exclusive = no_lock  # type: ignore[method-assign,assignment]
+
+
+def _renew_ignores_epoch() -> None:
+    """A renewal that writes the caller's lease back without comparing it with the stored one:
+    a worker paused past its lease renews it on waking, over the new owner's."""
+
+    def file_renew(self: FileStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+        self._write_lease(renewed)
+        return renewed
+
+    async def sqlite_renew(self: SQLiteStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+
+        def body(conn: Any) -> Lease:
+            self._put_lease(conn, renewed)
+            return renewed
+
+        return await self._run("sqlite.lease", body, write=True)
+
+    FileStore._renew_lease = file_renew  # type: ignore[method-assign]
+    SQLiteStore.renew_lease = sqlite_renew  # type: ignore[method-assign]
+
+
+MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
+    "file-lock-dropped": ("the file store's lease without its OS lock", _file_lock_dropped),
+    "renew-ignores-epoch": ("a lease renewal that does not compare epochs", _renew_ignores_epoch),
+}
+
+
+def apply_mutant(name: str) -> None:
+    if name not in MUTANTS:
+        raise ValueError(f"unknown fleet mutant {name!r}; known: {', '.join(sorted(MUTANTS))}")
+    MUTANTS[name][1]()
