@@ -58,6 +58,11 @@ def add_parsers(sub: Any) -> None:
     wp.add_argument(
         "--deadline", type=float, default=90.0, help="seconds a fleet may take (default 90)"
     )
+    wp.add_argument(
+        "--first-failure",
+        action="store_true",
+        help="stop after the first failing fleet (hunting a race: --fleets is then a bound)",
+    )
     wp.add_argument("--keep", action="store_true", help="keep every fleet's directory")
     wp.add_argument("--json", action="store_true", help="print the fleets' documents as JSON")
     wp.set_defaults(handler=_run_workers)
@@ -83,6 +88,8 @@ def _run_workers(args: argparse.Namespace) -> int:
         except FleetError as exc:
             raise UsageError(str(exc)) from exc
         docs.append(_one_fleet(options, keep=args.keep, live=not args.json))
+        if args.first_failure and docs[-1]["verdict"] != "pass":
+            break
     if args.json:
         print(json.dumps(docs, indent=2, sort_keys=True))
     failed = [d for d in docs if d["verdict"] != "pass"]
