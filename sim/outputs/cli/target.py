@@ -71,7 +71,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--variant",
         default="as_is",
-        help="as_is (the tools as first written) or idempotent (keyed by thread + tool call id)",
+        help=(
+            "as_is (the tools as first written) or idempotent (keyed by thread + tool call id); "
+            "pydantic-ai also: step, child_workflow (each tool in a DBOS step / child workflow)"
+        ),
     )
     p.add_argument(
         "--saver", default="", help="the checkpointer (langgraph: sqlite, default, or aiosqlite)"

@@ -14,7 +14,11 @@ both pydantic-ai's own (``--durability``):
 Either way the model request is a DBOS step and a function tool is not: it runs in the
 workflow's own code, so a recovered workflow, replaying its recorded steps, calls every tool
 again. Variants: ``as_is``; ``idempotent`` (each effect keyed by the workflow id and the tool
-call id, which the recorded model step gives back unchanged on recovery).
+call id, which the recorded model step gives back unchanged on recovery); ``step`` (each effect
+in a ``@DBOS.step`` of its own, no key); ``child_workflow`` (``--durability capability`` only:
+each tool run as a DBOS child workflow, pydantic-ai's own opt-in, by the tool metadata
+``{"dbos": {"child_workflow": {}}}``). The last two narrow the window to DBOS's own -- between a
+tool's effect and the record of its step's or child workflow's output -- without closing it.
 
 Crash boundaries (wrapped in the child only): the model request inside its step
 (``model.request#n``), pydantic-ai's function-tool call (``pydantic_ai.call_tool#n``), each
@@ -51,7 +55,7 @@ class PydanticAITarget:
     extra = "pydantic-ai"
     distributions = ("pydantic-ai-slim", "dbos")
     durabilities = ("agent", "capability")
-    variants = ("as_is", "idempotent")
+    variants = ("as_is", "idempotent", "step", "child_workflow")
     savers = ("sqlite",)
     resumes = ("recovery",)
 

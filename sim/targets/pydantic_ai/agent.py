@@ -80,36 +80,57 @@ class ScriptedModel:
         return ModelResponse(parts=[TextPart(ANSWER)])
 
 
-def _effect(run: RunContext[None], service: str, op: str, tool: str, detail: str) -> None:
-    """A tool's effect on the ledger; the fixed variant's key is the workflow and the call."""
+def _apply(service: str, op: str, tool: str, call_id: str, detail: str) -> None:
+    """A tool's effect on the ledger; the ``idempotent`` variant's key is the workflow and the
+    tool call (``ChildContext.effect`` sends it only in that variant)."""
     if _CTX is None:
         raise RuntimeError("the agent's tools run only inside a target child")
-    call_id = str(run.tool_call_id)
     key = f"{DBOS.workflow_id}:{call_id}"
     _CTX.effect(service=service, op=op, tool=tool, call_id=call_id, key=key, detail=detail)
 
 
+@DBOS.step(name=f"{AGENT_NAME}__tool_effect")
+async def effect_step(service: str, op: str, tool: str, call_id: str, detail: str) -> None:
+    """The ``step`` variant: the effect in a DBOS step of its own, so a recovered workflow gets
+    its recorded output instead of running it again -- once the output is recorded."""
+    _apply(service, op, tool, call_id, detail)
+
+
+async def _effect(run: RunContext[None], service: str, op: str, tool: str, detail: str) -> None:
+    if _CTX is not None and _CTX.options.variant == "step":
+        await effect_step(service, op, tool, str(run.tool_call_id), detail)
+    else:
+        _apply(service, op, tool, str(run.tool_call_id), detail)
+
+
 async def charge_card(run: RunContext[None], invoice: str, amount_eur: int) -> str:
     """Charge the customer's card for an invoice."""
-    _effect(run, "payments", "charge", "charge_card", f"{invoice} {amount_eur} EUR")
+    await _effect(run, "payments", "charge", "charge_card", f"{invoice} {amount_eur} EUR")
     return f"charged {amount_eur} EUR for {invoice}"
 
 
 async def send_receipt(run: RunContext[None], to: str, invoice: str) -> str:
     """Email the receipt of an invoice."""
-    _effect(run, "outbox", "send", "send_receipt", f"receipt {invoice} to {to}")
+    await _effect(run, "outbox", "send", "send_receipt", f"receipt {invoice} to {to}")
     return f"receipt for {invoice} sent to {to}"
 
 
-def build_agent(durability: str, process: str) -> Agent[None, str]:
-    """The agent as a user writes it, made durable the way ``durability`` names: wrapped in
-    ``DBOSAgent`` (``agent``), or given the ``DBOSDurability`` capability (``capability``)."""
+def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
+    """The agent as a user writes it, made durable the way ``options.durability`` names:
+    wrapped in ``DBOSAgent`` (``agent``), or given the ``DBOSDurability`` capability
+    (``capability``), whose tool metadata ``{"dbos": {"child_workflow": {}}}`` runs each tool as
+    a DBOS child workflow (the ``child_workflow`` variant: pydantic-ai's own opt-in)."""
     model = FunctionModel(ScriptedModel(process), model_name="scripted")
-    tools = FunctionToolset([charge_card, send_receipt])
-    if durability == "capability":
+    child = options.variant == "child_workflow"
+    if child and options.durability != "capability":
+        raise RuntimeError("the child_workflow variant needs --durability capability")
+    metadata = {"dbos": {"child_workflow": {}}} if child else None
+    tools = FunctionToolset([charge_card, send_receipt], id="payment_tools", metadata=metadata)
+    if options.durability == "capability":
         return Agent(model, name=AGENT_NAME, toolsets=[tools], capabilities=[DBOSDurability()])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # DBOSAgent is deprecated in 2.x
+        # Deprecated in 2.x in favour of the capability, still shipped: what deployments run.
+        warnings.filterwarnings("ignore", message="`DBOSAgent` is deprecated")
         return DBOSAgent(Agent(model, name=AGENT_NAME, toolsets=[tools]))  # type: ignore[return-value]
 
 
@@ -149,7 +170,7 @@ def run_child(ctx: ChildContext) -> str:
     global _CTX, _AGENT
     _CTX = ctx
     wrap_boundaries(ctx.boundaries)
-    _AGENT = build_agent(ctx.options.durability, ctx.process)
+    _AGENT = build_agent(ctx.options, ctx.process)
     DBOS(config={"name": "durable-sim-pydantic-ai", "system_database_url": _url(ctx.point_dir)})
     DBOS.launch()
     try:
