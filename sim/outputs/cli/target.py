@@ -3,6 +3,7 @@
     durable-sim target list
     durable-sim target sweep langgraph --durability sync [--variant idempotent] [--out DIR]
     durable-sim target replay langgraph --durability sync --schedule 7:after
+    durable-sim target sweep pydantic-ai [--durability capability] [--variant idempotent]
 
 A target's library is an optional extra: a target that is not installed is refused in one line
 that says how to install it, before any child process starts.
@@ -66,7 +67,12 @@ def add_parsers(sub: Any) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET", help="a target name (see: durable-sim target list)")
     p.add_argument(
-        "--durability", default="", help="the runtime's durability mode (langgraph: sync default)"
+        "--durability",
+        default="",
+        help=(
+            "the runtime's durability mode (langgraph: sync default; pydantic-ai: agent, its "
+            "DBOSAgent, default, or capability, its DBOSDurability)"
+        ),
     )
     p.add_argument(
         "--variant",
