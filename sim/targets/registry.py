@@ -11,6 +11,7 @@ from sim.targets.protocol import Target, TargetError
 TARGETS: dict[str, str] = {
     "langgraph": "sim.targets.langgraph",
     "dbos": "sim.targets.dbos",
+    "pydantic-ai": "sim.targets.pydantic_ai",
 }
 
 

@@ -3,6 +3,7 @@
     durable-sim target list
     durable-sim target sweep langgraph --durability sync [--variant idempotent] [--out DIR]
     durable-sim target replay langgraph --durability sync --schedule 7:after
+    durable-sim target sweep pydantic-ai [--durability capability] [--variant idempotent]
 
 A target's library is an optional extra: a target that is not installed is refused in one line
 that says how to install it, before any child process starts.
@@ -66,12 +67,20 @@ def add_parsers(sub: Any) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="TARGET", help="a target name (see: durable-sim target list)")
     p.add_argument(
-        "--durability", default="", help="the runtime's durability mode (langgraph: sync default)"
+        "--durability",
+        default="",
+        help=(
+            "the runtime's durability mode (langgraph: sync default; pydantic-ai: agent, its "
+            "DBOSAgent, default, or capability, its DBOSDurability)"
+        ),
     )
     p.add_argument(
         "--variant",
         default="as_is",
-        help="as_is (the tools as first written) or idempotent (keyed by thread + tool call id)",
+        help=(
+            "as_is (the tools as first written) or idempotent (keyed by thread + tool call id); "
+            "pydantic-ai also: step, child_workflow (each tool in a DBOS step / child workflow)"
+        ),
     )
     p.add_argument(
         "--saver", default="", help="the checkpointer (langgraph: sqlite, default, or aiosqlite)"

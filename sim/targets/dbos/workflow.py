@@ -9,12 +9,10 @@ workflow), so it is also the idempotency key of the fixed variant.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from dbos import DBOS, DBOSClient, SetWorkflowID
-from dbos._sys_db import SystemDatabase
 
-from sim.targets.boundaries import wrap_method
+from sim.targets.dbos.system_db import wrap_system_database
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 
 DB_NAME = "dbos.sqlite"
@@ -63,34 +61,12 @@ def _url(point_dir: Path) -> str:
     return f"sqlite:///{point_dir / DB_NAME}"
 
 
-def _describe_result(self: Any, result: Any, *args: Any, **kw: Any) -> str:
-    del self, args, kw
-    return f"output of step {result.get('function_id')} ({result.get('function_name')})"
-
-
-def _describe_any(*args: Any, **kw: Any) -> str:
-    del args, kw
-    return ""
-
-
-def wrap_system_database(ctx: ChildContext) -> None:
-    b = ctx.boundaries
-    wrap_method(SystemDatabase, "init_workflow", b, "dbos.init_workflow", _describe_any)
-    wrap_method(
-        SystemDatabase, "record_operation_result", b, "dbos.record_operation_result",
-        _describe_result,
-    )  # fmt: skip
-    wrap_method(
-        SystemDatabase, "update_workflow_outcome", b, "dbos.update_workflow_outcome", _describe_any
-    )
-
-
 def run_child(ctx: ChildContext) -> str:
     """Launch DBOS (which recovers a pending workflow by itself), then start the workflow if
     the system database has no record of it, or wait for the recovered one."""
     global _CTX
     _CTX = ctx
-    wrap_system_database(ctx)
+    wrap_system_database(ctx.boundaries)
     DBOS(config={"name": "durable-sim-target", "system_database_url": _url(ctx.point_dir)})
     DBOS.launch()
     try:

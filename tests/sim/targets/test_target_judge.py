@@ -121,7 +121,7 @@ def test_parse_point_accepts_the_process_kind() -> None:
 def test_cli_refuses_an_unknown_target_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["target", "sweep", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["durable-sim: unknown target 'nope' (known: langgraph, dbos)"]
+    assert err == ["durable-sim: unknown target 'nope' (known: langgraph, dbos, pydantic-ai)"]
 
 
 def test_cli_says_how_to_install_a_missing_extra(
@@ -139,3 +139,22 @@ def test_cli_says_how_to_install_a_missing_extra(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "pip install 'durable-sim[langgraph]'" in err[0]
+
+
+def test_cli_says_how_to_install_the_pydantic_ai_extra(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def without_pydantic_ai(name: str, *args: object) -> object:
+        return None if name.split(".")[0] == "pydantic_ai" else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_pydantic_ai)
+    assert main(["target", "sweep", "pydantic-ai"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "durable-sim: the pydantic-ai target needs pydantic_ai, which is not installed: "
+        "pip install 'durable-sim[pydantic-ai]'"
+    ]

@@ -1,0 +1,246 @@
+"""The pydantic-ai agent under test, its crash boundaries, and the reader of its durable state.
+
+Imports pydantic_ai and dbos at module level: import this module only in a child process or when
+reading a point's state (``sim.targets.pydantic_ai`` does, lazily).
+
+Determinism: the workflow id is fixed, and the scripted model derives each tool call id from the
+process and its own call count (``call_p1_1``). A model request is a DBOS step, so a recovered
+workflow gets the recorded response back, with the *first* process's call id: the same tool
+call, not a new one -- which is what makes ``{workflow id}:{tool call id}`` a sound idempotency
+key, and what the witness of a re-run tool shows (one call id, applied by two processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS, DBOSClient, SetWorkflowID
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+
+from sim.targets.boundaries import Boundaries, wrap_async_method
+from sim.targets.dbos.system_db import wrap_system_database
+from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+
+DB_NAME = "dbos.sqlite"
+AGENT_NAME = "payer"
+WORKFLOW_ID = "pay-INV-42"
+USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
+ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
+FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+#: The model's script: one tool call per turn, in this order, then the answer.
+SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("charge_card", {"invoice": "INV-42", "amount_eur": 42}),
+    ("send_receipt", {"to": "ada@example.com", "invoice": "INV-42"}),
+)
+
+# The child's context and agent, set before DBOS launches: DBOS registers workflows by name, so
+# the capability's workflow lives at module level and finds the agent (and the tools the
+# point's ledger) through these.
+_CTX: ChildContext | None = None
+_AGENT: Agent[None, str] | None = None
+
+
+class ScriptedModel:
+    """The ``FunctionModel``'s function: the number of tool results since the user's last
+    prompt decides the next turn (charge, then email, then the answer), so a recovered run gets
+    the turn a real model would give it."""
+
+    def __init__(self, process: str) -> None:
+        self.process = process
+        self.calls = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        del info
+        self.calls += 1
+        done = 0
+        for message in messages:
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
+                    done = 0
+                elif isinstance(part, ToolReturnPart):
+                    done += 1
+        if done < len(SCRIPT):
+            name, args = SCRIPT[done]
+            call_id = f"call_{self.process}_{self.calls}"
+            return ModelResponse(parts=[ToolCallPart(name, dict(args), tool_call_id=call_id)])
+        return ModelResponse(parts=[TextPart(ANSWER)])
+
+
+def _apply(service: str, op: str, tool: str, call_id: str, detail: str) -> None:
+    """A tool's effect on the ledger; the ``idempotent`` variant's key is the workflow and the
+    tool call (``ChildContext.effect`` sends it only in that variant)."""
+    if _CTX is None:
+        raise RuntimeError("the agent's tools run only inside a target child")
+    key = f"{DBOS.workflow_id}:{call_id}"
+    _CTX.effect(service=service, op=op, tool=tool, call_id=call_id, key=key, detail=detail)
+
+
+@DBOS.step(name=f"{AGENT_NAME}__tool_effect")
+async def effect_step(service: str, op: str, tool: str, call_id: str, detail: str) -> None:
+    """The ``step`` variant: the effect in a DBOS step of its own, so a recovered workflow gets
+    its recorded output instead of running it again -- once the output is recorded."""
+    _apply(service, op, tool, call_id, detail)
+
+
+async def _effect(run: RunContext[None], service: str, op: str, tool: str, detail: str) -> None:
+    if _CTX is not None and _CTX.options.variant == "step":
+        await effect_step(service, op, tool, str(run.tool_call_id), detail)
+    else:
+        _apply(service, op, tool, str(run.tool_call_id), detail)
+
+
+async def charge_card(run: RunContext[None], invoice: str, amount_eur: int) -> str:
+    """Charge the customer's card for an invoice."""
+    await _effect(run, "payments", "charge", "charge_card", f"{invoice} {amount_eur} EUR")
+    return f"charged {amount_eur} EUR for {invoice}"
+
+
+async def send_receipt(run: RunContext[None], to: str, invoice: str) -> str:
+    """Email the receipt of an invoice."""
+    await _effect(run, "outbox", "send", "send_receipt", f"receipt {invoice} to {to}")
+    return f"receipt for {invoice} sent to {to}"
+
+
+def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
+    """The agent as a user writes it, made durable the way ``options.durability`` names:
+    wrapped in ``DBOSAgent`` (``agent``), or given the ``DBOSDurability`` capability
+    (``capability``), whose tool metadata ``{"dbos": {"child_workflow": {}}}`` runs each tool as
+    a DBOS child workflow (the ``child_workflow`` variant: pydantic-ai's own opt-in)."""
+    model = FunctionModel(ScriptedModel(process), model_name="scripted")
+    child = options.variant == "child_workflow"
+    if child and options.durability != "capability":
+        raise RuntimeError("the child_workflow variant needs --durability capability")
+    metadata = {"dbos": {"child_workflow": {}}} if child else None
+    tools = FunctionToolset([charge_card, send_receipt], id="payment_tools", metadata=metadata)
+    if options.durability == "capability":
+        return Agent(model, name=AGENT_NAME, toolsets=[tools], capabilities=[DBOSDurability()])
+    with warnings.catch_warnings():
+        # Deprecated in 2.x in favour of the capability, still shipped: what deployments run.
+        warnings.filterwarnings("ignore", message="`DBOSAgent` is deprecated")
+        return DBOSAgent(Agent(model, name=AGENT_NAME, toolsets=[tools]))  # type: ignore[return-value]
+
+
+@DBOS.workflow(name="pay_invoice_with_agent")
+async def pay_invoice(prompt: str) -> Any:
+    """The user's own workflow around the agent's run (the ``capability`` way)."""
+    if _AGENT is None:
+        raise RuntimeError("the workflow runs only inside a target child")
+    return await _AGENT.run(prompt)
+
+
+def _describe_request(self: Any, messages: list[ModelMessage], *args: Any, **kw: Any) -> str:
+    del self, args, kw
+    return f"{len(messages)} message(s) in"
+
+
+def _describe_call(self: Any, name: str, args: Any, run: RunContext[None], *rest: Any) -> str:
+    del self, args, rest
+    return f"{name} call {run.tool_call_id}"
+
+
+def wrap_boundaries(b: Boundaries) -> None:
+    """The model request inside its DBOS step, pydantic-ai's call of a function tool (in the
+    workflow's own code: no step), and DBOS's system database."""
+    wrap_system_database(b)
+    wrap_async_method(FunctionModel, "request", b, "model.request", _describe_request)
+    wrap_async_method(FunctionToolset, "call_tool", b, "pydantic_ai.call_tool", _describe_call)
+
+
+def _url(point_dir: Path) -> str:
+    return f"sqlite:///{point_dir / DB_NAME}"
+
+
+def run_child(ctx: ChildContext) -> str:
+    """Build the agent, launch DBOS (which recovers a pending workflow by itself), then start
+    the workflow if the system database has no record of it, or wait for the recovered one."""
+    global _CTX, _AGENT
+    _CTX = ctx
+    wrap_boundaries(ctx.boundaries)
+    _AGENT = build_agent(ctx.options, ctx.process)
+    DBOS(config={"name": "durable-sim-pydantic-ai", "system_database_url": _url(ctx.point_dir)})
+    DBOS.launch()
+    try:
+        return asyncio.run(_start_or_wait(ctx, _AGENT))
+    finally:
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+async def _start_or_wait(ctx: ChildContext, agent: Agent[None, str]) -> str:
+    status = await DBOS.get_workflow_status_async(WORKFLOW_ID)
+    if status is None:
+        with SetWorkflowID(WORKFLOW_ID):
+            if ctx.options.durability == "capability":
+                handle = await DBOS.start_workflow_async(pay_invoice, USER_INPUT)
+            else:
+                workflow = agent.dbos_wrapped_run_workflow  # type: ignore[attr-defined]
+                handle = await DBOS.start_workflow_async(workflow, USER_INPUT, deps=None)
+        action = "start"
+    elif status.status in FINAL:
+        return "none"
+    else:
+        ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
+        handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
+        action = "resume"
+    await handle.get_result()
+    return action
+
+
+def _history(messages: list[ModelMessage], state: TargetState) -> None:
+    """One comparable row per message part, and the tool calls and results they hold."""
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart):
+                state.history.append(f"user: {part.content}")
+            elif isinstance(part, ToolCallPart):
+                state.history.append(f"model: calls {part.tool_name}")
+            elif isinstance(part, TextPart):
+                state.history.append(f"model: {part.content}")
+            elif isinstance(part, ToolReturnPart):
+                state.history.append(f"tool {part.tool_name}: {part.content}")
+                state.results.setdefault(part.tool_name, []).append(part.tool_call_id)
+
+
+def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
+    """The workflow's status, its recorded steps and, once it is over, the messages of the run
+    it returned, as a DBOS client (which recovers nothing) reads them."""
+    del options
+    if not (point_dir / DB_NAME).exists():
+        return TargetState()
+    client = DBOSClient(system_database_url=_url(point_dir))
+    try:
+        found = client.list_workflows(workflow_ids=[WORKFLOW_ID])
+        if not found:
+            return TargetState()
+        status = found[0]
+        steps = client.list_workflow_steps(WORKFLOW_ID)
+    finally:
+        client.destroy()
+    state = TargetState(exists=True, finished=status.status == "SUCCESS")
+    if not state.finished:
+        state.pending = [str(status.status)]
+    if status.input is not None:
+        state.inputs = [str(arg) for arg in status.input["args"][:1]]
+    for step in steps:  # the model's requests: the only record of the calls it asked for
+        output = step["output"]
+        if isinstance(output, ModelResponse):
+            for part in output.parts:
+                if isinstance(part, ToolCallPart):
+                    state.calls.setdefault(part.tool_name, []).append(part.tool_call_id)
+    if state.finished:
+        _history(status.output.all_messages(), state)
+        state.answer = str(status.output.output)
+    return state
