@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test sweep coverage lint format clean
 
-# The langgraph and dbos extras: tests/sim/targets crash-test real installs (skipped without).
+# The langgraph, dbos and pydantic-ai extras: tests/sim/targets crash-test real installs (skipped without).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos]'
+	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos,pydantic-ai]'
 	touch $(STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
