@@ -9,6 +9,7 @@ world goes through the ledger, so the effects survive the kill and can be counte
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -22,6 +23,22 @@ if TYPE_CHECKING:
 #: no fewer.
 Policy = Literal["exactly_once", "at_most_once", "at_least_once"]
 POLICIES: tuple[Policy, ...] = ("exactly_once", "at_most_once", "at_least_once")
+
+
+def missing_extra(target: str, modules: tuple[str, ...], extra: str) -> str | None:
+    """Why ``target`` cannot run here (the first of its ``modules`` that is not installed, and
+    the pip extra that installs it), or None. Looks the modules up without importing them."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # a dotted name whose parent package is missing
+            found = False
+        if not found:
+            return (
+                f"the {target} target needs {module.split('.')[0]}, which is not installed: "
+                f"pip install 'durable-sim[{extra}]'"
+            )
+    return None
 
 
 class TargetError(ValueError):

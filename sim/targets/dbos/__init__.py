@@ -16,7 +16,6 @@ process and when the state is read.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from sim.targets.protocol import (
@@ -25,6 +24,7 @@ from sim.targets.protocol import (
     TargetOptions,
     TargetState,
     TargetTool,
+    missing_extra,
 )
 
 
@@ -39,16 +39,7 @@ class DBOSTarget:
     resumes = ("recovery",)
 
     def missing(self) -> str | None:
-        try:
-            found = importlib.util.find_spec("dbos") is not None
-        except ModuleNotFoundError:
-            found = False
-        if found:
-            return None
-        return (
-            "the dbos target needs dbos, which is not installed: "
-            f"pip install 'durable-sim[{self.extra}]'"
-        )
+        return missing_extra(self.name, ("dbos",), self.extra)
 
     def tools(self) -> tuple[TargetTool, ...]:
         return PAYMENT_AGENT_TOOLS

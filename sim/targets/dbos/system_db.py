@@ -10,11 +10,40 @@ Imports dbos at module level: import this module only in a child process.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from dbos import DBOSClient
 from dbos._sys_db import SystemDatabase
 
 from sim.targets.boundaries import Boundaries, wrap_method
+from sim.targets.protocol import TargetState
+
+
+def sqlite_url(db_path: Path) -> str:
+    """DBOS's URL of a SQLite system database file."""
+    return f"sqlite:///{db_path}"
+
+
+def read_workflow(db_path: Path, workflow_id: str) -> tuple[TargetState, Any, list[Any]] | None:
+    """A workflow as a DBOS client (which recovers nothing) reads it: the state its status
+    says (exists, finished, pending), the status and the recorded steps; None if the system
+    database holds no such workflow (or does not exist yet)."""
+    if not db_path.exists():
+        return None
+    client = DBOSClient(system_database_url=sqlite_url(db_path))
+    try:
+        found = client.list_workflows(workflow_ids=[workflow_id])
+        if not found:
+            return None
+        status = found[0]
+        steps = client.list_workflow_steps(workflow_id)
+    finally:
+        client.destroy()
+    state = TargetState(exists=True, finished=status.status == "SUCCESS")
+    if not state.finished:
+        state.pending = [str(status.status)]
+    return state, status, steps
 
 
 def _describe_result(self: Any, result: Any, *args: Any, **kw: Any) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dbos import DBOS, DBOSClient, SetWorkflowID
+from dbos import DBOS, SetWorkflowID
 
-from sim.targets.dbos.system_db import wrap_system_database
+from sim.targets.dbos.system_db import read_workflow, sqlite_url, wrap_system_database
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 
 DB_NAME = "dbos.sqlite"
@@ -58,7 +58,7 @@ def pay_invoice(invoice: str, amount_eur: int, to: str) -> str:
 
 
 def _url(point_dir: Path) -> str:
-    return f"sqlite:///{point_dir / DB_NAME}"
+    return sqlite_url(point_dir / DB_NAME)
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -90,20 +90,10 @@ def run_child(ctx: ChildContext) -> str:
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     """The workflow's status and steps as a DBOS client (which recovers nothing) reads them."""
     del options
-    if not (point_dir / DB_NAME).exists():
+    found = read_workflow(point_dir / DB_NAME, WORKFLOW_ID)
+    if found is None:
         return TargetState()
-    client = DBOSClient(system_database_url=_url(point_dir))
-    try:
-        found = client.list_workflows(workflow_ids=[WORKFLOW_ID])
-        if not found:
-            return TargetState()
-        status = found[0]
-        steps = client.list_workflow_steps(WORKFLOW_ID)
-    finally:
-        client.destroy()
-    state = TargetState(exists=True, finished=status.status == "SUCCESS")
-    if not state.finished:
-        state.pending = [str(status.status)]
+    state, status, steps = found
     state.inputs = [f"{INVOICE} {AMOUNT_EUR} {TO}"]  # the workflow's input, recorded at start
     for step in steps:
         name, call_id = str(step["function_name"]), f"{WORKFLOW_ID}:{step['function_id']}"

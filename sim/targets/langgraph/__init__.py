@@ -18,7 +18,6 @@ imported inside the child process and when the state is read.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from sim.targets.protocol import (
@@ -27,6 +26,7 @@ from sim.targets.protocol import (
     TargetOptions,
     TargetState,
     TargetTool,
+    missing_extra,
 )
 
 #: The distributions the extra installs, checked before anything imports them.
@@ -52,17 +52,7 @@ class LangGraphTarget:
     resumes = ("tasks", "next")
 
     def missing(self) -> str | None:
-        for module in REQUIRED:
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ModuleNotFoundError:
-                found = False
-            if not found:
-                return (
-                    f"the langgraph target needs {module.split('.')[0]}, which is not installed: "
-                    f"pip install 'durable-sim[{self.extra}]'"
-                )
-        return None
+        return missing_extra(self.name, REQUIRED, self.extra)
 
     def tools(self) -> tuple[TargetTool, ...]:
         return PAYMENT_AGENT_TOOLS

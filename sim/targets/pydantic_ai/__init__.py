@@ -31,7 +31,6 @@ inside the child process and when the state is read.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from sim.targets.protocol import (
@@ -40,6 +39,7 @@ from sim.targets.protocol import (
     TargetOptions,
     TargetState,
     TargetTool,
+    missing_extra,
 )
 
 #: The modules the extra installs, checked before anything imports them.
@@ -60,17 +60,7 @@ class PydanticAITarget:
     resumes = ("recovery",)
 
     def missing(self) -> str | None:
-        for module in REQUIRED:
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ModuleNotFoundError:
-                found = False
-            if not found:
-                return (
-                    f"the pydantic-ai target needs {module}, which is not installed: "
-                    f"pip install 'durable-sim[{self.extra}]'"
-                )
-        return None
+        return missing_extra(self.name, REQUIRED, self.extra)
 
     def tools(self) -> tuple[TargetTool, ...]:
         return PAYMENT_AGENT_TOOLS

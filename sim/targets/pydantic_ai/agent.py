@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from dbos import DBOS, DBOSClient, SetWorkflowID
+from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
 from pydantic_ai.messages import (
@@ -32,7 +32,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.boundaries import Boundaries, wrap_async_method
-from sim.targets.dbos.system_db import wrap_system_database
+from sim.targets.dbos.system_db import read_workflow, sqlite_url, wrap_system_database
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 
 DB_NAME = "dbos.sqlite"
@@ -161,7 +161,7 @@ def wrap_boundaries(b: Boundaries) -> None:
 
 
 def _url(point_dir: Path) -> str:
-    return f"sqlite:///{point_dir / DB_NAME}"
+    return sqlite_url(point_dir / DB_NAME)
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -218,20 +218,10 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     """The workflow's status, its recorded steps and, once it is over, the messages of the run
     it returned, as a DBOS client (which recovers nothing) reads them."""
     del options
-    if not (point_dir / DB_NAME).exists():
+    found = read_workflow(point_dir / DB_NAME, WORKFLOW_ID)
+    if found is None:
         return TargetState()
-    client = DBOSClient(system_database_url=_url(point_dir))
-    try:
-        found = client.list_workflows(workflow_ids=[WORKFLOW_ID])
-        if not found:
-            return TargetState()
-        status = found[0]
-        steps = client.list_workflow_steps(WORKFLOW_ID)
-    finally:
-        client.destroy()
-    state = TargetState(exists=True, finished=status.status == "SUCCESS")
-    if not state.finished:
-        state.pending = [str(status.status)]
+    state, status, steps = found
     if status.input is not None:
         state.inputs = [str(arg) for arg in status.input["args"][:1]]
     for step in steps:  # the model's requests: the only record of the calls it asked for
