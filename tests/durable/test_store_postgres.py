@@ -13,37 +13,42 @@ Postgres. Here:
   transaction;
 - a renewal that does not compare the epoch (a mutant) is caught;
 - damaged or missing rows raise ``CorruptStore`` as ``SQLiteStore``'s do, and change nothing;
-- ``durable`` imports without psycopg, and the store names the extra to install.
 
-Every test that needs a server takes ``pg_conninfo`` (a throw-away cluster, ``tests/pgcluster.py``)
-and is skipped, with the reason, where none can run.
+Every test here needs a server: it takes ``pg_conninfo`` (a throw-away cluster,
+``tests/pgcluster.py``) and is skipped, with the reason, where none can run; without psycopg the
+whole module is skipped, saying so. ``test_store_postgres_driver.py`` checks that ``durable``
+itself needs no psycopg.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pytest
 import trio
 from test_store_conformance import CONV, append, lease_record, records, sequences
 
 from durable.events import EventRecord
-from durable.ports import InlineBlocking
+from durable.ports import InlineBlocking, ThreadBlocking
 from durable.state import new_state, reduce
 from durable.store import CorruptStore, Lease, PostgresStore, StaleLease, make_checkpoint
 from durable.store import postgres as pg_module
 from durable.store.base import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+else:
+    psycopg = pytest.importorskip(
+        "psycopg", reason="psycopg is not installed (pip install 'durable-sim[postgres]')"
+    )
 
 RACE_CONV = "conv-race"
 WORKERS = 4
@@ -425,28 +430,18 @@ async def test_checkpoint_failing_its_checksum_is_returned_unverified(
     reopened.abandon()
 
 
-# -- the optional driver -------------------------------------------------------------------------
+# -- production's blocking port ------------------------------------------------------------------
 
 
-def test_durable_imports_without_psycopg() -> None:
-    """``durable`` never needs psycopg to import; constructing the store names the extra."""
-    script = (
-        "import sys\n"
-        "sys.modules['psycopg'] = None\n"  # any import of it now fails
-        "import durable.runtime, durable.store\n"
-        "from durable.ports import InlineBlocking\n"
-        "try:\n"
-        "    durable.store.PostgresStore('', blocking=InlineBlocking())\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "pip install 'durable-sim[postgres]'" in done.stdout, done.stdout + done.stderr
-
-
-def test_namespace_must_be_a_plain_identifier() -> None:
-    for bad in ("", "Upper", "a-b", "x;drop", "1abc", "a" * 64):
-        with pytest.raises(ValueError):
-            pg_module.check_namespace(bad)
+async def test_through_worker_threads(pg_conninfo: str, pg_namespace: str) -> None:
+    """Production runs the store's calls on trio's worker threads (``ThreadBlocking``); one
+    connection then serves transactions from several threads, one at a time."""
+    store = PostgresStore(pg_conninfo, blocking=ThreadBlocking(), namespace=pg_namespace)
+    lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
+    await append(store, lease_record(1, lease), lease)
+    async with trio.open_nursery() as nursery:  # concurrent readers wait their turn
+        for _ in range(4):
+            nursery.start_soon(store.read_records, CONV)
+    await append(store, records(2, 2, lease=lease), lease)
+    assert sequences(await store.read_records(CONV)) == [1, 2, 3]
+    await store.close()
