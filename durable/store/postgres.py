@@ -342,13 +342,15 @@ class PostgresStore:
                 values,
             )
         else:
-            conn.execute(
+            updated = conn.execute(
                 self._sql(
                     "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
                     "WHERE conversation_id = %s"
                 ),
                 values,
-            )
+            ).rowcount
+            # The row is locked by this transaction and never deleted: exactly one is updated.
+            assert updated == 1, f"lease update of {conversation_id} touched {updated} rows"
         return lease
 
     async def acquire_lease(
