@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import pgcluster
 import pytest
 from testkit import STORE_KINDS, Stores
 
@@ -15,3 +18,36 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     made = Stores(request.param, tmp_path)
     yield made
     made.close()
+
+
+@pytest.fixture(scope="session")
+def pg_conninfo() -> Iterator[str]:
+    """A PostgreSQL server for the session: a throw-away cluster (``tests/pgcluster.py``),
+    started on first use only, or the server named by ``DURABLE_SIM_PG_CONNINFO``. Skips, with
+    the reason, where neither is possible, so a missing server never passes silently."""
+    reason = pgcluster.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    external = os.environ.get(pgcluster.CONNINFO_ENV)
+    if external:
+        yield external
+        return
+    cluster = pgcluster.start()
+    try:
+        yield cluster.conninfo
+    finally:
+        cluster.stop()
+
+
+_SCHEMAS = itertools.count(1)
+
+
+@pytest.fixture
+def pg_namespace(pg_conninfo: str) -> Iterator[str]:
+    """A fresh schema name per test (isolation on a shared server), dropped afterwards."""
+    import psycopg
+
+    namespace = f"test_{os.getpid()}_{next(_SCHEMAS)}"
+    yield namespace
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {namespace} CASCADE")

@@ -13,6 +13,7 @@ from durable.store.base import (
     make_checkpoint,
 )
 from durable.store.file import FileStore
+from durable.store.postgres import PostgresStore  # psycopg is imported on first use only
 from durable.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "FileStore",
     "Lease",
     "LeaseHeld",
+    "PostgresStore",
     "SQLiteStore",
     "SequenceConflict",
     "StaleLease",

@@ -1,4 +1,6 @@
-"""One contract, every store: the same tests run on FileStore (fsync on and off) and SQLiteStore.
+"""One contract, every store: the same tests run on FileStore (fsync on and off), SQLiteStore and
+PostgresStore (a fresh schema per test on the session's throw-away cluster; skipped, with the
+reason, where no cluster can run).
 
 A ``reopen`` factory builds a fresh store object on the same path, which is how a restart looks to
 a store: nothing in memory survives, only what it wrote.
@@ -19,6 +21,7 @@ from durable.store import (
     FileStore,
     Lease,
     LeaseHeld,
+    PostgresStore,
     SequenceConflict,
     SQLiteStore,
     StaleLease,
@@ -32,17 +35,27 @@ TTL = 30.0
 Reopen = Callable[[], Store]
 
 
-@pytest.fixture(params=["file-fsync", "file-nofsync", "sqlite"])
+@pytest.fixture(params=["file-fsync", "file-nofsync", "sqlite", "postgres"])
 def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Reopen]:
     """A factory of fresh store objects on one path (each call is a process restart)."""
-    opened: list[SQLiteStore] = []
+    opened: list[SQLiteStore | PostgresStore] = []
+    # Only the postgres case asks for a server (and is skipped, saying why, without one).
+    pg = (
+        (request.getfixturevalue("pg_conninfo"), request.getfixturevalue("pg_namespace"))
+        if request.param == "postgres"
+        else None
+    )
 
     def factory() -> Store:
         if request.param == "file-fsync":
             return FileStore(str(tmp_path / "store"), fs=OsFileSystem(), fsync=True)
         if request.param == "file-nofsync":
             return FileStore(str(tmp_path / "store"), fs=OsFileSystem(), fsync=False)
-        store = SQLiteStore(str(tmp_path / "store.db"), blocking=InlineBlocking())
+        store: SQLiteStore | PostgresStore
+        if pg is not None:
+            store = PostgresStore(pg[0], blocking=InlineBlocking(), namespace=pg[1])
+        else:
+            store = SQLiteStore(str(tmp_path / "store.db"), blocking=InlineBlocking())
         opened.append(store)
         return store
 
