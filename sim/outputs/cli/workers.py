@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -23,6 +24,8 @@ from sim.targets.workers.judge import fleet_document, judge_fleet
 from sim.targets.workers.mutants import MUTANTS
 
 MAX_FLEETS = 100
+#: Where ``--conninfo`` comes from when it is not given (the tests' variable too).
+CONNINFO_ENV = "DURABLE_SIM_PG_CONNINFO"
 
 
 def add_parsers(sub: Any) -> None:
@@ -43,6 +46,12 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     wp.add_argument("--store", choices=STORE_NAMES, default="file")
+    wp.add_argument(
+        "--conninfo",
+        default=os.environ.get(CONNINFO_ENV, ""),
+        help=f"the PostgreSQL server of --store postgres (default: ${CONNINFO_ENV}); each fleet "
+        "gets a schema of its own",
+    )
     wp.add_argument("--workers", type=int, default=3, help="concurrent workers (default 3)")
     wp.add_argument("--conversations", type=int, default=6, help="conversations (default 6)")
     wp.add_argument("--kills", type=int, default=4, help="planned self-kills per fleet (4)")
@@ -82,6 +91,7 @@ def _run_workers(args: argparse.Namespace) -> int:
             seed=seed,
             deadline_s=args.deadline,
             mutant=args.mutant,
+            conninfo=args.conninfo,
         )
         try:
             options.validate()

@@ -1,5 +1,6 @@
 """What one worker runs: the payment agent (a scripted model and two ledgered tools) on a real
-store, every store operation and tool effect a crash boundary of the worker's own.
+store, every store operation and tool effect a crash boundary of the worker's own. The store is a
+``FileStore`` directory, a SQLite database or a schema on a PostgreSQL server.
 
 The agent is ``idempotent_payment``'s, for every conversation: the model asks to charge the
 conversation's invoice, then to send its receipt, then answers. ``charge_card`` is declared
@@ -28,8 +29,8 @@ from sim.targets.ledger import Ledger
 
 T = TypeVar("T")
 
-StoreName = Literal["file", "sqlite"]
-STORE_NAMES: tuple[StoreName, ...] = ("file", "sqlite")
+StoreName = Literal["file", "sqlite", "postgres"]
+STORE_NAMES: tuple[StoreName, ...] = ("file", "sqlite", "postgres")
 #: How long the scripted model takes to answer: long enough that a pause or a kill often lands
 #: while a call is in flight, short enough that a fleet finishes in seconds.
 MODEL_LATENCY_S = 0.05
@@ -37,12 +38,19 @@ MODEL_LATENCY_S = 0.05
 TOOL_PROMISES = {"charge_card": "exactly_once", "send_receipt": "at_most_once"}
 
 
-def open_store(kind: StoreName, store_path: Path) -> Store:
-    """The worker's store on the shared path: a ``FileStore`` directory (fsync on) or a
-    ``SQLiteStore`` database (WAL, synchronous=FULL), as a production worker opens it."""
+def open_store(
+    kind: StoreName, store_path: Path, *, conninfo: str = "", namespace: str = ""
+) -> Store:
+    """The worker's store, as a production worker opens it: a ``FileStore`` directory (fsync
+    on), a ``SQLiteStore`` database (WAL, synchronous=FULL) at ``store_path``, or the schema
+    ``namespace`` of the PostgreSQL server at ``conninfo``."""
     if kind == "file":
         return FileStore(str(store_path), fs=OsFileSystem(), fsync=True)
-    return SQLiteStore(str(store_path), blocking=ThreadBlocking())
+    if kind == "sqlite":
+        return SQLiteStore(str(store_path), blocking=ThreadBlocking())
+    from durable.store.postgres import PostgresStore  # the optional driver, only when asked
+
+    return PostgresStore(conninfo, blocking=ThreadBlocking(), namespace=namespace)
 
 
 class ScriptedModel:

@@ -53,6 +53,16 @@ def trace_name(process: str) -> str:
     return f"trace-{process}.jsonl"
 
 
+def open_fleet_store(config: dict[str, Any]) -> Store:
+    """The fleet's store, for a worker or for the judge (a fresh store object on the same data)."""
+    return open_store(
+        config["store"],
+        Path(config["fleet_dir"]) / config["store_path"],
+        conninfo=config.get("conninfo", ""),
+        namespace=config.get("namespace", ""),
+    )
+
+
 def request_id(conversation_id: str) -> str:
     return f"req-{conversation_id}"
 
@@ -101,9 +111,7 @@ async def serve_one(
 
 async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) -> int:
     fleet_dir = Path(config["fleet_dir"])
-    store: Store = BoundaryStore(  # type: ignore[assignment]
-        open_store(config["store"], fleet_dir / config["store_path"]), boundaries
-    )
+    store: Store = BoundaryStore(open_fleet_store(config), boundaries)  # type: ignore[assignment]
     ledger = Ledger(fleet_dir / LEDGER_NAME)
     tools = payment_tools(boundaries, ledger, process)
     order = random.Random(f"{config['seed']}:{process}")  # a local, seeded generator

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,7 @@ class FleetOptions:
     checkpoint_every: int = 4
     deadline_s: float = 90.0
     mutant: str | None = None
+    conninfo: str = ""  # the PostgreSQL server of a postgres fleet (libpq string or URI)
 
     def validate(self) -> None:
         """Eagerly, before any process starts: every bound the fleet relies on."""
@@ -78,6 +80,8 @@ class FleetOptions:
             raise FleetError("the heartbeat must be positive and shorter than the lease TTL")
         if self.deadline_s <= 0:
             raise FleetError("--deadline must be positive")
+        if self.store == "postgres" and not self.conninfo:
+            raise FleetError("a postgres fleet needs --conninfo (a libpq string or URI)")
         if self.mutant is not None and self.mutant not in MUTANTS:
             raise FleetError(f"unknown fleet mutant {self.mutant!r}: {', '.join(sorted(MUTANTS))}")
 
@@ -137,6 +141,9 @@ def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
         "fleet_dir": str(fleet_dir),
         "store": options.store,
         "store_path": "store" if options.store == "file" else "store.sqlite",
+        "conninfo": options.conninfo,
+        # A schema of its own per fleet: fleets on one server never see each other's data.
+        "namespace": _namespace(options, fleet_dir),
         "conversations": [f"c{n}" for n in range(1, options.conversations + 1)],
         "seed": options.seed,
         "lease_ttl_s": options.lease_ttl_s,
@@ -146,6 +153,12 @@ def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
         "mutant": options.mutant,
     }
     (fleet_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
+
+
+def _namespace(options: FleetOptions, fleet_dir: Path) -> str:
+    """A PostgreSQL schema name of the fleet's own (plain: ``[a-z_][a-z0-9_]*``)."""
+    tail = re.sub(r"[^a-z0-9_]", "_", fleet_dir.name.lower())[-24:]
+    return f"fleet_{os.getpid()}_{options.seed}_{tail}"
 
 
 def _spawn(run: FleetRun, plan: _Plan, progress: Progress) -> Incarnation:

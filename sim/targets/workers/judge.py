@@ -26,8 +26,7 @@ from durable.state import new_state, reduce
 from durable.store.base import CorruptStore, Store
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
-from sim.targets.workers.agent import open_store
-from sim.targets.workers.child import CONFIG_NAME, request_id, trace_name
+from sim.targets.workers.child import CONFIG_NAME, open_fleet_store, request_id, trace_name
 from sim.targets.workers.fleet import FleetRun
 
 INVARIANT_TITLES = {
@@ -59,7 +58,7 @@ def judge_fleet(run: FleetRun) -> list[FleetViolation]:
     conversations: list[str] = list(config["conversations"])
     traces = {i.name: read_trace(run.fleet_dir / trace_name(i.name)) for i in run.incarnations}
     out = _worker_errors(traces)
-    store = open_store(config["store"], run.fleet_dir / config["store_path"])
+    store = open_fleet_store(config)
     logs, log_violations = trio.run(_read_logs, store, conversations)
     out += log_violations
     out += _liveness(run, logs)

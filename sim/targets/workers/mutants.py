@@ -13,6 +13,7 @@ from typing import Any
 
 from durable.store.base import Lease
 from durable.store.file import FileStore
+from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
 
 
@@ -45,8 +46,25 @@ def _renew_ignores_epoch() -> None:
 
         return await self._run("sqlite.lease", body, write=True)
 
+    async def postgres_renew(
+        self: PostgresStore, lease: Lease, *, ttl_s: float, now_s: float
+    ) -> Lease:
+        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+        update = (
+            "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
+            "WHERE conversation_id = %s"
+        )
+
+        def body(conn: Any) -> Lease:
+            values = (renewed.owner_id, renewed.epoch, renewed.expires_at_s, lease.conversation_id)
+            conn.execute(self._sql(update), values)
+            return renewed
+
+        return await self._run("postgres.lease", body, write=True)
+
     FileStore._renew_lease = file_renew  # type: ignore[method-assign]
     SQLiteStore.renew_lease = sqlite_renew  # type: ignore[method-assign]
+    PostgresStore.renew_lease = postgres_renew  # type: ignore[method-assign]
 
 
 MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {

@@ -90,9 +90,25 @@ def test_two_applied_charges_or_two_receipts_are_i1_violations(tmp_path: Path) -
     assert _effects(rows[2:], ["c2"], {"c2": []}) == []
 
 
-@pytest.mark.parametrize("store", ["file", "sqlite"])
-def test_a_fleet_with_kills_and_pauses_passes(store: str, tmp_path: Path) -> None:
-    options = FleetOptions(store=store, workers=3, conversations=4, kills=3, pauses=1, seed=7)
+def _conninfo(store: str, request: pytest.FixtureRequest) -> str:
+    """The session's PostgreSQL server for a postgres fleet (skipped, with the reason, where
+    none can be started); nothing for the other stores."""
+    return str(request.getfixturevalue("pg_conninfo")) if store == "postgres" else ""
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
+def test_a_fleet_with_kills_and_pauses_passes(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    options = FleetOptions(
+        store=store,  # type: ignore[arg-type]
+        workers=3,
+        conversations=4,
+        kills=3,
+        pauses=1,
+        seed=7,
+        conninfo=_conninfo(store, request),
+    )
     run = run_fleet(options, tmp_path / "fleet")
     violations = judge_fleet(run)
     assert violations == [], [v.to_json() for v in violations]
@@ -124,15 +140,17 @@ def test_a_worker_error_is_reported_not_passed(tmp_path: Path) -> None:
     [
         ("renew-ignores-epoch", "file"),
         ("renew-ignores-epoch", "sqlite"),
+        ("renew-ignores-epoch", "postgres"),
         ("file-lock-dropped", "file"),
     ],
 )
 def test_fleet_mutants_are_caught(
-    mutant: str, store: str, capsys: pytest.CaptureFixture[str]
+    mutant: str, store: str, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     """Each broken store fails a fleet of the command line (exit 1, a safety verdict). The
     races are the kernel's: one measured run of 5 fleets caught renew-ignores-epoch in 3/5
-    (file) and 4/5 (SQLite), file-lock-dropped in 5/5; 12 fleets miss with odds under 1e-4."""
+    (file), 4/5 (SQLite) and 4/5 (Postgres), file-lock-dropped in 5/5; 12 fleets miss with
+    odds under 1e-4."""
     status = cli_main(
         [
             "workers",
@@ -149,6 +167,8 @@ def test_fleet_mutants_are_caught(
             "--fleets",
             "12",
             "--first-failure",
+            "--conninfo",
+            _conninfo(store, request),
         ]
     )
     err = capsys.readouterr().err
