@@ -6,11 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test sweep coverage lint format clean
 
-# The langgraph, dbos and pydantic-ai extras: tests/sim/targets crash-test real installs (skipped without).
+# The postgres extra (PostgresStore's driver; its tests start a throw-away cluster) and the
+# langgraph, dbos and pydantic-ai extras: tests/sim/targets crash-test real installs.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,langgraph,dbos,pydantic-ai]'
+	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai]'
 	touch $(STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
