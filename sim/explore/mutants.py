@@ -200,7 +200,11 @@ def retry_after_fatal_error(mp: Patcher) -> None:
 
 def _submit_without_dedupe(mp: Patcher) -> None:
     async def submit(
-        self: runtime_mod.Conversation, content: str, *, request_id: str | None = None
+        self: runtime_mod.Conversation,
+        content: str,
+        *,
+        request_id: str | None = None,
+        mode: Any = "follow_up",  # the scenarios of this mutant send follow-ups only
     ) -> runtime_mod.SubmissionHandle:
         ids = self.runtime.ports.ids
         budget = self.runtime.config.budget
