@@ -492,7 +492,8 @@ directory without a conversation is reported as "no store here" (nothing checked
 a SQLite database instead is a usage error that names the file to inspect. For every
 conversation it prints the number of records and the last sequence, the current lease (owner,
 epoch, expiry), the runs (id, status, stop reason, inputs), the submissions (id, request id,
-inbox mode, status, answer or reason), the queue (queued inputs with their modes), the open tool intents and the pending reconciliations, and checks:
+inbox mode, status, answer or reason), the queue (queued inputs with their modes), the open
+tool intents and the pending reconciliations, and checks:
 
   sequences contiguous  the log holds sequences 1..n without a gap
   checksums valid       every committed record verifies (a torn tail, which is what a crash
