@@ -842,6 +842,38 @@ def steer_reversed(mp: Patcher) -> None:
     mp.setattr(generation_mod, "place_steering", place_steering)
 
 
+def steer_queue_in_memory(mp: Patcher) -> None:
+    """I14 (after a crash only): the post-tools boundary places the steering inputs this process
+    accepted, remembered in memory, instead of the durable queue: after a restart a queued
+    steering input misses its boundary (and, if the run settles first, joins the next run)."""
+    accepted: dict[int, tuple[Any, set[str]]] = {}  # id(state) -> (the state, its steering ids)
+    original_submit = runtime_mod.Conversation.submit
+    original_place = runs_mod.place_steering
+
+    def remembered(state: Any) -> set[str]:
+        entry = accepted.get(id(state))
+        if entry is None or entry[0] is not state:
+            entry = accepted[id(state)] = (state, set())
+        return entry[1]
+
+    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+        handle = await original_submit(self, content, **kwargs)
+        if kwargs.get("mode") == "steer":
+            remembered(self.journal.state).add(handle.id)
+        return handle
+
+    def place_steering(state: Any, task_id: str) -> list[Any]:
+        known = remembered(state)
+        events = original_place(state, task_id)
+        kept = [
+            e.model_copy(update={"inputs": [i for i in e.inputs if i in known]}) for e in events
+        ]
+        return [e for e in kept if e.inputs]
+
+    mp.setattr(runtime_mod.Conversation, "submit", submit)
+    mp.setattr(generation_mod, "place_steering", place_steering)
+
+
 def reject_writes(mp: Patcher) -> None:
     """I16: a reject-mode input that meets an active run is committed (queued as a follow-up)
     before ``ConversationBusy`` is raised: the caller is told nothing was written, and a later
@@ -1084,6 +1116,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "queued steering inputs placed newest first",
         steer_reversed,
         "steer_and_follow_up_queued",
+    ),
+    Mutant(
+        "steer-queue-in-memory",
+        "the steering queue read from process memory, not the log (lost on restart)",
+        steer_queue_in_memory,
+        "steer_mid_tools",
     ),
     Mutant(
         "reject-writes",

@@ -935,6 +935,10 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
     """No more calls than the fault-free run's plus one per interruption of a pinned request."""
     # A crash or a takeover (the old worker paused past its lease) that hit a pinned request may
     # each cost one re-sent request; a paused worker's own in-flight request was already sent.
+    if _steered(result) != _steered(reference):
+        # A crash moved a steering input to the other side of a post-tools boundary (it arrived
+        # after the boundary, or the run settled first): the runs took other turns, legitimately.
+        return []
     allowed = (
         len(reference.model_calls)
         + sum(1 for c in result.crashes if c.pinned_request)
@@ -1074,6 +1078,20 @@ def check_inbox(result: RunResult) -> list[Violation]:
     return check_steering_boundary(result) + check_queue_order(result) + check_rejections(result)
 
 
+def _steered(run: RunResult) -> set[str]:
+    """The request ids (or submission ids, for inputs without one) of the inputs placed into a
+    running run at a post-tools boundary."""
+    names: dict[str, str] = {}
+    out: set[str] = set()
+    for record in run.records:
+        event = record.event
+        if isinstance(event, InputAccepted):
+            names[event.submission_id] = event.request_id or event.submission_id
+        elif isinstance(event, InputsSteered):
+            out.update(names.get(sid, sid) for sid in event.inputs)
+    return out
+
+
 @dataclass
 class _Turns:
     """What I14 tracks while walking the log: each task's kind, run and phase, the tool calls
@@ -1084,9 +1102,23 @@ class _Turns:
     phase: dict[str, str] = field(default_factory=dict)
     open_calls: dict[str, set[str]] = field(default_factory=dict)
     settled_in_batch: set[str] = field(default_factory=set)
+    steering: set[str] = field(default_factory=set)  # accepted steering inputs not yet placed
+
+    def post_tools(self) -> bool:
+        """Whether the current commit settled a generation turn that waited on tools."""
+        return any(
+            self.kind.get(t) == "generation" and self.phase.get(t) == "tools"
+            for t in self.settled_in_batch
+        )
 
     def see(self, event: Any) -> None:
-        if isinstance(event, TaskCreated):
+        if isinstance(event, InputAccepted) and event.mode == "steer":
+            self.steering.add(event.submission_id)
+        elif isinstance(event, RunStarted | InputsSteered):
+            self.steering.difference_update(event.inputs)
+        elif isinstance(event, InputSettled):
+            self.steering.discard(event.submission_id)
+        elif isinstance(event, TaskCreated):
             self.kind[event.task_id] = event.kind
             self.run[event.task_id] = event.run_id
             self.phase[event.task_id] = event.phase
@@ -1102,10 +1134,11 @@ class _Turns:
 
 
 def check_steering_boundary(result: RunResult) -> list[Violation]:
-    """I14: a steered input lands only at a post-tools boundary -- in the commit that settles a
-    generation task that waited on its turn's tools (after that settlement), with every tool
-    call of the run answered, and right before the next turn is created (so before the next
-    model request) -- never between a tool call and its result."""
+    """I14: a steered input lands at the next post-tools boundary and only there -- in the commit
+    that settles a generation task that waited on its turn's tools (after that settlement),
+    with every tool call of the run answered, and right before the next turn is created (so
+    before the next model request); never between a tool call and its result, and never left
+    queued by a post-tools boundary that came after it was accepted."""
     turns = _Turns()
     records = result.records
     batch = None
@@ -1113,6 +1146,7 @@ def check_steering_boundary(result: RunResult) -> list[Violation]:
         event = record.event
         if record.batch != batch:
             batch, turns.settled_in_batch = record.batch, set()
+            waiting = set(turns.steering)  # queued before this commit
         if isinstance(event, InputsSteered):
             why = _misplaced_steering(turns, event, records[n + 1 :], record.batch)
             if why:
@@ -1126,6 +1160,18 @@ def check_steering_boundary(result: RunResult) -> list[Violation]:
                     )
                 ]
         turns.see(event)
+        skipped = sorted(waiting & turns.steering)
+        if record.last_in_batch and turns.post_tools() and skipped:
+            return [
+                Violation(
+                    "I14",
+                    f"steering input {skipped[0]} was queued at a post-tools boundary of its "
+                    "run, and the boundary did not place it",
+                    tuple(_row(r) for r in records if r.batch == record.batch)[:6],
+                    expected=f"{skipped[0]} placed in this commit",
+                    actual="still queued after it",
+                )
+            ]
     return []
 
 

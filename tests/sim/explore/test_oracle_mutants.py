@@ -53,6 +53,7 @@ from sim.explore.mutants import (
     stale_context_window,
     steer_anywhere,
     steer_lost_on_settle,
+    steer_queue_in_memory,
     steer_reversed,
     trust_torn_tail,
     unsafe_replays_on_recovery,
@@ -395,6 +396,15 @@ CASES = [
         bundled("steer_mid_tools"),
         Crash("tool.effect:workspace.read", "before", "process"),
         "before tool.effect:workspace.read#call-1: the re-sent steer-2 lands mid-read again",
+    ),
+    Case(
+        "I14",
+        "steer-queue-in-memory",
+        steer_queue_in_memory,
+        bundled("steer_mid_tools"),
+        Crash("store.lease.renew", "before", "process"),
+        "27:before:process (before store.lease.renew#1, steer-2 queued, the read in flight): "
+        "the restarted process forgets steer-2 at the post-tools boundary",
     ),
     Case(
         "I15",
