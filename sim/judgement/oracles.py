@@ -1129,8 +1129,8 @@ class _Turns:
             calls.update(c.call_id for c in event.tool_calls)
         elif isinstance(event, ToolResult):
             self.open_calls.get(self.run.get(event.task_id, ""), set()).discard(event.call_id)
-        elif isinstance(event, TaskSettled):
-            self.settled_in_batch.add(event.task_id)
+        elif isinstance(event, TaskSettled) and event.outcome == "completed":
+            self.settled_in_batch.add(event.task_id)  # a turn that ended, not one aborted
 
 
 def check_steering_boundary(result: RunResult) -> list[Violation]:
