@@ -8,7 +8,7 @@ from durable.events import Budget, EventRecord, ToolCall
 from durable.journal import Fenced
 from durable.model import ModelDriver, ModelError, ModelRequest, ModelResponse, ProposedCall
 from durable.ports import Ports, real_ports
-from durable.runtime import Conversation, Runtime, SubmissionHandle
+from durable.runtime import Conversation, ConversationBusy, Runtime, SubmissionHandle
 from durable.state import State, reduce
 from durable.store import FileStore, SQLiteStore
 from durable.tools import ToolContext, ToolError, ToolRegistry, ToolSpec, Verification
@@ -16,6 +16,7 @@ from durable.tools import ToolContext, ToolError, ToolRegistry, ToolSpec, Verifi
 __all__ = [
     "Budget",
     "Conversation",
+    "ConversationBusy",
     "EventRecord",
     "Fenced",
     "FileStore",

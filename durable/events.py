@@ -15,15 +15,26 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 SCHEMA_VERSION = 1
 
 Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
 StopReason = Literal["completed", "model_error", "aborted", "budget_exhausted", "no_model"]
 TaskKind = Literal["generation", "tool"]
+#: How an input that arrives while a run is active is treated (``Conversation.submit``):
+#: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
+#: running run at its next post-tools boundary; ``reject`` is refused with ``ConversationBusy``.
+InboxMode = Literal["follow_up", "steer", "reject"]
 
 
 def canonical_json(value: Any) -> str:
@@ -109,11 +120,34 @@ class Budget(BaseModel):
     tokens: int = 200_000
 
 
-class InputAccepted(_Event):
+class OmitDefaults(BaseModel):
+    """A model whose fields named in ``omit_if_default`` are left out of its serialisation while
+    they hold their default: fields added after logs and checkpoints were written then leave the
+    canonical JSON (and so every checksum and fingerprint) of the old data byte-identical, and an
+    old record still parses (the field takes its default)."""
+
+    omit_if_default: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self.omit_if_default:
+            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+                del data[name]
+        return data
+
+
+class InputAccepted(_Event, OmitDefaults):
+    """An input accepted durably. ``mode`` is the inbox mode it was submitted with (absent from
+    the encoding when ``follow_up``, as in logs written before modes existed); a ``reject``
+    input is only ever accepted while no run is active."""
+
     type: Literal["input_accepted"] = "input_accepted"
     submission_id: str
     request_id: str | None
     content: str
+    mode: InboxMode = "follow_up"
+    omit_if_default: ClassVar[tuple[str, ...]] = ("mode",)
 
 
 class RunStarted(_Event):
@@ -123,6 +157,20 @@ class RunStarted(_Event):
     run_id: str
     inputs: list[str]
     budget: Budget
+
+
+class InputsSteered(_Event):
+    """Queued steering inputs placed into the running run at a post-tools boundary.
+
+    Written only in the commit that settles the generation task ``task_id`` (which waited on
+    its turn's tools) and creates the next turn, between the two: the inputs become user messages
+    after that turn's tool results and before the next model request, in acceptance order, and
+    join the run's inputs (its answer answers them too)."""
+
+    type: Literal["inputs_steered"] = "inputs_steered"
+    run_id: str
+    task_id: str
+    inputs: list[str]
 
 
 class TaskCreated(_Event):
@@ -246,6 +294,7 @@ class LeaseAcquired(_Event):
 Event = Annotated[
     InputAccepted
     | RunStarted
+    | InputsSteered
     | TaskCreated
     | TaskCheckpoint
     | TaskWaiting

@@ -77,6 +77,7 @@ class ConversationReport:
     active_run: str | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
     submissions: list[dict[str, Any]] = field(default_factory=list)
+    queue: list[dict[str, Any]] = field(default_factory=list)  # queued inputs, acceptance order
     open_intents: list[dict[str, Any]] = field(default_factory=list)
     pending_reconciliations: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
@@ -97,6 +98,7 @@ class ConversationReport:
             "active_run": self.active_run,
             "runs": self.runs,
             "submissions": self.submissions,
+            "queue": self.queue,
             "open_intents": self.open_intents,
             "pending_reconciliations": self.pending_reconciliations,
             "checkpoints": self.checkpoints,
@@ -263,6 +265,7 @@ def _describe_state(report: ConversationReport, state: State) -> None:
             "id": sub.id,
             "request_id": sub.request_id,
             "status": sub.status,
+            "mode": sub.mode,
             "run_id": sub.run_id,
             "content": _clip(sub.content),
             "answer": _clip(sub.answer),
@@ -270,6 +273,7 @@ def _describe_state(report: ConversationReport, state: State) -> None:
         }
         for sub in state.submissions.values()
     ]
+    report.queue = [{"id": sid, "mode": state.submissions[sid].mode} for sid in state.queue]
     for intent in state.unresolved_intents():
         entry = {
             "call_id": intent.call_id,
@@ -455,7 +459,11 @@ def render_text(report: StoreReport, out: TextIO) -> None:
                 outcome = f": {sub['answer']!r}"
             elif sub["reason"] is not None:
                 outcome = f": {sub['reason']}"
-            w(f"  submission {sub['id']}{request}: {sub['status']}{outcome}\n")
+            mode = f" [{sub['mode']}]" if sub.get("mode", "follow_up") != "follow_up" else ""
+            w(f"  submission {sub['id']}{request}{mode}: {sub['status']}{outcome}\n")
+        if conv.queue:
+            queued = ", ".join(f"{q['id']} ({q['mode']})" for q in conv.queue)
+            w(f"  queue: {queued}\n")
         if not conv.open_intents:
             w("  open intents: none\n")
         for intent in conv.open_intents:
@@ -484,7 +492,8 @@ directory without a conversation is reported as "no store here" (nothing checked
 a SQLite database instead is a usage error that names the file to inspect. For every
 conversation it prints the number of records and the last sequence, the current lease (owner,
 epoch, expiry), the runs (id, status, stop reason, inputs), the submissions (id, request id,
-status, answer or reason), the open tool intents and the pending reconciliations, and checks:
+inbox mode, status, answer or reason), the queue (queued inputs with their modes), the open
+tool intents and the pending reconciliations, and checks:
 
   sequences contiguous  the log holds sequences 1..n without a gap
   checksums valid       every committed record verifies (a torn tail, which is what a crash

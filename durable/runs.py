@@ -5,6 +5,12 @@ Every way control returns to a caller — completed, model error, abort, budget 
 goes through ``settle_run``: it closes every open intent with a result, makes every live task
 of the run terminal, settles the run's inputs and stops the run, all in one commit. Nothing of a
 settled run can run again, and the next input starts a fresh run whose first request contains it.
+
+Inbox modes (``Conversation.submit``): queued inputs wait in ``State.queue`` in acceptance order.
+Steering inputs are placed into the active run by ``place_steering`` at its next post-tools
+boundary; whatever is still queued when the run settles -- follow-ups and steering inputs that
+missed their run alike -- starts the next run together, in acceptance order (a steering input
+is never reordered before an earlier follow-up: both are the caller's words, in the order given).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from durable.events import (
     Budget,
     Event,
     InputSettled,
+    InputsSteered,
     RunStarted,
     RunStopped,
     StopReason,
@@ -83,8 +90,23 @@ def settle_run(
     return events
 
 
+def place_steering(state: State, task_id: str) -> list[Event]:
+    """The queued steering inputs placed into the run of ``task_id`` -- a generation task whose
+    tools are all settled -- for the commit that settles it and creates the next turn (the
+    caller puts these events between the two). Empty when nothing is steering."""
+    task = state.tasks[task_id]
+    assert task.kind == "generation" and task.phase == "tools", "steering only after tools"
+    assert task.status != "terminal", "steering placed once, by the commit settling the turn"
+    assert all(state.tasks[t].status == "terminal" for t in task.waiting_on), "tools not done"
+    steering = state.steering_queue()
+    if not steering:
+        return []
+    return [InputsSteered(run_id=task.run_id, task_id=task_id, inputs=steering)]
+
+
 def withdraw_queued(state: State, reason: str) -> list[Event]:
-    """Settle every queued (never placed) input as unanswered, e.g. on abort."""
+    """Settle every queued (never placed) input as unanswered, e.g. on abort: follow-ups and
+    steering inputs alike (what was already placed stays in the log)."""
     return [
         InputSettled(submission_id=sid, status="unanswered", reason=reason) for sid in state.queue
     ]

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from durable.config import RuntimeConfig
-from durable.events import Event, InputAccepted, TaskSettled, ToolResult
+from durable.events import Event, InboxMode, InputAccepted, TaskSettled, ToolResult
 from durable.journal import Fenced, Journal
 from durable.lease import heartbeat
 from durable.model import ModelDriver
@@ -30,6 +30,23 @@ from durable.state import Intent, State, Submission
 from durable.store.base import Store
 from durable.tasks import TaskEnv
 from durable.tools import ToolRegistry
+
+INBOX_MODES: tuple[InboxMode, ...] = ("follow_up", "steer", "reject")
+
+
+class ConversationBusy(Exception):
+    """A ``reject``-mode input arrived while a run is active: it was refused and nothing was
+    written, so the same request id may be sent again later (when idle it is accepted)."""
+
+    def __init__(self, conversation_id: str, run_id: str, request_id: str | None) -> None:
+        request = f" (request {request_id})" if request_id is not None else ""
+        super().__init__(
+            f"{conversation_id}: busy with run {run_id}; reject-mode input{request} refused, "
+            f"nothing written"
+        )
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self.request_id = request_id
 
 
 class Runtime:
@@ -160,9 +177,18 @@ class Conversation:
 
     # -- inputs --------------------------------------------------------------------------------
 
-    async def submit(self, content: str, *, request_id: str | None = None) -> SubmissionHandle:
+    async def submit(
+        self, content: str, *, request_id: str | None = None, mode: InboxMode = "follow_up"
+    ) -> SubmissionHandle:
         """Accept an input durably. The same ``request_id`` returns the existing submission and
-        writes nothing. If no run is active, the input starts one in the same commit."""
+        writes nothing. If no run is active, the input starts one in the same commit, whatever
+        its mode. While a run is active, ``mode`` decides: ``follow_up`` queues it for the next
+        run; ``steer`` queues it for the running run's next post-tools boundary (or the next
+        run, if this one settles first); ``reject`` raises ``ConversationBusy`` and writes
+        nothing. The decision is taken against the state the commit builds on, so it cannot
+        race a run settling."""
+        if mode not in INBOX_MODES:
+            raise ValueError(f"unknown inbox mode {mode!r} (one of {', '.join(INBOX_MODES)})")
         ids = self.runtime.ports.ids
         budget = self.runtime.config.budget
         submission_id = ids.new("sub")
@@ -172,8 +198,10 @@ class Conversation:
             if request_id is not None and request_id in state.request_ids:
                 found.append(state.request_ids[request_id])
                 return []
+            if mode == "reject" and state.active_run is not None:
+                raise ConversationBusy(self.id, state.active_run, request_id)
             accepted = InputAccepted(
-                submission_id=submission_id, request_id=request_id, content=content
+                submission_id=submission_id, request_id=request_id, content=content, mode=mode
             )
             if state.active_run is not None:
                 return [accepted]

@@ -12,7 +12,7 @@ Invariant violations (an event that cannot follow the state it is applied to) ra
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,12 +20,15 @@ from durable.events import (
     SCHEMA_VERSION,
     Budget,
     EventRecord,
+    InboxMode,
     InputAccepted,
     InputSettled,
+    InputsSteered,
     LeaseAcquired,
     ModelCompleted,
     ModelFailed,
     ModelRequested,
+    OmitDefaults,
     Policy,
     ReconciliationRequested,
     RunStarted,
@@ -60,7 +63,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Submission(_Model):
+class Submission(_Model, OmitDefaults):
+    """An accepted input. While ``queued`` it waits in ``State.queue`` (acceptance order); its
+    ``mode`` says where it is placed: a ``steer`` input at the active run's next post-tools
+    boundary, any other when the next run starts. ``mode`` is left out of the serialised state
+    while ``follow_up``, so checkpoints of conversations without other modes are unchanged."""
+
     id: str
     request_id: str | None
     content: str
@@ -69,6 +77,8 @@ class Submission(_Model):
     answer: str | None = None
     reason: str | None = None
     accepted_sequence: int
+    mode: InboxMode = "follow_up"
+    omit_if_default: ClassVar[tuple[str, ...]] = ("mode",)
 
 
 class Run(_Model):
@@ -190,6 +200,11 @@ class State(_Model):
                 )
         return out
 
+    def steering_queue(self) -> list[str]:
+        """The queued steering inputs, in acceptance order: what the next post-tools boundary
+        of the active run places."""
+        return [sid for sid in self.queue if self.submissions[sid].mode == "steer"]
+
     def unresolved_intents(self) -> list[Intent]:
         return [i for i in self.intents.values() if i.result_sequence is None]
 
@@ -234,8 +249,16 @@ def _input_accepted(state: State, e: InputAccepted, seq: int) -> None:
     if e.request_id is not None:
         _require(e.request_id not in state.request_ids, f"duplicate request_id {e.request_id}")
         state.request_ids[e.request_id] = e.submission_id
+    _require(
+        e.mode != "reject" or state.active_run is None,
+        f"reject-mode input {e.submission_id} accepted while run {state.active_run} is active",
+    )
     state.submissions[e.submission_id] = Submission(
-        id=e.submission_id, request_id=e.request_id, content=e.content, accepted_sequence=seq
+        id=e.submission_id,
+        request_id=e.request_id,
+        content=e.content,
+        accepted_sequence=seq,
+        mode=e.mode,
     )
     state.queue.append(e.submission_id)
 
@@ -256,6 +279,37 @@ def _run_started(state: State, e: RunStarted, seq: int) -> None:
         sub.status = "placed"
         sub.run_id = e.run_id
         state.queue.remove(sid)
+        state.messages.append(Message(role="user", content=sub.content, submission_id=sid))
+
+
+def _inputs_steered(state: State, e: InputsSteered, seq: int) -> None:
+    """Steering inputs placed at a post-tools boundary: the generation task that waited on
+    tools is settled and every task of the run is terminal (the next turn is not created yet),
+    and each input is a queued steering input (so it is placed once)."""
+    _require(state.active_run == e.run_id, f"inputs steered into inactive run {e.run_id}")
+    _require(len(e.inputs) > 0, "a steering placement needs inputs")
+    task = state.tasks.get(e.task_id)
+    _require(
+        task is not None
+        and task.kind == "generation"
+        and task.run_id == e.run_id
+        and task.phase == "tools"
+        and task.outcome == "completed",
+        f"inputs steered after {e.task_id}, not a settled generation task that waited on tools",
+    )
+    live = [t.id for t in state.tasks.values() if t.run_id == e.run_id and t.status != "terminal"]
+    _require(not live, f"inputs steered into run {e.run_id} while {live} are live")
+    run = state.runs[e.run_id]
+    for sid in e.inputs:
+        sub = state.submissions.get(sid)
+        _require(sub is not None, f"steered input {sid} was never accepted")
+        assert sub is not None
+        _require(sub.status == "queued", f"input {sid} placed twice")
+        _require(sub.mode == "steer", f"input {sid} ({sub.mode}) steered into a running run")
+        sub.status = "placed"
+        sub.run_id = e.run_id
+        state.queue.remove(sid)
+        run.inputs.append(sid)
         state.messages.append(Message(role="user", content=sub.content, submission_id=sid))
 
 
@@ -410,6 +464,7 @@ def _lease_acquired(state: State, e: LeaseAcquired, seq: int) -> None:
 _APPLY: dict[type, Any] = {
     InputAccepted: _input_accepted,
     RunStarted: _run_started,
+    InputsSteered: _inputs_steered,
     TaskCreated: _task_created,
     TaskCheckpoint: _task_checkpoint,
     TaskWaiting: _task_waiting,

@@ -21,7 +21,7 @@ from durable.events import (
     ToolCall,
 )
 from durable.model import ModelError, ModelRequest, ModelResponse
-from durable.runs import settle_run
+from durable.runs import place_steering, settle_run
 from durable.state import State
 from durable.tasks import TaskEnv, live_task
 
@@ -169,7 +169,10 @@ async def _retry(env: TaskEnv, task_id: str) -> bool:
 
 
 async def _tools(env: TaskEnv, task_id: str) -> bool:
-    """Every tool of this turn settled: end this turn and create the next one."""
+    """Every tool of this turn settled: end this turn and create the next one. This commit is
+    the run's post-tools boundary: queued steering inputs are placed in it, after the turn's
+    tool results and before the next model request (a crash before it leaves them queued, and
+    the resumed task places them here again)."""
     ids = env.ports.ids
 
     def build(state: State) -> list[Event]:
@@ -177,8 +180,10 @@ async def _tools(env: TaskEnv, task_id: str) -> bool:
         if task is None:
             return []
         assert all(state.tasks[t].status == "terminal" for t in task.waiting_on), "tools not done"
+        steering = place_steering(state, task_id)
         return [
             TaskSettled(task_id=task_id, outcome="completed"),
+            *steering,
             TaskCreated(
                 task_id=ids.new("task"), kind="generation", run_id=task.run_id, phase="prepare"
             ),

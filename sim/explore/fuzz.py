@@ -230,15 +230,30 @@ class WorldMachine(RuleBasedStateMachine):
 
     @rule(topic=st.integers(0, len(TOPICS) - 1))
     def submit(self, topic: int) -> None:
+        self._add_input(topic, "follow_up")
+
+    @precondition(lambda self: len(self.program["inputs"]) > 0)
+    @rule(topic=st.integers(0, len(TOPICS) - 1), mode=st.sampled_from(("steer", "reject")))
+    def submit_with_mode(self, topic: int, mode: str) -> None:
+        """An input in another inbox mode: a ``steer`` lands at the running run's next
+        post-tools boundary; a ``reject`` is refused while a run is active (sometimes it meets
+        an idle conversation: then it is accepted)."""
+        self._add_input(topic, mode)
+
+    def _add_input(self, topic: int, mode: str) -> None:
         k = len(self.program["inputs"])
         if k >= 6:
             return
         rid = f"r{k + 1}"
         content = f"{TOPICS[topic]} ({rid})"
-        self.program["inputs"].append({"content": content, "request_id": rid, "at_s": self.now_s})
+        spec: dict[str, Any] = {"content": content, "request_id": rid, "at_s": self.now_s}
+        if mode != "follow_up":
+            spec["mode"] = mode
+        self.program["inputs"].append(spec)
         call = CALLS[(k + topic) % len(CALLS)]
         self.program["script"].append([{"calls": [call]}, {"answer": f"done: {TOPICS[topic]}"}])
-        self._note(f"submit {rid} at {self.now_s:g}s")
+        suffix = f" ({mode})" if mode != "follow_up" else ""
+        self._note(f"submit {rid}{suffix} at {self.now_s:g}s")
 
     @precondition(lambda self: len(self.program["inputs"]) > 0)
     @rule(which=st.integers(0, 5))

@@ -25,12 +25,14 @@ from typing import Any, Protocol
 import trio
 
 from durable import journal as journal_mod
+from durable import runs as runs_mod
 from durable import runtime as runtime_mod
 from durable import scheduler as scheduler_mod
 from durable import state as state_mod
 from durable.events import (
     SCHEMA_VERSION,
     InputAccepted,
+    InputsSteered,
     TaskCheckpoint,
     TaskSettled,
     ToolIntent,
@@ -200,7 +202,11 @@ def retry_after_fatal_error(mp: Patcher) -> None:
 
 def _submit_without_dedupe(mp: Patcher) -> None:
     async def submit(
-        self: runtime_mod.Conversation, content: str, *, request_id: str | None = None
+        self: runtime_mod.Conversation,
+        content: str,
+        *,
+        request_id: str | None = None,
+        mode: Any = "follow_up",  # the scenarios of this mutant send follow-ups only
     ) -> runtime_mod.SubmissionHandle:
         ids = self.runtime.ports.ids
         budget = self.runtime.config.budget
@@ -781,6 +787,123 @@ def corruption_unnamed(mp: Patcher) -> None:
     mp.setattr(FileStore, "_check_tail", _check_tail)
 
 
+# -- inbox modes ---------------------------------------------------------------------------------
+
+
+def _unchecked_steering(state: Any, event: InputsSteered, sequence: int) -> None:
+    """The reducer's steering placement without its boundary guard (a runtime whose reducer
+    trusts the writer): the inputs join the run wherever the event stands."""
+    run = state.runs[event.run_id]
+    for sid in event.inputs:
+        sub = state.submissions[sid]
+        sub.status, sub.run_id = "placed", event.run_id
+        state.queue.remove(sid)
+        run.inputs.append(sid)
+        state.messages.append(
+            state_mod.Message(role="user", content=sub.content, submission_id=sid)
+        )
+
+
+def steer_anywhere(mp: Patcher) -> None:
+    """I14: a steering input is placed into the running run as soon as it is accepted (its own
+    next commit), not at the next post-tools boundary: it lands between a tool call and its
+    result. The reducer's guard is patched away too, so the misplacement reaches the log."""
+    original = runtime_mod.Conversation.submit
+
+    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+        handle = await original(self, content, **kwargs)
+
+        def build(state: Any) -> list[Any]:
+            steering = state.steering_queue()
+            turns = [
+                t.id
+                for t in state.tasks.values()
+                if t.run_id == state.active_run and t.kind == "generation"
+            ]
+            if not steering or not turns:
+                return []
+            return [InputsSteered(run_id=state.active_run, task_id=turns[-1], inputs=steering)]
+
+        await self.journal.commit(build)
+        return handle
+
+    mp.setattr(runtime_mod.Conversation, "submit", submit)
+    mp.setitem(state_mod._APPLY, InputsSteered, _unchecked_steering)
+
+
+def steer_reversed(mp: Patcher) -> None:
+    """I15: the post-tools boundary places the queued steering inputs newest first."""
+    original = runs_mod.place_steering
+
+    def place_steering(state: Any, task_id: str) -> list[Any]:
+        events = original(state, task_id)
+        return [e.model_copy(update={"inputs": e.inputs[::-1]}) for e in events]
+
+    mp.setattr(generation_mod, "place_steering", place_steering)
+
+
+def steer_queue_in_memory(mp: Patcher) -> None:
+    """I14 (after a crash only): the post-tools boundary places the steering inputs this process
+    accepted, remembered in memory, instead of the durable queue: after a restart a queued
+    steering input misses its boundary (and, if the run settles first, joins the next run)."""
+    accepted: dict[int, tuple[Any, set[str]]] = {}  # id(state) -> (the state, its steering ids)
+    original_submit = runtime_mod.Conversation.submit
+    original_place = runs_mod.place_steering
+
+    def remembered(state: Any) -> set[str]:
+        entry = accepted.get(id(state))
+        if entry is None or entry[0] is not state:
+            entry = accepted[id(state)] = (state, set())
+        return entry[1]
+
+    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+        handle = await original_submit(self, content, **kwargs)
+        if kwargs.get("mode") == "steer":
+            remembered(self.journal.state).add(handle.id)
+        return handle
+
+    def place_steering(state: Any, task_id: str) -> list[Any]:
+        known = remembered(state)
+        events = original_place(state, task_id)
+        kept = [
+            e.model_copy(update={"inputs": [i for i in e.inputs if i in known]}) for e in events
+        ]
+        return [e for e in kept if e.inputs]
+
+    mp.setattr(runtime_mod.Conversation, "submit", submit)
+    mp.setattr(generation_mod, "place_steering", place_steering)
+
+
+def reject_writes(mp: Patcher) -> None:
+    """I16: a reject-mode input that meets an active run is committed (queued as a follow-up)
+    before ``ConversationBusy`` is raised: the caller is told nothing was written, and a later
+    re-send of the request id finds the input already there."""
+    original = runtime_mod.Conversation.submit
+
+    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+        request_id, mode = kwargs.get("request_id"), kwargs.get("mode", "follow_up")
+        state = self.journal.state
+        busy = state.active_run is not None and request_id not in state.request_ids
+        if mode == "reject" and busy:
+            await original(self, content, request_id=request_id, mode="follow_up")
+            raise runtime_mod.ConversationBusy(self.id, state.active_run or "?", request_id)
+        return await original(self, content, **kwargs)
+
+    mp.setattr(runtime_mod.Conversation, "submit", submit)
+
+
+def steer_lost_on_settle(mp: Patcher) -> None:
+    """A run that settles before its post-tools boundary starts the next run with its queued
+    follow-ups only: the steering inputs stay queued for ever (never placed, never settled)."""
+    original = runs_mod.start_run
+
+    def start_run(state: Any, ids: Any, budget: Any, inputs: list[str]) -> list[Any]:
+        kept = [sid for sid in inputs if state.submissions[sid].mode != "steer"]
+        return original(state, ids, budget, kept) if kept else []
+
+    mp.setattr(runs_mod, "start_run", start_run)
+
+
 # -- the catalogue --------------------------------------------------------------------------------
 
 
@@ -981,6 +1104,36 @@ CATALOGUE: tuple[Mutant, ...] = (
         corruption_unnamed,
         "read_edit_answer",
         crash_kinds=("process", "power", "storage"),
+    ),
+    Mutant(
+        "steer-anywhere",
+        "a steering input placed when accepted, between a tool call and its result",
+        steer_anywhere,
+        "steer_mid_tools",
+    ),
+    Mutant(
+        "steer-reversed",
+        "queued steering inputs placed newest first",
+        steer_reversed,
+        "steer_and_follow_up_queued",
+    ),
+    Mutant(
+        "steer-queue-in-memory",
+        "the steering queue read from process memory, not the log (lost on restart)",
+        steer_queue_in_memory,
+        "steer_mid_tools",
+    ),
+    Mutant(
+        "reject-writes",
+        "a rejected (busy) input committed before ConversationBusy is raised",
+        reject_writes,
+        "reject_while_busy",
+    ),
+    Mutant(
+        "steer-lost-on-settle",
+        "queued steering inputs dropped when the run settles before a post-tools boundary",
+        steer_lost_on_settle,
+        "steer_misses_the_run",
     ),
     Mutant(
         "leaky-counter",

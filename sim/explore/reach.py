@@ -187,6 +187,13 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         "checksum covers both",
     ),
     Allowance(
+        "durable/runtime.py:Conversation.submit",
+        "if mode not in INBOX_MODES:",
+        "raise ValueError(f\"unknown inbox mode {mode!r} (one of {', '.join(INBOX_MODES)})\")",
+        "argument validation (a caller bug, not recovery): the simulated client's modes come "
+        "from validated scenarios; tests/durable/test_inbox_modes.py covers it",
+    ),
+    Allowance(
         "durable/runtime.py:Runtime.conversation",
         "if existing is not None and not existing.journal.fenced:",
         "return existing",

@@ -1,4 +1,4 @@
-"""The oracles I1-I13: what must hold after every schedule, with minimal witnesses.
+"""The oracles I1-I16: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -18,11 +18,16 @@ from typing import Any
 
 from durable.events import (
     EventRecord,
+    InputAccepted,
     InputSettled,
+    InputsSteered,
     LeaseAcquired,
+    ModelCompleted,
+    RunStarted,
     RunStopped,
     TaskCheckpoint,
     TaskCreated,
+    TaskSettled,
     ToolIntent,
     ToolInterrupted,
     ToolResult,
@@ -35,6 +40,7 @@ from sim.world.model import ModelCall
 from sim.world.scenario import ACTION_STEP_BASE
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
+SAFETY += ("I14", "I15", "I16")  # inbox modes
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 INVARIANT_NAMES = {
@@ -52,6 +58,9 @@ INVARIANT_NAMES = {
     "I11": "model calls bounded",
     "I12": "durability of acknowledgements",
     "I13": "damaged storage detected",
+    "I14": "steering lands at a post-tools boundary",
+    "I15": "queue order preserved",
+    "I16": "a rejected input wrote nothing",
 }
 
 
@@ -142,6 +151,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     out += check_checkpoints(result, reduced)
     out += check_fencing(result)
     out += check_stopped_runs_stay_stopped(result)
+    out += check_inbox(result)
     if facts.state is not None:
         promised = within_promise(result)
         if promised:
@@ -596,6 +606,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
                 )
             )
             break
+    placed_before = _inputs_placed_before_task(result)
     for call in result.model_calls:
         run_id = facts.run_of_task.get(call.task_id)
         if run_id is None:
@@ -615,7 +626,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
             continue
         missing = [
             state.submissions[s].content
-            for s in run.inputs
+            for s in placed_before.get(call.task_id, run.inputs)
             if state.submissions[s].content not in call.user_contents
         ]
         if missing:
@@ -632,6 +643,23 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
                 )
             )
             break
+    return out
+
+
+def _inputs_placed_before_task(result: RunResult) -> dict[str, list[str]]:
+    """Each generation task -> the inputs its run had placed when the task was created: the
+    run's starting inputs, and the steering inputs placed at its post-tools boundaries so far
+    (a steered input joins the run's inputs later, so earlier requests cannot contain it)."""
+    placed: dict[str, list[str]] = {}
+    out: dict[str, list[str]] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, RunStarted):
+            placed[event.run_id] = list(event.inputs)
+        elif isinstance(event, InputsSteered):
+            placed.setdefault(event.run_id, []).extend(event.inputs)
+        elif isinstance(event, TaskCreated) and event.kind == "generation":
+            out[event.task_id] = list(placed.get(event.run_id, []))
     return out
 
 
@@ -730,6 +758,14 @@ def check_transparency(result: RunResult, reference: RunResult, facts: Facts) ->
     # one world only), every later request carries another history: a submission whose
     # answering run sent the model other user messages than in the fault-free run is excused.
     moved |= _regrouped(result, facts.state, reference)
+    # A reject-mode input is refused or accepted by the timing of the run it meets; a crash
+    # moves the runs, so whether it was rejected may legitimately differ from the reference.
+    moved |= {
+        rid
+        for rid in reference.outcome.keys() | result.outcome.keys()
+        if (reference.outcome.get(rid) or {}).get("status") == "rejected"
+        or (result.outcome.get(rid) or {}).get("status") == "rejected"
+    }
     diff = [
         rid
         for rid in reference.outcome
@@ -899,6 +935,10 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
     """No more calls than the fault-free run's plus one per interruption of a pinned request."""
     # A crash or a takeover (the old worker paused past its lease) that hit a pinned request may
     # each cost one re-sent request; a paused worker's own in-flight request was already sent.
+    if _steered(result) != _steered(reference):
+        # A crash moved a steering input to the other side of a post-tools boundary (it arrived
+        # after the boundary, or the run settled first): the runs took other turns, legitimately.
+        return []
     allowed = (
         len(reference.model_calls)
         + sum(1 for c in result.crashes if c.pinned_request)
@@ -972,6 +1012,8 @@ def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
                 Violation("I12", f"acknowledged submission {rid} ({sid}) is not durable", ())
             )
     for rid, (status, answer, _reason) in result.client.answers.items():
+        if status == "rejected" and rid not in result.client.acked:
+            continue  # refused as busy: nothing of it is in the log (I16)
         sid = result.client.acked.get(rid)
         sub = state.submissions.get(sid) if sid else None
         if sub is None or sub.status != status or sub.answer != answer:
@@ -1025,3 +1067,181 @@ def check_refusal(result: RunResult) -> list[Violation]:
             )
         )
     return out
+
+
+# -- I14-I16 inbox modes -------------------------------------------------------------------------
+
+
+def check_inbox(result: RunResult) -> list[Violation]:
+    """I14-I16 on the final log and the client's record of rejections (they need no reducible
+    log: each reads the raw events)."""
+    return check_steering_boundary(result) + check_queue_order(result) + check_rejections(result)
+
+
+def _steered(run: RunResult) -> set[str]:
+    """The request ids (or submission ids, for inputs without one) of the inputs placed into a
+    running run at a post-tools boundary."""
+    names: dict[str, str] = {}
+    out: set[str] = set()
+    for record in run.records:
+        event = record.event
+        if isinstance(event, InputAccepted):
+            names[event.submission_id] = event.request_id or event.submission_id
+        elif isinstance(event, InputsSteered):
+            out.update(names.get(sid, sid) for sid in event.inputs)
+    return out
+
+
+@dataclass
+class _Turns:
+    """What I14 tracks while walking the log: each task's kind, run and phase, the tool calls
+    proposed and not yet answered per run, and the tasks settled in the current commit."""
+
+    kind: dict[str, str] = field(default_factory=dict)
+    run: dict[str, str] = field(default_factory=dict)
+    phase: dict[str, str] = field(default_factory=dict)
+    open_calls: dict[str, set[str]] = field(default_factory=dict)
+    settled_in_batch: set[str] = field(default_factory=set)
+    steering: set[str] = field(default_factory=set)  # accepted steering inputs not yet placed
+
+    def post_tools(self) -> bool:
+        """Whether the current commit settled a generation turn that waited on tools."""
+        return any(
+            self.kind.get(t) == "generation" and self.phase.get(t) == "tools"
+            for t in self.settled_in_batch
+        )
+
+    def see(self, event: Any) -> None:
+        if isinstance(event, InputAccepted) and event.mode == "steer":
+            self.steering.add(event.submission_id)
+        elif isinstance(event, RunStarted | InputsSteered):
+            self.steering.difference_update(event.inputs)
+        elif isinstance(event, InputSettled):
+            self.steering.discard(event.submission_id)
+        elif isinstance(event, TaskCreated):
+            self.kind[event.task_id] = event.kind
+            self.run[event.task_id] = event.run_id
+            self.phase[event.task_id] = event.phase
+        elif isinstance(event, TaskCheckpoint):
+            self.phase[event.task_id] = event.phase
+        elif isinstance(event, ModelCompleted):
+            calls = self.open_calls.setdefault(self.run.get(event.task_id, ""), set())
+            calls.update(c.call_id for c in event.tool_calls)
+        elif isinstance(event, ToolResult):
+            self.open_calls.get(self.run.get(event.task_id, ""), set()).discard(event.call_id)
+        elif isinstance(event, TaskSettled) and event.outcome == "completed":
+            self.settled_in_batch.add(event.task_id)  # a turn that ended, not one aborted
+
+
+def check_steering_boundary(result: RunResult) -> list[Violation]:
+    """I14: a steered input lands at the next post-tools boundary and only there -- in the commit
+    that settles a generation task that waited on its turn's tools (after that settlement),
+    with every tool call of the run answered, and right before the next turn is created (so
+    before the next model request); never between a tool call and its result, and never left
+    queued by a post-tools boundary that came after it was accepted."""
+    turns = _Turns()
+    records = result.records
+    batch = None
+    for n, record in enumerate(records):
+        event = record.event
+        if record.batch != batch:
+            batch, turns.settled_in_batch = record.batch, set()
+            waiting = set(turns.steering)  # queued before this commit
+        if isinstance(event, InputsSteered):
+            why = _misplaced_steering(turns, event, records[n + 1 :], record.batch)
+            if why:
+                return [
+                    Violation(
+                        "I14",
+                        f"steered input(s) {', '.join(event.inputs)} placed {why}",
+                        tuple(_row(r) for r in records if r.batch == record.batch)[:6],
+                        expected="placed in the commit settling a turn that waited on tools",
+                        actual=why,
+                    )
+                ]
+        turns.see(event)
+        skipped = sorted(waiting & turns.steering)
+        if record.last_in_batch and turns.post_tools() and skipped:
+            return [
+                Violation(
+                    "I14",
+                    f"steering input {skipped[0]} was queued at a post-tools boundary of its "
+                    "run, and the boundary did not place it",
+                    tuple(_row(r) for r in records if r.batch == record.batch)[:6],
+                    expected=f"{skipped[0]} placed in this commit",
+                    actual="still queued after it",
+                )
+            ]
+    return []
+
+
+def _misplaced_steering(
+    turns: _Turns, event: InputsSteered, after: list[EventRecord], batch: str
+) -> str:
+    """Why a steering placement is not at a post-tools boundary ("" if it is)."""
+    task = event.task_id
+    if task not in turns.settled_in_batch:
+        return f"in a commit that does not settle the turn {task}"
+    if turns.kind.get(task) != "generation" or turns.phase.get(task) != "tools":
+        return f"after {task}, which was not a generation turn waiting on tools"
+    unanswered = sorted(turns.open_calls.get(event.run_id, set()))
+    if unanswered:
+        return f"between tool call {unanswered[0]} and its result"
+    rest = [r.event for r in after if r.batch == batch and not isinstance(r.event, InputsSteered)]
+    if not rest or not (isinstance(rest[0], TaskCreated) and rest[0].kind == "generation"):
+        return "without the next turn created right after it"
+    return ""
+
+
+def check_queue_order(result: RunResult) -> list[Violation]:
+    """I15: inputs of one inbox mode are placed (a run's start, a steering placement) in the
+    order they were accepted, whatever crashes came between."""
+    accepted: dict[str, tuple[int, str]] = {}
+    last: dict[str, tuple[int, str]] = {}
+    for record in result.records:
+        event = record.event
+        if isinstance(event, InputAccepted):
+            accepted[event.submission_id] = (record.sequence, event.mode)
+            continue
+        if isinstance(event, RunStarted | InputsSteered):
+            for sid in event.inputs:
+                if sid not in accepted:
+                    continue  # I2 reports an input placed without being accepted
+                seq, mode = accepted[sid]
+                prior = last.get(mode)
+                if prior is not None and prior[0] > seq:
+                    return [
+                        Violation(
+                            "I15",
+                            f"{mode} inputs placed out of acceptance order",
+                            (f"{prior[1]} accepted at #{prior[0]}, placed first", _row(record)),
+                            expected=f"{sid} (accepted #{seq}) placed before {prior[1]}",
+                            actual=f"{prior[1]} (accepted #{prior[0]}) placed before {sid}",
+                        )
+                    ]
+                last[mode] = (seq, sid)
+    return []
+
+
+def check_rejections(result: RunResult) -> list[Violation]:
+    """I16: a rejected submission (``ConversationBusy``) wrote nothing: no commit the final log
+    holds that began before the rejection mentions its request id."""
+    for rid, rejected_at in sorted(result.client.rejected.items()):
+        for index, records in durable_commits(result):
+            for record in records:
+                event = record.event
+                if (
+                    isinstance(event, InputAccepted)
+                    and event.request_id == rid
+                    and index < rejected_at
+                ):
+                    return [
+                        Violation(
+                            "I16",
+                            f"request {rid} was rejected as busy, yet it had been written",
+                            (_row(record), f"rejected at boundary {rejected_at}"),
+                            expected="no event of a rejected request",
+                            actual=f"committed at boundary {index}",
+                        )
+                    ]
+    return []

@@ -185,6 +185,7 @@ def _collect(
         lost_acks=list(state.get("client.lost_acks", [])),
         remapped=list(state.get("client.remapped", [])),
         actions_done=set(state.get("client.actions_done", set())),
+        rejected=dict(state.get("client.rejected", {})),
     )
     errors = list(state.get("errors", []))
     liveness = timed_out or bool(state.get("liveness"))

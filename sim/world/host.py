@@ -34,6 +34,10 @@ class ClientView:
     lost_acks: list[str] = field(default_factory=list)
     remapped: list[tuple[str, str, str]] = field(default_factory=list)
     actions_done: set[int] = field(default_factory=set)
+    # Request id -> the boundary index at its last ``ConversationBusy`` rejection (a reject-mode
+    # input refused while a run was active); its answer is then ``("rejected", None, reason)``
+    # until a later send of the same request id is accepted.
+    rejected: dict[str, int] = field(default_factory=dict)
 
     def complete(self, scenario: Scenario) -> bool:
         return all(i.request_id in self.answers for i in scenario.inputs)

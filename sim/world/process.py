@@ -195,6 +195,12 @@ class Machine:
         return n
 
     @property
+    def next_index(self) -> int:
+        """The index the next boundary will get: every commit begun so far started below it
+        (the client stamps a rejection with it, so I16 can tell which commits came before)."""
+        return self._next_index
+
+    @property
     def faults_over(self) -> bool:
         return self._next_index > self.schedule.last_index
 

@@ -275,6 +275,7 @@ def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
         lost_acks=log.list("client.lost_acks"),
         remapped=log.list("client.remapped"),
         actions_done=log.set("client.actions_done"),
+        rejected=log.dict("client.rejected"),
     )
     host = RealHost(
         scenario=scenario,

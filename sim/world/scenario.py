@@ -19,7 +19,7 @@ from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from durable.events import Budget, Policy
+from durable.events import Budget, InboxMode, Policy
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -119,9 +119,15 @@ class Turn(_Model):
 
 
 class InputDef(_Model):
+    """A client input. ``mode`` is its inbox mode (``Conversation.submit``): while a run is
+    active a ``follow_up`` waits for the next run, a ``steer`` is placed into the running run at
+    its next post-tools boundary, a ``reject`` is refused (the client records the rejection as
+    the input's answer; a ``resends`` entry may send it again later)."""
+
     content: str = Field(min_length=1, max_length=10_000)
     request_id: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     at_s: float = Field(default=0.0, ge=0, le=86_400)
+    mode: InboxMode = "follow_up"
 
 
 class ActionDef(_Model):

@@ -17,7 +17,7 @@ import trio
 
 from durable.journal import Fenced
 from durable.ports import Ports
-from durable.runtime import Conversation
+from durable.runtime import Conversation, ConversationBusy, SubmissionHandle
 from durable.state import InvariantViolation, new_state, reduce
 from durable.store.base import CorruptStore, LeaseHeld
 from sim.world.host import Host, shutdown_at_s
@@ -35,7 +35,13 @@ from sim.world.process import (
     is_crash_only,
     only,
 )
-from sim.world.scenario import ACTION_STEP_BASE, RESEND_STEP_BASE, ActionDef, ResendDef
+from sim.world.scenario import (
+    ACTION_STEP_BASE,
+    RESEND_STEP_BASE,
+    ActionDef,
+    InputDef,
+    ResendDef,
+)
 from sim.world.seams import current as current_seams
 from sim.world.tools import build_tools
 
@@ -113,6 +119,11 @@ async def client_session(
             try:
                 await client_steps(host, process, conversation)
                 for spec in scenario.inputs:
+                    if spec.request_id not in client.acked:
+                        # Refused (ConversationBusy) and never accepted since: that refusal is
+                        # the input's answer -- reported to the client, not lost (I5, I16).
+                        client.answers[spec.request_id] = ("rejected", None, "conversation busy")
+                        continue
                     handle = conversation.submission(client.acked[spec.request_id])
                     settled = await handle.wait()
                     client.answers[spec.request_id] = (
@@ -164,14 +175,19 @@ async def client_steps(host: Host, process: SimProcess, conversation: Conversati
     for at_s, number, step in sorted(steps, key=lambda t: (t[0], t[1])):
         if isinstance(step, ResendDef):
             known = client.acked.get(step.request_id)
-            if number in client.actions_done or known is None:
+            rejected = known is None and step.request_id in client.rejected
+            if number in client.actions_done or (known is None and not rejected):
                 continue  # never acknowledged: the input step itself sends it again
             await process.sleep_until(at_s)
             original = by_request[step.request_id]
-            handle = await conversation.submit(original.content, request_id=step.request_id)
-            if handle.id != known:
-                client.remapped.append((step.request_id, known, handle.id))
+            handle = await _send(host, conversation, original)
             client.actions_done.add(number)
+            if handle is None:
+                continue
+            if known is None:
+                client.acked[step.request_id] = handle.id  # refused before, accepted now
+            elif handle.id != known:
+                client.remapped.append((step.request_id, known, handle.id))
             world.record("resend", step.request_id, handle.id)
             continue
         if isinstance(step, ActionDef):
@@ -183,17 +199,33 @@ async def client_steps(host: Host, process: SimProcess, conversation: Conversati
             world.record("action", step.kind, at_s)
             continue
         known = client.acked.get(step.request_id)
+        if known is None and step.request_id in client.rejected:
+            continue  # refused: only a ``resends`` entry sends it again
         if known is not None and known in conversation.state.submissions:
             if not scenario.client_resends:
                 continue
         elif known is not None:
             client.lost_acks.append(step.request_id)
         await process.sleep_until(at_s)
-        handle = await conversation.submit(step.content, request_id=step.request_id)
+        handle = await _send(host, conversation, step)
+        if handle is None:
+            continue
         if known is not None and handle.id != known:
             client.remapped.append((step.request_id, known, handle.id))
         client.acked[step.request_id] = handle.id
         world.record("ack", step.request_id, handle.id)
+
+
+async def _send(host: Host, conversation: Conversation, spec: InputDef) -> SubmissionHandle | None:
+    """Submit ``spec`` in its mode; None if the runtime refused it (``ConversationBusy``: a
+    reject-mode input while a run is active), which the client records with the boundary index
+    it happened at (I16: nothing the runtime wrote before that may mention the request id)."""
+    try:
+        return await conversation.submit(spec.content, request_id=spec.request_id, mode=spec.mode)
+    except ConversationBusy:
+        host.client.rejected[spec.request_id] = host.machine.next_index
+        host.world.record("rejected", spec.request_id)
+        return None
 
 
 async def operator(host: Host, process: SimProcess, conversation: Conversation) -> None:

@@ -15,10 +15,19 @@ from sim.world.scenario import bundled_names, load_scenario
 # Every other scenario on one store (alternating, to keep the suite fast), and the two with
 # several processes or a base crash -- where forking is trickiest -- on both.
 NAMES = [n for n in bundled_names() if n != "long_horizon"]
+# The inbox-mode scenarios (steer, reject) are compared on their own below, with process crashes
+# only (their naive sweeps with power tears add a minute and a half); kept out of the
+# alternation so every other scenario keeps the store it is compared on.
+INBOX = (
+    "reject_while_busy",
+    "steer_and_follow_up_queued",
+    "steer_mid_tools",
+    "steer_misses_the_run",
+)
 BOTH = ("lease_takeover", "crash_during_recovery")
 CASES = [
     (name, store)
-    for i, name in enumerate(NAMES)
+    for i, name in enumerate(n for n in NAMES if n not in INBOX)
     for store in ("file", "sqlite")
     if name in BOTH or store == ("file", "sqlite")[i % 2]
 ]
@@ -66,6 +75,22 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
         (f.schedule, f.crash_labels) for f in naive.failures
     ]
     assert [f.timeline for f in fast.failures] == [f.timeline for f in naive.failures]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("name", INBOX)
+def test_fast_and_naive_agree_on_inbox_modes(name: str) -> None:
+    """A forked child inherits the client's record of rejections and the queue of steering
+    inputs: its verdicts must be the naive sweep's."""
+    scenario = load_scenario(name)
+    kinds = ("process",)
+    naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+    fast = sweep(
+        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+    )
+    assert fast.schedules == naive.schedules > 1
+    assert _verdicts(fast) == _verdicts(naive)
+    assert fast.verdicts == naive.verdicts
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")

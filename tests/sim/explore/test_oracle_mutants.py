@@ -41,6 +41,7 @@ from sim.explore.mutants import (
     process_global_counter,
     recover_without_progress,
     recovery_rewrites_output,
+    reject_writes,
     release_before_drain,
     renew_without_fence,
     repair_before_refusing,
@@ -50,6 +51,10 @@ from sim.explore.mutants import (
     retry_waits_again,
     scheduler_skips_execute,
     stale_context_window,
+    steer_anywhere,
+    steer_lost_on_settle,
+    steer_queue_in_memory,
+    steer_reversed,
     trust_torn_tail,
     unsafe_replays_on_recovery,
 )
@@ -376,6 +381,55 @@ CASES = [
         "truncated as a torn tail; fix-config-1's acknowledgement is lost",
         also=frozenset({"I5"}),
     ),
+    Case(
+        "I14",
+        "steer-anywhere",
+        steer_anywhere,
+        bundled("steer_mid_tools"),
+        None,
+        "none (fault-free: steer-2 placed in its own commit while the read is in flight)",
+    ),
+    Case(
+        "I14",
+        "steer-anywhere-after-crash",
+        steer_anywhere,
+        bundled("steer_mid_tools"),
+        Crash("tool.effect:workspace.read", "before", "process"),
+        "before tool.effect:workspace.read#call-1: the re-sent steer-2 lands mid-read again",
+    ),
+    Case(
+        "I14",
+        "steer-queue-in-memory",
+        steer_queue_in_memory,
+        bundled("steer_mid_tools"),
+        Crash("store.lease.renew", "before", "process"),
+        "27:before:process (before store.lease.renew#1, steer-2 queued, the read in flight): "
+        "the restarted process forgets steer-2 at the post-tools boundary",
+    ),
+    Case(
+        "I15",
+        "steer-reversed",
+        steer_reversed,
+        bundled("steer_and_follow_up_queued"),
+        Crash("tool.effect:workspace.read", "after", "process"),
+        "after tool.effect:workspace.read#call-1: the recovered turn places steer-4 before steer-3",
+    ),
+    Case(
+        "I16",
+        "reject-writes",
+        reject_writes,
+        bundled("reject_while_busy"),
+        None,
+        "none (fault-free: ping-2 committed, then refused as busy)",
+    ),
+    Case(
+        "I7",
+        "steer-lost-on-settle",
+        steer_lost_on_settle,
+        bundled("steer_misses_the_run"),
+        None,
+        "none (fault-free: steer-2 stays queued after run-1 settles)",
+    ),
 ]
 
 
@@ -409,6 +463,8 @@ SWEEPS = [
     ("I13-repair-before-refusing", ("storage",), "store.commit#2"),
     ("I12-damage-as-torn-tail", ("storage",), "store.commit#3"),
 ]
+# The inbox mutants fail already on the fault-free run, the sweep's first schedule.
+INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
 BY_ID = {c.id: c for c in CASES}
 
 
@@ -442,3 +498,12 @@ def test_unbroken_runtime_passes_the_sweep(
     )
     assert result.failures == [], [(f.schedule, f.invariant) for f in result.failures[:3]]
     assert result.verdicts["pass"] == result.schedules
+
+
+@pytest.mark.parametrize("case_id", INBOX_SWEEPS)
+def test_sweep_finds_inbox_mutant(case_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    case = BY_ID[case_id]
+    case.mutant(monkeypatch)
+    result = sweep(case.scenario(), store="file", determinism=False, stop_at_first_failure=True)
+    assert result.failures, f"{case_id}: the sweep found nothing"
+    assert result.failures[0].invariant == case.oracle, result.failures[0].explanation

@@ -191,6 +191,18 @@ BAD_SCENARIOS = [
         for mode, says in (("unknown", "answers unknown"), ("fails", "fails"))
     ),
     Bad(
+        "unknown-inbox-mode",
+        lambda tmp: write(
+            tmp,
+            json.dumps(
+                scenario_doc(
+                    inputs=[{"content": "Fix it", "request_id": "r1", "mode": "interrupt"}]
+                )
+            ),
+        ),
+        "invalid scenario at inputs.0.mode: Input should be 'follow_up', 'steer' or 'reject'",
+    ),
+    Bad(
         "verifier-mode-on-another-policy",
         lambda tmp: write(tmp, json.dumps(_with_verifier("fails", policy="idempotent"))),
         "verifier 'fails' needs the verify_then_continue policy",
@@ -238,7 +250,7 @@ def test_cli_run_refuses_with_one_line_and_exit_2(bad: Bad, tmp_path: Path) -> N
 
 def test_every_bundled_scenario_and_corpus_case_loads() -> None:
     names = bundled_names()
-    assert len(names) == 21
+    assert len(names) == 25
     for name in names:
         assert load_scenario(name).name == name
     cases = sorted(CORPUS.glob("*.json"))
