@@ -51,6 +51,9 @@ _SCHEMA = (
 # Errors that mean the file itself is bad, as opposed to a busy or full database.
 _CORRUPT_ERRORS = (apsw.NotADBError, apsw.CorruptError)
 
+#: SQLite's default auto-checkpoint threshold (pages in the log), kept without shared memory.
+DEFAULT_WAL_AUTOCHECKPOINT_PAGES = 1000
+
 #: How long a transaction waits for another process's lock before SQLite reports it busy.
 BUSY_TIMEOUT_MS = 5000
 
@@ -73,6 +76,12 @@ class SQLiteStore:
     index lives in the connection, so the store opens a connection per transaction -- each open
     reads the log afresh and sees every other process's commits. The durability promise is the
     same either way: it is SQLite's, for the chosen ``synchronous``.
+
+    ``wal_autocheckpoint`` is the log size, in pages, at which a commit copies the log into the
+    database file (SQLite's default: 1000; without shared memory the store runs that checkpoint
+    itself and truncates the log: ``_checkpoint_if_due``). A host that wants the checkpoint path
+    exercised by short workloads -- the simulator, whose scenarios write a few dozen pages --
+    sets it low; the promise does not depend on it.
     """
 
     def __init__(
@@ -83,14 +92,19 @@ class SQLiteStore:
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         vfs: str | None = None,
         shared_memory: bool = True,
+        wal_autocheckpoint: int | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        if wal_autocheckpoint is not None and wal_autocheckpoint < 1:
+            raise ValueError(f"wal_autocheckpoint must be positive, not {wal_autocheckpoint!r}")
         self._path = path
         self._blocking = blocking
         self._synchronous = synchronous
         self._vfs = vfs
         self._shared_memory = shared_memory
+        self._wal_autocheckpoint = wal_autocheckpoint
+        self._log_pages = 0  # pages in the log after the last commit (without shared memory)
         self._schema_ready = False
         self._conn: apsw.Connection | None = None
         # Connections of a process that died inside a transaction: kept referenced, never closed
@@ -131,6 +145,11 @@ class SQLiteStore:
             if mode is None or str(mode[0]).lower() != "wal":
                 raise CorruptStore(f"{self._path}: could not switch to WAL mode (got {mode!r})")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            if self._shared_memory:
+                if self._wal_autocheckpoint is not None:
+                    conn.execute(f"PRAGMA wal_autocheckpoint={int(self._wal_autocheckpoint)}")
+            else:  # replaces SQLite's auto-checkpoint: see _checkpoint_if_due
+                conn.set_wal_hook(self._note_log_size)
             if not self._schema_ready:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -146,6 +165,32 @@ class SQLiteStore:
             raise
         self._conn = conn
         return conn
+
+    def _note_log_size(self, conn: apsw.Connection, name: str, pages: int) -> int:
+        """SQLite's hook after every commit in WAL mode: remember how many pages the log holds."""
+        self._log_pages = pages
+        return apsw.SQLITE_OK
+
+    def _checkpoint_if_due(self, conn: apsw.Connection) -> None:
+        """Without shared memory, after a write transaction: copy the log into the database and
+        truncate it once it holds ``wal_autocheckpoint`` pages.
+
+        SQLite's own auto-checkpoint cannot do this here. How much of the log is already in the
+        database lives in the log's index, which without shared memory dies with the connection;
+        the next connection rebuilds the index from the log file, so it counts every frame as
+        not yet copied and never restarts the log: the log would grow forever, and every commit
+        past the threshold would copy all of it again. A ``TRUNCATE`` checkpoint empties the log
+        file itself, which the next connection does see. Its syncs are SQLite's (the log before
+        the copy, the database after it; none with ``synchronous=OFF``). A busy checkpoint is
+        left to the next commit: the commit itself has succeeded."""
+        threshold = self._wal_autocheckpoint or DEFAULT_WAL_AUTOCHECKPOINT_PAGES
+        if self._log_pages < threshold:
+            return
+        self._log_pages = 0
+        try:
+            conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+        except apsw.BusyError:
+            pass
 
     def _done_with_connection(self) -> None:
         """After a whole transaction: without shared memory the connection goes (the next one
@@ -170,6 +215,8 @@ class SQLiteStore:
                 try:
                     result = body(conn)
                     conn.execute("COMMIT")
+                    if write and not self._shared_memory:
+                        self._checkpoint_if_due(conn)
                 except Exception:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import apsw
 import trio
 
 from durable import journal as journal_mod
@@ -51,6 +52,7 @@ from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
 from durable.tools import ToolContext, idempotency_key
+from sim.world import sqlite_vfs as sqlite_vfs_mod
 
 
 class Patcher(Protocol):
@@ -904,6 +906,89 @@ def steer_lost_on_settle(mp: Patcher) -> None:
     mp.setattr(runs_mod, "start_run", start_run)
 
 
+# -- SQLite on the simulated disk ---------------------------------------------------------------
+
+
+def sqlite_off_as_full(mp: Patcher) -> None:
+    """I12: ``SQLiteStore(synchronous="FULL")`` opens its connections with ``synchronous=OFF``
+    (no sync at a commit, nor around a checkpoint) while still describing itself as FULL: an
+    acknowledged commit is lost on power loss."""
+    original = sqlite_store_mod.SQLiteStore._connection
+
+    def _connection(self: sqlite_store_mod.SQLiteStore) -> Any:
+        conn = original(self)
+        conn.execute("PRAGMA synchronous=OFF")
+        return conn
+
+    mp.setattr(sqlite_store_mod.SQLiteStore, "_connection", _connection)
+
+
+def vfs_sync_noop(mp: Patcher) -> None:
+    """I12: the VFS's ``xSync`` returns success without syncing: a disk or operating system that
+    lies about fsync (this mutates the simulator's own VFS, not the store). SQLite believes each
+    commit durable; power loss drops it."""
+
+    def xSync(self: sqlite_vfs_mod.SimSQLiteFile, flags: int) -> None:
+        return None
+
+    mp.setattr(sqlite_vfs_mod.SimSQLiteFile, "xSync", xSync)
+
+
+def checkpoint_without_wal_sync(mp: Patcher) -> None:
+    """A checkpoint copies the write-ahead log into the database file without syncing the log
+    first -- SQLite's ``walCheckpoint`` with its first ``sqlite3OsSync`` dropped.
+
+    That sync is what lets a checkpoint be interrupted: the database pages are overwritten in
+    place, and if power fails before the database's own sync, recovery redoes them from the log.
+    Under ``synchronous=NORMAL`` (commits leave the log unsynced) it is also the first sync of
+    the commits being copied; without it, a power loss mid-copy leaves a database that is part
+    old, part new, with no log to repair it. Under FULL each commit already synced the log, so
+    the mutant is harmless there, as the real bug would be.
+
+    Expressed in the VFS, where SQLite's calls are seen in order: every sync of a ``-wal`` file
+    is held back until the next call on any file of the same VFS. If that call is the database
+    file's ``SQLITE_FCNTL_CKPT_START`` (which SQLite sends right after the log sync, before the
+    first page is copied), the held sync is dropped; any other call performs it first. No byte
+    is written between the sync and the next call, so a held sync that is performed leaves the
+    disk exactly as an immediate one would, at the same crash boundary."""
+    held: dict[int, sqlite_vfs_mod.SimSQLiteFile] = {}  # by the VFS's port
+    sync = sqlite_vfs_mod.SimSQLiteFile.xSync
+    file_control = sqlite_vfs_mod.SimSQLiteFile.xFileControl
+
+    def settle(file: sqlite_vfs_mod.SimSQLiteFile, *, checkpoint: bool = False) -> None:
+        pending = held.pop(id(file._files), None)
+        if pending is not None and not checkpoint:
+            sync(pending, 0)
+
+    def xSync(self: sqlite_vfs_mod.SimSQLiteFile, flags: int) -> None:
+        settle(self)
+        if self._path.endswith("-wal"):
+            held[id(self._files)] = self
+        else:
+            sync(self, flags)
+
+    def xFileControl(self: sqlite_vfs_mod.SimSQLiteFile, op: int, ptr: int) -> bool:
+        settle(self, checkpoint=op == apsw.SQLITE_FCNTL_CKPT_START)
+        return file_control(self, op, ptr)
+
+    mp.setattr(sqlite_vfs_mod.SimSQLiteFile, "xSync", xSync)
+    mp.setattr(sqlite_vfs_mod.SimSQLiteFile, "xFileControl", xFileControl)
+    for name in ("xRead", "xWrite", "xTruncate", "xFileSize", "xClose"):
+        mp.setattr(sqlite_vfs_mod.SimSQLiteFile, name, _settled(settle, name))
+
+
+def _settled(settle: Callable[..., None], name: str) -> Callable[..., Any]:
+    """``SimSQLiteFile.NAME`` that first performs a held log sync (see
+    ``checkpoint_without_wal_sync``)."""
+    original = getattr(sqlite_vfs_mod.SimSQLiteFile, name)
+
+    def method(self: sqlite_vfs_mod.SimSQLiteFile, *args: Any) -> Any:
+        settle(self)
+        return original(self, *args)
+
+    return method
+
+
 # -- the catalogue --------------------------------------------------------------------------------
 
 
@@ -1136,6 +1221,29 @@ CATALOGUE: tuple[Mutant, ...] = (
         "steer_misses_the_run",
     ),
     Mutant(
+        "sqlite-off-as-full",
+        "SQLite opened with synchronous=OFF while the store presents itself as FULL",
+        sqlite_off_as_full,
+        "idempotent_payment",
+        store="sqlite",
+    ),
+    Mutant(
+        "vfs-sync-noop",
+        "the VFS's xSync does nothing: a disk or OS that lies about fsync (mutates the "
+        "simulator's VFS, not the store)",
+        vfs_sync_noop,
+        "idempotent_payment",
+        store="sqlite",
+    ),
+    Mutant(
+        "checkpoint-without-wal-sync",
+        "a WAL checkpoint copies into the database file before the log is synced "
+        "(synchronous=NORMAL)",
+        checkpoint_without_wal_sync,
+        "weak_durability_nofsync",
+        store="sqlite",
+    ),
+    Mutant(
         "leaky-counter",
         "process-global state leaks into a run (nondeterminism)",
         process_global_counter,
@@ -1176,6 +1284,8 @@ def kill(
     from sim.world.scenario import load_scenario
 
     ordered = [mutant.scenario] + [s for s in scenarios if s != mutant.scenario]
+    if mutant.store in stores:  # a store's own mutant is swept on that store first
+        stores = (mutant.store, *(s for s in stores if s != mutant.store))
     started = time.perf_counter()
     schedules = 0
     with planted(mutant):

@@ -38,6 +38,7 @@ from durable.state import InvariantViolation, State, apply, new_state, reduce
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
 from sim.world.scenario import ACTION_STEP_BASE
+from sim.world.stores import StoreKind
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
 SAFETY += ("I14", "I15", "I16")  # inbox modes
@@ -128,8 +129,9 @@ class Facts:
 
 
 def store_promises_power(result: RunResult) -> bool:
-    """Whether the store mode promises acknowledged data survives power loss."""
-    return result.store == "sqlite" or result.scenario.fsync
+    """Whether the store mode promises acknowledged data survives power loss (the store kind
+    decides, from the scenario's ``fsync``: ``StoreKind.promises_power``)."""
+    return StoreKind(result.store).promises_power(result.scenario.fsync)
 
 
 def within_promise(result: RunResult) -> bool:
@@ -963,8 +965,9 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
 
 
 def check_suffix_loss(result: RunResult) -> list[Violation]:
-    """I12 for a mode that does not promise power-loss durability (``fsync=False``): a power loss
-    may lose acknowledged commits, but only a *suffix* of them -- never one from the middle."""
+    """I12 for a mode that does not promise power-loss durability (``fsync=False``: the file
+    store without fsync, SQLite with ``synchronous=NORMAL``): a power loss may lose acknowledged
+    commits, but only a *suffix* of them -- never one from the middle."""
     final = {r.checksum for r in result.records}
     accepted = {a.boundary for a in result.accepted}
     previous = -1  # what survived an earlier power loss is durable from then on

@@ -34,7 +34,8 @@ Modelling choices (simplifications, on purpose):
 - Overwriting a file (``write``, or ``truncate`` to zero and appends) and losing power before its
   ``fsync`` yields the old content, the new content, an empty file (ext4's "zero-length file after
   truncate-and-rewrite": the truncate reached the disk, the delayed data did not) or a block-wise
-  mix of old and new (each block from either, the length of either), or a torn extension when
+  mix of old and new (each block from either, the length of either; with the old length, a
+  block past the new content's end is the old one, never zeros), or a torn extension when
   the new content extends the old one. A shrinking ``truncate`` to a non-zero size yields the old
   or the new content. (Under the simulator a process's ``write`` is ``open(O_TRUNC)`` plus
   chunked appends, each a crash point: see ``sim.world.process.ProcessFS.write``.)
@@ -753,12 +754,23 @@ class SimFS:
 
 def _mix_blocks(old: bytes, new: bytes, block_size_bytes: int, rng: random.Random) -> bytearray:
     """The old or the new length (whichever the file's size reached the disk with), each block
-    from the old or the new content, zeros where the chosen content has no such block."""
+    from the old or the new content; zeros where the new length reaches past the old content (the
+    size reached the disk, the data did not).
+
+    Where the old length is kept, a block past the end of the new content is the old block: the
+    rewrite never wrote it, and a truncate reaches the disk whole or not at all (the size and the
+    block map are one inode, committed together), so it cannot come back as zeros inside the old
+    length. (It once did: SQLite's log, truncated and then given a 32-byte header, came back
+    with its old frames and a zeroed block among them, a valid prefix that recovery replayed
+    over newer database pages -- damage no real disk does there.)"""
     length = (len(old), len(new))[rng.randrange(2)]
     out = bytearray()
     for start in range(0, length, block_size_bytes):
         size = min(block_size_bytes, length - start)
-        block = (old, new)[rng.randrange(2)][start : start + size]
+        chosen = (old, new)[rng.randrange(2)]
+        if chosen is new and start >= len(new):
+            chosen = old  # never written by the rewrite: the old block is still there
+        block = chosen[start : start + size]
         out += block + bytes(size - len(block))
     return out
 

@@ -12,7 +12,8 @@ What it does, and why:
 
 - **Files** are ``SimFS`` files written with ``pwrite`` (``write_at``): the database file's pages
   are overwritten in place (a power loss leaves each block old or new), the write-ahead log grows
-  at its end (a power loss tears it like an append) until a checkpoint restarts it from the top.
+  at its end (a power loss tears it like an append) until a checkpoint truncates it and it is
+  written again from the top (a rewrite: old, new, empty or a block-wise mix until synced).
 - **Crash points.** Every sync, truncate and delete is one, and so is the *first* write to a
   file since its last sync; the later writes of the same batch (the rest of a commit's log
   frames, the rest of a checkpoint's pages) are not (``write_more_at``). A kill anywhere inside

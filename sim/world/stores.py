@@ -25,12 +25,21 @@ from sim.world.sqlite_vfs import SimSQLiteVFS
 StoreName = Literal["file", "sqlite"]
 SQLITE_NAME = "store.sqlite"
 
+#: The log size (pages) at which a SQLite commit checkpoints the log into the database file.
+#: SQLite's default, 1000 pages, is more than any bundled scenario writes, so no sweep would
+#: ever cross a checkpoint (the log copied into the database in place, then restarted from its
+#: top): the path whose syncs ``NORMAL``'s promise rests on. At 16 a scenario checkpoints every
+#: few commits.
+WAL_AUTOCHECKPOINT_PAGES = 16
+
 
 @dataclass(frozen=True)
 class StorePlace:
     """Where one world's store lives: the file system it is written on (``SimFS``, or real
     files: ``sim.world.realhost.RealFiles``) and its root there (the SQLite database is
-    ``ROOT/store.sqlite``), and whether the file store fsyncs (the scenario's ``fsync``)."""
+    ``ROOT/store.sqlite``), and whether the store syncs every commit (the scenario's ``fsync``:
+    ``FileStore(fsync=...)``; SQLite's ``synchronous=FULL``, or ``NORMAL`` when false -- see
+    ``StoreKind.promises_power``)."""
 
     fs: Any
     root: str
@@ -53,6 +62,15 @@ class StoreKind(StrEnum):
         -- SQLite keeps no checksum of its pages, so a flipped bit in a row is read back as data
         (no single-copy store can promise to notice it; docs/crash-model.md)."""
         return kind != "storage" or self is StoreKind.FILE
+
+    def promises_power(self, fsync: bool) -> bool:
+        """Whether the store mode promises that acknowledged commits survive power loss: the one
+        home of that decision (the oracles ask it). ``fsync`` is the scenario's: the store syncs
+        every commit -- ``FileStore(fsync=True)``, ``SQLiteStore(synchronous="FULL")`` -- or it
+        does not: ``FileStore(fsync=False)``, or ``synchronous="NORMAL"``, whose commits reach
+        the write-ahead log unsynced (synced only before a checkpoint). Those promise less: a
+        power loss may lose a suffix of the acknowledged commits, never one from the middle."""
+        return fsync
 
     def open(self, process: SimProcess, place: StorePlace, blocking: Blocking) -> InstrumentedStore:
         """The store ``process`` works on, every operation of it a labelled boundary."""
@@ -82,10 +100,17 @@ def _sqlite_store(
     alive: Callable[[], bool] = lambda: True,
 ) -> SQLiteStore:
     """``ROOT/store.sqlite`` through a VFS over ``files`` (a process's port, or the bare file
-    system for a reader): no shared memory, so a connection per transaction."""
+    system for a reader): no shared memory, so a connection per transaction; ``synchronous``
+    FULL, or NORMAL when the scenario does not sync every commit (``StoreKind.promises_power``);
+    checkpoints every ``WAL_AUTOCHECKPOINT_PAGES``."""
     vfs = SimSQLiteVFS(files, alive=alive)
     return SQLiteStore(
-        f"{place.root}/{SQLITE_NAME}", blocking=blocking, vfs=vfs.name, shared_memory=False
+        f"{place.root}/{SQLITE_NAME}",
+        blocking=blocking,
+        synchronous="FULL" if place.fsync else "NORMAL",
+        vfs=vfs.name,
+        shared_memory=False,
+        wal_autocheckpoint=WAL_AUTOCHECKPOINT_PAGES,
     )
 
 

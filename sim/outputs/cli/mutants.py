@@ -22,8 +22,9 @@ def add_parsers(sub: Any) -> None:
         help="plant known recovery bugs one at a time and check the sweep catches each",
         description=(
             "For each mutant of the catalogue (a monkeypatch of one runtime function: a known "
-            "bug class of durable runtimes), run the default sweep -- its own scenario first, "
-            "then every bundled scenario, both stores, process and power crashes (and storage "
+            "bug class of durable runtimes; the SQLite ones also plant a sync SQLite or its disk "
+            "skips), run the default sweep -- its own scenario first, then every bundled "
+            "scenario, both stores (its own store first), process and power crashes (and storage "
             "faults for the mutants that mishandle damaged storage) -- until the first failing "
             "schedule, and print the kill matrix. Exit 1 if any mutant survives."
         ),

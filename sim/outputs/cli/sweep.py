@@ -38,7 +38,16 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
-    sw.add_argument("--store", choices=("file", "sqlite", "both"), default="both")
+    sw.add_argument(
+        "--store",
+        choices=("file", "sqlite", "both"),
+        default="both",
+        help=(
+            "file (FileStore), sqlite (SQLiteStore in WAL mode) or both (default). A scenario's "
+            "fsync picks the mode: true = fsync / synchronous=FULL, nothing acknowledged may be "
+            "lost; false = no fsync / synchronous=NORMAL, power loss may lose a suffix"
+        ),
+    )
     sw.add_argument(
         "--crash",
         default="process,power",

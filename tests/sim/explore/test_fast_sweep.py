@@ -12,8 +12,9 @@ from sim.explore.sweep import FORK_FROM_BOUNDARIES, sweep
 from sim.world.scenario import bundled_names, load_scenario
 
 # long_horizon's naive sweep alone takes many minutes; a 4-turn cut of it is compared instead.
-# Every other scenario on one store (alternating, to keep the suite fast), and the two with
-# several processes or a base crash -- where forking is trickiest -- on both.
+# Every other scenario on one store (alternating, to keep the suite fast), and on both: the two
+# with several processes or a base crash -- where forking is trickiest -- and the one without a
+# sync per commit (FileStore(fsync=False); SQLite's synchronous=NORMAL, judged by its own promise).
 NAMES = [n for n in bundled_names() if n != "long_horizon"]
 # The inbox-mode scenarios (steer, reject) are compared on their own below, with process crashes
 # only (their naive sweeps with power tears add a minute and a half); kept out of the
@@ -24,7 +25,7 @@ INBOX = (
     "steer_mid_tools",
     "steer_misses_the_run",
 )
-BOTH = ("lease_takeover", "crash_during_recovery")
+BOTH = ("lease_takeover", "crash_during_recovery", "weak_durability_nofsync")
 CASES = [
     (name, store)
     for i, name in enumerate(n for n in NAMES if n not in INBOX)
@@ -58,16 +59,26 @@ def test_fast_and_naive_agree_on_a_short_long_horizon() -> None:
     assert _verdicts(fast) == _verdicts(naive)
 
 
+# A runtime mutant, and the SQLite ones: two of them change which syncs happen inside SQLite, and
+# one holds a sync back across VFS calls (state a fork must carry into its children).
+FORKED_MUTANTS = (
+    "key-per-attempt",
+    "sqlite-off-as-full",
+    "vfs-sync-noop",
+    "checkpoint-without-wal-sync",
+)
+
+
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-def test_fast_sweep_catches_a_mutant_like_the_naive_one() -> None:
+@pytest.mark.parametrize("mutant_name", FORKED_MUTANTS)
+def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> None:
     from sim.explore.mutants import CATALOGUE, planted
 
-    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    scenario, store = load_scenario(mutant.scenario), mutant.store
     with planted(mutant):
-        naive = sweep(load_scenario(mutant.scenario), store="file", determinism=False, fast=False)
-        fast = sweep(
-            load_scenario(mutant.scenario), store="file", determinism=False, fast=True, fork_from=0
-        )
+        naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
+        fast = sweep(scenario, store=store, determinism=False, fast=True, fork_from=0)  # type: ignore[arg-type]
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
     # A schedule that inherits an equivalent one's verdict still shows its own crash and run.

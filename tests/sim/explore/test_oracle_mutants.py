@@ -32,6 +32,7 @@ from sim.explore.mutants import (
     append_skips_fsync,
     checkpoint_claims_one_more,
     checkpoint_restore_drops_request_ids,
+    checkpoint_without_wal_sync,
     corruption_unnamed,
     damage_read_as_torn_tail,
     effect_before_intent,
@@ -50,6 +51,7 @@ from sim.explore.mutants import (
     retry_after_fatal_error,
     retry_waits_again,
     scheduler_skips_execute,
+    sqlite_off_as_full,
     stale_context_window,
     steer_anywhere,
     steer_lost_on_settle,
@@ -57,6 +59,7 @@ from sim.explore.mutants import (
     steer_reversed,
     trust_torn_tail,
     unsafe_replays_on_recovery,
+    vfs_sync_noop,
 )
 from sim.explore.sweep import ScheduleOutcome, judge, sweep
 from sim.run.runner import RunResult, run_scenario
@@ -117,14 +120,14 @@ def resolve(reference: RunResult, crash: Crash | None) -> Schedule:
 
 
 def run_case(
-    scenario: Scenario, crash: Crash | None, *, seed: int, determinism: bool
+    scenario: Scenario, crash: Crash | None, *, seed: int, determinism: bool, store: str = "file"
 ) -> ScheduleOutcome:
     """Judge one schedule against the fault-free run of the runtime as currently patched."""
-    reference = run_scenario(scenario, seed=seed, store="file")
+    reference = run_scenario(scenario, seed=seed, store=store)  # type: ignore[arg-type]
     schedule = resolve(reference, crash)
     result = reference
     if schedule.points:
-        result = run_scenario(scenario, seed=seed, store="file", schedule=schedule)
+        result = run_scenario(scenario, seed=seed, store=store, schedule=schedule)  # type: ignore[arg-type]
     return judge(result, reference, determinism=determinism)
 
 
@@ -150,6 +153,7 @@ class Case:
     determinism: bool = False
     also: frozenset[str] = frozenset()  # other invariants the same schedule reports (cascades)
     expect: frozenset[str] | None = None  # what must be reported, if not just ``oracle``
+    store: str = "file"
 
     @property
     def expected(self) -> frozenset[str]:
@@ -430,13 +434,50 @@ CASES = [
         None,
         "none (fault-free: steer-2 stays queued after run-1 settles)",
     ),
+    Case(
+        "I12",
+        "sqlite-off-as-full",
+        sqlite_off_as_full,
+        bundled("idempotent_payment"),
+        Crash("store.commit#3", "before", "power"),
+        "26:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (nothing "
+        "was ever synced)",
+        also=frozenset({"I5"}),
+        store="sqlite",
+    ),
+    Case(
+        "I12",
+        "vfs-sync-noop",
+        vfs_sync_noop,
+        bundled("idempotent_payment"),
+        Crash("store.commit#3", "before", "power"),
+        "19:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (every "
+        "sync a no-op)",
+        also=frozenset({"I5"}),
+        store="sqlite",
+    ),
+    Case(
+        "I2",
+        "checkpoint-without-wal-sync",
+        checkpoint_without_wal_sync,
+        bundled("weak_durability_nofsync"),
+        # The third checkpoint's log truncate, after the database's sync: the copied pages are
+        # durable, the unsynced log comes back as an older prefix that recovery replays over them.
+        Crash("fs.truncate:store.sqlite-wal", "before", "power", nth=3),
+        "89:before:power on sqlite, synchronous=NORMAL (before the 3rd log truncate): the store "
+        "reads back corrupt",
+        also=frozenset({"I0"}),
+        store="sqlite",
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_oracle_catches_mutant(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     case.mutant(monkeypatch)
-    outcome = run_case(case.scenario(), case.crash, seed=case.seed, determinism=case.determinism)
+    outcome = run_case(
+        case.scenario(), case.crash, seed=case.seed, determinism=case.determinism, store=case.store
+    )
     invariants = found(outcome)
     missing = case.expected - invariants
     assert not missing, f"{case.id}: expected at {case.caught_at}\n{describe(outcome)}"
@@ -445,7 +486,9 @@ def test_oracle_catches_mutant(case: Case, monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_unbroken_runtime_passes_the_same_schedule(case: Case) -> None:
-    outcome = run_case(case.scenario(), case.crash, seed=case.seed, determinism=case.determinism)
+    outcome = run_case(
+        case.scenario(), case.crash, seed=case.seed, determinism=case.determinism, store=case.store
+    )
     assert outcome.violations == [], describe(outcome)
     assert outcome.verdict == "pass"
 

@@ -200,6 +200,26 @@ def test_power_loss_after_a_multi_block_rewrite_can_mix_blocks() -> None:
         assert blocks <= {b"o" * 512, b"n" * 512} and len(blocks) == 2
 
 
+def test_a_short_rewrite_never_zeroes_a_block_it_did_not_reach() -> None:
+    """Truncated to zero and given one short block (SQLite's log restarted by a TRUNCATE
+    checkpoint, then its new header): with the old length kept, every block past the new content
+    is the old block -- the rewrite never wrote it, and a truncate lands whole or not at all. A
+    zero block there once made an old log a valid prefix that recovery replayed over newer pages."""
+    old, new = b"o" * 2048, b"h" * 32
+
+    def setup(fs: SimFS) -> None:
+        durable_file(fs, "/d/f", old)
+        fs.truncate("/d/f", 0)
+        fs.write_at("/d/f", 0, new)
+
+    results = {after_power_loss(setup, seed).read("/d/f") for seed in range(200)}
+    mixed = [r for r in results if len(r) == 2048 and r != old]
+    assert mixed  # the new header over the old blocks
+    for content in results:
+        if len(content) == 2048:
+            assert content[512:] == old[512:], content[:40]
+
+
 def test_a_shrinking_truncate_is_never_emptied_by_power_loss() -> None:
     def setup(fs: SimFS) -> None:
         durable_file(fs, "/d/f", OLD)
