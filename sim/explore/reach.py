@@ -117,6 +117,7 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/file.py:FileStore._check_tail",
     "durable/store/file.py:FileStore._settle",
     "durable/store/file.py:FileStore.read_records",
+    "durable/store/file.py:FileStore._read_records",
     "durable/store/file.py:FileStore._append",
     "durable/store/file.py:FileStore._unlink_all",
     "durable/store/file.py:FileStore._check_no_lost_commits",
@@ -155,6 +156,11 @@ _ONE_CLOCK = (
     "a writer renews a lease past half its TTL before it writes, so under one clock a zombie "
     "is fenced there first; this store-side check fires only with clock skew, not simulated"
 )
+_OPEN_GAP = (
+    "a takeover while the opener was stopped between acquiring the lease and reading the log: "
+    "nothing awaits there under the simulator (inline store calls), so only a real kernel "
+    "pause reaches it (tests/durable/test_open_takeover.py, durable-sim workers)"
+)
 _READER = "a read that does not repair (python -m durable inspect); recovery always repairs"
 _SETTLED_GUARD = (
     "defensive: an abort cancels every invocation before it settles the run, so no handler "
@@ -165,10 +171,24 @@ _SETTLED_GUARD = (
 #: ``durable-sim coverage`` fails on an allowance that matches no branch any more (stale) and
 #: lists the allowances whose branch *was* reached (then the allowance should go).
 ALLOWED_UNREACHED: tuple[Allowance, ...] = (
-    # The lease record went back to an older epoch: storage damage or an operator's restore.
+    # The lease record went back to an older epoch (storage damage or an operator's restore),
+    # or another owner took over while this process was stopped between its grant and its read
+    # of the log (a fenced opener, not a corrupt store).
     Allowance(
         "durable/journal.py:Journal.open",
         "if lease.epoch <= state.epoch:",
+        "current = await store.current_lease(conversation_id)",
+        _OPEN_GAP,
+    ),
+    Allowance(
+        "durable/journal.py:Journal.open",
+        "if current is not None and current.epoch > lease.epoch:",
+        "raise Fenced(",
+        _OPEN_GAP,
+    ),
+    Allowance(
+        "durable/journal.py:Journal.open",
+        "if current is not None and current.epoch > lease.epoch:",
         "raise CorruptStore(",
         _STORAGE,
     ),
@@ -291,9 +311,9 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         "self._cache.pop(conversation_id, None)",
         _READER,
     ),
-    Allowance("durable/store/file.py:FileStore.read_records", "if repair:", "return []", _READER),
+    Allowance("durable/store/file.py:FileStore._read_records", "if repair:", "return []", _READER),
     Allowance(
-        "durable/store/file.py:FileStore.read_records",
+        "durable/store/file.py:FileStore._read_records",
         "if records is not None:",
         "scan = self._scan(conversation_id, path)",
         _READER,
