@@ -440,7 +440,7 @@ CASES = [
         sqlite_off_as_full,
         bundled("idempotent_payment"),
         Crash("store.commit#3", "before", "power"),
-        "26:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (nothing "
+        "28:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (nothing "
         "was ever synced)",
         also=frozenset({"I5"}),
         store="sqlite",
@@ -451,7 +451,7 @@ CASES = [
         vfs_sync_noop,
         bundled("idempotent_payment"),
         Crash("store.commit#3", "before", "power"),
-        "19:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (every "
+        "28:before:power on sqlite (before store.commit#3): acknowledged pay-1 vanished (every "
         "sync a no-op)",
         also=frozenset({"I5"}),
         store="sqlite",
@@ -464,7 +464,7 @@ CASES = [
         # The third checkpoint's log truncate, after the database's sync: the copied pages are
         # durable, the unsynced log comes back as an older prefix that recovery replays over them.
         Crash("fs.truncate:store.sqlite-wal", "before", "power", nth=3),
-        "89:before:power on sqlite, synchronous=NORMAL (before the 3rd log truncate): the store "
+        "92:before:power on sqlite, synchronous=NORMAL (before the 3rd log truncate): the store "
         "reads back corrupt",
         also=frozenset({"I0"}),
         store="sqlite",
