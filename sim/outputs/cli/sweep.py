@@ -26,6 +26,7 @@ from sim.outputs.cli.common import (
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import Scenario, bundled_names, load_scenario
 from sim.world.seeded import SEED_MAX
+from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -181,7 +182,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     from sim.explore.results import results_document
 
-    document = results_document(results, wall_s=time.perf_counter() - started, fast=not args.naive)
+    # A store that cannot be forked (Postgres) is swept naively whatever --naive says.
+    fast = not args.naive and all(StoreKind(store).forks for store in stores)
+    document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
     from sim.outputs.report import ReportError, write_report
 
     try:
