@@ -32,7 +32,7 @@ from durable.ports import Blocking
 from durable.store.base import Checkpoint, StoreError
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
-from sim.world.faults import Boundary, Schedule
+from sim.world.faults import Boundary, Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
 from sim.world.model import ModelCall
@@ -126,6 +126,7 @@ def run_scenario(
     if fork is not None and not kind.forks:
         raise ValueError(f"a {kind} world cannot be forked (StoreKind.forks): sweep it naively")
     schedule = schedule or Schedule()
+    _check_server_faults(kind, scenario, schedule)
     result = RunResult(scenario=scenario, seed=seed, store=kind, schedule=schedule)
     try:
         with _run_database(kind) as database:
@@ -154,6 +155,21 @@ def run_scenario(
     finally:
         unregister_all()  # the world's SQLite VFSes (harness bookkeeping: a name list in SQLite)
     return result
+
+
+def _check_server_faults(kind: StoreKind, scenario: Scenario, schedule: Schedule) -> None:
+    """Refuse a postgres world any crash but a process kill (in the schedule, or timed by the
+    scenario): a power loss would roll ``SimFS`` back and leave the server's store as it was,
+    a machine no real failure produces (the server is the durable service, never crashed)."""
+    if kind is not StoreKind.POSTGRES:
+        return  # the other stores' refusals are the sweep's and replay's (unchanged)
+    kinds = {p.kind for p in schedule.points} | {c.kind for c in scenario.timed_crashes}
+    refused = sorted(k for k in kinds if not kind.can_inject(k))
+    if refused:
+        raise ScheduleError(
+            f"{'/'.join(refused)} faults are not simulated for the postgres store: only worker "
+            "processes are killed (the server is the durable service)"
+        )
 
 
 @contextmanager

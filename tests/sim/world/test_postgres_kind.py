@@ -28,7 +28,7 @@ from durable.store.postgres import PostgresStore
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
 from sim.world import pgserver
-from sim.world.faults import parse_schedule
+from sim.world.faults import ScheduleError, parse_schedule
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import load_scenario
 from sim.world.stores import StoreKind
@@ -83,6 +83,15 @@ def test_the_same_schedule_gives_the_same_fingerprint(pg_server: str) -> None:
         scenario, seed=0, store="postgres", schedule=parse_schedule("9:after:process")
     )
     assert other.fingerprint != first.fingerprint
+
+
+def test_a_postgres_world_refuses_power_and_storage_faults() -> None:
+    """Checked before the server is needed: a power loss would roll SimFS back and leave the
+    server's store as it was, a machine no real failure produces."""
+    scenario = load_scenario("idempotent_payment")
+    for text in ("5:after:power", "5:after:storage"):
+        with pytest.raises(ScheduleError, match="not simulated for the postgres store"):
+            run_scenario(scenario, seed=0, store="postgres", schedule=parse_schedule(text))
 
 
 def test_a_postgres_world_cannot_be_forked(pg_server: str) -> None:
