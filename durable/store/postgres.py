@@ -29,7 +29,9 @@ database server: it is the durable service here, and only worker processes are k
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -230,11 +232,22 @@ class PostgresStore:
         return f"postgres schema {self._ns}"
 
     def abandon(self) -> None:
-        """Forget the connection of a killed process. Closing the socket is what the kernel does
-        when a process dies; the server then rolls back anything the process left open."""
+        """Drop the connection as a killed process's kernel does: the socket is shut down with
+        no COMMIT and no goodbye (libpq's Terminate message) sent first, so the server sees the
+        connection end and rolls back any transaction it had open -- releasing its row locks,
+        which a successor would otherwise wait on. Then the descriptor is freed. No rollback is
+        issued: a dead process issues nothing (a simulator's kill lands here)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        if conn is None or conn.closed:
+            return
+        try:
+            # A duplicate of the descriptor, shut down: shutdown acts on the socket itself, so
+            # the server sees end-of-file at once; libpq's own descriptor stays valid to close.
+            with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already gone (the server or the network closed it): nothing left to end
+        conn.close()  # frees the descriptor; its Terminate finds the socket shut, and is lost
 
     async def close(self) -> None:
         """Normal shutdown: close the connection."""

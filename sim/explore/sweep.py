@@ -242,7 +242,9 @@ def sweep(
 
     ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
     seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
-    none; the fault-free run is always checked unless off."""
+    none; the fault-free run is always checked unless off. A store that cannot be forked
+    (``StoreKind.forks``: Postgres, whose state is on the server) always takes the naive
+    path, one schedule after another, each in a fresh schema."""
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
     mode = determinism_mode(determinism)
@@ -252,6 +254,7 @@ def sweep(
     out.ref = ref or scenario.name
     out.determinism = mode
     kinds = _store_kinds(out)
+    forks = StoreKind(store).forks
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
     reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
@@ -263,7 +266,7 @@ def sweep(
         # Every crash schedule is judged against the fault-free run: when that run itself fails
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         out.reference_failed = True
-    elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure:
+    elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure and forks:
         jobs = jobs or parallel.default_jobs()
         if len(out.labels) >= fork_from:
             _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)

@@ -345,7 +345,11 @@ def failure_report(result: ScenarioSweep) -> str:
         f"crash {kinds}): {len(result.failures)} of {result.schedules} schedules failed",
         f"verdicts: {result.verdict_counts()}",
     ]
-    if result.skipped_power or result.skipped_storage:
+    if result.store == "postgres" and (result.skipped_power or result.skipped_storage):
+        lines.append(
+            "(only process kills are run on the postgres store: the server is not crashed)"
+        )
+    elif result.skipped_power or result.skipped_storage:
         lines.append("(storage-fault schedules are not run on the sqlite store: no page checksums)")
     for failure in result.failures[:SHOWN_FAILURES]:
         lines.append("")

@@ -66,7 +66,7 @@ from sim.world.seams import NAMES as SEAM_NAMES
 from sim.world.seams import REFERENCE as REFERENCE_SEAMS
 from sim.world.seams import current as current_seams
 from sim.world.seams import spec_of
-from sim.world.stores import StoreKind
+from sim.world.stores import FILE_KINDS, StoreKind
 
 # Real runs of one point at most, until its boundary trace lines up (see ``_run_lined_up``).
 ALIGN_ATTEMPTS = 3
@@ -235,8 +235,8 @@ def seam_specs() -> tuple[tuple[str, str], ...]:
 
 
 def _check_options(store: str, blocking: str, points: int | None, speedup: float) -> None:
-    if store not in tuple(StoreKind):
-        kinds = " or ".join(StoreKind)
+    if store not in FILE_KINDS:
+        kinds = " or ".join(FILE_KINDS)
         raise RealcrashError(f"--store must be {kinds}, not {store!r}")
     if blocking not in BLOCKING_MODES:
         raise RealcrashError(f"blocking must be thread or inline, not {blocking!r}")

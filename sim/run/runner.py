@@ -17,6 +17,8 @@ host of ``sim.run.realrun``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +30,13 @@ from durable.config import RuntimeConfig
 from durable.events import EventRecord
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, StoreError
+from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
-from sim.world.faults import Boundary, Schedule
+from sim.world.faults import Boundary, Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
 from sim.world.model import ModelCall
+from sim.world.pgserver import RunDatabase, content_digest, run_database
 from sim.world.process import (
     AcceptedAppend,
     CrashRecord,
@@ -119,33 +123,64 @@ def run_scenario(
     crash there; a child ends inside this call (``ForkHook.finish_child`` exits the process).
     """
     kind = StoreKind(store)
+    if fork is not None and not kind.forks:
+        raise ValueError(f"a {kind} world cannot be forked (StoreKind.forks): sweep it naively")
     schedule = schedule or Schedule()
+    _check_server_faults(kind, scenario, schedule)
     result = RunResult(scenario=scenario, seed=seed, store=kind, schedule=schedule)
     try:
-        seed_trio_scheduler(seed)
-        seed_sqlite_randomness(seed)  # SQLite's salts and temporary names, like trio's order
-        world = World(seed)
-        clock = trio.testing.MockClock(autojump_threshold=0)
-        try:
-            trio.run(
-                _world_main,
-                world,
-                scenario,
-                kind,
-                schedule,
-                result,
-                fork,
-                count_tears,
-                clock=clock,
-            )
-        except BaseException as exc:
-            if fork is not None and fork.in_child:
-                fork.abort_child(exc)  # never unwind into the forking parent's frames
-            raise
-        result.fingerprint = world.fingerprint()
+        with _run_database(kind) as database:
+            seed_trio_scheduler(seed)
+            seed_sqlite_randomness(seed)  # SQLite's salts and temporary names, like trio's order
+            world = World(seed)
+            clock = trio.testing.MockClock(autojump_threshold=0)
+            try:
+                trio.run(
+                    _world_main,
+                    world,
+                    scenario,
+                    kind,
+                    schedule,
+                    result,
+                    fork,
+                    count_tears,
+                    database,
+                    clock=clock,
+                )
+            except BaseException as exc:
+                if fork is not None and fork.in_child:
+                    fork.abort_child(exc)  # never unwind into the forking parent's frames
+                raise
+            result.fingerprint = world.fingerprint()
     finally:
         unregister_all()  # the world's SQLite VFSes (harness bookkeeping: a name list in SQLite)
     return result
+
+
+def _check_server_faults(kind: StoreKind, scenario: Scenario, schedule: Schedule) -> None:
+    """Refuse a postgres world any crash but a process kill (in the schedule, or timed by the
+    scenario): a power loss would roll ``SimFS`` back and leave the server's store as it was,
+    a machine no real failure produces (the server is the durable service, never crashed)."""
+    if kind is not StoreKind.POSTGRES:
+        return  # the other stores' refusals are the sweep's and replay's (unchanged)
+    kinds = {p.kind for p in schedule.points} | {c.kind for c in scenario.timed_crashes}
+    refused = sorted(k for k in kinds if not kind.can_inject(k))
+    if refused:
+        raise ScheduleError(
+            f"{'/'.join(refused)} faults are not simulated for the postgres store: only worker "
+            "processes are killed (the server is the durable service)"
+        )
+
+
+@contextmanager
+def _run_database(kind: StoreKind) -> Iterator[RunDatabase | None]:
+    """The run's own empty schema on the server for a ``postgres`` world, dropped when the run
+    ends (``sim.world.pgserver``); nothing for the stores that live on ``SimFS``."""
+    if kind is not StoreKind.POSTGRES:
+        yield None
+        return
+    with run_database() as database:
+        yield database
 
 
 @dataclass
@@ -163,6 +198,7 @@ class WorldEnv:
     store_kind: StoreKind
     fs: SimFS
     liveness: trio.CancelScope
+    database: RunDatabase | None = None  # a postgres world's schema on the server
     errors: list[str] = field(default_factory=list)
     recovery_mismatches: list[str] = field(default_factory=list)
     refusal: str | None = None  # a process stopped on corrupt storage: the world ends there
@@ -172,7 +208,7 @@ class WorldEnv:
     paused: set[str] = field(default_factory=set)
 
     def place(self) -> StorePlace:
-        return StorePlace(self.fs, STORE_ROOT, self.scenario.fsync)
+        return StorePlace(self.fs, STORE_ROOT, self.scenario.fsync, self.database)
 
     def blocking(self, process: SimProcess) -> Blocking:
         return SimBlocking(process)
@@ -186,10 +222,13 @@ async def _world_main(
     result: RunResult,
     fork: ForkHook | None = None,
     count_tears: bool = False,
+    database: RunDatabase | None = None,
 ) -> None:
     """One world: build it, run its worker slots until it settles (or the liveness bound
-    passes), then collect what the oracles read."""
+    passes), then collect what the oracles read. A postgres world's store content is on the
+    server, not in ``SimFS``, so its digest goes into the trace (the fingerprint) as well."""
     env = _new_world(world, scenario, store_kind, schedule, count_tears)
+    env.database = database
     if fork is not None:
         _plan_forks(env, fork)
     with env.liveness:
@@ -198,6 +237,8 @@ async def _world_main(
     _fill_result(env, result)
     await read_durable(result, store_kind.reader(env.place()), scenario.conversation_id)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
+    if store_kind is StoreKind.POSTGRES:
+        world.record("database", await _database_digest(store_kind.reader(env.place())))
     world.record("files", sorted(env.services.files.items()))
     if fork is not None and fork.in_child:
         # A forked child reports from inside the run and exits: trio's own teardown would use
@@ -421,7 +462,18 @@ async def read_durable(result: RunResult, reader: Any, conversation_id: str) -> 
     try:
         result.records = await reader.read_records(conversation_id, 0)
         result.checkpoints = await reader.load_checkpoints(conversation_id)
-        if isinstance(reader, SQLiteStore):
+        if isinstance(reader, (SQLiteStore, PostgresStore)):
             await reader.close()
     except StoreError as exc:
         result.store_error = f"{type(exc).__name__}: {exc}"
+
+
+async def _database_digest(reader: PostgresStore) -> str:
+    """The digest of a postgres world's schema (``content_digest``); a store that refuses to
+    be read is digested as its error (I2 reports it from ``read_durable``)."""
+    try:
+        return await content_digest(reader)
+    except StoreError as exc:
+        return type(exc).__name__  # its message names the run's schema: not deterministic
+    finally:
+        await reader.close()

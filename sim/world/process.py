@@ -105,7 +105,7 @@ class SimProcess:
         self.alive = True
         self.scope = trio.CancelScope()
         self.runtime: Any = None
-        self.sqlite_stores: list[Any] = []
+        self.open_stores: list[Any] = []  # SQLite's, Postgres's: abandoned by a kill
         self.paused_until_s: float | None = None
         self.error: str | None = None
         self.slot = 0  # the worker slot it runs in (a scenario's second worker is slot 1)
@@ -294,8 +294,10 @@ class Machine:
         self.crashes.append(record)
         self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
         for victim in victims:
-            for store in victim.sqlite_stores:
-                store.abandon()  # the OS closes a killed process's files; SQLite rolls back
+            for store in victim.open_stores:
+                # The OS closes a killed process's files and sockets: SQLite rolls back its open
+                # transaction on the next open, the Postgres server as the socket closes.
+                store.abandon()
             victim.scope.cancel()
         self.on_crash()
         raise SimulatedCrash(point)

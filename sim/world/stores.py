@@ -2,10 +2,11 @@
 process opens it, how a fresh reader reads it afterwards, and which faults the simulator can
 inject under it.
 
-``StoreKind`` is a ``StrEnum``: it is also its own name (``"file"``, ``"sqlite"``), so it goes
-into results, reports and repro lines as before, and a caller may pass either. Both hosts of a
-world (the simulator, ``sim.run.runner``; the real-process child, ``sim.world.realhost``) open
-and read their store through it, over their own ``StorePlace``.
+``StoreKind`` is a ``StrEnum``: it is also its own name (``"file"``, ``"sqlite"``,
+``"postgres"``), so it goes into results, reports and repro lines as before, and a caller may
+pass either. Both hosts of a world (the simulator, ``sim.run.runner``; the real-process child,
+``sim.world.realhost``) open and read their store through it, over their own ``StorePlace`` --
+``postgres`` only under the simulator (``SIMULATED_ONLY``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Any, Literal
 from durable.ports import Blocking, InlineBlocking
 from durable.store.sqlite import SQLiteStore
 from sim.world.faults import CrashKind
+from sim.world.pgserver import RunDatabase
 from sim.world.process import InstrumentedStore, ProcessFS, SimProcess
 from sim.world.seams import current as current_seams
 from sim.world.sqlite_vfs import SimSQLiteVFS
 
-StoreName = Literal["file", "sqlite"]
+StoreName = Literal["file", "sqlite", "postgres"]
 SQLITE_NAME = "store.sqlite"
 
 #: The log size (pages) at which a SQLite commit checkpoints the log into the database file.
@@ -39,11 +41,13 @@ class StorePlace:
     files: ``sim.world.realhost.RealFiles``) and its root there (the SQLite database is
     ``ROOT/store.sqlite``), and whether the store syncs every commit (the scenario's ``fsync``:
     ``FileStore(fsync=...)``; SQLite's ``synchronous=FULL``, or ``NORMAL`` when false -- see
-    ``StoreKind.promises_power``)."""
+    ``StoreKind.promises_power``). A ``postgres`` world's store is on the server instead: its
+    ``database`` is the run's own schema (``sim.world.pgserver.run_database``)."""
 
     fs: Any
     root: str
     fsync: bool
+    database: RunDatabase | None = None
 
 
 class StoreKind(StrEnum):
@@ -51,17 +55,31 @@ class StoreKind(StrEnum):
     (``SQLiteStore``). Both write through the process's file-system port, every write and sync
     a crash point: the file store directly, SQLite through a VFS over the same port
     (``sim.world.sqlite_vfs``) -- on the simulated disk, or on real files in the real-process
-    host."""
+    host. Or ``postgres`` (``PostgresStore`` on a real server, a schema per run: see
+    ``sim.world.pgserver``), whose crash points are its operations and its transactions."""
 
     FILE = "file"
     SQLITE = "sqlite"
+    POSTGRES = "postgres"
 
     def can_inject(self, kind: CrashKind) -> bool:
-        """Whether the simulator can inject a crash of ``kind`` under this store. Process kills
-        and power loss: both stores. Storage faults (damage to synced data): the file store only
-        -- SQLite keeps no checksum of its pages, so a flipped bit in a row is read back as data
-        (no single-copy store can promise to notice it; docs/crash-model.md)."""
+        """Whether the simulator can inject a crash of ``kind`` under this store. Process kills:
+        every store. Power loss: the file store and SQLite (their files are on ``SimFS``), not
+        Postgres -- the server is the durable service, outside the simulated machine, and is not
+        power-crashed here. Storage faults (damage to synced data): the file store only -- SQLite
+        keeps no checksum of its pages, so a flipped bit in a row is read back as data (no
+        single-copy store can promise to notice it; docs/crash-model.md)."""
+        if self is StoreKind.POSTGRES:
+            return kind == "process"
         return kind != "storage" or self is StoreKind.FILE
+
+    @property
+    def forks(self) -> bool:
+        """Whether a sweep may fork a run at its boundaries (``sim.explore.forking``). Not on
+        Postgres: a forked child would share the parent's connection and the one schema on the
+        server, so its crash would change the parent's store; each schedule runs from scratch
+        in a schema of its own instead."""
+        return self is not StoreKind.POSTGRES
 
     def promises_power(self, fsync: bool) -> bool:
         """Whether the store mode promises that acknowledged commits survive power loss: the one
@@ -79,8 +97,14 @@ class StoreKind(StrEnum):
             return InstrumentedStore(
                 current_seams().file_store(place.root, port, place.fsync), process
             )
+        if self is StoreKind.POSTGRES:
+            postgres = _database(place).store(blocking)
+            # A simulated kill abandons its connection: the kernel closing a dead process's
+            # socket (``PostgresStore.abandon``), so the server rolls back what it left open.
+            process.open_stores.append(postgres)
+            return InstrumentedStore(postgres, process)
         sqlite = _sqlite_store(place, port, blocking, alive=lambda: process.alive)
-        process.sqlite_stores.append(sqlite)  # a simulated kill abandons its connection
+        process.open_stores.append(sqlite)  # a simulated kill abandons its connection
         return InstrumentedStore(sqlite, process)
 
     def reader(self, place: StorePlace) -> Any:
@@ -89,7 +113,22 @@ class StoreKind(StrEnum):
         boundary)."""
         if self is StoreKind.FILE:
             return current_seams().file_store(place.root, place.fs, place.fsync)
+        if self is StoreKind.POSTGRES:
+            return _database(place).store(InlineBlocking())
         return _sqlite_store(place, place.fs, InlineBlocking())
+
+
+#: The kinds a real-process host can run (``durable-sim realcrash``): its store lives in files
+#: beside the point's record. Postgres is swept under the simulator only (and, with real
+#: processes, by ``durable-sim workers``).
+FILE_KINDS: tuple[StoreKind, ...] = (StoreKind.FILE, StoreKind.SQLITE)
+
+
+def _database(place: StorePlace) -> RunDatabase:
+    """The run's schema of a ``postgres`` place (a place without one is the harness's bug)."""
+    if place.database is None:
+        raise ValueError("a postgres store needs the run's database (sim.world.pgserver)")
+    return place.database
 
 
 def _sqlite_store(

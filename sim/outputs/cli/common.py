@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
 from sim.world.faults import CRASH_KINDS
+from sim.world.pgserver import CONNINFO_ENV
 from sim.world.seeded import SEED_MAX
 
 EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
@@ -69,8 +71,27 @@ def add_single_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seed", type=seed_arg, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)"
     )
-    p.add_argument("--store", choices=("file", "sqlite"), default="file")
+    p.add_argument(
+        "--store",
+        choices=("file", "sqlite", "postgres"),
+        default="file",
+        help=f"default file; postgres runs on the server named by ${CONNINFO_ENV}",
+    )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
+
+
+def check_stores(stores: Iterable[str]) -> None:
+    """Fail at once, in one line, if a store asked for cannot run here (Postgres: the server
+    named by ``DURABLE_SIM_PG_CONNINFO`` unset, its driver missing or the server unreachable),
+    before any run rather than in the middle of a sweep."""
+    if "postgres" not in stores:
+        return
+    from sim.world.pgserver import ServerUnavailable, server_conninfo
+
+    try:
+        server_conninfo()
+    except ServerUnavailable as exc:
+        raise UsageError(str(exc)) from None
 
 
 def wide_console() -> Any:

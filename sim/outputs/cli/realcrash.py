@@ -13,7 +13,7 @@ from typing import Any
 from sim.outputs.realcrash import RealcrashError, realcrash
 from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP
 from sim.world.scenario import ScenarioError
-from sim.world.stores import StoreKind
+from sim.world.stores import FILE_KINDS, StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -35,7 +35,7 @@ def add_parsers(sub: Any) -> None:
 def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``realcrash`` subcommand's arguments."""
     parser.add_argument("scenario", help="a bundled scenario name or a .json path")
-    parser.add_argument("--store", choices=tuple(StoreKind), default=StoreKind.FILE)
+    parser.add_argument("--store", choices=FILE_KINDS, default=StoreKind.FILE)
     parser.add_argument(
         "--points",
         type=int,

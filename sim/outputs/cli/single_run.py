@@ -12,6 +12,7 @@ from sim.outputs.cli.common import (
     UsageError,
     add_seam_options,
     add_single_run_options,
+    check_stores,
 )
 from sim.world.faults import parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
@@ -52,6 +53,7 @@ def run_once(args: argparse.Namespace) -> int:
     from sim.run.runner import run_scenario
 
     scenario = load_scenario(args.scenario)
+    check_stores([args.store])
     base = base_schedule(scenario, seed=args.seed, store=args.store)
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=base)
     doc = {
@@ -92,6 +94,18 @@ def replay(args: argparse.Namespace) -> int:
 
     schedule = parse_schedule(args.schedule)
     scenario = load_scenario(args.scenario)
+    store = StoreKind(args.store)
+    refused = sorted({p.kind for p in schedule.points if not store.can_inject(p.kind)})
+    if refused:
+        why = {
+            "sqlite": "SQLite keeps no checksum of its pages",
+            "postgres": "the server is the durable service: only worker processes are killed",
+        }.get(store.value, "")
+        raise UsageError(
+            f"{'/'.join(refused)} faults are not simulated for the {store} store ({why}: see "
+            "docs/crash-model.md)"
+        )
+    check_stores([args.store])
     # Judged as the sweep judges: against the fault-free run (without the scenario's timed
     # crashes, with its base crash), so a repro line gives the verdict the sweep gave.
     reference = run_scenario(
@@ -114,12 +128,6 @@ def replay(args: argparse.Namespace) -> int:
         raise UsageError(
             f"schedule starts at boundary {schedule.points[0].index}, but the fault-free run of "
             f"{scenario.name} has {n} boundaries (0..{n - 1})"
-        )
-    store = StoreKind(args.store)
-    if any(not store.can_inject(p.kind) for p in schedule.points):
-        raise UsageError(
-            "storage faults are not simulated for the sqlite store (SQLite keeps no checksum "
-            "of its pages: see docs/crash-model.md)"
         )
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=schedule)
     outcome = judge(result, reference)

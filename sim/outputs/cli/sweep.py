@@ -16,14 +16,17 @@ from sim.outputs.cli.common import (
     UsageError,
     add_seam_options,
     check_out_dir,
+    check_stores,
     crash_kinds_arg,
     determinism_of,
     exit_for,
     seed_arg,
     wide_console,
 )
+from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import Scenario, bundled_names, load_scenario
 from sim.world.seeded import SEED_MAX
+from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -40,12 +43,16 @@ def add_parsers(sub: Any) -> None:
     sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
     sw.add_argument(
         "--store",
-        choices=("file", "sqlite", "both"),
+        choices=("file", "sqlite", "postgres", "both"),
         default="both",
         help=(
-            "file (FileStore), sqlite (SQLiteStore in WAL mode) or both (default). A scenario's "
-            "fsync picks the mode: true = fsync / synchronous=FULL, nothing acknowledged may be "
-            "lost; false = no fsync / synchronous=NORMAL, power loss may lose a suffix"
+            "file (FileStore), sqlite (SQLiteStore in WAL mode) or both (default: file and "
+            "sqlite). A scenario's fsync picks the mode: true = fsync / synchronous=FULL, "
+            "nothing acknowledged may be lost; false = no fsync / synchronous=NORMAL, power loss "
+            "may lose a suffix. postgres: PostgresStore on the server named by "
+            f"${CONNINFO_ENV}, an empty schema per run; worker-process kills only (the server "
+            "is the durable service: no power or storage faults), and never forked: every "
+            "schedule runs from scratch, as with --naive"
         ),
     )
     sw.add_argument(
@@ -146,6 +153,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     names = args.scenarios or bundled_names()
     scenarios: list[tuple[str, Scenario]] = [(n, load_scenario(n)) for n in names]
     stores = ["file", "sqlite"] if args.store == "both" else [args.store]
+    check_stores(stores)
     out_dir = Path(args.out)
     check_out_dir(out_dir)
     started = time.perf_counter()
@@ -174,7 +182,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     from sim.explore.results import results_document
 
-    document = results_document(results, wall_s=time.perf_counter() - started, fast=not args.naive)
+    # A store that cannot be forked (Postgres) is swept naively whatever --naive says.
+    fast = not args.naive and all(StoreKind(store).forks for store in stores)
+    document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
     from sim.outputs.report import ReportError, write_report
 
     try:

@@ -20,10 +20,10 @@ from sim.outputs.report.json_report import (
     DETAIL_LIMIT,
     DISPLAY_VERDICTS,
     REFERENCE_SCHEDULE,
-    SKIPPED_POWER_NOTE,
     failures_by_schedule,
     invariant_title,
     run_name,
+    skipped_note,
     totals,
     visible,
 )
@@ -257,7 +257,8 @@ def _run(n: int, s: dict[str, Any]) -> list[str]:
         out.append("</dd>")
     out += ["</dl>", "</div>"]
     if s.get("skipped_power") or s.get("skipped_storage"):
-        out.append(f'<div class="note">{_e(s.get("store", "?"))}: {_e(SKIPPED_POWER_NOTE)}</div>')
+        store = str(s.get("store", "?"))
+        out.append(f'<div class="note">{_e(store)}: {_e(skipped_note(store))}</div>')
     out += _matrix(s, anchors)
     if failures:
         out.append(f"<h3>Failures ({len(failures)})</h3>")

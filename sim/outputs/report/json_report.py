@@ -20,11 +20,21 @@ DETAIL_LIMIT = 50
 
 REFERENCE_SCHEDULE = "none"  # Schedule().text(): the fault-free reference run
 
-# Why a store's results carry ``skipped_storage`` (only SQLite: ``StoreKind.can_inject``).
+# Why a store's results carry ``skipped_storage`` (SQLite: ``StoreKind.can_inject``).
 SKIPPED_POWER_NOTE = (
     "storage faults not simulated: SQLite keeps no checksum of its pages, so damage inside a row "
     "reads back as data (power loss and process kills are simulated)"
 )
+# Why a postgres sweep carries ``skipped_power``/``skipped_storage`` (docs/crash-model.md).
+SKIPPED_POSTGRES_NOTE = (
+    "power loss and storage faults not simulated: the PostgreSQL server is the durable service, "
+    "outside the simulated machine (worker-process kills are simulated)"
+)
+
+
+def skipped_note(store: str) -> str:
+    """Why some crash kinds asked for were not run on ``store`` (said in every report)."""
+    return SKIPPED_POSTGRES_NOTE if store == "postgres" else SKIPPED_POWER_NOTE
 
 
 def render(results: dict[str, Any]) -> str:

@@ -16,10 +16,10 @@ from typing import Any
 
 from sim.outputs.report.json_report import (
     REFERENCE_SCHEDULE,
-    SKIPPED_POWER_NOTE,
     failures_by_schedule,
     invariant_title,
     run_name,
+    skipped_note,
     totals,
     visible,
 )
@@ -91,7 +91,7 @@ def _suite(s: dict[str, Any]) -> ET.Element:
         _outcome(case, tag, verdict, failure, s)
     if s.get("skipped_power") or s.get("skipped_storage"):
         case = ET.SubElement(suite, "testcase", name="power-loss schedules", classname=classname)
-        ET.SubElement(case, "skipped", message=visible(f"{store}: {SKIPPED_POWER_NOTE}"))
+        ET.SubElement(case, "skipped", message=visible(f"{store}: {skipped_note(str(store))}"))
         counts["tests"] += 1
         counts["skipped"] += 1
     for key, value in counts.items():

@@ -15,8 +15,8 @@ from typing import Any
 from sim.outputs.report.json_report import (
     DETAIL_LIMIT,
     DISPLAY_VERDICTS,
-    SKIPPED_POWER_NOTE,
     invariant_title,
+    skipped_note,
     skipped_power_stores,
     totals,
     visible,
@@ -103,7 +103,7 @@ def render(results: dict[str, Any]) -> str:
         for s in runs
     ]
     out += _table(header, rows, numeric_from=2)
-    notes = [f"- {text(store)}: {SKIPPED_POWER_NOTE}" for store in skipped_power_stores(results)]
+    notes = [f"- {text(store)}: {skipped_note(store)}" for store in skipped_power_stores(results)]
     if notes:
         out += ["", "**Notes**", "", *notes]
 
