@@ -18,7 +18,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from durable.events import SCHEMA_VERSION, EventRecord, Memo, canonical_json, sha256_hex
+from durable.events import (
+    SCHEMA_VERSION,
+    EventRecord,
+    Memo,
+    canonical_json,
+    parse_record,
+    sha256_hex,
+)
 from durable.state import State
 
 
@@ -156,3 +163,35 @@ class Store(Protocol):
     def describe(self) -> str:
         """One line naming the store and its durability mode (for reports)."""
         ...
+
+
+def verified_rows(
+    place: str, conversation_id: str, start: int, rows: list[tuple[int, str]]
+) -> list[EventRecord]:
+    """A database store's event rows after sequence ``start``, parsed and verified: a gap, a row
+    that does not parse, a bad checksum, a row holding another record, or a log that ends inside
+    a batch is ``CorruptStore`` naming ``place`` (the database) and the row. A database commits a
+    batch whole, so unlike a file's torn tail nothing here is a crash's leftover to cut away."""
+    out: list[EventRecord] = []
+    expected = start + 1
+    for sequence, text in rows:
+        where = f"{place}: events row ({conversation_id}, {sequence})"
+        if sequence != expected:
+            raise CorruptStore(f"{where}: sequence gap, expected {expected}")
+        try:
+            record = parse_record(text)
+        except ValueError as exc:
+            raise CorruptStore(f"{where}: record does not parse: {exc}") from exc
+        if not record.verify():
+            raise CorruptStore(f"{where}: checksum mismatch")
+        if record.sequence != sequence or record.conversation_id != conversation_id:
+            raise CorruptStore(
+                f"{where}: holds ({record.conversation_id}, {record.sequence}) instead"
+            )
+        out.append(record)
+        expected += 1
+    if out and not out[-1].last_in_batch:
+        raise CorruptStore(
+            f"{place}: conversation {conversation_id} ends inside batch {out[-1].batch}"
+        )
+    return out

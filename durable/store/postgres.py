@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from durable.events import EventRecord, parse_json, parse_record, remember_written
+from durable.events import EventRecord, parse_json, remember_written
 from durable.ports import Blocking
 from durable.store.base import (
     Checkpoint,
@@ -46,6 +46,7 @@ from durable.store.base import (
     LeaseHeld,
     SequenceConflict,
     StaleLease,
+    verified_rows,
 )
 from durable.store.file import check_batch, check_conversation_id, check_sequences
 
@@ -466,29 +467,7 @@ class PostgresStore:
         self, conversation_id: str, start: int, rows: list[tuple[int, str]]
     ) -> list[EventRecord]:
         """Parse and verify rows as ``SQLiteStore`` does: any bad row is ``CorruptStore``."""
-        out: list[EventRecord] = []
-        expected = start + 1
-        for sequence, text in rows:
-            where = f"{self._where()}: events row ({conversation_id}, {sequence})"
-            if sequence != expected:
-                raise CorruptStore(f"{where}: sequence gap, expected {expected}")
-            try:
-                record = parse_record(text)
-            except ValueError as exc:
-                raise CorruptStore(f"{where}: record does not parse: {exc}") from exc
-            if not record.verify():
-                raise CorruptStore(f"{where}: checksum mismatch")
-            if record.sequence != sequence or record.conversation_id != conversation_id:
-                raise CorruptStore(
-                    f"{where}: holds ({record.conversation_id}, {record.sequence}) instead"
-                )
-            out.append(record)
-            expected += 1
-        if out and not out[-1].last_in_batch:
-            raise CorruptStore(
-                f"{self._where()}: conversation {conversation_id} ends inside batch {out[-1].batch}"
-            )
-        return out
+        return verified_rows(self._where(), conversation_id, start, rows)
 
     def _insert_batch(
         self,

@@ -20,9 +20,17 @@ from typing import Literal, TypeVar
 import apsw
 import trio
 
-from durable.events import EventRecord, parse_json, parse_record, remember_written
+from durable.events import EventRecord, parse_json, remember_written
 from durable.ports import Blocking
-from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld, StaleLease, StoreBusy
+from durable.store.base import (
+    Checkpoint,
+    CorruptStore,
+    Lease,
+    LeaseHeld,
+    StaleLease,
+    StoreBusy,
+    verified_rows,
+)
 from durable.store.file import check_batch, check_conversation_id, check_sequences
 
 T = TypeVar("T")
@@ -420,29 +428,7 @@ class SQLiteStore:
                     f"checkpoint proves commits through {through} were acknowledged: sequences "
                     f"{last + 1}..{through} are lost (nothing was repaired or deleted)"
                 )
-        out: list[EventRecord] = []
-        expected = start + 1
-        for sequence, text in rows:
-            where = f"{self._path}: events row ({conversation_id}, {sequence})"
-            if sequence != expected:
-                raise CorruptStore(f"{where}: sequence gap, expected {expected}")
-            try:
-                record = parse_record(text)
-            except ValueError as exc:
-                raise CorruptStore(f"{where}: record does not parse: {exc}") from exc
-            if not record.verify():
-                raise CorruptStore(f"{where}: checksum mismatch")
-            if record.sequence != sequence or record.conversation_id != conversation_id:
-                raise CorruptStore(
-                    f"{where}: holds ({record.conversation_id}, {record.sequence}) instead"
-                )
-            out.append(record)
-            expected += 1
-        if out and not out[-1].last_in_batch:
-            raise CorruptStore(
-                f"{self._path}: conversation {conversation_id} ends inside batch {out[-1].batch}"
-            )
-        return out
+        return verified_rows(self._path, conversation_id, start, rows)
 
     async def append(
         self,
