@@ -28,43 +28,52 @@ def _file_lock_dropped() -> None:
     FileStore._exclusive = no_lock  # type: ignore[method-assign,assignment]
 
 
-def _renew_ignores_epoch() -> None:
-    """A renewal that writes the caller's lease back without comparing it with the stored one:
-    a worker paused past its lease renews it on waking, over the new owner's."""
+# A renewal that writes the caller's lease back without comparing it with the stored one: a
+# worker paused past its lease renews it on waking, over the new owner's. One per store class
+# (the simulator's Postgres tests plant the Postgres one too).
 
-    def file_renew(self: FileStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
-        self._write_lease(renewed)
+
+def file_renew_ignoring_epoch(
+    self: FileStore, lease: Lease, *, ttl_s: float, now_s: float
+) -> Lease:
+    renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+    self._write_lease(renewed)
+    return renewed
+
+
+async def sqlite_renew_ignoring_epoch(
+    self: SQLiteStore, lease: Lease, *, ttl_s: float, now_s: float
+) -> Lease:
+    renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+
+    def body(conn: Any) -> Lease:
+        self._put_lease(conn, renewed)
         return renewed
 
-    async def sqlite_renew(self: SQLiteStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+    return await self._run("sqlite.lease", body, write=True)
 
-        def body(conn: Any) -> Lease:
-            self._put_lease(conn, renewed)
-            return renewed
 
-        return await self._run("sqlite.lease", body, write=True)
+async def postgres_renew_ignoring_epoch(
+    self: PostgresStore, lease: Lease, *, ttl_s: float, now_s: float
+) -> Lease:
+    renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
+    update = (
+        "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
+        "WHERE conversation_id = %s"
+    )
 
-    async def postgres_renew(
-        self: PostgresStore, lease: Lease, *, ttl_s: float, now_s: float
-    ) -> Lease:
-        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
-        update = (
-            "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
-            "WHERE conversation_id = %s"
-        )
+    def body(conn: Any) -> Lease:
+        values = (renewed.owner_id, renewed.epoch, renewed.expires_at_s, lease.conversation_id)
+        conn.execute(self._sql(update), values)
+        return renewed
 
-        def body(conn: Any) -> Lease:
-            values = (renewed.owner_id, renewed.epoch, renewed.expires_at_s, lease.conversation_id)
-            conn.execute(self._sql(update), values)
-            return renewed
+    return await self._run("postgres.lease", body, write=True)
 
-        return await self._run("postgres.lease", body, write=True)
 
-    FileStore._renew_lease = file_renew  # type: ignore[method-assign]
-    SQLiteStore.renew_lease = sqlite_renew  # type: ignore[method-assign]
-    PostgresStore.renew_lease = postgres_renew  # type: ignore[method-assign]
+def _renew_ignores_epoch() -> None:
+    FileStore._renew_lease = file_renew_ignoring_epoch  # type: ignore[method-assign]
+    SQLiteStore.renew_lease = sqlite_renew_ignoring_epoch  # type: ignore[method-assign]
+    PostgresStore.renew_lease = postgres_renew_ignoring_epoch  # type: ignore[method-assign]
 
 
 MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {

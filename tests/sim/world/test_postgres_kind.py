@@ -16,10 +16,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 import trio
 from testkit import REPO
+
+pytest.importorskip("psycopg", reason="needs the postgres extra: pip install -e '.[postgres]'")
+
+import psycopg
 
 from durable.events import remember_written
 from durable.ports import InlineBlocking
@@ -27,6 +30,7 @@ from durable.store.base import Lease
 from durable.store.postgres import PostgresStore
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
+from sim.targets.workers.mutants import postgres_renew_ignoring_epoch
 from sim.world import pgserver
 from sim.world.faults import ScheduleError, parse_schedule
 from sim.world.pgserver import CONNINFO_ENV
@@ -130,23 +134,9 @@ def test_abandon_rolls_back_and_releases_the_lease_row(pg_conninfo: str, pg_name
 
 
 def _renew_ignores_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The renewal writes the caller's lease back without comparing the stored one."""
-
-    async def renew(self: PostgresStore, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
-        update = (
-            "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
-            "WHERE conversation_id = %s"
-        )
-
-        def body(conn: Any) -> Lease:
-            values = (renewed.owner_id, renewed.epoch, renewed.expires_at_s, lease.conversation_id)
-            conn.execute(self._sql(update), values)
-            return renewed
-
-        return await self._run("postgres.lease", body, write=True)
-
-    monkeypatch.setattr(PostgresStore, "renew_lease", renew)
+    """The renewal writes the caller's lease back without comparing the stored one (the fleet
+    mode's mutant of the same name)."""
+    monkeypatch.setattr(PostgresStore, "renew_lease", postgres_renew_ignoring_epoch)
 
 
 def _row_per_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
