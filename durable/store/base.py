@@ -23,6 +23,7 @@ from durable.events import (
     EventRecord,
     Memo,
     canonical_json,
+    parse_json,
     parse_record,
     sha256_hex,
 )
@@ -194,4 +195,20 @@ def verified_rows(
         raise CorruptStore(
             f"{place}: conversation {conversation_id} ends inside batch {out[-1].batch}"
         )
+    return out
+
+
+def parsed_checkpoints(place: str, conversation_id: str, texts: list[str]) -> list[Checkpoint]:
+    """A database store's checkpoint rows, newest first, as stored (the caller verifies them). A
+    transaction writes a row whole, so one that does not parse is damage: ``CorruptStore``."""
+    out: list[Checkpoint] = []
+    for text in texts:
+        try:
+            out.append(Checkpoint.model_validate(parse_json(text)))
+        except ValueError as exc:
+            raise CorruptStore(
+                f"{place}: checkpoints row of {conversation_id} does not parse: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
+    out.sort(key=lambda cp: cp.through_sequence, reverse=True)
     return out

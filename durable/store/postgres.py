@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from durable.events import EventRecord, parse_json, remember_written
+from durable.events import EventRecord, remember_written
 from durable.ports import Blocking
 from durable.store.base import (
     Checkpoint,
@@ -46,6 +46,7 @@ from durable.store.base import (
     LeaseHeld,
     SequenceConflict,
     StaleLease,
+    parsed_checkpoints,
     verified_rows,
 )
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -568,17 +569,8 @@ class PostgresStore:
                 (conversation_id,),
             ).fetchall()
 
-        out: list[Checkpoint] = []
-        for (text,) in await self._run("postgres.read", body, write=False):
-            try:
-                out.append(Checkpoint.model_validate(parse_json(text)))
-            except ValueError as exc:
-                raise CorruptStore(
-                    f"{self._where()}: checkpoints row of {conversation_id} does not parse: "
-                    f"{str(exc).splitlines()[0]}"
-                ) from exc
-        out.sort(key=lambda cp: cp.through_sequence, reverse=True)
-        return out
+        rows = await self._run("postgres.read", body, write=False)
+        return parsed_checkpoints(self._where(), conversation_id, [text for (text,) in rows])
 
     # -- listing -------------------------------------------------------------------------------
 

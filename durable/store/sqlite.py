@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 import apsw
 import trio
 
-from durable.events import EventRecord, parse_json, remember_written
+from durable.events import EventRecord, remember_written
 from durable.ports import Blocking
 from durable.store.base import (
     Checkpoint,
@@ -29,6 +29,7 @@ from durable.store.base import (
     LeaseHeld,
     StaleLease,
     StoreBusy,
+    parsed_checkpoints,
     verified_rows,
 )
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -503,18 +504,8 @@ class SQLiteStore:
                 (conversation_id,),
             ).fetchall()
 
-        out: list[Checkpoint] = []
-        for (text,) in await self._run("sqlite.read", body, write=False):
-            try:
-                out.append(Checkpoint.model_validate(parse_json(text)))
-            except ValueError as exc:
-                # Rows are written whole by a transaction: one that does not parse is damage.
-                raise CorruptStore(
-                    f"{self._path}: checkpoints row of {conversation_id} does not parse: "
-                    f"{str(exc).splitlines()[0]}"
-                ) from exc
-        out.sort(key=lambda cp: cp.through_sequence, reverse=True)
-        return out
+        rows = await self._run("sqlite.read", body, write=False)
+        return parsed_checkpoints(self._path, conversation_id, [text for (text,) in rows])
 
     # -- listing -------------------------------------------------------------------------------
 
