@@ -212,3 +212,41 @@ def parsed_checkpoints(place: str, conversation_id: str, texts: list[str]) -> li
             ) from exc
     out.sort(key=lambda cp: cp.through_sequence, reverse=True)
     return out
+
+
+def granted_lease(
+    previous: Lease | None, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
+) -> Lease:
+    """The lease an acquisition grants over ``previous`` (the stored lease, None if there is none
+    yet): ``LeaseHeld`` while another owner holds it unexpired, else the next epoch, so fencing
+    tokens only grow. One rule for every store; each reads and writes the lease under its own
+    exclusion (a file lock, a database transaction)."""
+    if previous is not None and previous.owner_id != owner_id and previous.expires_at_s > now_s:
+        raise LeaseHeld(
+            f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
+            f"until {previous.expires_at_s}",
+            expires_at_s=previous.expires_at_s,
+        )
+    return Lease(
+        conversation_id=conversation_id,
+        owner_id=owner_id,
+        epoch=(previous.epoch + 1) if previous is not None else 1,
+        expires_at_s=now_s + ttl_s,
+    )
+
+
+def renewed_lease(stored: Lease | None, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
+    """``lease`` extended by ``ttl_s`` if it is still the stored one (same owner and epoch);
+    anything else is ``StaleLease``: its holder was fenced and must stop writing."""
+    if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
+        raise refused_renewal(lease, stored)
+    return stored.model_copy(update={"expires_at_s": now_s + ttl_s})
+
+
+def refused_renewal(lease: Lease, stored: Lease | None) -> StaleLease:
+    """The ``StaleLease`` of a renewal of ``lease`` while ``stored`` is the lease on record."""
+    held = f"({stored.owner_id}, epoch {stored.epoch})" if stored is not None else "none"
+    return StaleLease(
+        f"{lease.conversation_id}: cannot renew ({lease.owner_id}, epoch {lease.epoch}); "
+        f"the stored lease is {held}"
+    )

@@ -38,9 +38,10 @@ from durable.store.base import (
     Checkpoint,
     CorruptStore,
     Lease,
-    LeaseHeld,
     SequenceConflict,
     StaleLease,
+    granted_lease,
+    renewed_lease,
 )
 
 _CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -311,18 +312,7 @@ class FileStore:
                 f"{self._events_path(conversation_id)} holds commits: the lease file was lost "
                 "(nothing was written)"
             )
-        if previous is not None and previous.owner_id != owner_id and previous.expires_at_s > now_s:
-            raise LeaseHeld(
-                f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
-                f"until {previous.expires_at_s}",
-                expires_at_s=previous.expires_at_s,
-            )
-        lease = Lease(
-            conversation_id=conversation_id,
-            owner_id=owner_id,
-            epoch=(previous.epoch + 1) if previous is not None else 1,
-            expires_at_s=now_s + ttl_s,
-        )
+        lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
         self._write_lease(lease)
         return lease
 
@@ -332,13 +322,7 @@ class FileStore:
 
     def _renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         stored = self._read_lease(lease.conversation_id)
-        if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
-            held = f"({stored.owner_id}, epoch {stored.epoch})" if stored is not None else "none"
-            raise StaleLease(
-                f"{lease.conversation_id}: cannot renew ({lease.owner_id}, epoch {lease.epoch}); "
-                f"the stored lease is {held}"
-            )
-        renewed = stored.model_copy(update={"expires_at_s": now_s + ttl_s})
+        renewed = renewed_lease(stored, lease, ttl_s=ttl_s, now_s=now_s)
         self._write_lease(renewed)
         return renewed
 

@@ -43,10 +43,11 @@ from durable.store.base import (
     Checkpoint,
     CorruptStore,
     Lease,
-    LeaseHeld,
     SequenceConflict,
     StaleLease,
+    granted_lease,
     parsed_checkpoints,
+    refused_renewal,
     verified_rows,
 )
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -333,18 +334,7 @@ class PostgresStore:
                     f"{self._where()}: leases row ({conversation_id}) is missing, but the events "
                     "table holds its commits (nothing was written)"
                 )
-        elif previous.owner_id != owner_id and previous.expires_at_s > now_s:
-            raise LeaseHeld(
-                f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
-                f"until {previous.expires_at_s}",
-                expires_at_s=previous.expires_at_s,
-            )
-        lease = Lease(
-            conversation_id=conversation_id,
-            owner_id=owner_id,
-            epoch=(previous.epoch + 1) if previous is not None else 1,
-            expires_at_s=now_s + ttl_s,
-        )
+        lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
         values = (lease.owner_id, lease.epoch, lease.expires_at_s, conversation_id)
         if previous is None:
             # A plain INSERT: a concurrent first acquirer makes it fail on the primary key (the
@@ -394,12 +384,7 @@ class PostgresStore:
             ).fetchone()
             if row is not None:
                 return self._as_lease(conversation_id, row)
-            stored = self._lease_row(conn, conversation_id, lock=False)
-            held = f"({stored.owner_id}, epoch {stored.epoch})" if stored else "none"
-            raise StaleLease(
-                f"{conversation_id}: cannot renew ({lease.owner_id}, epoch {lease.epoch}); "
-                f"the stored lease is {held}"
-            )
+            raise refused_renewal(lease, self._lease_row(conn, conversation_id, lock=False))
 
         return await self._run("postgres.lease", body, write=True)
 

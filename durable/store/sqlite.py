@@ -26,10 +26,11 @@ from durable.store.base import (
     Checkpoint,
     CorruptStore,
     Lease,
-    LeaseHeld,
     StaleLease,
     StoreBusy,
+    granted_lease,
     parsed_checkpoints,
+    renewed_lease,
     verified_rows,
 )
 from durable.store.file import check_batch, check_conversation_id, check_sequences
@@ -340,22 +341,7 @@ class SQLiteStore:
                     f"{self._path}: leases row ({conversation_id}) is missing, but the events "
                     "table holds its commits (nothing was written)"
                 )
-            if (
-                previous is not None
-                and previous.owner_id != owner_id
-                and previous.expires_at_s > now_s
-            ):
-                raise LeaseHeld(
-                    f"{conversation_id}: held by {previous.owner_id} (epoch {previous.epoch}) "
-                    f"until {previous.expires_at_s}",
-                    expires_at_s=previous.expires_at_s,
-                )
-            lease = Lease(
-                conversation_id=conversation_id,
-                owner_id=owner_id,
-                epoch=(previous.epoch + 1) if previous is not None else 1,
-                expires_at_s=now_s + ttl_s,
-            )
+            lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
             self._put_lease(conn, lease)
             return lease
 
@@ -366,13 +352,7 @@ class SQLiteStore:
 
         def body(conn: apsw.Connection) -> Lease:
             stored = self._lease_row(conn, lease.conversation_id)
-            if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
-                held = f"({stored.owner_id}, epoch {stored.epoch})" if stored else "none"
-                raise StaleLease(
-                    f"{lease.conversation_id}: cannot renew ({lease.owner_id}, epoch "
-                    f"{lease.epoch}); the stored lease is {held}"
-                )
-            renewed = stored.model_copy(update={"expires_at_s": now_s + ttl_s})
+            renewed = renewed_lease(stored, lease, ttl_s=ttl_s, now_s=now_s)
             self._put_lease(conn, renewed)
             return renewed
 

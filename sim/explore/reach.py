@@ -135,6 +135,8 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/sqlite.py:SQLiteStore.save_checkpoint",
     "durable/store/sqlite.py:SQLiteStore.load_checkpoints",
     "durable/store/base.py:verified_rows",
+    "durable/store/base.py:granted_lease",
+    "durable/store/base.py:renewed_lease",
     "durable/store/base.py:parsed_checkpoints",
 )
 
