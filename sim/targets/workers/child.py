@@ -76,15 +76,9 @@ async def settled(store: Store, conversation_id: str) -> bool:
 
 
 async def serve_one(
-    store: Store, config: dict[str, Any], tools: Any, process: str, conversation_id: str
+    store: Store, runtime_config: RuntimeConfig, tools: Any, process: str, conversation_id: str
 ) -> str:
     """One visit to one conversation: what happened (``served``, ``busy`` or ``lost``)."""
-    runtime_config = RuntimeConfig(
-        model_name="scripted",
-        lease_ttl_s=float(config["lease_ttl_s"]),
-        heartbeat_s=float(config["heartbeat_s"]),
-        checkpoint_every=int(config["checkpoint_every"]),
-    )
     wait_s = runtime_config.lease_ttl_s * WAIT_TTLS
     outcome = "served"
     try:
@@ -114,6 +108,12 @@ async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) ->
     store: Store = BoundaryStore(open_fleet_store(config), boundaries)  # type: ignore[assignment]
     ledger = Ledger(fleet_dir / LEDGER_NAME)
     tools = payment_tools(boundaries, ledger, process)
+    runtime_config = RuntimeConfig(
+        model_name="scripted",
+        lease_ttl_s=float(config["lease_ttl_s"]),
+        heartbeat_s=float(config["heartbeat_s"]),
+        checkpoint_every=int(config["checkpoint_every"]),
+    )
     order = random.Random(f"{config['seed']}:{process}")  # a local, seeded generator
     conversations: list[str] = list(config["conversations"])
     while time.time() < float(config["deadline_wall_s"]):
@@ -126,7 +126,7 @@ async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) ->
             return EXIT_DONE
         order.shuffle(pending)
         for conversation_id in pending:
-            outcome = await serve_one(store, config, tools, process, conversation_id)
+            outcome = await serve_one(store, runtime_config, tools, process, conversation_id)
             boundaries.note(kind="visit", conversation=conversation_id, outcome=outcome)
         await trio.sleep(0.02)
     return EXIT_DEADLINE

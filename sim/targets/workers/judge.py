@@ -15,6 +15,7 @@ store object, verified), the services' ledger and the workers' traces.
 from __future__ import annotations
 
 import json
+import signal
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -22,20 +23,12 @@ from typing import Any
 import trio
 
 from durable.events import LeaseAcquired
-from durable.state import new_state, reduce
+from durable.state import State, new_state, reduce
 from durable.store.base import CorruptStore, Store
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.workers.child import CONFIG_NAME, open_fleet_store, request_id, trace_name
 from sim.targets.workers.fleet import FleetRun
-
-INVARIANT_TITLES = {
-    "I1": "effects as each tool's policy promises",
-    "I5": "every input answered",
-    "I7": "liveness",
-    "I8": "lease fencing",
-    "E": "a worker failed",
-}
 
 
 @dataclass(frozen=True)
@@ -60,14 +53,16 @@ def judge_fleet(run: FleetRun) -> list[FleetViolation]:
     out = _worker_errors(traces)
     store = open_fleet_store(config)
     logs, log_violations = trio.run(_read_logs, store, conversations)
+    # Each conversation's state, reduced once: liveness, inputs and effects all read it.
+    states = {cid: reduce(new_state(cid), records) for cid, records in logs.items()}
     out += log_violations
-    out += _liveness(run, logs)
-    out += _inputs(logs)
+    out += _liveness(run, states)
+    out += _inputs(states)
     out += _fencing_in_logs(logs)
     out += _grants_and_renewals(traces)
     ledger = Ledger(run.fleet_dir / LEDGER_NAME)
     try:
-        out += _effects(ledger.rows(), conversations, logs)
+        out += _effects(ledger.rows(), states)
     finally:
         ledger.close()
     return out
@@ -98,12 +93,11 @@ def _worker_errors(traces: dict[str, list[dict[str, Any]]]) -> list[FleetViolati
     ]
 
 
-def _liveness(run: FleetRun, logs: dict[str, list[Any]]) -> list[FleetViolation]:
+def _liveness(run: FleetRun, states: dict[str, State]) -> list[FleetViolation]:
     out: list[FleetViolation] = []
     if run.timed_out:
         out.append(FleetViolation("I7", "workers were still running at the fleet's deadline"))
-    for conversation_id, records in logs.items():
-        state = reduce(new_state(conversation_id), records)
+    for conversation_id, state in states.items():
         sid = state.request_ids.get(request_id(conversation_id))
         status = state.submissions[sid].status if sid else "never accepted"
         if status not in ("done", "unanswered"):
@@ -111,10 +105,9 @@ def _liveness(run: FleetRun, logs: dict[str, list[Any]]) -> list[FleetViolation]
     return out
 
 
-def _inputs(logs: dict[str, list[Any]]) -> list[FleetViolation]:
+def _inputs(states: dict[str, State]) -> list[FleetViolation]:
     out: list[FleetViolation] = []
-    for conversation_id, records in logs.items():
-        state = reduce(new_state(conversation_id), records)
+    for conversation_id, state in states.items():
         subs = list(state.submissions.values())
         if len(subs) > 1:
             ids = tuple(f"{s.id} request {s.request_id}" for s in subs)
@@ -198,19 +191,14 @@ def _grants_and_renewals(traces: dict[str, list[dict[str, Any]]]) -> list[FleetV
     return out
 
 
-def _effects(
-    rows: list[LedgerRow], conversations: list[str], logs: dict[str, list[Any]]
-) -> list[FleetViolation]:
+def _effects(rows: list[LedgerRow], states: dict[str, State]) -> list[FleetViolation]:
     applied: dict[tuple[str, str], list[LedgerRow]] = defaultdict(list)
     for row in rows:
         if row.applied:
             applied[(row.call_id.split("/", 1)[0], row.tool)].append(row)
     out: list[FleetViolation] = []
-    for conversation_id in conversations:
-        answered = any(
-            getattr(r.event, "type", "") == "input_settled" and r.event.status == "done"
-            for r in logs.get(conversation_id, [])
-        )
+    for conversation_id, state in states.items():
+        answered = any(sub.status == "done" for sub in state.submissions.values())
         charges = applied.get((conversation_id, "charge_card"), [])
         receipts = applied.get((conversation_id, "send_receipt"), [])
         if len(charges) > 1 or (answered and not charges):
@@ -236,7 +224,7 @@ def _effects(
 
 def fleet_document(run: FleetRun, violations: list[FleetViolation]) -> dict[str, Any]:
     """The JSON document of a fleet (``durable-sim workers --json``)."""
-    killed = [i for i in run.incarnations if i.status == -9 and i.crash is not None]
+    killed = [i for i in run.incarnations if i.status == -signal.SIGKILL and i.crash is not None]
     return {
         "options": run.options.__dict__,
         "fleet_dir": str(run.fleet_dir),

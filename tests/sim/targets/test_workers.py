@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from durable.events import EventRecord, InputAccepted, LeaseAcquired
+from durable.state import new_state
 from sim.outputs.cli import main as cli_main
 from sim.targets.boundaries import TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
@@ -83,11 +84,11 @@ def test_two_applied_charges_or_two_receipts_are_i1_violations(tmp_path: Path) -
         )
     rows = ledger.rows()
     ledger.close()
-    found = _effects(rows, ["c1", "c2"], {"c1": [], "c2": []})
+    found = _effects(rows, {"c1": new_state("c1"), "c2": new_state("c2")})
     assert [v.explanation for v in found] == [
         "c1: charge_card (idempotent: exactly once) applied 2 times"
     ]
-    assert _effects(rows[2:], ["c2"], {"c2": []}) == []
+    assert _effects(rows[2:], {"c2": new_state("c2")}) == []
 
 
 def _conninfo(store: str, request: pytest.FixtureRequest) -> str:
