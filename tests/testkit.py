@@ -10,6 +10,8 @@ release, no settling), which is exactly what a ``kill -9`` looks like to the sto
 from __future__ import annotations
 
 import itertools
+import json
+import multiprocessing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
@@ -411,3 +413,40 @@ async def wait_until(predicate: Callable[[], bool], *, step_s: float = 0.5) -> N
 
 #: The repository's root: tests live at different depths (tests/durable, tests/sim/explore, ...).
 REPO = Path(__file__).resolve().parent.parent
+
+
+def run_lease_race(
+    tmp_path: Path,
+    worker: Callable[..., None],
+    args: Callable[[str, str, Any], tuple[Any, ...]],
+    *,
+    workers: int,
+    join_timeout_s: float,
+) -> tuple[list[int], list[str]]:
+    """Race ``workers`` forked processes for one lease: each runs ``worker(*args(owner, out,
+    start))``, waits on the shared ``start`` event, and writes ``{"won": [epochs], "errors":
+    [...]}`` to ``out``. Returns every epoch won and every error, over all workers; a worker that
+    hangs past ``join_timeout_s`` or exits non-zero fails the test."""
+    context = multiprocessing.get_context("fork")  # the parent holds no store to inherit
+    start = context.Event()
+    outs = [str(tmp_path / f"worker-{n}.json") for n in range(workers)]
+    procs = [
+        context.Process(target=worker, args=args(f"worker-{n}", outs[n], start))
+        for n in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    start.set()
+    for proc in procs:
+        proc.join(join_timeout_s)
+        if proc.is_alive():
+            proc.kill()
+            raise AssertionError(f"a racing worker hung for {join_timeout_s} s")
+        assert proc.exitcode == 0, f"a racing worker failed (exit {proc.exitcode})"
+    won: list[int] = []
+    errors: list[str] = []
+    for out in outs:
+        result = json.loads(Path(out).read_text(encoding="utf-8"))
+        won += result["won"]
+        errors += result["errors"]
+    return won, errors

@@ -12,13 +12,14 @@ and the second test shows the check fails when the lock is dropped.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
+from testkit import run_lease_race
 
 from durable.ports import OsFileSystem
 from durable.store import FileStore
@@ -61,34 +62,14 @@ def _race(root: str, owner: str, out: str, start: Any, *, drop_lock: bool) -> No
 
 
 def _run_race(tmp_path: Path, *, drop_lock: bool) -> tuple[list[int], list[str]]:
-    context = multiprocessing.get_context("fork")
-    start = context.Event()
     root = str(tmp_path / "store")
-    outs = [str(tmp_path / f"worker-{n}.json") for n in range(WORKERS)]
-    workers = [
-        context.Process(
-            target=_race,
-            args=(root, f"worker-{n}", outs[n], start),
-            kwargs={"drop_lock": drop_lock},
-        )
-        for n in range(WORKERS)
-    ]
-    for worker in workers:
-        worker.start()
-    start.set()
-    for worker in workers:
-        worker.join(JOIN_TIMEOUT_S)
-        if worker.is_alive():
-            worker.kill()
-            raise AssertionError(f"a racing worker hung for {JOIN_TIMEOUT_S} s")
-        assert worker.exitcode == 0, f"a racing worker failed (exit {worker.exitcode})"
-    won: list[int] = []
-    errors: list[str] = []
-    for out in outs:
-        result = json.loads(Path(out).read_text(encoding="utf-8"))
-        won += result["won"]
-        errors += result["errors"]
-    return won, errors
+    return run_lease_race(
+        tmp_path,
+        partial(_race, drop_lock=drop_lock),
+        lambda owner, out, start: (root, owner, out, start),
+        workers=WORKERS,
+        join_timeout_s=JOIN_TIMEOUT_S,
+    )
 
 
 def test_racing_processes_never_share_an_epoch(tmp_path: Path) -> None:

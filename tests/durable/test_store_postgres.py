@@ -23,7 +23,6 @@ itself needs no psycopg.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 from test_store_conformance import CONV, append, lease_record, records, sequences
+from testkit import run_lease_race
 
 from durable.events import EventRecord
 from durable.ports import InlineBlocking, ThreadBlocking
@@ -97,31 +97,13 @@ def _race(conninfo: str, namespace: str, owner: str, out: str, start: Any, unloc
 def _run_race(
     tmp_path: Path, conninfo: str, namespace: str, *, unlocked: bool
 ) -> tuple[list[int], list[str]]:
-    context = multiprocessing.get_context("fork")  # the parent holds no connection to inherit
-    start = context.Event()
-    outs = [str(tmp_path / f"worker-{n}.json") for n in range(WORKERS)]
-    workers = [
-        context.Process(
-            target=_race, args=(conninfo, namespace, f"worker-{n}", outs[n], start, unlocked)
-        )
-        for n in range(WORKERS)
-    ]
-    for worker in workers:
-        worker.start()
-    start.set()
-    for worker in workers:
-        worker.join(JOIN_TIMEOUT_S)
-        if worker.is_alive():
-            worker.kill()
-            raise AssertionError(f"a racing worker hung for {JOIN_TIMEOUT_S} s")
-        assert worker.exitcode == 0, f"a racing worker failed (exit {worker.exitcode})"
-    won: list[int] = []
-    errors: list[str] = []
-    for out in outs:
-        result = json.loads(Path(out).read_text(encoding="utf-8"))
-        won += result["won"]
-        errors += result["errors"]
-    return won, errors
+    return run_lease_race(
+        tmp_path,
+        _race,
+        lambda owner, out, start: (conninfo, namespace, owner, out, start, unlocked),
+        workers=WORKERS,
+        join_timeout_s=JOIN_TIMEOUT_S,
+    )
 
 
 def test_racing_processes_never_share_an_epoch(
