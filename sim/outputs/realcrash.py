@@ -22,17 +22,19 @@ the real fault-free label sequence is compared with the simulator's, and every p
 up to its crash with the simulated reference (a point whose crash hit another label is a
 disagreement, whatever the verdicts say).
 
-Time is scaled, explicitly: the children's clock is the wall clock sped up ``speedup`` times
-(default 50: the fake model's 1 s latency is 20 ms, the 30 s lease TTL 0.6 s, the 10 s heartbeat
-0.2 s), so a fault-free run takes a fraction of a second; and it stands still between a kill and
-the next child's start, since the simulator restarts a process at the crash instant (a restarted
-child still waits out the dead owner's lease, as in the simulator). Unlike the simulator's, real
-work takes time: 1 ms of I/O is 50 ms of scenario time. Where nothing is timed but the model's
-latency (read_edit_answer, idempotent_payment) that changes no boundary order. Where a client step
-is timed a few scenario seconds after the run's own activity, a lower ``--speedup`` (10) keeps the
-order; where a lease heartbeat fires, its ticks drift by the renewals' real duration (the
-simulator's come at exact multiples of ``heartbeat_s`` and can tie with a step timed at the same
-instant), and the affected points are reported as misaligned (disagreements) rather than compared.
+Time is the simulator's by default (``--clock virtual``): each child runs under trio's
+``MockClock`` with autojump, restarted at the crash instant, with SQLite's calls inline, so
+timers fire in the simulator's order (a lease heartbeat and a client step due at the same
+instant tie the same way) and a host stall costs no scenario time. What is real: the processes,
+the files or SQLite database they write, the SIGKILL and the next interpreter's start.
+
+``--clock scaled`` runs the children on the wall clock sped up ``speedup`` times instead
+(default 50: the fake model's 1 s latency is 20 ms, the 30 s lease TTL 0.6 s), with SQLite's
+calls on worker threads as in production. Real work then takes scenario time (1 ms of I/O is
+50 ms at x50), so timers the simulator fires at the same instant may fire in another order: the
+affected points are re-run (``ALIGN_ATTEMPTS``) and, if still misaligned, reported as
+disagreements rather than compared. It stands still between a kill and the next child's start,
+since the simulator restarts a process at the crash instant.
 
 Power loss and storage faults are out of reach for real processes (the page cache survives a
 kill; the disk is not ours to damage) and are not faked: only ``process`` crash points are run,
@@ -52,6 +54,7 @@ from sim.explore.sweep import ScheduleOutcome, base_schedule, depth1_schedules, 
 from sim.judgement.oracles import Violation
 from sim.run.realrun import (
     BLOCKING_MODES,
+    CLOCKS,
     DEFAULT_SPEEDUP,
     RealOptions,
     RealRun,
@@ -234,16 +237,40 @@ def seam_specs() -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _check_options(store: str, blocking: str, points: int | None, speedup: float) -> None:
+def _options(
+    store: str,
+    points: int | None,
+    clock: str,
+    speedup: float | None,
+    blocking: str | None,
+    workdir: str | None,
+) -> RealOptions:
+    """The real runs' hosting, validated eagerly (one line per bad option): ``speedup`` and
+    threaded blocking need the scaled clock; each defaults to what its clock needs."""
     if store not in FILE_KINDS:
         kinds = " or ".join(FILE_KINDS)
         raise RealcrashError(f"--store must be {kinds}, not {store!r}")
-    if blocking not in BLOCKING_MODES:
+    if clock not in CLOCKS:
+        raise RealcrashError(f"--clock must be virtual or scaled, not {clock!r}")
+    if blocking is not None and blocking not in BLOCKING_MODES:
         raise RealcrashError(f"blocking must be thread or inline, not {blocking!r}")
     if points is not None and points < 1:
         raise RealcrashError(f"--points must be at least 1, got {points}")
-    if not speedup > 0:
+    if speedup is not None and not speedup > 0:
         raise RealcrashError(f"--speedup must be positive, got {speedup}")
+    if clock == "virtual" and speedup is not None:
+        raise RealcrashError("--speedup scales the wall clock: it needs --clock scaled")
+    if clock == "virtual" and blocking == "thread":
+        raise RealcrashError(
+            "--blocking thread needs --clock scaled (virtual time would jump while a thread works)"
+        )
+    return RealOptions(
+        clock=clock,
+        speedup=DEFAULT_SPEEDUP if speedup is None else speedup,
+        blocking=blocking or ("inline" if clock == "virtual" else "thread"),
+        workdir=workdir,
+        seams=seam_specs(),
+    )
 
 
 @dataclass(frozen=True)
@@ -359,8 +386,9 @@ def realcrash(
     store: str,
     points: int | None,
     seed: int = 0,
-    speedup: float = DEFAULT_SPEEDUP,
-    blocking: str = "thread",
+    clock: str = "virtual",
+    speedup: float | None = None,
+    blocking: str | None = None,
     workdir: str | None = None,
     progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
@@ -372,13 +400,12 @@ def realcrash(
     Raises ``ScenarioError`` for an unknown or invalid scenario and ``RealcrashError`` for one
     realcrash cannot run (``refusal`` names the feature) or a bad option.
     """
-    _check_options(store, blocking, points, speedup)
+    options = _options(store, points, clock, speedup, blocking, workdir)
     scenario = load_scenario(scenario_name)
     reason = refusal(scenario)
     if reason is not None:
         raise RealcrashError(f"{scenario.name}: {reason}")
     kind = StoreKind(store)
-    options = RealOptions(speedup, blocking, workdir, seam_specs())
     started = time.perf_counter()
     base = base_schedule(scenario, seed=seed, store=kind)
     sim_ref = run_scenario(scenario, seed=seed, store=kind, schedule=base)
@@ -430,7 +457,10 @@ def _document(
         "seed": pair.seed,
         "crash_kind": "process",
         "blocking": options.blocking,
-        "time_scale": {
+        "clock": options.clock,
+        "time_scale": None
+        if options.clock == "virtual"
+        else {
             "speedup": options.speedup,
             "model_latency_real_s": MODEL_LATENCY_S / options.speedup,
             "lease_ttl_real_s": scenario.lease_ttl_s / options.speedup,

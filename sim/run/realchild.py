@@ -20,7 +20,7 @@ from pathlib import Path
 import trio
 
 from sim.world.process import SimProcess
-from sim.world.realhost import RealHost, open_host
+from sim.world.realhost import RealHost, VirtualClock, open_host, seed_of
 from sim.world.seams import load, seams
 from sim.world.seeded import seed_trio_scheduler
 from sim.world.session import run_process
@@ -34,8 +34,8 @@ async def _live(host: RealHost, process: SimProcess) -> int:
     """Run the process until its session ends or the liveness bound passes (scenario time
     after the start or the latest crash, as in the simulator)."""
     clock = host.world.clock
-    real_left = (host.liveness_deadline_s() - clock.resume_at_s) / clock.speedup
-    with trio.move_on_after(max(real_left, 0.0)) as scope:
+    trio_left = (host.liveness_deadline_s() - clock.resume_at_s) / clock.speedup
+    with trio.move_on_after(max(trio_left, 0.0)) as scope:
         outcome = await run_process(host, process)
     if scope.cancelled_caught:
         host.log.list("liveness").append(clock.now())
@@ -52,10 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m sim.run.realchild POINT_DIR PROCESS_NUMBER", file=sys.stderr)
         return 2
+    seed_trio_scheduler(seed_of(Path(args[0])))  # before the process's own stream is drawn
     host, process = open_host(Path(args[0]), int(args[1]))
     swapped = {name: load(spec) for name, spec in host.seams.items()}
     with seams(**swapped):
-        seed_trio_scheduler(host.world.seed)
+        clock = host.world.clock
+        if isinstance(clock, VirtualClock):
+            return trio.run(_live, host, process, clock=clock.trio_clock())
         return trio.run(_live, host, process)
 
 

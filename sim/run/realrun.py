@@ -31,6 +31,7 @@ from sim.world.faults import CrashPoint, Schedule
 from sim.world.host import ClientView
 from sim.world.pointlog import PointLog, read_entries, replay
 from sim.world.realhost import (
+    CLOCKS,
     CONFIG_NAME,
     LOG_NAME,
     MACHINE_RECORDS,
@@ -44,6 +45,8 @@ from sim.world.stores import StoreKind, StoreName
 
 DEFAULT_SPEEDUP = 50.0
 BLOCKING_MODES = ("thread", "inline")
+# A child on the virtual clock only computes: the longest bundled scenario takes seconds.
+VIRTUAL_CHILD_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -56,15 +59,30 @@ class RealRun:
 
 @dataclass(frozen=True)
 class RealOptions:
-    """How a real run is hosted: the time scale, SQLite's blocking calls (worker threads, as in
-    production, or inline), where point directories go, and the seams the children load (by
-    SPEC, see ``sim.world.seams``)."""
+    """How a real run is hosted: the clock (``virtual``: the simulator's, or ``scaled``: the wall
+    clock sped up ``speedup`` times), SQLite's blocking calls (inline, or on worker threads as in
+    production: scaled clock only, see ``sim.world.realhost.VirtualClock``), where point
+    directories go, and the seams the children load (by SPEC, see ``sim.world.seams``)."""
 
+    clock: str = "virtual"
     speedup: float = DEFAULT_SPEEDUP
-    blocking: str = "thread"
+    blocking: str = "inline"
     workdir: str | None = None
     seams: tuple[tuple[str, str], ...] = ()
     keep: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.clock in CLOCKS, self.clock
+        assert self.blocking in BLOCKING_MODES, self.blocking
+        assert self.clock == "scaled" or self.blocking == "inline", "virtual time needs inline"
+        assert self.speedup > 0, self.speedup
+
+    def child_timeout_s(self, scenario: Scenario) -> float:
+        """Wall seconds a child may run before it counts as hung: its liveness bound in real
+        time on the scaled clock; on the virtual clock, time costs nothing, only computing."""
+        if self.clock == "virtual":
+            return VIRTUAL_CHILD_TIMEOUT_S
+        return scenario.liveness_bound_s / self.speedup * 1.5 + 30.0
 
 
 def timed_points(sim_result: RunResult) -> tuple[CrashPoint, ...]:
@@ -103,6 +121,7 @@ def run_real(
             "scenario": scenario.model_dump(mode="json"),
             "seed": seed,
             "store": str(store),
+            "clock": options.clock,
             "speedup": options.speedup,
             "schedule": Schedule.of(*schedule.points, *(timed or ())).text(),
             "blocking": options.blocking,
@@ -112,7 +131,9 @@ def run_real(
         (point_dir / STORE_DIR).mkdir()
         services = SQLiteServices.create(point_dir / SERVICES_NAME, initial_files(seed, scenario))
         services.close()
-        harness_error, timed_out, children = _run_children(scenario, point_dir, options.speedup)
+        harness_error, timed_out, children = _run_children(
+            point_dir, options.child_timeout_s(scenario)
+        )
         result = _collect(scenario, store, seed, schedule, point_dir, timed_out)  # as scheduled
         return RealRun(result, harness_error, children, time.perf_counter() - started)
     finally:
@@ -120,13 +141,7 @@ def run_real(
             shutil.rmtree(point_dir, ignore_errors=True)
 
 
-def _child_timeout_s(scenario: Scenario, speedup: float) -> float:
-    return scenario.liveness_bound_s / speedup * 1.5 + 30.0
-
-
-def _run_children(
-    scenario: Scenario, point_dir: Path, speedup: float
-) -> tuple[str | None, bool, int]:
+def _run_children(point_dir: Path, timeout_s: float) -> tuple[str | None, bool, int]:
     """Start children until one is not killed at a crash point (the simulator's worker loop:
     after a crash a new child always runs, even when the client has its answers, so recovery
     runs and settles whatever the crash left)."""
@@ -134,9 +149,7 @@ def _run_children(
     for number in range(1, MAX_PROCESSES + 1):
         command = [sys.executable, "-m", "sim.run.realchild", str(point_dir), str(number)]
         try:
-            proc = subprocess.run(
-                command, capture_output=True, timeout=_child_timeout_s(scenario, speedup)
-            )
+            proc = subprocess.run(command, capture_output=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:  # subprocess.run has killed it
             return None, True, number
         crashes = replay(read_entries(log)).get("crashes", [])

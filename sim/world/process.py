@@ -28,7 +28,7 @@ from sim.world.faults import (
     boundary_kind,
 )
 from sim.world.fs import SimFS
-from sim.world.seeded import World, digest_of, trio_rng_state
+from sim.world.seeded import World, digest_of, seed_process_scheduler, trio_rng_state
 
 T = TypeVar("T")
 
@@ -180,6 +180,7 @@ class Machine:
         process = SimProcess(self, len(self.processes) + 1)
         self.processes.append(process)
         self.world.record("spawn", process.id)
+        seed_process_scheduler(self.world.seed, process.number)
         return process
 
     def now(self) -> float:

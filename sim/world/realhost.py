@@ -1,17 +1,19 @@
 """The real-process host of a world (``durable-sim realcrash``): the world of
-``sim.world.session`` run by one OS process on real files or a real SQLite database, with a
-sped-up wall clock, and killed for real (SIGKILL) at the crash points of its schedule.
+``sim.world.session`` run by one OS process on real files or a real SQLite database, on the
+simulator's virtual clock or a sped-up wall clock, and killed for real (SIGKILL) at the crash
+points of its schedule.
 
 Only the host differs from the simulator's (``sim.run.runner``), behind ``sim.world.host.Host``:
 
-- time: ``ScaledClock``, the wall clock sped up ``speedup`` times (the machine's clock, so every
-  process, port, the model, tools and the client read it);
+- time: the machine's clock, so every process, port, the model, tools and the client read it:
+  ``VirtualClock`` (default), the simulator's virtual time under trio's ``MockClock``, or
+  ``ScaledClock``, the wall clock sped up ``speedup`` times;
 - the machine: ``RealMachine`` is the simulator's ``Machine`` (boundary numbering, the schedule
   and timed crashes, the records the oracles read) continued across the processes of a point
   from the point's record (``sim.world.pointlog``), whose crash is a SIGKILL;
 - the file system: ``OsFileSystem`` under ``POINT_DIR/store`` (the simulator's ``ProcessFS`` on
-  top); SQLite at ``POINT_DIR/store.sqlite`` with blocking calls on trio's worker threads (as in
-  production; ``inline`` on request);
+  top); SQLite at ``POINT_DIR/store.sqlite`` with blocking calls inline (virtual time) or on
+  trio's worker threads (as in production, on the scaled clock);
 - ids: the world's ``{kind}-{n}`` counters, continued across processes;
 - services: ``SQLiteServices``, a SQLite file outside every process.
 
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
+import trio.testing
 
 from durable.config import RuntimeConfig
 from durable.ports import Blocking, OsFileSystem
@@ -42,7 +45,7 @@ from sim.world.model import ModelCall
 from sim.world.pointlog import PointLog
 from sim.world.process import CrashRecord, Machine, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
-from sim.world.seeded import World
+from sim.world.seeded import World, seed_process_scheduler
 from sim.world.sqlite_services import SQLiteServices
 from sim.world.stores import StoreKind, StorePlace
 
@@ -103,6 +106,50 @@ class ScaledClock:
             await trio.sleep(remaining / self.speedup)
 
 
+class VirtualClock:
+    """The simulator's virtual time in a real process: trio's ``MockClock`` with autojump, started
+    at ``resume_at_s`` (the crash instant the simulator restarts a process at).
+
+    Time moves only when every task of the process waits on a timer, as in the simulator, so
+    timers that tie (a heartbeat and a client step due at the same instant) fire in the
+    simulator's order, and a host stall costs no scenario time. Blocking calls must then run
+    inline (``--blocking inline``): a task waiting on a worker thread looks idle to autojump,
+    which would jump time past the call. What stays real: the processes, their files or SQLite
+    database, the kill and the next interpreter's start.
+    """
+
+    def __init__(self, resume_at_s: float) -> None:
+        self.resume_at_s = resume_at_s
+        self.speedup = 1.0  # scenario seconds per trio second: trio's clock is scenario time
+
+    def start(self) -> None:
+        """Time already runs from ``resume_at_s`` (``trio_clock`` jumped there)."""
+
+    def trio_clock(self) -> trio.testing.MockClock:
+        """The clock to give ``trio.run``: scenario time, starting at ``resume_at_s``."""
+        clock = trio.testing.MockClock(autojump_threshold=0)
+        clock.jump(self.resume_at_s)
+        return clock
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def sleep_until(self, deadline_s: float) -> None:
+        await trio.sleep_until(deadline_s)
+
+
+HostClock = ScaledClock | VirtualClock
+CLOCKS = ("virtual", "scaled")
+
+
+def host_clock(cfg: dict[str, Any], resume_at_s: float) -> HostClock:
+    """The clock a point's ``config.json`` asks for."""
+    if cfg["clock"] == "virtual":
+        return VirtualClock(resume_at_s)
+    assert cfg["clock"] == "scaled", cfg["clock"]
+    return ScaledClock(resume_at_s, float(cfg["speedup"]))
+
+
 def store_place(point_dir: Path, fsync: bool) -> StorePlace:
     """Where a point's store lives: ``POINT_DIR/store`` (the file store's directory, and the
     SQLite database ``store.sqlite`` in it)."""
@@ -136,10 +183,10 @@ class RealFiles(OsFileSystem):
 
 
 class RealWorld(World):
-    """The world of a real process: its ids continue the point's, time is the scaled clock, and
+    """The world of a real process: its ids continue the point's, time is the host's clock, and
     there is no trace (a real run has no fingerprint: it is not deterministic)."""
 
-    def __init__(self, seed: int, clock: ScaledClock, ids: dict[str, int]) -> None:
+    def __init__(self, seed: int, clock: HostClock, ids: dict[str, int]) -> None:
         super().__init__(seed)
         self.clock = clock
         self.ids._next = ids  # the point's counters, written to its record as they grow
@@ -193,6 +240,7 @@ class RealMachine(Machine):
         process = SimProcess(self, number)
         self.processes.append(process)
         self.spawned.append(process.id)
+        seed_process_scheduler(self.world.seed, number)  # after seed_trio_scheduler (realchild)
         return process
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
@@ -259,6 +307,12 @@ class RealHost:
         return max([bound] + [c.time_s + bound for c in self.machine.crashes])
 
 
+def seed_of(point_dir: Path) -> int:
+    """The world seed of the point in ``point_dir``."""
+    cfg = json.loads((point_dir / CONFIG_NAME).read_text(encoding="utf-8"))
+    return int(cfg["seed"])
+
+
 def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
     """The host of process ``number`` of the point in ``point_dir`` (its ``config.json`` written
     by the parent, its record replayed), and that process, spawned."""
@@ -266,7 +320,7 @@ def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
     scenario = Scenario.model_validate(cfg["scenario"])
     log = PointLog(point_dir / LOG_NAME)
     crashes = log.state.get("crashes", [])
-    clock = ScaledClock(crashes[-1].time_s if crashes else 0.0, float(cfg["speedup"]))
+    clock = host_clock(cfg, crashes[-1].time_s if crashes else 0.0)
     world = RealWorld(int(cfg["seed"]), clock, log.dict("ids"))
     machine = RealMachine(world, parse_schedule(cfg["schedule"]), log)
     client = ClientView(

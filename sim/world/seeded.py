@@ -38,6 +38,24 @@ def seed_trio_scheduler(seed: int) -> None:
     run_module._r.seed(derive_seed(seed, "trio.scheduler"))
 
 
+def seed_process_scheduler(seed: int, number: int) -> None:
+    """Reseed trio's run-queue order as process ``number`` of a world starts (the first keeps
+    ``seed_trio_scheduler``'s stream).
+
+    A restarted process's scheduling then depends on the seed and its position in the world,
+    not on how much randomness the processes before it consumed (which differs with every crash
+    point). That is what lets a real child (``durable-sim realcrash``), which starts a fresh
+    interpreter per process, schedule its tasks as the simulator does: timers that tie at a
+    restart (a client's abort due while the new process waits for the lease) fall the same way
+    in both worlds (docs/architecture.md, 2.1).
+    """
+    if number == 1:
+        return
+    run_module: Any = trio._core._run
+    assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
+    run_module._r.seed(derive_seed(seed, f"trio.scheduler.p{number}"))
+
+
 def digest_of(parts: list[Any]) -> str:
     """sha256 over the ``repr`` of each part: a digest of a world state (see
     ``Machine.state_digest``)."""

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from sim.outputs.realcrash import RealcrashError, realcrash
-from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP
+from sim.run.realrun import BLOCKING_MODES, CLOCKS, DEFAULT_SPEEDUP
 from sim.world.scenario import ScenarioError
 from sim.world.stores import FILE_KINDS, StoreKind
 
@@ -23,7 +23,8 @@ def add_parsers(sub: Any) -> None:
         help="kill real processes at every crash point and compare with the simulator",
         description=(
             "For each process-kill crash point, run the runtime in a child Python process on real "
-            "files or a real SQLite database with a (sped-up) real clock, SIGKILL it at that "
+            "files or a real SQLite database (on the simulator's virtual clock, or a sped-up wall "
+            "clock with --clock scaled), SIGKILL it at that "
             "boundary, restart a child to resume, judge with the same oracles, and compare each "
             "verdict with the simulator's for the same point. Power loss is not faked here."
         ),
@@ -45,16 +46,29 @@ def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
     parser.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="virtual",
+        help=(
+            "virtual (default): the simulator's clock in every child, so timers fire in the "
+            "simulator's order and a loaded host changes nothing; scaled: the wall clock sped up "
+            "--speedup times, with real work taking scenario time"
+        ),
+    )
+    parser.add_argument(
         "--speedup",
         type=float,
-        default=DEFAULT_SPEEDUP,
-        help=f"scenario seconds per real second in the children (default {DEFAULT_SPEEDUP:g})",
+        default=None,
+        help=f"with --clock scaled: scenario seconds per real second (default {DEFAULT_SPEEDUP:g})",
     )
     parser.add_argument(
         "--blocking",
         choices=BLOCKING_MODES,
-        default="thread",
-        help="SQLite calls on worker threads as in production (default) or inline",
+        default=None,
+        help=(
+            "SQLite calls inline (the default, and the only choice on the virtual clock) or on "
+            "worker threads as in production (default with --clock scaled)"
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print the JSON document on stdout")
 
@@ -85,6 +99,7 @@ def main_realcrash(args: argparse.Namespace) -> int:
             store=args.store,
             points=args.points,
             seed=args.seed,
+            clock=args.clock,
             speedup=args.speedup,
             blocking=args.blocking,
             progress=show if live else None,
@@ -102,11 +117,15 @@ def main_realcrash(args: argparse.Namespace) -> int:
 def _summary(doc: dict[str, Any]) -> None:
     scale = doc["time_scale"]
     ref = doc["reference"]
+    time_text = (
+        "the simulator's virtual time"
+        if scale is None
+        else f"time x{scale['speedup']:g} (model call {scale['model_latency_real_s'] * 1000:.0f} "
+        f"ms, lease TTL {scale['lease_ttl_real_s']:.2f} s)"
+    )
     print(
         f"{doc['scenario']} [{doc['store']}]: {doc['boundaries']} boundaries, "
-        f"{len(doc['points'])} of {doc['total_points']} process-kill points run; "
-        f"time x{scale['speedup']:g} (model call {scale['model_latency_real_s'] * 1000:.0f} ms, "
-        f"lease TTL {scale['lease_ttl_real_s']:.2f} s)"
+        f"{len(doc['points'])} of {doc['total_points']} process-kill points run; {time_text}"
     )
     if doc["labels_match"]:
         print(f"fault-free labels: identical to the simulator's ({doc['boundaries']} boundaries)")

@@ -130,19 +130,65 @@ def test_timed_crashes_and_aborts_agree_with_the_simulator() -> None:
     """The corpus case that once diverged in silence (its timed crashes were dropped by the real
     child): both timed process crashes now happen for real, at the simulator's boundaries."""
     # Its client steps are timed half a second apart, within commits that take milliseconds of
-    # real time each: a lower speedup (at x50 half a second is 10 ms) and SQLite calls inline
-    # (no thread hop per call) keep the real run's order the simulator's, also on a loaded host.
+    # real time each: on the virtual clock (the default) the real run keeps the simulator's
+    # order whatever the host's load.
     path = str(REPO / "tests/corpus/machine-retry-abort-crashes.json")
-    doc = realcrash(path, store="sqlite", points=2, speedup=10, blocking="inline")
+    doc = realcrash(path, store="sqlite", points=2)
     assert doc["labels_match"], doc["label_mismatch"]
     assert doc["reference"]["real"]["verdict"] == doc["reference"]["sim"]["verdict"]
     assert doc["agreement"] == 1.0, doc["disagreements"]
 
 
 def test_client_resends_agree_with_the_simulator() -> None:
-    doc = realcrash("resend_while_queued", store="file", points=2, speedup=10)
+    doc = realcrash("resend_while_queued", store="file", points=2)
     assert doc["labels_match"], doc["label_mismatch"]
     assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "store"),
+    [
+        ("budget_exhausted", "file"),  # a lease heartbeat due with a client step
+        ("model_error_then_message", "sqlite"),
+        ("tests/corpus/machine-abort-moved-by-crash-lease-wait.json", "file"),
+    ],
+)
+def test_timer_ties_fall_as_in_the_simulator(scenario: str, store: str) -> None:
+    """Scenarios whose timers tie in scenario time (on a sped-up wall clock they fired in either
+    order, and the fault-free traces differed now and then): on the virtual clock the real
+    children fire them in the simulator's order, so the traces match at the first attempt."""
+    path = str(REPO / scenario) if scenario.endswith(".json") else scenario
+    doc = realcrash(path, store=store, points=1)
+    assert doc["clock"] == "virtual" and doc["time_scale"] is None
+    assert doc["labels_match"], doc["label_mismatch"]
+    assert doc["reference_attempts"] == 1
+    assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+def test_the_scaled_clock_still_runs_real_time() -> None:
+    """``--clock scaled``: the wall clock sped up, SQLite calls on worker threads as in
+    production; the document says so."""
+    doc = realcrash("idempotent_payment", store="sqlite", points=2, clock="scaled", speedup=20)
+    assert doc["clock"] == "scaled" and doc["blocking"] == "thread"
+    assert doc["time_scale"]["speedup"] == 20
+    assert doc["labels_match"], doc["label_mismatch"]
+    assert doc["agreement"] == 1.0, doc["disagreements"]
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--speedup", "10"], "--speedup scales the wall clock: it needs --clock scaled"),
+        (["--blocking", "thread"], "--blocking thread needs --clock scaled"),
+        (["--clock", "scaled", "--speedup", "0"], "--speedup must be positive"),
+    ],
+)
+def test_clock_options_are_checked_in_one_line(
+    args: list[str], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["realcrash", "read_edit_answer", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0], err
 
 
 def own_file_store(root: str, fs: Any, fsync: bool) -> FileStore:
