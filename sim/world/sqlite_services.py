@@ -24,6 +24,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS fence (conversation_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, line TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS compensated (key TEXT PRIMARY KEY)",
     "CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY CHECK (id = 0), n INTEGER)",
     """CREATE TABLE IF NOT EXISTS ledger (
         n INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -54,6 +55,15 @@ class _State:
             "ON CONFLICT (path) DO UPDATE SET content = excluded.content",
             (path, content),
         )
+
+    def delete_file(self, path: str) -> None:
+        self._conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def compensated(self, key: str) -> bool:
+        return self._one("SELECT 1 FROM compensated WHERE key = ?", key) is not None
+
+    def put_compensated(self, key: str) -> None:
+        self._conn.execute("INSERT INTO compensated (key) VALUES (?)", (key,))
 
     def charged(self, key: str) -> int | None:
         return self._one("SELECT amount FROM charges WHERE key = ?", key)
