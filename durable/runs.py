@@ -101,40 +101,36 @@ def close_tasks(
     return events
 
 
-def compensation_plan(state: State, run_id: str, *, rejected: str | None = None) -> list[str]:
-    """The calls an abandoned run undoes, in the order their compensations run: the call an
-    operator rejected (its effect may have landed; undoing a pre-image is safe either way)
-    first, then the run's completed compensable calls, most recent result first -- the reverse
-    of the order they took effect in (README, "Compensation")."""
-    done = []
+def compensation_plan(state: State, run_id: str) -> list[str]:
+    """The calls an abandoned run undoes, in the order their compensations run: the reverse of
+    the order the calls took effect in (README, "Compensation"). A completed call took effect
+    when its result was committed; a call whose intent has no result yet (in flight, or
+    interrupted and waiting, e.g. for the operator who now rejects it) may have taken effect
+    and is the latest, so it is undone first -- undoing to a recorded pre-image is right
+    whether or not its effect landed. Calls that failed or never ran have nothing to undo."""
+    undo: list[tuple[int, int, str]] = []
     for intent in state.intents.values():
+        if not intent.compensable or state.tasks[intent.task_id].run_id != run_id:
+            continue
         result = state.tool_results.get(intent.call_id)
-        if (
-            intent.compensable
-            and state.tasks[intent.task_id].run_id == run_id
-            and result is not None
-            and result.source in ("executed", "verified")
-            and not result.is_error
-        ):
-            done.append(intent)
-    plan = [i.call_id for i in sorted(done, key=lambda i: i.result_sequence or 0, reverse=True)]
-    if rejected is not None and state.intents[rejected].compensable:
-        plan.insert(0, rejected)
-    return plan
+        if result is None:
+            undo.append((1, intent.sequence, intent.call_id))
+        elif result.source in ("executed", "verified") and not result.is_error:
+            assert intent.result_sequence is not None
+            undo.append((0, intent.result_sequence, intent.call_id))
+    return [call_id for _, _, call_id in sorted(undo, reverse=True)]
 
 
-def abandon_run(
-    state: State, ids: Ids, budget: Budget, *, detail: str, rejected: str | None = None
-) -> list[Event]:
+def abandon_run(state: State, ids: Ids, budget: Budget, *, detail: str) -> list[Event]:
     """Abandon the active run (``Conversation.abandon``/``reject``): its work stops as on an
-    abort (an open intent, the operator's ``rejected`` call among them, gets an error result)
+    abort (an open intent, a call an operator rejects among them, gets an error result)
     and, if it has calls to undo, a compensation task undoes them before the run stops
     (``durable.tasks.compensation``); queued inputs are withdrawn. A run already being
     abandoned is left alone: the first abandonment's plan stands."""
     run_id = state.active_run
     if run_id is None or state.compensating_task() is not None:
         return withdraw_queued(state, "abandoned")
-    plan = compensation_plan(state, run_id, rejected=rejected)
+    plan = compensation_plan(state, run_id)
     if not plan:
         events = settle_run(state, ids, budget, reason="abandoned", detail=detail, start_next=False)
         return events + withdraw_queued(state, "abandoned")

@@ -293,16 +293,15 @@ class Conversation:
     async def reject(self, call_id: str, *, reason: str = "rejected by an operator") -> None:
         """An operator's rejection of a call waiting for reconciliation: the call gets an error
         result and its run is abandoned with compensation (``abandon``), the rejected call's
-        own compensation first -- its effect may or may not have landed, and undoing to the
-        recorded pre-image is right either way. Raises ``ValueError`` if the call is not
-        waiting."""
+        own compensation first (``durable.runs.compensation_plan``). Raises ``ValueError`` if
+        the call is not waiting."""
         ids, budget = self.runtime.ports.ids, self.runtime.config.budget
 
         def build(state: State) -> list[Event]:
             intent = state.intents.get(call_id)
             if intent is None or not intent.reconciliation or intent.result_sequence is not None:
                 raise ValueError(f"call {call_id} is not waiting for reconciliation")
-            return abandon_run(state, ids, budget, detail=reason, rejected=call_id)
+            return abandon_run(state, ids, budget, detail=reason)
 
         await self._stopping_work(build)
 
