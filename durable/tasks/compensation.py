@@ -65,14 +65,7 @@ async def _compensate(env: TaskEnv, task_id: str, intent: Intent, attempt: str) 
     whether the result was committed (False: the task is no longer live)."""
     await env.journal.ensure_lease()
     spec = env.tools.get(intent.tool)
-    conversation_id = env.journal.state.conversation_id
-    context = ToolContext(
-        conversation_id=conversation_id,
-        call_id=compensation_call_id(intent.call_id),
-        idempotency_key=compensation_key(conversation_id, intent.call_id),
-        epoch=env.journal.lease.epoch,
-        attempt="first" if attempt == "first" else "recovery",
-    )
+    context = compensation_context(env, intent, attempt)
     if spec is None or spec.compensation is None:
         output, is_error = f"tool {intent.tool!r} has no compensation registered", True
     else:
@@ -87,6 +80,19 @@ async def _compensate(env: TaskEnv, task_id: str, intent: Intent, attempt: str) 
         task_id=task_id, call_id=intent.call_id, output=output, is_error=is_error
     )
     return bool(await env.journal.commit(lambda s: [result] if live_task(s, task_id) else []))
+
+
+def compensation_context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
+    """What the compensating action is told: its own call id and key (both derived from the
+    call, the same on every attempt) and the current fencing epoch."""
+    conversation_id = env.journal.state.conversation_id
+    return ToolContext(
+        conversation_id=conversation_id,
+        call_id=compensation_call_id(intent.call_id),
+        idempotency_key=compensation_key(conversation_id, intent.call_id),
+        epoch=env.journal.lease.epoch,
+        attempt="first" if attempt == "first" else "recovery",
+    )
 
 
 def _settle_builder(env: TaskEnv, task_id: str) -> Builder:
