@@ -124,3 +124,56 @@ def test_the_point_log_replays_what_its_containers_recorded(tmp_path: Path) -> N
     assert again.set("done") == {3}
     assert len(read_entries(path)) == 4
     assert replay(read_entries(path))["acked"] == {"r1": "sub-2"}
+
+
+def _undo_run(services: Any) -> list[str]:
+    """Append to a file and to a new one, then undo both twice (the second undo of each under
+    the same compensation key, as a re-run after a crash): the service dedupes it."""
+    process = _Process()
+    operation = OPERATIONS["workspace.append_line"]
+    undoing = operation.undoing
+    assert undoing is not None
+    outputs: list[str] = []
+    pre_images = []
+    for n, path in enumerate(("a.txt", "new.txt")):
+        ctx = ToolContext(
+            conversation_id="c1", call_id=f"call-{n}", idempotency_key=f"k{n}", epoch=1, attempt=1
+        )
+        pre_images.append(undoing.capture(services.view(), {"path": path, "line": "x"}, ctx))
+        outputs.append(
+            services.effect(
+                process, "workspace", "append_line", ctx, operation.effect({"path": path}, ctx)
+            )
+        )
+    for n in (1, 1, 0, 0):
+        ctx = ToolContext(
+            conversation_id="c1",
+            call_id=f"call-{n}.undo",
+            idempotency_key=f"k{n}:undo",
+            epoch=1,
+            attempt=1,
+        )
+        apply = undoing.undo({}, pre_images[n], ctx)
+        outputs.append(services.effect(process, "workspace", undoing.op, ctx, apply))
+    return outputs
+
+
+def test_both_hosts_restore_a_pre_image_once(tmp_path: Path) -> None:
+    files = {"a.txt": "first"}
+    memory = Services(files=dict(files))
+    sqlite = SQLiteServices.create(tmp_path / "services.sqlite", files)
+    try:
+        outputs = _undo_run(memory)
+        assert outputs == _undo_run(sqlite)
+        assert memory.files == sqlite.files() == files  # new.txt deleted again
+        assert outputs[2:] == [
+            "restored new.txt",
+            "new.txt already restored",
+            "restored a.txt",
+            "a.txt already restored",
+        ]
+        notes = [(e.op, e.applied, e.note) for e in memory.ledger[2:]]
+        assert notes == [(e.op, e.applied, e.note) for e in sqlite.ledger()[2:]]
+        assert [applied for _, applied, _ in notes] == [True, False, True, False]
+    finally:
+        sqlite.close()
