@@ -22,6 +22,7 @@ from testkit import (
 )
 
 from durable.events import CompensationIntent, EventRecord, ToolIntent
+from durable.inspect import inspect_store
 from durable.runtime import Conversation, Runtime
 from durable.state import InvariantViolation, new_state, reduce
 from durable.tools import Compensation, ToolContext, ToolSpec
@@ -85,6 +86,13 @@ async def stopped(conversation: Conversation) -> None:
     await wait_until(lambda: conversation.state.active_run is None)
 
 
+async def inspected_compensations(stores: Stores) -> list[dict[str, Any]]:
+    """What ``python -m durable inspect`` reports of the compensations of the one conversation."""
+    report = await inspect_store(str(stores.path))
+    (conversation,) = report.conversations
+    return conversation.to_json()["compensations"]  # type: ignore[no-any-return]
+
+
 def intents(records: list[EventRecord]) -> list[str]:
     return [r.event.call_id for r in records if isinstance(r.event, ToolIntent)]
 
@@ -139,6 +147,12 @@ async def test_crash_between_compensation_effect_and_result_applies_it_once(
 
     await harness.crash_run("owner-a", body)
     edits = intents(await stores.records())[:3]
+    compensations = await inspected_compensations(stores)
+    assert [(c["call_id"], c["status"]) for c in compensations] == [
+        (edits[2], "done"),
+        (edits[1], "intent"),  # the crash hit between its effect and its result
+        (edits[0], "pending"),
+    ]
     assert workspace.undone == [f"{edits[2]}.undo", f"{edits[1]}.undo"]
     async with harness.process("owner-b") as runtime:
         conversation = await runtime.conversation(CONV)
