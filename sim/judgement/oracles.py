@@ -851,15 +851,35 @@ def _aborted(run: RunResult) -> set[str]:
         )
         if not sent:
             continue
-        commits = {
-            r.batch
-            for r in run.records
-            if isinstance(r.event, InputSettled) and r.event.reason == reason
-        }
-        if len(commits) > sent:
+        if len(_stop_commits(run, reason)) > sent:
             continue
         out |= {rid for rid, outcome in run.outcome.items() if outcome["reason"] == reason}
     return out
+
+
+def _stop_commits(run: RunResult, reason: str) -> set[str]:
+    """The commits in which the runtime acted on an abort (``aborted``) or an abandonment
+    (``abandoned``): each settles inputs with that reason or starts a compensation -- except the
+    commit that ends a compensation, which belongs to the abandonment that started it."""
+    started = {
+        r.batch: r.event.task_id
+        for r in run.records
+        if isinstance(r.event, TaskCreated) and r.event.kind == "compensation"
+    }
+    compensations = set(started.values())
+    ending = {
+        r.batch
+        for r in run.records
+        if isinstance(r.event, TaskSettled) and r.event.task_id in compensations
+    }
+    settling = {
+        r.batch
+        for r in run.records
+        if isinstance(r.event, InputSettled) and r.event.reason == reason
+    }
+    if reason == "abandoned":
+        settling |= set(started)
+    return settling - ending
 
 
 # -- I11 model calls ---------------------------------------------------------------------------
