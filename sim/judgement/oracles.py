@@ -1327,8 +1327,9 @@ def _workspace_at(result: RunResult, boundary: int) -> dict[str, str]:
 def check_compensation(result: RunResult) -> list[Violation]:
     """I17: once an abandoned run has stopped (its compensations settled), every compensable call
     of it whose effect landed (the ledger) was undone exactly once, after its effect, the
-    compensations in the reverse order of the effects, and each file those calls edited is what
-    it was when the run started (the services' workspace history, not the runtime's pre-image).
+    compensations in the reverse order of the effects, each file those calls edited is what it
+    was when the run started (the services' workspace history, not the runtime's pre-image), and
+    each charge of theirs is refunded in full.
     A compensation of a call whose effect never landed (an interrupted call) may run, once."""
     for run_id, run in sorted(_abandoned_runs(result).items()):
         assert run.stopped_at is not None
@@ -1363,10 +1364,29 @@ def check_compensation(result: RunResult) -> list[Violation]:
                     actual=f"undone in the order {', '.join(undone)}",
                 )
             ]
-        violation = _workspace_restored(result, run_id, run)
+        violation = _workspace_restored(result, run_id, run) or _charges_refunded(
+            result, run_id, originals
+        )
         if violation is not None:
             return [violation]
     return []
+
+
+def _charges_refunded(result: RunResult, run_id: str, originals: list[Any]) -> Violation | None:
+    """I17 for the payments service: every charge of the run that landed is refunded in full."""
+    for effect in originals:
+        if (effect.service, effect.op) != ("payments", "charge"):
+            continue
+        charged, refunded = result.charges.get(effect.key), result.refunds.get(effect.key)
+        if refunded != charged:
+            return Violation(
+                "I17",
+                f"run {run_id} was abandoned and compensated, yet charge {effect.key} stands",
+                (str(effect),),
+                expected=f"refunded {charged}",
+                actual=f"refunded {refunded}",
+            )
+    return None
 
 
 def _workspace_restored(result: RunResult, run_id: str, run: _Abandoned) -> Violation | None:
@@ -1375,7 +1395,7 @@ def _workspace_restored(result: RunResult, run_id: str, run: _Abandoned) -> Viol
     assert run.stopped_at is not None
     before = _workspace_at(result, run.started_at)
     after = _workspace_at(result, run.stopped_at)
-    for path in sorted(set(run.calls.values())):
+    for path in sorted(set(run.calls.values()) - {""}):
         if before.get(path) != after.get(path):
             return Violation(
                 "I17",

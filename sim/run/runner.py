@@ -90,6 +90,8 @@ class RunResult:
     # The workspace after each applied workspace effect: (the effect's boundary index, the
     # files after it), the initial files at index -1 (I17).
     workspace_history: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    charges: dict[str, int] = field(default_factory=dict)  # the payments service at the end
+    refunds: dict[str, int] = field(default_factory=dict)  # (I17: a refund per undone charge)
     # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
     # (None: recovery went on), and what changed in the damaged files since the damage.
     damage: dict[str, str] = field(default_factory=dict)
@@ -332,6 +334,8 @@ def _fill_result(env: WorldEnv, result: RunResult) -> None:
         result.evidence_changes = _evidence_changes(result.damage, files, inodes, env.fs)
     result.files = dict(env.services.files)
     result.workspace_history = list(env.services.workspace_history)
+    result.refunds = dict(env.services.refunds)
+    result.charges = dict(env.services.charges)
 
 
 def _evidence_changes(
@@ -386,7 +390,7 @@ def _world_parts(env: WorldEnv) -> list[Any]:
         env.liveness.deadline,
     ]
     if services.compensated_keys:  # only with compensation: other scenarios' digests unchanged
-        parts.append(services.compensated_keys)
+        parts += [services.compensated_keys, sorted(services.refunds.items())]
     return parts
 
 

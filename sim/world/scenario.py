@@ -38,9 +38,12 @@ VERIFIABLE_OPERATIONS: frozenset[Operation] = frozenset(
 )
 
 #: The operations a tool may declare compensable (``ToolDef.compensate``): those with an undo in
-#: ``sim.world.tools.OPERATIONS`` (``append_line``: restore the file's recorded pre-image). An
-#: abandoned run undoes its completed compensable calls (README, "Compensation").
-COMPENSABLE_OPERATIONS: frozenset[Operation] = frozenset({"workspace.append_line"})
+#: ``sim.world.tools.OPERATIONS`` (``append_line``: restore the file's recorded pre-image;
+#: ``charge``: refund it). An abandoned run undoes its completed compensable calls (README,
+#: "Compensation").
+COMPENSABLE_OPERATIONS: frozenset[Operation] = frozenset(
+    {"workspace.append_line", "payments.charge"}
+)
 
 #: Limits on a scenario file, so that no input reaches the parser or the runtime in a shape they
 #: fail on with a traceback. The biggest bundled scenario is under 7 KiB and 7 levels deep (a

@@ -12,7 +12,8 @@ the result. Services:
   a file back to a recorded pre-image, deduped by the compensation's key, booked under the
   compensation's call id ``{call_id}.undo``).
 - ``payments``: ``charge`` dedupes by idempotency key and honours fencing tokens (refuses an epoch
-  lower than the highest it has seen for the conversation).
+  lower than the highest it has seen for the conversation); ``refund`` (a compensation: refunds
+  a charge in full, deduped by the compensation's key, fenced like a charge).
 - ``outbox``: ``send`` does not dedupe.
 - ``counter``: ``increment``.
 """
@@ -53,6 +54,7 @@ class Services:
     counter: int = 0
     ledger: list[Effect] = field(default_factory=list)
     compensated_keys: list[str] = field(default_factory=list)
+    refunds: dict[str, int] = field(default_factory=dict)  # charge key -> amount refunded
     # The workspace after each applied workspace effect, by the effect's boundary index (I17
     # reads what the files were when a run started).
     workspace_history: list[tuple[int, dict[str, str]]] = field(default_factory=list)
@@ -119,6 +121,12 @@ class Services:
 
     def put_charge(self, key: str, amount: int) -> None:
         self.charges[key] = amount
+
+    def refunded(self, key: str) -> int | None:
+        return self.refunds.get(key)
+
+    def put_refund(self, key: str, amount: int) -> None:
+        self.refunds[key] = amount
 
     def fence_of(self, conversation_id: str) -> int:
         return self.fence_epoch.get(conversation_id, 0)

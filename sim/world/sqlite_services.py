@@ -25,6 +25,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS fence (conversation_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, line TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS compensated (key TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS refunds (key TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY CHECK (id = 0), n INTEGER)",
     """CREATE TABLE IF NOT EXISTS ledger (
         n INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -70,6 +71,12 @@ class _State:
 
     def put_charge(self, key: str, amount: int) -> None:
         self._conn.execute("INSERT INTO charges (key, amount) VALUES (?, ?)", (key, amount))
+
+    def refunded(self, key: str) -> int | None:
+        return self._one("SELECT amount FROM refunds WHERE key = ?", key)
+
+    def put_refund(self, key: str, amount: int) -> None:
+        self._conn.execute("INSERT INTO refunds (key, amount) VALUES (?, ?)", (key, amount))
 
     def fence_of(self, conversation_id: str) -> int:
         epoch = self._one("SELECT epoch FROM fence WHERE conversation_id = ?", conversation_id)

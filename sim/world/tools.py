@@ -47,6 +47,10 @@ class ServiceState(Protocol):
 
     def put_charge(self, key: str, amount: int) -> None: ...
 
+    def refunded(self, key: str) -> int | None: ...
+
+    def put_refund(self, key: str, amount: int) -> None: ...
+
     def fence_of(self, conversation_id: str) -> int: ...
 
     def put_fence(self, conversation_id: str, epoch: int) -> None: ...
@@ -199,6 +203,36 @@ def _restore(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolCont
     return apply
 
 
+def _charge_pre_image(
+    state: ServiceState, arguments: dict[str, Any], ctx: ToolContext
+) -> dict[str, Any]:
+    """A charge's pre-image: the key it is booked under (what its refund names)."""
+    return {"charge_key": ctx.idempotency_key}
+
+
+def _refund(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``payments.refund``: refunds the charge booked under the pre-image's key, in full. Like a
+    charge it dedupes by its own key (the compensation's) and refuses a stale fencing token; a
+    charge that never landed (an interrupted call) has nothing to refund."""
+    charge_key = str(pre_image.get("charge_key", ""))
+
+    def apply(state: ServiceState) -> Outcome:
+        highest = state.fence_of(ctx.conversation_id)
+        if ctx.epoch < highest:
+            return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
+        state.put_fence(ctx.conversation_id, ctx.epoch)
+        if state.compensated(ctx.idempotency_key):
+            return False, "deduplicated", f"{charge_key} already refunded"
+        state.put_compensated(ctx.idempotency_key)
+        amount = state.charged(charge_key)
+        if amount is None:
+            return False, "nothing charged", f"nothing charged under {charge_key}"
+        state.put_refund(charge_key, amount)
+        return True, "", f"refunded {amount}"
+
+    return apply
+
+
 @dataclass(frozen=True)
 class Undoing:
     """A compensable operation's compensation: the ledger ``op`` its effect is booked under (in
@@ -232,7 +266,9 @@ OPERATIONS: dict[str, Operation] = {
         _appended,
         Undoing("restore", _file_pre_image, _restore),
     ),
-    "payments.charge": Operation("payments", "charge", _charge, _charged),
+    "payments.charge": Operation(
+        "payments", "charge", _charge, _charged, Undoing("refund", _charge_pre_image, _refund)
+    ),
     "outbox.send": Operation("outbox", "send", _send),
     "counter.increment": Operation("counter", "increment", _increment),
 }

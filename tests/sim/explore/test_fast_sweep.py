@@ -26,7 +26,7 @@ INBOX = (
     "steer_misses_the_run",
 )
 # The compensation scenarios likewise, compared on their own below.
-COMPENSATION = ("abandon_restores_files", "operator_rejects_edit")
+COMPENSATION = ("abandon_refunds_charge", "abandon_restores_files", "operator_rejects_edit")
 BOTH = ("lease_takeover", "crash_during_recovery", "weak_durability_nofsync")
 CASES = [
     (name, store)

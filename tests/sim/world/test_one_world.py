@@ -177,3 +177,44 @@ def test_both_hosts_restore_a_pre_image_once(tmp_path: Path) -> None:
         assert [applied for _, applied, _ in notes] == [True, False, True, False]
     finally:
         sqlite.close()
+
+
+def test_both_hosts_refund_a_charge_once(tmp_path: Path) -> None:
+    """A charge's compensation refunds it in full, once per compensation key; a charge that never
+    landed has nothing to refund."""
+    operation = OPERATIONS["payments.charge"]
+    undoing = operation.undoing
+    assert undoing is not None
+    memory = Services()
+    sqlite = SQLiteServices.create(tmp_path / "services.sqlite", {})
+    try:
+        outputs = []
+        for services in (memory, sqlite):
+            process = _Process()
+            ctx = ToolContext(
+                conversation_id="c1", call_id="call-1", idempotency_key="k1", epoch=1, attempt=1
+            )
+            pre = undoing.capture(services.view(), {"amount": 30}, ctx)
+            services.effect(
+                process, "payments", "charge", ctx, operation.effect({"amount": 30}, ctx)
+            )
+            ran = []
+            for charge_key, key in (("k1", "k1:undo"), ("k1", "k1:undo"), ("k9", "k9:undo")):
+                undo_ctx = ToolContext(
+                    conversation_id="c1", call_id="u", idempotency_key=key, epoch=1, attempt=1
+                )
+                apply = undoing.undo({}, {**pre, "charge_key": charge_key}, undo_ctx)
+                ran.append(services.effect(process, "payments", undoing.op, undo_ctx, apply))
+            outputs.append(ran)
+        assert (
+            outputs[0]
+            == outputs[1]
+            == [
+                "refunded 30",
+                "k1 already refunded",
+                "nothing charged under k9",
+            ]
+        )
+        assert memory.refunds == {"k1": 30} and sqlite.view().refunded("k1") == 30
+    finally:
+        sqlite.close()
