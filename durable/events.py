@@ -29,8 +29,13 @@ from pydantic import (
 SCHEMA_VERSION = 1
 
 Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
-StopReason = Literal["completed", "model_error", "aborted", "budget_exhausted", "no_model"]
-TaskKind = Literal["generation", "tool"]
+#: ``abandoned``: the caller abandoned the run and its compensations were applied (README,
+#: "Compensation"); the run stops only once they have all settled.
+StopReason = Literal[
+    "completed", "model_error", "aborted", "budget_exhausted", "no_model", "abandoned"
+]
+#: ``compensation``: the task that undoes an abandoned run's compensable calls, one at a time.
+TaskKind = Literal["generation", "tool", "compensation"]
 #: How an input that arrives while a run is active is treated (``Conversation.submit``):
 #: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
 #: running run at its next post-tools boundary; ``reject`` is refused with ``ConversationBusy``.
@@ -224,8 +229,13 @@ class ModelFailed(_Event):
     retryable: bool
 
 
-class ToolIntent(_Event):
-    """Committed *before* the tool runs: the durable promise that the effect may happen."""
+class ToolIntent(_Event, OmitDefaults):
+    """Committed *before* the tool runs: the durable promise that the effect may happen.
+
+    ``compensable``: the tool declared a compensating action, so an abandoned run undoes this
+    call; ``pre_image`` is what the tool captured before the effect for its compensation to
+    restore (e.g. a file's content), durable before the effect can happen. Both are left out of
+    the encoding at their defaults, so logs of tools without compensation are unchanged."""
 
     type: Literal["tool_intent"] = "tool_intent"
     task_id: str
@@ -235,6 +245,9 @@ class ToolIntent(_Event):
     policy: Policy
     idempotency_key: str
     epoch: int
+    compensable: bool = False
+    pre_image: dict[str, Any] | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = ("compensable", "pre_image")
 
 
 class ToolResult(_Event):
@@ -260,6 +273,28 @@ class ReconciliationRequested(_Event):
     task_id: str
     call_id: str
     reason: str
+
+
+class CompensationIntent(_Event):
+    """Committed *before* a compensating action runs (the same protocol as ``ToolIntent``): the
+    compensation of call ``call_id`` may now happen, under ``idempotency_key`` (derived from the
+    call, so the service dedupes a re-run after a crash) and fencing ``epoch``."""
+
+    type: Literal["compensation_intent"] = "compensation_intent"
+    task_id: str
+    call_id: str
+    idempotency_key: str
+    epoch: int
+
+
+class CompensationResult(_Event):
+    """The compensating action of call ``call_id`` ran (or failed: ``is_error``)."""
+
+    type: Literal["compensation_result"] = "compensation_result"
+    task_id: str
+    call_id: str
+    output: str
+    is_error: bool
 
 
 class TaskSettled(_Event):
@@ -305,6 +340,8 @@ Event = Annotated[
     | ToolResult
     | ToolInterrupted
     | ReconciliationRequested
+    | CompensationIntent
+    | CompensationResult
     | TaskSettled
     | RunStopped
     | InputSettled

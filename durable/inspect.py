@@ -5,7 +5,9 @@ A directory without a single conversation is reported as "no store here", never 
 checks pass; if it holds a SQLite database (a SQLite store is one file, easily confused with the
 directory it lives in), that is a usage error naming the file to inspect instead.
 For every conversation the report gives the log (records, last sequence), the lease, the runs,
-the submissions, the open intents and pending reconciliations, and these checks:
+the submissions, the open intents and pending reconciliations, the compensations of abandoned
+runs (README, "Compensation": each planned undo and whether its intent and result are
+committed), and these checks:
 
 - the log's sequences are contiguous from 1 and every record's checksum verifies (the store's own
   read already refuses damaged *committed* data; a torn tail, which is what a crash leaves, is
@@ -80,6 +82,7 @@ class ConversationReport:
     queue: list[dict[str, Any]] = field(default_factory=list)  # queued inputs, acceptance order
     open_intents: list[dict[str, Any]] = field(default_factory=list)
     pending_reconciliations: list[dict[str, Any]] = field(default_factory=list)
+    compensations: list[dict[str, Any]] = field(default_factory=list)  # in the order they run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
 
@@ -101,6 +104,7 @@ class ConversationReport:
             "queue": self.queue,
             "open_intents": self.open_intents,
             "pending_reconciliations": self.pending_reconciliations,
+            "compensations": self.compensations,
             "checkpoints": self.checkpoints,
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
         }
@@ -289,6 +293,34 @@ def _describe_state(report: ConversationReport, state: State) -> None:
         report.open_intents.append(entry)
         if intent.reconciliation:
             report.pending_reconciliations.append(entry)
+    report.compensations = _compensations(state)
+
+
+def _compensations(state: State) -> list[dict[str, Any]]:
+    """Each compensation task's plan, in the order it runs: ``pending`` (no intent yet),
+    ``intent`` (committed, no result: a crash hit it; the next owner runs it again under the
+    same key), ``done`` or ``failed``."""
+    out: list[dict[str, Any]] = []
+    for task in state.tasks.values():
+        if task.kind != "compensation":
+            continue
+        for call_id in task.data.get("calls", []):
+            intent = state.intents[call_id]
+            status = "pending"
+            if intent.compensated_sequence is not None:
+                status = "failed" if intent.compensation_failed else "done"
+            elif intent.compensation_sequence is not None:
+                status = "intent"
+            out.append(
+                {
+                    "task_id": task.id,
+                    "run_id": task.run_id,
+                    "call_id": call_id,
+                    "tool": intent.tool,
+                    "status": status,
+                }
+            )
+    return out
 
 
 async def inspect_conversation(
@@ -473,6 +505,11 @@ def render_text(report: StoreReport, out: TextIO) -> None:
                 f"({intent['policy']}), key {intent['idempotency_key']}{waiting}\n"
             )
         w(f"  pending reconciliations: {len(conv.pending_reconciliations)}\n")
+        for undo in conv.compensations:
+            w(
+                f"  compensation of {undo['call_id']} (tool {undo['tool']}, run "
+                f"{undo['run_id']}): {undo['status']}\n"
+            )
         for check in conv.checks:
             mark = "ok  " if check.ok else "FAIL"
             w(f"  [{mark}] {check.name}: {check.detail}\n")
@@ -493,7 +530,8 @@ a SQLite database instead is a usage error that names the file to inspect. For e
 conversation it prints the number of records and the last sequence, the current lease (owner,
 epoch, expiry), the runs (id, status, stop reason, inputs), the submissions (id, request id,
 inbox mode, status, answer or reason), the queue (queued inputs with their modes), the open
-tool intents and the pending reconciliations, and checks:
+tool intents, the pending reconciliations and the compensations of abandoned runs (each undo in
+the order it runs: pending, intent, done or failed), and checks:
 
   sequences contiguous  the log holds sequences 1..n without a gap
   checksums valid       every committed record verifies (a torn tail, which is what a crash

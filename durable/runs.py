@@ -52,16 +52,35 @@ def settle_run(
     answer: str | None = None,
     detail: str = "",
     start_next: bool = True,
+    settled: frozenset[str] = frozenset(),
 ) -> list[Event]:
     """Settle the active run: results for open intents, terminal tasks, settled inputs, stop.
 
     With ``start_next``, queued inputs start the next run in the same commit, so no input waits
-    for a trigger that a crash could lose.
+    for a trigger that a crash could lose. ``settled``: tasks the caller's own events (before
+    these, in the same commit) already settle.
     """
     run_id = state.active_run
     assert run_id is not None, "no active run to settle"
     run = state.runs[run_id]
     assert (reason == "completed") == (answer is not None), "only a completed run has an answer"
+    events = close_tasks(state, run_id, reason, settled=settled)
+    for sid in run.inputs:
+        if reason == "completed":
+            events.append(InputSettled(submission_id=sid, status="done", answer=answer))
+        else:
+            events.append(InputSettled(submission_id=sid, status="unanswered", reason=reason))
+    events.append(RunStopped(run_id=run_id, reason=reason, detail=detail))
+    if start_next and state.queue:
+        events.extend(start_run(state, ids, budget, list(state.queue)))
+    return events
+
+
+def close_tasks(
+    state: State, run_id: str, reason: str, *, settled: frozenset[str] = frozenset()
+) -> list[Event]:
+    """Results for the run's open intents and a terminal outcome for each of its live tasks
+    (except ``settled``): nothing of the run's work runs again."""
     events: list[Event] = []
     for intent in state.unresolved_intents():
         task = state.tasks[intent.task_id]
@@ -76,18 +95,54 @@ def settle_run(
                 )
             )
     for task in state.tasks.values():
-        if task.run_id == run_id and task.status != "terminal":
+        if task.run_id == run_id and task.status != "terminal" and task.id not in settled:
             outcome = "completed" if reason == "completed" else "aborted"
             events.append(TaskSettled(task_id=task.id, outcome=outcome, detail=reason))
-    for sid in run.inputs:
-        if reason == "completed":
-            events.append(InputSettled(submission_id=sid, status="done", answer=answer))
-        else:
-            events.append(InputSettled(submission_id=sid, status="unanswered", reason=reason))
-    events.append(RunStopped(run_id=run_id, reason=reason, detail=detail))
-    if start_next and state.queue:
-        events.extend(start_run(state, ids, budget, list(state.queue)))
     return events
+
+
+def compensation_plan(state: State, run_id: str) -> list[str]:
+    """The calls an abandoned run undoes, in the order their compensations run: the reverse of
+    the order the calls took effect in (README, "Compensation"). A completed call took effect
+    when its result was committed; a call whose intent has no result yet (in flight, or
+    interrupted and waiting, e.g. for the operator who now rejects it) may have taken effect
+    and is the latest, so it is undone first -- undoing to a recorded pre-image is right
+    whether or not its effect landed. Calls that failed or never ran have nothing to undo."""
+    undo: list[tuple[int, int, str]] = []
+    for intent in state.intents.values():
+        if not intent.compensable or state.tasks[intent.task_id].run_id != run_id:
+            continue
+        result = state.tool_results.get(intent.call_id)
+        if result is None:
+            undo.append((1, intent.sequence, intent.call_id))
+        elif result.source in ("executed", "verified") and not result.is_error:
+            assert intent.result_sequence is not None
+            undo.append((0, intent.result_sequence, intent.call_id))
+    return [call_id for _, _, call_id in sorted(undo, reverse=True)]
+
+
+def abandon_run(state: State, ids: Ids, budget: Budget, *, detail: str) -> list[Event]:
+    """Abandon the active run (``Conversation.abandon``/``reject``): its work stops as on an
+    abort (an open intent, a call an operator rejects among them, gets an error result)
+    and, if it has calls to undo, a compensation task undoes them before the run stops
+    (``durable.tasks.compensation``); queued inputs are withdrawn. A run already being
+    abandoned is left alone: the first abandonment's plan stands."""
+    run_id = state.active_run
+    if run_id is None or state.compensating_task() is not None:
+        return withdraw_queued(state, "abandoned")
+    plan = compensation_plan(state, run_id)
+    if not plan:
+        events = settle_run(state, ids, budget, reason="abandoned", detail=detail, start_next=False)
+        return events + withdraw_queued(state, "abandoned")
+    data = {"calls": plan, "detail": detail}
+    compensate = TaskCreated(
+        task_id=ids.new("task"), kind="compensation", run_id=run_id, phase="compensate", data=data
+    )
+    return [
+        *close_tasks(state, run_id, "abandoned"),
+        compensate,
+        *withdraw_queued(state, "abandoned"),
+    ]
 
 
 def place_steering(state: State, task_id: str) -> list[Event]:

@@ -13,7 +13,7 @@ Every return of control to a run's caller settles the run (docs/architecture.md,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
@@ -24,7 +24,7 @@ from durable.journal import Fenced, Journal
 from durable.lease import heartbeat
 from durable.model import ModelDriver
 from durable.ports import Ports, real_ports
-from durable.runs import settle_run, start_run, withdraw_queued
+from durable.runs import abandon_run, settle_run, start_run, withdraw_queued
 from durable.scheduler import Scheduler
 from durable.state import Intent, State, Submission
 from durable.store.base import Store
@@ -218,27 +218,42 @@ class Conversation:
 
     async def abort(self, *, reason: str = "aborted by the caller") -> None:
         """Stop the active run and withdraw queued inputs. Settles everything (nothing of it will
-        run again); does not undo effects that already happened."""
-        scheduler = self._scheduler
-        assert scheduler is not None
-        if self.journal.fenced:
-            raise Fenced(f"{self.id}: lease lost; this process can no longer abort")
+        run again); does not undo effects that already happened (``abandon`` does)."""
         ids, budget = self.runtime.ports.ids, self.runtime.config.budget
 
         def build(state: State) -> list[Event]:
             events: list[Event] = []
-            if state.active_run is not None:
+            # A run being abandoned is left to its compensations (README, "Compensation").
+            if state.active_run is not None and state.compensating_task() is None:
                 events += settle_run(
                     state, ids, budget, reason="aborted", detail=reason, start_next=False
                 )
             return events + withdraw_queued(state, "aborted")
 
+        await self._stopping_work(build)
+
+    async def abandon(self, *, reason: str = "abandoned by the caller") -> None:
+        """Abort the active run *and undo it*: stop its work, withdraw queued inputs, and apply
+        the compensations of its completed compensable calls in reverse order, each once,
+        journaled like a call (README, "Compensation"). Returns once the abandonment is
+        durable; the compensations run in the background (and resume after a crash), and the
+        run stops (``abandoned``) when they have all settled."""
+        ids, budget = self.runtime.ports.ids, self.runtime.config.budget
+        await self._stopping_work(lambda s: abandon_run(s, ids, budget, detail=reason))
+
+    async def _stopping_work(self, build: Callable[[State], list[Event]]) -> None:
+        """Commit ``build`` with the scheduler paused and every invocation cancelled, so no task
+        of the run can commit after the decision is taken."""
+        scheduler = self._scheduler
+        assert scheduler is not None
+        if self.journal.fenced:
+            raise Fenced(f"{self.id}: lease lost; this process can no longer stop its run")
         scheduler.paused = True
         try:
             await scheduler.cancel_all()
             await self.journal.commit(build)
         finally:
-            # Memory only: whatever ended the abort (an error, the caller's cancellation), the
+            # Memory only: whatever ended the commit (an error, the caller's cancellation), the
             # scheduler must not stay paused.
             scheduler.paused = False
             scheduler.kick()
@@ -274,6 +289,21 @@ class Conversation:
             ]
 
         await self.journal.commit(build)
+
+    async def reject(self, call_id: str, *, reason: str = "rejected by an operator") -> None:
+        """An operator's rejection of a call waiting for reconciliation: the call gets an error
+        result and its run is abandoned with compensation (``abandon``), the rejected call's
+        own compensation first (``durable.runs.compensation_plan``). Raises ``ValueError`` if
+        the call is not waiting."""
+        ids, budget = self.runtime.ports.ids, self.runtime.config.budget
+
+        def build(state: State) -> list[Event]:
+            intent = state.intents.get(call_id)
+            if intent is None or not intent.reconciliation or intent.result_sequence is not None:
+                raise ValueError(f"call {call_id} is not waiting for reconciliation")
+            return abandon_run(state, ids, budget, detail=reason)
+
+        await self._stopping_work(build)
 
 
 class SubmissionHandle:

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from durable.events import (
     SCHEMA_VERSION,
     Budget,
+    CompensationIntent,
+    CompensationResult,
     EventRecord,
     InboxMode,
     InputAccepted,
@@ -106,7 +108,13 @@ class Task(_Model):
     call: ToolCall | None = None
 
 
-class Intent(_Model):
+class Intent(_Model, OmitDefaults):
+    """A tool call's intent. The compensation fields (README, "Compensation") are left out of
+    the serialised state at their defaults, so checkpoints without compensation are unchanged:
+    ``compensable`` and ``pre_image`` from the intent, ``compensation_sequence`` the sequence of
+    its ``CompensationIntent``, ``compensated_sequence`` of its ``CompensationResult`` and
+    ``compensation_failed`` whether that result is an error."""
+
     call_id: str
     task_id: str
     tool: str
@@ -118,6 +126,18 @@ class Intent(_Model):
     result_sequence: int | None = None
     interrupted: bool = False
     reconciliation: bool = False
+    compensable: bool = False
+    pre_image: dict[str, Any] | None = None
+    compensation_sequence: int | None = None
+    compensated_sequence: int | None = None
+    compensation_failed: bool = False
+    omit_if_default: ClassVar[tuple[str, ...]] = (
+        "compensable",
+        "pre_image",
+        "compensation_sequence",
+        "compensated_sequence",
+        "compensation_failed",
+    )
 
 
 class Message(_Model):
@@ -204,6 +224,17 @@ class State(_Model):
         """The queued steering inputs, in acceptance order: what the next post-tools boundary
         of the active run places."""
         return [sid for sid in self.queue if self.submissions[sid].mode == "steer"]
+
+    def compensating_task(self) -> Task | None:
+        """The live compensation task of the active run, if it is being abandoned."""
+        for task in self.tasks.values():
+            if (
+                task.kind == "compensation"
+                and task.status != "terminal"
+                and task.run_id == self.active_run
+            ):
+                return task
+        return None
 
     def unresolved_intents(self) -> list[Intent]:
         return [i for i in self.intents.values() if i.result_sequence is None]
@@ -384,6 +415,8 @@ def _tool_intent(state: State, e: ToolIntent, seq: int) -> None:
         idempotency_key=e.idempotency_key,
         epoch=e.epoch,
         sequence=seq,
+        compensable=e.compensable,
+        pre_image=None if e.pre_image is None else dict(e.pre_image),
     )
     state.runs[task.run_id].tool_calls += 1
     task.phase = "execute"
@@ -416,6 +449,39 @@ def _reconciliation_requested(state: State, e: ReconciliationRequested, seq: int
     task.phase = "reconcile"
     task.status = "waiting"
     task.waiting_on = []
+
+
+def _compensated_intent(state: State, task_id: str, call_id: str) -> Intent:
+    """The intent a compensation event of task ``task_id`` names: a compensable call of the
+    compensation task's own run that completed (README, "Compensation")."""
+    task = _live_task(state, task_id)
+    _require(task.kind == "compensation", f"compensation event of {task.kind} task {task_id}")
+    intent = state.intents.get(call_id)
+    _require(
+        intent is not None and intent.compensable, f"compensation of {call_id}: not compensable"
+    )
+    assert intent is not None
+    _require(call_id in task.data.get("calls", []), f"{call_id} is not in {task_id}'s plan")
+    return intent
+
+
+def _compensation_intent(state: State, e: CompensationIntent, seq: int) -> None:
+    intent = _compensated_intent(state, e.task_id, e.call_id)
+    _require(intent.compensation_sequence is None, f"second compensation intent of {e.call_id}")
+    _require(e.epoch == state.epoch, f"compensation fenced with {e.epoch}, lease is {state.epoch}")
+    plan: list[str] = state.tasks[e.task_id].data["calls"]
+    earlier = plan[: plan.index(e.call_id)]
+    undone = [c for c in earlier if state.intents[c].compensated_sequence is None]
+    _require(not undone, f"compensation of {e.call_id} before {undone} (reverse order)")
+    intent.compensation_sequence = seq
+
+
+def _compensation_result(state: State, e: CompensationResult, seq: int) -> None:
+    intent = _compensated_intent(state, e.task_id, e.call_id)
+    _require(intent.compensation_sequence is not None, f"compensation result of {e.call_id} first")
+    _require(intent.compensated_sequence is None, f"second compensation result of {e.call_id}")
+    intent.compensated_sequence = seq
+    intent.compensation_failed = e.is_error
 
 
 def _task_settled(state: State, e: TaskSettled, seq: int) -> None:
@@ -475,6 +541,8 @@ _APPLY: dict[type, Any] = {
     ToolResult: _tool_result,
     ToolInterrupted: _tool_interrupted,
     ReconciliationRequested: _reconciliation_requested,
+    CompensationIntent: _compensation_intent,
+    CompensationResult: _compensation_result,
     TaskSettled: _task_settled,
     RunStopped: _run_stopped,
     InputSettled: _input_settled,

@@ -15,6 +15,16 @@ policy                      on recovery                               effect pro
 ``manual``                  never again; wait for an operator         at most once
 ==========================  ========================================  ==============================
 
+A tool may also declare a *compensating action* (``Compensation``, README "Compensation"): when
+a run is abandoned (``Conversation.abandon``, or an operator rejecting an interrupted call with
+``Conversation.reject``), the runtime undoes the run's completed compensable calls in reverse
+order. ``capture`` runs before the call's intent is committed and its result (the pre-image,
+e.g. a file's content) is part of the intent, durable before the effect; ``undo`` gets it back.
+A compensation is journaled like a call (an intent before it runs, a result after) and, after a
+crash between the two, run again with the same key: the compensating operation must be
+idempotent under ``ToolContext.idempotency_key`` (``compensation_key``), so the service
+dedupes it and it takes effect exactly once.
+
 "Exactly once" assumes the effect cannot come from a zombie: a worker paused past its lease can
 still run a tool it had started. A service that honours ``ToolContext.epoch`` as a fencing token
 closes that window; without one, only ``idempotent`` (dedupe by key) keeps its promise then.
@@ -62,6 +72,20 @@ class Verification:
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 VerifierFn = Callable[[dict[str, Any], ToolContext], Awaitable[Verification]]
+#: Reads the pre-image a compensation needs, before the call's intent is committed.
+CaptureFn = Callable[[dict[str, Any], ToolContext], Awaitable[dict[str, Any]]]
+#: Undoes a call: its arguments, its recorded pre-image (``{}`` without a capture), and a context
+#: whose ``idempotency_key`` is the compensation's (the service must dedupe by it).
+UndoFn = Callable[[dict[str, Any], dict[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compensation:
+    """A tool's compensating action (module docstring): ``undo``, idempotent under its key, and
+    optionally ``capture``, the pre-image it restores."""
+
+    undo: UndoFn
+    capture: CaptureFn | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +95,7 @@ class ToolSpec:
     policy: Policy = "unsafe"
     verifier: VerifierFn | None = None
     description: str = ""
+    compensation: Compensation | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -102,6 +127,18 @@ class ToolRegistry:
 def idempotency_key(conversation_id: str, call_id: str) -> str:
     """One key per call, never per attempt: a service dedupes retries of the same call by it."""
     return f"{conversation_id}:{call_id}"
+
+
+def compensation_key(conversation_id: str, call_id: str) -> str:
+    """The key of a call's compensation: derived from the call (so every re-run after a crash
+    carries it and the service dedupes), distinct from the call's own key."""
+    return f"{idempotency_key(conversation_id, call_id)}:undo"
+
+
+def compensation_call_id(call_id: str) -> str:
+    """The id a compensation is known by outside the runtime (its ``ToolContext.call_id``, so its
+    effect is booked apart from the call's own)."""
+    return f"{call_id}.undo"
 
 
 def interrupted_message(tool: str) -> str:

@@ -8,6 +8,8 @@ tool's recovery policy (docs/architecture.md, 1.4) instead of blindly running th
 
 from __future__ import annotations
 
+from typing import Any
+
 from durable.events import (
     Event,
     ReconciliationRequested,
@@ -39,17 +41,16 @@ async def _call(env: TaskEnv, task_id: str) -> None:
     call = task.call
     spec = env.tools.get(call.tool)
     if spec is None:
-        rejected = ToolResult(
-            task_id=task_id,
-            call_id=call.call_id,
-            output=f"unknown tool {call.tool!r}",
-            is_error=True,
-            source="rejected",
-        )
-        settled = TaskSettled(task_id=task_id, outcome="failed", detail="unknown tool")
-        await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
+        await _reject(env, task_id, call.call_id, f"unknown tool {call.tool!r}", "unknown tool")
         return
     conversation_id = env.journal.state.conversation_id
+    key = idempotency_key(conversation_id, call.call_id)
+    try:
+        pre_image = await _capture(env, spec, call.call_id, dict(call.arguments), key)
+    except Exception as exc:  # the call never ran: no intent, an error result
+        output = f"pre-image capture failed: {type(exc).__name__}: {exc}"
+        await _reject(env, task_id, call.call_id, output, "capture failed")
+        return
 
     def build(state: State) -> list[Event]:
         if live_task(state, task_id) is None:
@@ -61,8 +62,10 @@ async def _call(env: TaskEnv, task_id: str) -> None:
                 tool=call.tool,
                 arguments=dict(call.arguments),
                 policy=spec.policy,
-                idempotency_key=idempotency_key(conversation_id, call.call_id),
+                idempotency_key=key,
                 epoch=env.journal.lease.epoch,
+                compensable=spec.compensation is not None,
+                pre_image=pre_image,
             )
         ]
 
@@ -70,6 +73,32 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         return
     intent = env.journal.state.intents[call.call_id]
     await execute_and_record(env, spec, intent, attempt="first")
+
+
+async def _reject(env: TaskEnv, task_id: str, call_id: str, output: str, detail: str) -> None:
+    """Settle a call that is refused before its intent: an error result, no effect."""
+    rejected = ToolResult(
+        task_id=task_id, call_id=call_id, output=output, is_error=True, source="rejected"
+    )
+    settled = TaskSettled(task_id=task_id, outcome="failed", detail=detail)
+    await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
+
+
+async def _capture(
+    env: TaskEnv, spec: ToolSpec, call_id: str, arguments: dict[str, Any], key: str
+) -> dict[str, Any] | None:
+    """The pre-image a compensable tool's undo restores, read before the intent is committed so
+    that it is durable before the effect can happen (README, "Compensation")."""
+    if spec.compensation is None or spec.compensation.capture is None:
+        return None
+    context = ToolContext(
+        conversation_id=env.journal.state.conversation_id,
+        call_id=call_id,
+        idempotency_key=key,
+        epoch=env.journal.lease.epoch,
+        attempt="first",
+    )
+    return dict(await spec.compensation.capture(arguments, context))
 
 
 async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:

@@ -48,6 +48,7 @@ from durable.store import file as file_store_mod
 from durable.store import sqlite as sqlite_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld
 from durable.store.file import FileStore, _Scan
+from durable.tasks import compensation as compensation_mod
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
@@ -906,6 +907,32 @@ def steer_lost_on_settle(mp: Patcher) -> None:
     mp.setattr(runs_mod, "start_run", start_run)
 
 
+def compensate_forward_order(mp: Patcher) -> None:
+    """I17: an abandoned run undoes its calls in the order they took effect, not the reverse: a
+    file edited twice ends at its pre-image of the second edit, not its original content."""
+    original = runs_mod.compensation_plan
+
+    def compensation_plan(state: Any, run_id: str) -> list[str]:
+        return original(state, run_id)[::-1]
+
+    mp.setattr(runs_mod, "compensation_plan", compensation_plan)
+
+
+def compensation_key_per_attempt(mp: Patcher) -> None:
+    """I17 (after a crash only): a compensation re-run after a crash carries a new key (one per
+    attempt, not per call), so the service cannot dedupe it and applies it a second time."""
+    original = compensation_mod.compensation_context
+
+    def compensation_context(env: Any, intent: Any, attempt: str) -> ToolContext:
+        context = original(env, intent, attempt)
+        if attempt == "first":
+            return context
+        key = f"{context.idempotency_key}:{attempt}"
+        return dataclasses.replace(context, idempotency_key=key)
+
+    mp.setattr(compensation_mod, "compensation_context", compensation_context)
+
+
 # -- SQLite on the simulated disk ---------------------------------------------------------------
 
 
@@ -1219,6 +1246,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "queued steering inputs dropped when the run settles before a post-tools boundary",
         steer_lost_on_settle,
         "steer_misses_the_run",
+    ),
+    Mutant(
+        "compensate-forward-order",
+        "an abandoned run's compensations applied in the original order, not the reverse",
+        compensate_forward_order,
+        "abandon_restores_files",
+    ),
+    Mutant(
+        "compensation-key-per-attempt",
+        "a compensation re-run after a crash under a new key (the service cannot dedupe it)",
+        compensation_key_per_attempt,
+        "abandon_restores_files",
     ),
     Mutant(
         "sqlite-off-as-full",

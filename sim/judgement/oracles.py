@@ -1,4 +1,4 @@
-"""The oracles I1-I16: what must hold after every schedule, with minimal witnesses.
+"""The oracles I1-I17: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable.events import (
+    CompensationIntent,
     EventRecord,
     InputAccepted,
     InputSettled,
@@ -35,6 +36,7 @@ from durable.events import (
     sha256_hex,
 )
 from durable.state import InvariantViolation, State, apply, new_state, reduce
+from durable.tools import compensation_call_id
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
 from sim.world.scenario import ACTION_STEP_BASE
@@ -42,6 +44,7 @@ from sim.world.stores import StoreKind
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
 SAFETY += ("I14", "I15", "I16")  # inbox modes
+SAFETY += ("I17",)  # compensation
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 INVARIANT_NAMES = {
@@ -62,6 +65,7 @@ INVARIANT_NAMES = {
     "I14": "steering lands at a post-tools boundary",
     "I15": "queue order preserved",
     "I16": "a rejected input wrote nothing",
+    "I17": "abandoned run restores the workspace",
 }
 
 
@@ -160,6 +164,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
             out += check_effects(result, facts)
             out += check_results(result, facts)
             out += check_durability(result, facts)
+            out += check_compensation(result)
         if not promised:
             out += check_suffix_loss(result)
         out += check_resume(result, facts)
@@ -541,6 +546,8 @@ def check_results(result: RunResult, facts: Facts) -> list[Violation]:
         for record in records:
             if isinstance(record.event, ToolIntent):
                 intent_index.setdefault(record.event.call_id, index)
+            elif isinstance(record.event, CompensationIntent):  # its effect's own call id
+                intent_index.setdefault(compensation_call_id(record.event.call_id), index)
     for effect in result.ledger:
         if not effect.applied:
             continue
@@ -832,24 +839,47 @@ def _contexts(run: RunResult, state: State) -> dict[str, tuple[str, ...]]:
 
 
 def _aborted(run: RunResult) -> set[str]:
-    """Request ids settled as aborted by a client abort the client really sent. None when the
-    log holds more abort commits than the client sent aborts (a runtime that aborts on its
-    own, or re-applies an abort after recovery, gets no excuse)."""
-    sent = sum(
-        1
-        for n, action in enumerate(run.scenario.actions)
-        if action.kind == "abort" and ACTION_STEP_BASE + n in run.client.actions_done
-    )
-    if not sent:
-        return set()
-    commits = {
+    """Request ids settled as aborted (abandoned) by a client abort (abandon) the client really
+    sent. None of a kind when the log holds more such commits than the client sent (a runtime
+    that aborts on its own, or re-applies an abort after recovery, gets no excuse)."""
+    out: set[str] = set()
+    for kind, reason in (("abort", "aborted"), ("abandon", "abandoned")):
+        sent = sum(
+            1
+            for n, action in enumerate(run.scenario.actions)
+            if action.kind == kind and ACTION_STEP_BASE + n in run.client.actions_done
+        )
+        if not sent:
+            continue
+        if len(_stop_commits(run, reason)) > sent:
+            continue
+        out |= {rid for rid, outcome in run.outcome.items() if outcome["reason"] == reason}
+    return out
+
+
+def _stop_commits(run: RunResult, reason: str) -> set[str]:
+    """The commits in which the runtime acted on an abort (``aborted``) or an abandonment
+    (``abandoned``): each settles inputs with that reason or starts a compensation -- except the
+    commit that ends a compensation, which belongs to the abandonment that started it."""
+    started = {
+        r.batch: r.event.task_id
+        for r in run.records
+        if isinstance(r.event, TaskCreated) and r.event.kind == "compensation"
+    }
+    compensations = set(started.values())
+    ending = {
         r.batch
         for r in run.records
-        if isinstance(r.event, InputSettled) and r.event.reason == "aborted"
+        if isinstance(r.event, TaskSettled) and r.event.task_id in compensations
     }
-    if len(commits) > sent:
-        return set()
-    return {rid for rid, outcome in run.outcome.items() if outcome["reason"] == "aborted"}
+    settling = {
+        r.batch
+        for r in run.records
+        if isinstance(r.event, InputSettled) and r.event.reason == reason
+    }
+    if reason == "abandoned":
+        settling |= set(started)
+    return settling - ending
 
 
 # -- I11 model calls ---------------------------------------------------------------------------
@@ -1248,3 +1278,130 @@ def check_rejections(result: RunResult) -> list[Violation]:
                         )
                     ]
     return []
+
+
+# -- I17 compensation --------------------------------------------------------------------------
+
+
+@dataclass
+class _Abandoned:
+    """What I17 reads of one run from the final log: the boundaries of the commits that
+    started and stopped it, and its compensable calls (call id -> the file path it edits)."""
+
+    started_at: int = -1
+    stopped_at: int | None = None
+    abandoned: bool = False
+    calls: dict[str, str] = field(default_factory=dict)
+
+
+def _abandoned_runs(result: RunResult) -> dict[str, _Abandoned]:
+    """The runs of the final log that stopped ``abandoned``, with their compensable calls."""
+    runs: dict[str, _Abandoned] = {}
+    run_of_task: dict[str, str] = {}
+    for index, records in durable_commits(result):
+        for record in records:
+            event = record.event
+            if isinstance(event, RunStarted):
+                runs[event.run_id] = _Abandoned(started_at=index)
+            elif isinstance(event, TaskCreated):
+                run_of_task[event.task_id] = event.run_id
+            elif isinstance(event, ToolIntent) and event.compensable:
+                run = runs.get(run_of_task.get(event.task_id, ""))
+                if run is not None:
+                    run.calls[event.call_id] = str(event.arguments.get("path", ""))
+            elif isinstance(event, RunStopped) and event.run_id in runs:
+                runs[event.run_id].stopped_at = index
+                runs[event.run_id].abandoned = event.reason == "abandoned"
+    return {run_id: run for run_id, run in runs.items() if run.abandoned}
+
+
+def _workspace_at(result: RunResult, boundary: int) -> dict[str, str]:
+    """The workspace as it was at ``boundary`` (after every workspace effect before it)."""
+    files: dict[str, str] = {}
+    for index, snapshot in result.workspace_history:
+        if index < boundary:
+            files = snapshot
+    return files
+
+
+def check_compensation(result: RunResult) -> list[Violation]:
+    """I17: once an abandoned run has stopped (its compensations settled), every compensable call
+    of it whose effect landed (the ledger) was undone exactly once, after its effect, the
+    compensations in the reverse order of the effects, each file those calls edited is what it
+    was when the run started (the services' workspace history, not the runtime's pre-image), and
+    each charge of theirs is refunded in full.
+    A compensation of a call whose effect never landed (an interrupted call) may run, once."""
+    for run_id, run in sorted(_abandoned_runs(result).items()):
+        assert run.stopped_at is not None
+        effects = [e for e in result.ledger if e.applied]
+        originals = [e for e in effects if e.call_id in run.calls]
+        undo_ids = {compensation_call_id(c): c for c in run.calls}
+        undos = [e for e in effects if e.call_id in undo_ids]
+        counts = Counter(undo_ids[e.call_id] for e in undos)
+        twice = sorted(c for c, n in counts.items() if n > 1)
+        missing = sorted({e.call_id for e in originals} - set(counts))
+        if twice or missing:
+            call = (twice or missing)[0]
+            return [
+                Violation(
+                    "I17",
+                    f"run {run_id} was abandoned; the compensation of {call} was applied "
+                    f"{counts.get(call, 0)} times",
+                    tuple(str(e) for e in originals + undos if call in e.call_id)[:4],
+                    expected="every landed compensable call undone exactly once",
+                    actual=f"{counts.get(call, 0)} applied compensation(s) of {call}",
+                )
+            ]
+        landed = [e.call_id for e in originals]
+        undone = [undo_ids[e.call_id] for e in undos if undo_ids[e.call_id] in landed]
+        if undone != landed[::-1]:
+            return [
+                Violation(
+                    "I17",
+                    f"run {run_id}: compensations applied out of reverse order",
+                    tuple(str(e) for e in undos)[:4],
+                    expected=f"undone in the order {', '.join(landed[::-1])}",
+                    actual=f"undone in the order {', '.join(undone)}",
+                )
+            ]
+        violation = _workspace_restored(result, run_id, run) or _charges_refunded(
+            result, run_id, originals
+        )
+        if violation is not None:
+            return [violation]
+    return []
+
+
+def _charges_refunded(result: RunResult, run_id: str, originals: list[Any]) -> Violation | None:
+    """I17 for the payments service: every charge of the run that landed is refunded in full."""
+    for effect in originals:
+        if (effect.service, effect.op) != ("payments", "charge"):
+            continue
+        charged, refunded = result.charges.get(effect.key), result.refunds.get(effect.key)
+        if refunded != charged:
+            return Violation(
+                "I17",
+                f"run {run_id} was abandoned and compensated, yet charge {effect.key} stands",
+                (str(effect),),
+                expected=f"refunded {charged}",
+                actual=f"refunded {refunded}",
+            )
+    return None
+
+
+def _workspace_restored(result: RunResult, run_id: str, run: _Abandoned) -> Violation | None:
+    """I17's last part: the files the run's compensable calls edited are, when it stopped, what
+    they were when it started."""
+    assert run.stopped_at is not None
+    before = _workspace_at(result, run.started_at)
+    after = _workspace_at(result, run.stopped_at)
+    for path in sorted(set(run.calls.values()) - {""}):
+        if before.get(path) != after.get(path):
+            return Violation(
+                "I17",
+                f"run {run_id} was abandoned and compensated, yet {path} was not restored",
+                (f"{path} when the run started: {before.get(path)!r}"[:200],),
+                expected=repr(before.get(path))[:200],
+                actual=repr(after.get(path))[:200],
+            )
+    return None

@@ -87,6 +87,11 @@ class RunResult:
     virtual_time_s: float = 0.0
     processes: int = 0
     files: dict[str, str] = field(default_factory=dict)
+    # The workspace after each applied workspace effect: (the effect's boundary index, the
+    # files after it), the initial files at index -1 (I17).
+    workspace_history: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    charges: dict[str, int] = field(default_factory=dict)  # the payments service at the end
+    refunds: dict[str, int] = field(default_factory=dict)  # (I17: a refund per undone charge)
     # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
     # (None: recovery went on), and what changed in the damaged files since the damage.
     damage: dict[str, str] = field(default_factory=dict)
@@ -267,6 +272,7 @@ def _new_world(
     if count_tears:
         machine.tear_counts = {}
     services = Services(files=_initial_files(world, scenario))
+    services.workspace_history.append((-1, dict(services.files)))
     world.record("files", sorted(services.files.items()))
     config = runtime_config(scenario)
     liveness = trio.CancelScope(deadline=scenario.liveness_bound_s)
@@ -327,6 +333,9 @@ def _fill_result(env: WorldEnv, result: RunResult) -> None:
         result.damage, files, inodes = machine.damaged
         result.evidence_changes = _evidence_changes(result.damage, files, inodes, env.fs)
     result.files = dict(env.services.files)
+    result.workspace_history = list(env.services.workspace_history)
+    result.refunds = dict(env.services.refunds)
+    result.charges = dict(env.services.charges)
 
 
 def _evidence_changes(
@@ -380,6 +389,8 @@ def _world_parts(env: WorldEnv) -> list[Any]:
         env.errors,
         env.liveness.deadline,
     ]
+    if services.compensated_keys:  # only with compensation: other scenarios' digests unchanged
+        parts += [services.compensated_keys, sorted(services.refunds.items())]
     return parts
 
 

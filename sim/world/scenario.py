@@ -37,6 +37,14 @@ VERIFIABLE_OPERATIONS: frozenset[Operation] = frozenset(
     {"workspace.append_line", "payments.charge"}
 )
 
+#: The operations a tool may declare compensable (``ToolDef.compensate``): those with an undo in
+#: ``sim.world.tools.OPERATIONS`` (``append_line``: restore the file's recorded pre-image;
+#: ``charge``: refund it). An abandoned run undoes its completed compensable calls (README,
+#: "Compensation").
+COMPENSABLE_OPERATIONS: frozenset[Operation] = frozenset(
+    {"workspace.append_line", "payments.charge"}
+)
+
 #: Limits on a scenario file, so that no input reaches the parser or the runtime in a shape they
 #: fail on with a traceback. The biggest bundled scenario is under 7 KiB and 7 levels deep (a
 #: corpus case, which wraps its scenario, 8); a nested tool argument deeper than about 250 levels
@@ -91,9 +99,16 @@ class ToolDef(_Model):
     policy: Policy = "unsafe"
     latency_s: float = Field(default=0.0, ge=0, le=3600)
     verifier: VerifierMode = "check"
+    compensate: bool = False
 
     @model_validator(mode="after")
     def _verifier_needs_its_policy(self) -> ToolDef:
+        if self.compensate and self.operation not in COMPENSABLE_OPERATIONS:
+            undoable = ", ".join(sorted(COMPENSABLE_OPERATIONS))
+            raise ValueError(
+                f"tool {self.name!r}: {self.operation} has no compensating action "
+                f"(compensable: {undoable})"
+            )
         if self.verifier != "check" and self.policy != "verify_then_continue":
             raise ValueError(
                 f"tool {self.name!r}: verifier {self.verifier!r} needs the verify_then_continue "
@@ -131,18 +146,20 @@ class InputDef(_Model):
 
 
 class ActionDef(_Model):
-    """A client action at a virtual time: ``abort`` the conversation's active run."""
+    """A client action at a virtual time: ``abort`` the conversation's active run, or
+    ``abandon`` it (abort and undo its compensable calls: README, "Compensation")."""
 
-    kind: Literal["abort"]
+    kind: Literal["abort", "abandon"]
     at_s: float = Field(ge=0, le=86_400)
 
 
 class OperatorDef(_Model):
     """How the operator resolves calls waiting for manual reconciliation: ``check_ledger`` looks
     at the external service (the truth) and records what really happened; ``assume_failed``
-    records an error result without looking."""
+    records an error result without looking; ``reject`` rejects the call, abandoning its run
+    with compensation (``Conversation.reject``, README "Compensation")."""
 
-    decision: Literal["check_ledger", "assume_failed"] = "check_ledger"
+    decision: Literal["check_ledger", "assume_failed", "reject"] = "check_ledger"
     delay_s: float = Field(default=5.0, ge=0, le=86_400)
 
 

@@ -8,9 +8,12 @@ it means the effect did not happen; a crash *after* it means it happened but the
 the result. Services:
 
 - ``workspace``: files; ``read`` (naturally idempotent) and ``append_line`` (not idempotent: each
-  call adds a line, so a re-run shows up as a duplicate line).
+  call adds a line, so a re-run shows up as a duplicate line); ``restore`` (a compensation: puts
+  a file back to a recorded pre-image, deduped by the compensation's key, booked under the
+  compensation's call id ``{call_id}.undo``).
 - ``payments``: ``charge`` dedupes by idempotency key and honours fencing tokens (refuses an epoch
-  lower than the highest it has seen for the conversation).
+  lower than the highest it has seen for the conversation); ``refund`` (a compensation: refunds
+  a charge in full, deduped by the compensation's key, fenced like a charge).
 - ``outbox``: ``send`` does not dedupe.
 - ``counter``: ``increment``.
 """
@@ -50,6 +53,11 @@ class Services:
     outbox: list[str] = field(default_factory=list)
     counter: int = 0
     ledger: list[Effect] = field(default_factory=list)
+    compensated_keys: list[str] = field(default_factory=list)
+    refunds: dict[str, int] = field(default_factory=dict)  # charge key -> amount refunded
+    # The workspace after each applied workspace effect, by the effect's boundary index (I17
+    # reads what the files were when a run started).
+    workspace_history: list[tuple[int, dict[str, str]]] = field(default_factory=list)
 
     def effects_of(self, call_id: str) -> list[Effect]:
         return [e for e in self.ledger if e.call_id == call_id and e.applied]
@@ -83,6 +91,8 @@ class Services:
                 note,
             )
         )
+        if applied and service == "workspace" and op != "read":
+            self.workspace_history.append((index, dict(self.files)))
         machine.world.record("effect", service, op, ctx.call_id, applied, note)
         machine.after(process, index, label)
         if isinstance(output, ToolError):
@@ -97,11 +107,26 @@ class Services:
     def put_file(self, path: str, content: str) -> None:
         self.files[path] = content
 
+    def delete_file(self, path: str) -> None:
+        self.files.pop(path, None)
+
+    def compensated(self, key: str) -> bool:
+        return key in self.compensated_keys
+
+    def put_compensated(self, key: str) -> None:
+        self.compensated_keys.append(key)
+
     def charged(self, key: str) -> int | None:
         return self.charges.get(key)
 
     def put_charge(self, key: str, amount: int) -> None:
         self.charges[key] = amount
+
+    def refunded(self, key: str) -> int | None:
+        return self.refunds.get(key)
+
+    def put_refund(self, key: str, amount: int) -> None:
+        self.refunds[key] = amount
 
     def fence_of(self, conversation_id: str) -> int:
         return self.fence_epoch.get(conversation_id, 0)

@@ -194,7 +194,10 @@ async def client_steps(host: Host, process: SimProcess, conversation: Conversati
             if number in client.actions_done:
                 continue
             await process.sleep_until(at_s)
-            await conversation.abort(reason="client abort")
+            if step.kind == "abandon":
+                await conversation.abandon(reason="client abandon")
+            else:
+                await conversation.abort(reason="client abort")
             client.actions_done.add(number)
             world.record("action", step.kind, at_s)
             continue
@@ -242,6 +245,10 @@ async def operator(host: Host, process: SimProcess, conversation: Conversation) 
         intent = pending[0]
         await process.sleep_until(process.now() + spec.delay_s)
         if intent.result_sequence is not None:
+            continue
+        if spec.decision == "reject":
+            await conversation.reject(intent.call_id, reason="operator rejected the call")
+            host.world.record("rejected_call", intent.call_id)
             continue
         applied = host.services.effects_of(intent.call_id)
         if spec.decision == "check_ledger" and applied:

@@ -24,6 +24,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS fence (conversation_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, line TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS compensated (key TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS refunds (key TEXT PRIMARY KEY, amount INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY CHECK (id = 0), n INTEGER)",
     """CREATE TABLE IF NOT EXISTS ledger (
         n INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -55,11 +57,26 @@ class _State:
             (path, content),
         )
 
+    def delete_file(self, path: str) -> None:
+        self._conn.execute("DELETE FROM files WHERE path = ?", (path,))
+
+    def compensated(self, key: str) -> bool:
+        return self._one("SELECT 1 FROM compensated WHERE key = ?", key) is not None
+
+    def put_compensated(self, key: str) -> None:
+        self._conn.execute("INSERT INTO compensated (key) VALUES (?)", (key,))
+
     def charged(self, key: str) -> int | None:
         return self._one("SELECT amount FROM charges WHERE key = ?", key)
 
     def put_charge(self, key: str, amount: int) -> None:
         self._conn.execute("INSERT INTO charges (key, amount) VALUES (?, ?)", (key, amount))
+
+    def refunded(self, key: str) -> int | None:
+        return self._one("SELECT amount FROM refunds WHERE key = ?", key)
+
+    def put_refund(self, key: str, amount: int) -> None:
+        self._conn.execute("INSERT INTO refunds (key, amount) VALUES (?, ?)", (key, amount))
 
     def fence_of(self, conversation_id: str) -> int:
         epoch = self._one("SELECT epoch FROM fence WHERE conversation_id = ?", conversation_id)

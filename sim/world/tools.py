@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from durable.tools import (
+    Compensation,
     ToolContext,
     ToolError,
     ToolRegistry,
@@ -36,9 +37,19 @@ class ServiceState(Protocol):
 
     def put_file(self, path: str, content: str) -> None: ...
 
+    def delete_file(self, path: str) -> None: ...
+
+    def compensated(self, key: str) -> bool: ...
+
+    def put_compensated(self, key: str) -> None: ...
+
     def charged(self, key: str) -> int | None: ...
 
     def put_charge(self, key: str, amount: int) -> None: ...
+
+    def refunded(self, key: str) -> int | None: ...
+
+    def put_refund(self, key: str, amount: int) -> None: ...
 
     def fence_of(self, conversation_id: str) -> int: ...
 
@@ -52,6 +63,11 @@ class ServiceState(Protocol):
 Apply = Callable[[ServiceState], Outcome]
 #: An operation's effect, prepared from the call's arguments before its boundary is crossed.
 Effect = Callable[[dict[str, Any], ToolContext], Apply]
+#: What a compensable operation records before its intent (the pre-image its undo restores).
+Capture = Callable[[ServiceState, dict[str, Any], ToolContext], dict[str, Any]]
+#: A compensating effect, from the call's arguments and recorded pre-image; ``ctx`` carries the
+#: compensation's own call id and key.
+Undo = Callable[[dict[str, Any], dict[str, Any], ToolContext], Apply]
 
 
 class ServiceLedger(Protocol):
@@ -159,22 +175,100 @@ def _charged(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) -
     return Verification(status="not_applied")
 
 
+def _file_pre_image(
+    state: ServiceState, arguments: dict[str, Any], ctx: ToolContext
+) -> dict[str, Any]:
+    """An edit's pre-image: the file's content before it (None: there was no such file)."""
+    path = str(arguments.get("path", ""))
+    return {"path": path, "content": state.file_content(path)}
+
+
+def _restore(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``workspace.restore``: put a file back to its recorded pre-image (delete it if it did not
+    exist). Dedupes by the compensation's key, so a re-run after a crash changes nothing (and
+    the ledger books one applied restore per compensation)."""
+    path = str(pre_image.get("path", arguments.get("path", "")))
+    content = pre_image.get("content")
+
+    def apply(state: ServiceState) -> Outcome:
+        if state.compensated(ctx.idempotency_key):
+            return False, "deduplicated", f"{path} already restored"
+        state.put_compensated(ctx.idempotency_key)
+        if content is None:
+            state.delete_file(path)
+        else:
+            state.put_file(path, str(content))
+        return True, "", f"restored {path}"
+
+    return apply
+
+
+def _charge_pre_image(
+    state: ServiceState, arguments: dict[str, Any], ctx: ToolContext
+) -> dict[str, Any]:
+    """A charge's pre-image: the key it is booked under (what its refund names)."""
+    return {"charge_key": ctx.idempotency_key}
+
+
+def _refund(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``payments.refund``: refunds the charge booked under the pre-image's key, in full. Like a
+    charge it dedupes by its own key (the compensation's) and refuses a stale fencing token; a
+    charge that never landed (an interrupted call) has nothing to refund."""
+    charge_key = str(pre_image.get("charge_key", ""))
+
+    def apply(state: ServiceState) -> Outcome:
+        highest = state.fence_of(ctx.conversation_id)
+        if ctx.epoch < highest:
+            return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
+        state.put_fence(ctx.conversation_id, ctx.epoch)
+        if state.compensated(ctx.idempotency_key):
+            return False, "deduplicated", f"{charge_key} already refunded"
+        state.put_compensated(ctx.idempotency_key)
+        amount = state.charged(charge_key)
+        if amount is None:
+            return False, "nothing charged", f"nothing charged under {charge_key}"
+        state.put_refund(charge_key, amount)
+        return True, "", f"refunded {amount}"
+
+    return apply
+
+
+@dataclass(frozen=True)
+class Undoing:
+    """A compensable operation's compensation: the ledger ``op`` its effect is booked under (in
+    the operation's service), what it captures before the call's intent, and the undo."""
+
+    op: str
+    capture: Capture
+    undo: Undo
+
+
 @dataclass(frozen=True)
 class Operation:
     """One tool operation: the ledger's ``service`` and ``op``, the effect (its arguments are
-    read before the boundary, the state changed inside it), and the check a
-    ``verify_then_continue`` verifier runs (None: the service cannot tell)."""
+    read before the boundary, the state changed inside it), the check a
+    ``verify_then_continue`` verifier runs (None: the service cannot tell), and its
+    compensation (None: it cannot be undone)."""
 
     service: str
     op: str
     effect: Effect
     check: Check | None = None
+    undoing: Undoing | None = None
 
 
 OPERATIONS: dict[str, Operation] = {
     "workspace.read": Operation("workspace", "read", _read),
-    "workspace.append_line": Operation("workspace", "append_line", _append_line, _appended),
-    "payments.charge": Operation("payments", "charge", _charge, _charged),
+    "workspace.append_line": Operation(
+        "workspace",
+        "append_line",
+        _append_line,
+        _appended,
+        Undoing("restore", _file_pre_image, _restore),
+    ),
+    "payments.charge": Operation(
+        "payments", "charge", _charge, _charged, Undoing("refund", _charge_pre_image, _refund)
+    ),
     "outbox.send": Operation("outbox", "send", _send),
     "counter.increment": Operation("counter", "increment", _increment),
 }
@@ -196,7 +290,31 @@ def _spec(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> ToolSp
     verifier: VerifierFn | None = None
     if tool.policy == "verify_then_continue":
         verifier = _verifier(tool.operation, services, process, mode=tool.verifier)
-    return ToolSpec(name=tool.name, fn=fn, policy=tool.policy, verifier=verifier)
+    compensation = _compensation(tool, services, process) if tool.compensate else None
+    return ToolSpec(
+        name=tool.name, fn=fn, policy=tool.policy, verifier=verifier, compensation=compensation
+    )
+
+
+def _compensation(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> Compensation:
+    """A compensable tool's compensation: the capture reads the services (no effect, so no
+    boundary; a dead process cannot read), the undo is an effect under its own boundary
+    ``tool.effect:{service}.{undo op}#{call_id}.undo``. Which operations can be undone is
+    ``sim.world.scenario.COMPENSABLE_OPERATIONS`` (scenario validation reads the same list)."""
+    operation = OPERATIONS[tool.operation]
+    undoing = operation.undoing
+    if undoing is None:
+        raise ValueError(f"{tool.operation} is compensable but has no undo in OPERATIONS")
+
+    async def capture(arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        process.check_alive("tool.capture")
+        return undoing.capture(services.view(), arguments, ctx)
+
+    async def undo(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolContext) -> str:
+        apply = undoing.undo(arguments, pre_image, ctx)
+        return services.effect(process, operation.service, undoing.op, ctx, apply)
+
+    return Compensation(undo=undo, capture=capture)
 
 
 def _verifier(

@@ -25,10 +25,12 @@ INBOX = (
     "steer_mid_tools",
     "steer_misses_the_run",
 )
+# The compensation scenarios likewise, compared on their own below.
+COMPENSATION = ("abandon_refunds_charge", "abandon_restores_files", "operator_rejects_edit")
 BOTH = ("lease_takeover", "crash_during_recovery", "weak_durability_nofsync")
 CASES = [
     (name, store)
-    for i, name in enumerate(n for n in NAMES if n not in INBOX)
+    for i, name in enumerate(n for n in NAMES if n not in INBOX + COMPENSATION)
     for store in ("file", "sqlite")
     if name in BOTH or store == ("file", "sqlite")[i % 2]
 ]
@@ -86,6 +88,22 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> Non
         (f.schedule, f.crash_labels) for f in naive.failures
     ]
     assert [f.timeline for f in fast.failures] == [f.timeline for f in naive.failures]
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.parametrize("name", COMPENSATION)
+def test_fast_and_naive_agree_on_compensation(name: str) -> None:
+    """A forked child inherits the services' record of applied compensation keys (what dedupes
+    a re-run undo) and the workspace history I17 reads: its verdicts must be the naive sweep's."""
+    scenario = load_scenario(name)
+    kinds = ("process",)
+    naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+    fast = sweep(
+        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+    )
+    assert fast.schedules == naive.schedules > 1
+    assert _verdicts(fast) == _verdicts(naive)
+    assert fast.verdicts == naive.verdicts
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")

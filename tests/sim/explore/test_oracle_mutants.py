@@ -33,6 +33,8 @@ from sim.explore.mutants import (
     checkpoint_claims_one_more,
     checkpoint_restore_drops_request_ids,
     checkpoint_without_wal_sync,
+    compensate_forward_order,
+    compensation_key_per_attempt,
     corruption_unnamed,
     damage_read_as_torn_tail,
     effect_before_intent,
@@ -435,6 +437,24 @@ CASES = [
         "none (fault-free: steer-2 stays queued after run-1 settles)",
     ),
     Case(
+        "I17",
+        "compensate-forward-order",
+        compensate_forward_order,
+        bundled("abandon_restores_files"),
+        None,
+        "none (fault-free: config.yaml, edited twice, is put back to the pre-image of its second "
+        "edit last)",
+    ),
+    Case(
+        "I17",
+        "compensation-key-per-attempt",
+        compensation_key_per_attempt,
+        bundled("abandon_restores_files"),
+        Crash("tool.effect:workspace.restore", "after", "process"),
+        "100:after:process (after tool.effect:workspace.restore#call-4.undo): the recovery's "
+        "re-run carries a new key and is applied a second time",
+    ),
+    Case(
         "I12",
         "sqlite-off-as-full",
         sqlite_off_as_full,
@@ -506,6 +526,12 @@ SWEEPS = [
     ("I13-repair-before-refusing", ("storage",), "store.commit#2"),
     ("I12-damage-as-torn-tail", ("storage",), "store.commit#3"),
 ]
+# The compensation mutants, swept with the default crash kinds (process and power) on both
+# stores: (case id, the first failing schedule's crash labels on the file store).
+COMPENSATION_SWEEPS = [
+    ("I17-compensate-forward-order", []),
+    ("I17-compensation-key-per-attempt", ["tool.effect:workspace.restore#call-4.undo"]),
+]
 # The inbox mutants fail already on the fault-free run, the sweep's first schedule.
 INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
 BY_ID = {c.id: c for c in CASES}
@@ -550,3 +576,26 @@ def test_sweep_finds_inbox_mutant(case_id: str, monkeypatch: pytest.MonkeyPatch)
     result = sweep(case.scenario(), store="file", determinism=False, stop_at_first_failure=True)
     assert result.failures, f"{case_id}: the sweep found nothing"
     assert result.failures[0].invariant == case.oracle, result.failures[0].explanation
+
+
+@pytest.mark.parametrize(
+    ("case_id", "first_labels"), COMPENSATION_SWEEPS, ids=[c for c, _ in COMPENSATION_SWEEPS]
+)
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_default_sweep_finds_compensation_mutant(
+    case_id: str, first_labels: list[str], store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """I17's mutants are killed by the default depth-1 sweep of ``abandon_restores_files``."""
+    case = BY_ID[case_id]
+    case.mutant(monkeypatch)
+    result = sweep(
+        case.scenario(),
+        store=store,  # type: ignore[arg-type]
+        determinism=False,
+        stop_at_first_failure=True,
+    )
+    assert result.failures, f"{case_id}: the sweep found nothing on {store}"
+    first = result.failures[0]
+    assert first.invariant == "I17", (first.schedule, first.invariant, first.explanation)
+    if store == "file":
+        assert first.crash_labels == first_labels, first.schedule

@@ -124,3 +124,97 @@ def test_the_point_log_replays_what_its_containers_recorded(tmp_path: Path) -> N
     assert again.set("done") == {3}
     assert len(read_entries(path)) == 4
     assert replay(read_entries(path))["acked"] == {"r1": "sub-2"}
+
+
+def _undo_run(services: Any) -> list[str]:
+    """Append to a file and to a new one, then undo both twice (the second undo of each under
+    the same compensation key, as a re-run after a crash): the service dedupes it."""
+    process = _Process()
+    operation = OPERATIONS["workspace.append_line"]
+    undoing = operation.undoing
+    assert undoing is not None
+    outputs: list[str] = []
+    pre_images = []
+    for n, path in enumerate(("a.txt", "new.txt")):
+        ctx = ToolContext(
+            conversation_id="c1", call_id=f"call-{n}", idempotency_key=f"k{n}", epoch=1, attempt=1
+        )
+        pre_images.append(undoing.capture(services.view(), {"path": path, "line": "x"}, ctx))
+        outputs.append(
+            services.effect(
+                process, "workspace", "append_line", ctx, operation.effect({"path": path}, ctx)
+            )
+        )
+    for n in (1, 1, 0, 0):
+        ctx = ToolContext(
+            conversation_id="c1",
+            call_id=f"call-{n}.undo",
+            idempotency_key=f"k{n}:undo",
+            epoch=1,
+            attempt=1,
+        )
+        apply = undoing.undo({}, pre_images[n], ctx)
+        outputs.append(services.effect(process, "workspace", undoing.op, ctx, apply))
+    return outputs
+
+
+def test_both_hosts_restore_a_pre_image_once(tmp_path: Path) -> None:
+    files = {"a.txt": "first"}
+    memory = Services(files=dict(files))
+    sqlite = SQLiteServices.create(tmp_path / "services.sqlite", files)
+    try:
+        outputs = _undo_run(memory)
+        assert outputs == _undo_run(sqlite)
+        assert memory.files == sqlite.files() == files  # new.txt deleted again
+        assert outputs[2:] == [
+            "restored new.txt",
+            "new.txt already restored",
+            "restored a.txt",
+            "a.txt already restored",
+        ]
+        notes = [(e.op, e.applied, e.note) for e in memory.ledger[2:]]
+        assert notes == [(e.op, e.applied, e.note) for e in sqlite.ledger()[2:]]
+        assert [applied for _, applied, _ in notes] == [True, False, True, False]
+    finally:
+        sqlite.close()
+
+
+def test_both_hosts_refund_a_charge_once(tmp_path: Path) -> None:
+    """A charge's compensation refunds it in full, once per compensation key; a charge that never
+    landed has nothing to refund."""
+    operation = OPERATIONS["payments.charge"]
+    undoing = operation.undoing
+    assert undoing is not None
+    memory = Services()
+    sqlite = SQLiteServices.create(tmp_path / "services.sqlite", {})
+    try:
+        outputs = []
+        for services in (memory, sqlite):
+            process = _Process()
+            ctx = ToolContext(
+                conversation_id="c1", call_id="call-1", idempotency_key="k1", epoch=1, attempt=1
+            )
+            pre = undoing.capture(services.view(), {"amount": 30}, ctx)
+            services.effect(
+                process, "payments", "charge", ctx, operation.effect({"amount": 30}, ctx)
+            )
+            ran = []
+            for charge_key, key in (("k1", "k1:undo"), ("k1", "k1:undo"), ("k9", "k9:undo")):
+                undo_ctx = ToolContext(
+                    conversation_id="c1", call_id="u", idempotency_key=key, epoch=1, attempt=1
+                )
+                apply = undoing.undo({}, {**pre, "charge_key": charge_key}, undo_ctx)
+                ran.append(services.effect(process, "payments", undoing.op, undo_ctx, apply))
+            outputs.append(ran)
+        assert (
+            outputs[0]
+            == outputs[1]
+            == [
+                "refunded 30",
+                "k1 already refunded",
+                "nothing charged under k9",
+            ]
+        )
+        assert memory.refunds == {"k1": 30} and sqlite.view().refunded("k1") == 30
+    finally:
+        sqlite.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from pydantic import ValidationError
 from testkit import REPO
 
 from sim.explore.sweep import base_schedule
@@ -250,7 +251,7 @@ def test_cli_run_refuses_with_one_line_and_exit_2(bad: Bad, tmp_path: Path) -> N
 
 def test_every_bundled_scenario_and_corpus_case_loads() -> None:
     names = bundled_names()
-    assert len(names) == 25
+    assert len(names) == 28
     for name in names:
         assert load_scenario(name).name == name
     cases = sorted(CORPUS.glob("*.json"))
@@ -373,3 +374,17 @@ def test_validation_agrees_with_what_recovery_does(operation: str, tmp_path: Pat
         path = write(tmp_path, json.dumps(doc | {"operator": None}))
         with pytest.raises(ScenarioError, match=f"operation {operation} has no verifier"):
             load_scenario_file(path)
+
+
+def test_only_an_operation_with_an_undo_may_be_compensable() -> None:
+    base = {
+        "name": "undo",
+        "description": "d",
+        "inputs": [{"content": "x", "request_id": "r"}],
+        "script": [[{"answer": "ok"}]],
+    }
+    tool = {"name": "edit", "operation": "workspace.append_line", "compensate": True}
+    assert Scenario.model_validate({**base, "tools": [tool]}).tools[0].compensate
+    send = {"name": "send", "operation": "outbox.send", "compensate": True}
+    with pytest.raises(ValidationError, match=r"outbox\.send has no compensating action"):
+        Scenario.model_validate({**base, "tools": [send]})
