@@ -31,6 +31,7 @@ from durable import runtime as runtime_mod
 from durable import scheduler as scheduler_mod
 from durable import state as state_mod
 from durable.events import (
+    CompactionApplied,
     SCHEMA_VERSION,
     InputAccepted,
     InputsSteered,
@@ -48,6 +49,7 @@ from durable.store import file as file_store_mod
 from durable.store import sqlite as sqlite_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld
 from durable.store.file import FileStore, _Scan
+from durable.tasks import compaction as compaction_task_mod
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
@@ -906,6 +908,36 @@ def steer_lost_on_settle(mp: Patcher) -> None:
     mp.setattr(runs_mod, "start_run", start_run)
 
 
+# -- compaction ----------------------------------------------------------------------------------
+
+
+def _unchecked_compaction_applied(state: Any, event: CompactionApplied, sequence: int) -> None:
+    """The reducer's compaction application without its freshness and boundary guards (a
+    runtime whose reducer trusts the writer): the summary stands in wherever the event says."""
+    compaction = state.compactions[event.compaction_id]
+    compaction.status, compaction.summary = "applied", event.summary
+    state.window = event.compaction_id
+
+
+def stale_summary_applied(mp: Patcher) -> None:
+    """I19: a compaction task resumed after a crash does not settle its intent stale: it sends
+    the summarisation request the dead process pinned again and applies the answer, without
+    checking that the intent predates the crash (so a summary the dead incarnation asked for is
+    applied by the next one). The reducer's guard is patched away too."""
+
+    async def run_compaction(env: Any, task_id: str) -> None:
+        task = live_task(env.journal.state, task_id)
+        if task is None:
+            return
+        compaction_id = str(task.data["compaction_id"])
+        summary = await compaction_task_mod._summarise(env, task_id)
+        assert not isinstance(summary, ModelError), "the fake model always summarises"
+        await env.journal.commit(lambda s: compaction_task_mod._apply(s, compaction_id, summary))
+
+    mp.setitem(scheduler_mod._HANDLERS, "compaction", run_compaction)
+    mp.setitem(state_mod._APPLY, CompactionApplied, _unchecked_compaction_applied)
+
+
 # -- SQLite on the simulated disk ---------------------------------------------------------------
 
 
@@ -1219,6 +1251,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "queued steering inputs dropped when the run settles before a post-tools boundary",
         steer_lost_on_settle,
         "steer_misses_the_run",
+    ),
+    Mutant(
+        "stale-summary-applied",
+        "a compaction whose intent predates the crash applied on recovery (not settled stale)",
+        stale_summary_applied,
+        "compaction_mid_conversation",
     ),
     Mutant(
         "sqlite-off-as-full",
