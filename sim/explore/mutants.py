@@ -31,8 +31,8 @@ from durable import runtime as runtime_mod
 from durable import scheduler as scheduler_mod
 from durable import state as state_mod
 from durable.events import (
-    CompactionApplied,
     SCHEMA_VERSION,
+    CompactionApplied,
     InputAccepted,
     InputsSteered,
     TaskCheckpoint,
