@@ -441,7 +441,7 @@ CASES = [
         stale_summary_applied,
         bundled("compaction_mid_conversation"),
         Crash("store.commit", "before", "process", nth=17),
-        "92:before:process (before store.commit#17, the first summary back, not applied): the "
+        "86:before:process (before store.commit#17, the first summary back, not applied): the "
         "recovered process applies the summary its dead predecessor asked for",
     ),
     Case(
