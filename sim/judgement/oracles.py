@@ -952,6 +952,11 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         # A crash moved a steering input to the other side of a post-tools boundary (it arrived
         # after the boundary, or the run settled first): the runs took other turns, legitimately.
         return []
+    if _compacted(result) != _compacted(reference):
+        # A crash changed what the conversation holds (an interrupted tool's result is another
+        # text), so its turns compacted other prefixes: other summarisation requests and
+        # refusals, legitimately. I19 still bounds each compaction to one request.
+        return []
     allowed = (
         len(reference.model_calls)
         + sum(1 for c in result.crashes if c.pinned_request)
@@ -973,6 +978,11 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
             actual=str(actual),
         )
     ]
+
+
+def _compacted(run: RunResult) -> list[int]:
+    """The prefixes (``through``) of the compactions applied, in order."""
+    return [r.event.through for r in run.records if isinstance(r.event, CompactionApplied)]
 
 
 def check_suffix_loss(result: RunResult) -> list[Violation]:
@@ -1296,7 +1306,7 @@ def check_compaction(result: RunResult) -> list[Violation]:
         except InvariantViolation:
             break  # I2 reports a log that does not reduce
         _see_compaction(seen, state, record)
-    return _requests_see_their_window(result, seen)
+    return _one_request_per_intent(result, seen) or _requests_see_their_window(result, seen)
 
 
 def _i19(explanation: str, record: EventRecord) -> Violation:
@@ -1355,6 +1365,29 @@ def _unfit_summary(
     if open_calls:
         return f"between tool call {open_calls[0]} and its result"
     return ""
+
+
+def _one_request_per_intent(result: RunResult, seen: _Compactions) -> list[Violation]:
+    """A compaction's summarisation request is sent once: its intent is settled stale, never
+    re-sent, by a process that did not send it."""
+    tasks = {started.task_id for _, started in seen.started.values()}
+    sent = Counter(call.task_id for call in result.model_calls if call.task_id in tasks)
+    for task_id, count in sorted(sent.items()):
+        if count > 1:
+            return [
+                Violation(
+                    "I19",
+                    f"compaction task {task_id} sent its summarisation request {count} times",
+                    tuple(
+                        f"model call at boundary {c.index} by {c.process}"
+                        for c in result.model_calls
+                        if c.task_id == task_id
+                    )[:4],
+                    expected="one request per compaction intent",
+                    actual=f"{count} requests",
+                )
+            ]
+    return []
 
 
 def _requests_see_their_window(result: RunResult, seen: _Compactions) -> list[Violation]:
