@@ -19,3 +19,7 @@ class RuntimeConfig(BaseModel):
     max_model_attempts: int = Field(default=4, ge=1)
     backoff_base_s: float = Field(default=1.0, gt=0)
     backoff_max_s: float = Field(default=60.0, gt=0)
+    #: Compact the conversation (``durable.compaction``) when the context a turn would send is
+    #: estimated above this many tokens (characters of its canonical JSON / 4). None: only when
+    #: the model refuses a request as too long.
+    context_budget_tokens: int | None = Field(default=None, ge=1)

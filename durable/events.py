@@ -35,7 +35,9 @@ StopReason = Literal[
     "completed", "model_error", "aborted", "budget_exhausted", "no_model", "abandoned"
 ]
 #: ``compensation``: the task that undoes an abandoned run's compensable calls, one at a time.
-TaskKind = Literal["generation", "tool", "compensation"]
+#: ``compaction``: a task that asks the model to summarise a prefix of the conversation
+#: (``durable.compaction``); the generation turn that needs it waits on it in ``prepare``.
+TaskKind = Literal["generation", "tool", "compensation", "compaction"]
 #: How an input that arrives while a run is active is treated (``Conversation.submit``):
 #: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
 #: running run at its next post-tools boundary; ``reject`` is refused with ``ConversationBusy``.
@@ -137,7 +139,8 @@ class OmitDefaults(BaseModel):
     def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for name in self.omit_if_default:
-            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+            default = type(self).model_fields[name].get_default(call_default_factory=True)
+            if name in data and getattr(self, name) == default:
                 del data[name]
         return data
 
@@ -203,8 +206,12 @@ class TaskWaiting(_Event):
     on: list[str]
 
 
-class ModelRequested(_Event):
-    """The pinned request: a crash before its response is committed re-sends exactly this."""
+class ModelRequested(_Event, OmitDefaults):
+    """The pinned request: a crash before its response is committed re-sends exactly this.
+
+    Its window is ``window`` (the applied compaction whose summary stands in for the messages
+    before its ``through``; "" for none, left out of the encoding) and the messages up to
+    ``cutoff``: a compaction applied later does not change what a re-send contains."""
 
     type: Literal["model_requested"] = "model_requested"
     task_id: str
@@ -212,6 +219,8 @@ class ModelRequested(_Event):
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
+    window: str = ""
+    omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
 
 
 class ModelCompleted(_Event):
@@ -319,6 +328,49 @@ class InputSettled(_Event):
     reason: str | None = None
 
 
+class CompactionStarted(_Event):
+    """The intent of a compaction (docs/architecture.md, 1.7): task ``task_id`` asks the model
+    to summarise the context of the first ``through`` messages, as seen through ``window`` (the
+    compaction applied when it started, "" for none). ``prefix_digest`` is the sha256 of that
+    context's canonical JSON; ``requested_by`` is the generation turn that waits on it; the
+    summarisation request is pinned by this event (model ``model``, attempt 1)."""
+
+    type: Literal["compaction_started"] = "compaction_started"
+    compaction_id: str
+    task_id: str
+    requested_by: str
+    run_id: str
+    model: str
+    through: int
+    window: str = ""
+    prefix_digest: str
+    tokens: int
+    reason: Literal["budget", "context_exceeded"]
+
+
+class CompactionApplied(_Event):
+    """The summary of compaction ``compaction_id`` replaces the prefix its intent named, from
+    this commit on. Applied only at a turn boundary, by the incarnation (lease epoch) that
+    started it, while the prefix is unchanged (``reduce`` refuses it otherwise)."""
+
+    type: Literal["compaction_applied"] = "compaction_applied"
+    compaction_id: str
+    through: int
+    prefix_digest: str
+    summary: str
+
+
+class CompactionSettled(_Event):
+    """A compaction that ends without being applied: ``stale`` (its intent was written by an
+    earlier incarnation, so its summary was lost with it, or the prefix changed), ``failed``
+    (the model refused the summarisation request), ``aborted`` (its run stopped first)."""
+
+    type: Literal["compaction_settled"] = "compaction_settled"
+    compaction_id: str
+    outcome: Literal["stale", "failed", "aborted"]
+    detail: str = ""
+
+
 class LeaseAcquired(_Event):
     type: Literal["lease_acquired"] = "lease_acquired"
     owner_id: str
@@ -345,7 +397,10 @@ Event = Annotated[
     | TaskSettled
     | RunStopped
     | InputSettled
-    | LeaseAcquired,
+    | LeaseAcquired
+    | CompactionStarted
+    | CompactionApplied
+    | CompactionSettled,
     Field(discriminator="type"),
 ]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from durable.events import (
     Budget,
+    CompactionSettled,
     Event,
     InputSettled,
     InputsSteered,
@@ -94,6 +95,11 @@ def close_tasks(
                     source="aborted",
                 )
             )
+    compaction = state.open_compaction()
+    if compaction is not None and compaction.run_id == run_id:
+        events.append(
+            CompactionSettled(compaction_id=compaction.id, outcome="aborted", detail=reason)
+        )
     for task in state.tasks.values():
         if task.run_id == run_id and task.status != "terminal" and task.id not in settled:
             outcome = "completed" if reason == "completed" else "aborted"

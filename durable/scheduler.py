@@ -14,11 +14,17 @@ import trio
 from durable.journal import Fenced
 from durable.state import InvariantViolation
 from durable.tasks import TaskEnv
+from durable.tasks.compaction import run_compaction
 from durable.tasks.compensation import run_compensation
 from durable.tasks.generation import run_generation
 from durable.tasks.tool import run_tool
 
-_HANDLERS = {"generation": run_generation, "tool": run_tool, "compensation": run_compensation}
+_HANDLERS = {
+    "generation": run_generation,
+    "tool": run_tool,
+    "compensation": run_compensation,
+    "compaction": run_compaction,
+}
 
 
 class Scheduler:

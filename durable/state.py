@@ -21,6 +21,9 @@ from durable.events import (
     Budget,
     CompensationIntent,
     CompensationResult,
+    CompactionApplied,
+    CompactionSettled,
+    CompactionStarted,
     EventRecord,
     InboxMode,
     InputAccepted,
@@ -149,15 +152,41 @@ class Message(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class PinnedRequest(_Model):
+class PinnedRequest(_Model, OmitDefaults):
+    """A request committed before it is sent: its window is the summary of compaction
+    ``window`` (if any) and the messages after it up to ``cutoff`` (``State.context``)."""
+
     task_id: str
     model: str
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
+    window: str = ""
+    omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
 
 
-class State(_Model):
+class Compaction(_Model):
+    """A compaction's intent and fate (``durable.compaction``): ``open`` until it is applied or
+    settled; ``epoch`` is the lease epoch of the incarnation that started it."""
+
+    id: str
+    task_id: str
+    requested_by: str
+    run_id: str
+    through: int
+    window: str = ""
+    prefix_digest: str
+    epoch: int
+    started_sequence: int
+    status: Literal["open", "applied", "stale", "failed", "aborted"] = "open"
+    summary: str | None = None
+
+
+class State(_Model, OmitDefaults):
+    """A conversation's state. ``compactions`` and ``window`` (the applied compaction the
+    context starts from) are left out of the serialised state while empty, so checkpoints of
+    conversations that never compacted are unchanged."""
+
     schema_version: int = SCHEMA_VERSION
     conversation_id: str
     last_sequence: int = 0
@@ -173,6 +202,9 @@ class State(_Model):
     tool_results: dict[str, ToolResult] = Field(default_factory=dict)
     intents: dict[str, Intent] = Field(default_factory=dict)
     pinned: dict[str, PinnedRequest] = Field(default_factory=dict)
+    compactions: dict[str, Compaction] = Field(default_factory=dict)
+    window: str = ""
+    omit_if_default: ClassVar[tuple[str, ...]] = ("compactions", "window")
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -191,11 +223,19 @@ class State(_Model):
     def _deps_done(self, task: Task) -> bool:
         return all(self.tasks[d].status == "terminal" for d in task.waiting_on)
 
-    def context(self, cutoff: int) -> list[dict[str, Any]]:
+    def context(self, cutoff: int, window: str = "") -> list[dict[str, Any]]:
         """The model context of the first ``cutoff`` messages, each tool round's results in call
-        order, so the context does not depend on the order concurrent tools finished in."""
+        order, so the context does not depend on the order concurrent tools finished in. With
+        ``window`` (an applied compaction), its summary stands in for the messages before its
+        ``through``: the context is the summary and the suffix."""
         out: list[dict[str, Any]] = []
-        for message in self.messages[:cutoff]:
+        start = 0
+        if window:
+            applied = self.compactions[window]
+            assert applied.status == "applied" and applied.summary is not None, window
+            out.append({"role": "summary", "content": applied.summary})
+            start = applied.through
+        for message in self.messages[start:cutoff]:
             if message.role == "user":
                 out.append({"role": "user", "content": message.content})
                 continue
@@ -219,6 +259,13 @@ class State(_Model):
                     }
                 )
         return out
+
+    def open_compaction(self) -> Compaction | None:
+        """The compaction started and not yet applied or settled (at most one)."""
+        for compaction in self.compactions.values():
+            if compaction.status == "open":
+                return compaction
+        return None
 
     def steering_queue(self) -> list[str]:
         """The queued steering inputs, in acceptance order: what the next post-tools boundary
@@ -377,15 +424,18 @@ def _task_waiting(state: State, e: TaskWaiting, seq: int) -> None:
 def _model_requested(state: State, e: ModelRequested, seq: int) -> None:
     task = _live_task(state, e.task_id)
     _require(e.cutoff <= len(state.messages), "model request beyond the context")
+    _require(e.window == state.window, f"request window {e.window!r}, applied {state.window!r}")
     state.pinned[e.task_id] = PinnedRequest(
         task_id=e.task_id,
         model=e.model,
         options=dict(e.options),
         cutoff=e.cutoff,
         attempt=e.attempt,
+        window=e.window,
     )
     task.phase = "request"
     task.status = "pending"
+    task.waiting_on = []
 
 
 def _model_completed(state: State, e: ModelCompleted, seq: int) -> None:
@@ -527,6 +577,89 @@ def _lease_acquired(state: State, e: LeaseAcquired, seq: int) -> None:
     state.owner_id = e.owner_id
 
 
+def _compaction_started(state: State, e: CompactionStarted, seq: int) -> None:
+    """A compaction's intent: its task was created in this commit, nothing else is compacting,
+    and the prefix extends past the current window. Pins the summarisation request."""
+    task = _live_task(state, e.task_id)
+    _require(task.kind == "compaction", f"compaction {e.compaction_id} on a {task.kind} task")
+    _require(e.run_id == state.active_run == task.run_id, "compaction outside the active run")
+    _require(e.compaction_id not in state.compactions, f"duplicate {e.compaction_id}")
+    _require(state.open_compaction() is None, "a second compaction while one is open")
+    _require(e.window == state.window, f"compaction window {e.window!r}, not {state.window!r}")
+    floor = state.compactions[e.window].through if e.window else 0
+    _require(floor < e.through <= len(state.messages), f"compaction through {e.through}")
+    state.compactions[e.compaction_id] = Compaction(
+        id=e.compaction_id,
+        task_id=e.task_id,
+        requested_by=e.requested_by,
+        run_id=e.run_id,
+        through=e.through,
+        window=e.window,
+        prefix_digest=e.prefix_digest,
+        epoch=state.epoch,
+        started_sequence=seq,
+    )
+    state.pinned[e.task_id] = PinnedRequest(
+        task_id=e.task_id,
+        model=e.model,
+        options={"task": "summarise"},
+        cutoff=e.through,
+        attempt=1,
+        window=e.window,
+    )
+
+
+def _open_compaction(state: State, compaction_id: str) -> Compaction:
+    compaction = state.compactions.get(compaction_id)
+    _require(compaction is not None, f"unknown compaction {compaction_id}")
+    assert compaction is not None
+    _require(compaction.status == "open", f"compaction {compaction_id} is {compaction.status}")
+    return compaction
+
+
+def compaction_boundary_problem(state: State, compaction: Compaction) -> str:
+    """Why ``compaction`` cannot be applied now ("" if it can): only at a turn boundary -- every
+    other live task of its run a generation turn waiting in ``prepare``, nothing pinned -- and
+    only if its prefix is what its intent named."""
+    for task in state.tasks.values():
+        if task.run_id != compaction.run_id or task.status == "terminal":
+            continue
+        if task.id == compaction.task_id:
+            continue
+        if task.kind != "generation" or task.phase != "prepare" or task.id in state.pinned:
+            return f"task {task.id} ({task.kind}/{task.phase}) is live: not a turn boundary"
+    digest = sha256_hex(canonical_json(state.context(compaction.through, compaction.window)))
+    if digest != compaction.prefix_digest:
+        return f"the prefix through message {compaction.through} changed since the intent"
+    return ""
+
+
+def _compaction_applied(state: State, e: CompactionApplied, seq: int) -> None:
+    """Fresh summaries only, at boundaries (I19): the intent was written in this epoch (no crash
+    or takeover since), names this prefix, and the prefix is unchanged."""
+    compaction = _open_compaction(state, e.compaction_id)
+    _require(
+        compaction.epoch == state.epoch,
+        f"compaction {e.compaction_id} started in epoch {compaction.epoch}, applied in "
+        f"{state.epoch}: its summary is stale",
+    )
+    _require(
+        (e.through, e.prefix_digest) == (compaction.through, compaction.prefix_digest),
+        f"compaction {e.compaction_id} applied to another prefix than its intent named",
+    )
+    problem = compaction_boundary_problem(state, compaction)
+    _require(not problem, f"compaction {e.compaction_id} applied: {problem}")
+    compaction.status = "applied"
+    compaction.summary = e.summary
+    state.window = e.compaction_id
+
+
+def _compaction_settled(state: State, e: CompactionSettled, seq: int) -> None:
+    compaction = _open_compaction(state, e.compaction_id)
+    compaction.status = e.outcome
+    state.pinned.pop(compaction.task_id, None)
+
+
 _APPLY: dict[type, Any] = {
     InputAccepted: _input_accepted,
     RunStarted: _run_started,
@@ -547,4 +680,7 @@ _APPLY: dict[type, Any] = {
     RunStopped: _run_stopped,
     InputSettled: _input_settled,
     LeaseAcquired: _lease_acquired,
+    CompactionStarted: _compaction_started,
+    CompactionApplied: _compaction_applied,
+    CompactionSettled: _compaction_settled,
 }

@@ -5,10 +5,13 @@ log; ``request`` sends exactly the pinned request, so a crash before the respons
 re-sends the same request. A response with tool calls creates one tool task per call and waits on
 them (phase ``tools``); when they settle, the next turn is a new generation task. Retryable model
 errors commit their deadline (phase ``retry``), so a crash during backoff resumes at the same one.
+``prepare`` may start a compaction instead and wait on it (``durable.compaction``); a request the
+model refused as too long returns the turn to ``prepare`` with a forced compaction.
 """
 
 from __future__ import annotations
 
+from durable.compaction import start_compaction
 from durable.events import (
     Event,
     ModelCompleted,
@@ -57,18 +60,26 @@ async def _prepare(env: TaskEnv, task_id: str) -> bool:
             return settle_run(
                 state, env.ports.ids, budget, reason="budget_exhausted", detail=detail
             )
+        forced = bool(task.data.get("compact"))
+        compaction = start_compaction(state, task, env.config, env.ports.ids, forced=forced)
+        if compaction:
+            return compaction
+        if forced:
+            detail = "the model's context was exceeded and compaction could not shrink it"
+            return settle_run(state, env.ports.ids, budget, reason="model_error", detail=detail)
         return [
             ModelRequested(
                 task_id=task_id,
                 model=env.config.model_name,
                 cutoff=len(state.messages),
                 attempt=int(task.data.get("attempt", 1)),
+                window=state.window,
             )
         ]
 
     await env.journal.commit(build)
     task = live_task(env.journal.state, task_id)
-    return task is not None and task.phase == "request"
+    return task is not None and task.phase == "request" and task.status == "pending"
 
 
 async def _request(env: TaskEnv, task_id: str) -> bool:
@@ -81,12 +92,14 @@ async def _request(env: TaskEnv, task_id: str) -> bool:
         task_id=task_id,
         model=pinned.model,
         options=pinned.options,
-        messages=state.context(pinned.cutoff),
+        messages=state.context(pinned.cutoff, pinned.window),
         attempt=pinned.attempt,
     )
     try:
         response = await env.model.complete(request)
     except ModelError as error:
+        if error.context_exceeded:
+            return await _context_exceeded(env, task_id, pinned.attempt, error)
         return await _model_failed(env, task_id, pinned.attempt, error)
     await env.journal.commit(lambda s: _on_response(env, s, task_id, response))
     task = live_task(env.journal.state, task_id)
@@ -155,6 +168,20 @@ async def _model_failed(env: TaskEnv, task_id: str, attempt: int, error: ModelEr
 
     await env.journal.commit(build)
     return False
+
+
+async def _context_exceeded(env: TaskEnv, task_id: str, attempt: int, error: ModelError) -> bool:
+    """The model refused the request as too long: back to ``prepare`` with a forced compaction
+    and the next attempt number (the new request differs from the pinned one, so it must not
+    re-use its attempt). Bounded by ``max_model_attempts`` like any retry."""
+    if attempt >= env.config.max_model_attempts:
+        return await _model_failed(env, task_id, attempt, error)
+    failed = ModelFailed(task_id=task_id, message=str(error), retryable=True)
+    prepare = TaskCheckpoint(
+        task_id=task_id, phase="prepare", data={"attempt": attempt + 1, "compact": True}
+    )
+    await env.journal.commit(lambda s: [failed, prepare] if live_task(s, task_id) else [])
+    return True
 
 
 async def _retry(env: TaskEnv, task_id: str) -> bool:

@@ -297,6 +297,19 @@ class WorldMachine(RuleBasedStateMachine):
         kind = "retryable" if retryable else "fatal"
         self._note(f"model error ({kind} x{attempts}) on the last input's first turn")
 
+    @precondition(lambda self: len(self.program["inputs"]) > 0)
+    @rule(
+        limit=st.sampled_from((20, 40, 80)),
+        how=st.sampled_from(("context_budget_tokens", "model_context_tokens")),
+    )
+    def compact(self, limit: int, how: str) -> None:
+        """Drive compaction (``durable.compaction``): shrink the runtime's context budget, or
+        give the model a window that refuses longer requests as "context exceeded". Either way
+        later turns compact the conversation first; the crash rules may land in between."""
+        self.program[how] = limit
+        kind = "budget" if how == "context_budget_tokens" else "model window"
+        self._note(f"compaction: {kind} of {limit} tokens")
+
     def _check(self, *, liveness: bool) -> None:
         scenario = program_scenario(self.program)
         reference = run_scenario(scenario.without_faults(), seed=self.seed, store=self.store)

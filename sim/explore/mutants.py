@@ -32,6 +32,7 @@ from durable import scheduler as scheduler_mod
 from durable import state as state_mod
 from durable.events import (
     SCHEMA_VERSION,
+    CompactionApplied,
     InputAccepted,
     InputsSteered,
     TaskCheckpoint,
@@ -49,6 +50,7 @@ from durable.store import sqlite as sqlite_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld
 from durable.store.file import FileStore, _Scan
 from durable.tasks import compensation as compensation_mod
+from durable.tasks import compaction as compaction_task_mod
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
@@ -933,6 +935,36 @@ def compensation_key_per_attempt(mp: Patcher) -> None:
     mp.setattr(compensation_mod, "compensation_context", compensation_context)
 
 
+# -- compaction ----------------------------------------------------------------------------------
+
+
+def _unchecked_compaction_applied(state: Any, event: CompactionApplied, sequence: int) -> None:
+    """The reducer's compaction application without its freshness and boundary guards (a
+    runtime whose reducer trusts the writer): the summary stands in wherever the event says."""
+    compaction = state.compactions[event.compaction_id]
+    compaction.status, compaction.summary = "applied", event.summary
+    state.window = event.compaction_id
+
+
+def stale_summary_applied(mp: Patcher) -> None:
+    """I19: a compaction task resumed after a crash does not settle its intent stale: it sends
+    the summarisation request the dead process pinned again and applies the answer, without
+    checking that the intent predates the crash (so a summary the dead incarnation asked for is
+    applied by the next one). The reducer's guard is patched away too."""
+
+    async def run_compaction(env: Any, task_id: str) -> None:
+        task = live_task(env.journal.state, task_id)
+        if task is None:
+            return
+        compaction_id = str(task.data["compaction_id"])
+        summary = await compaction_task_mod._summarise(env, task_id)
+        assert not isinstance(summary, ModelError), "the fake model always summarises"
+        await env.journal.commit(lambda s: compaction_task_mod._apply(s, compaction_id, summary))
+
+    mp.setitem(scheduler_mod._HANDLERS, "compaction", run_compaction)
+    mp.setitem(state_mod._APPLY, CompactionApplied, _unchecked_compaction_applied)
+
+
 # -- SQLite on the simulated disk ---------------------------------------------------------------
 
 
@@ -1258,6 +1290,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a compensation re-run after a crash under a new key (the service cannot dedupe it)",
         compensation_key_per_attempt,
         "abandon_restores_files",
+    ),
+    Mutant(
+        "stale-summary-applied",
+        "a compaction whose intent predates the crash applied on recovery (not settled stale)",
+        stale_summary_applied,
+        "compaction_mid_conversation",
     ),
     Mutant(
         "sqlite-off-as-full",

@@ -1,4 +1,4 @@
-"""The oracles I1-I17: what must hold after every schedule, with minimal witnesses.
+"""The oracles I1-I17 and I19: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -16,14 +16,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from durable.compaction import context_digest, summary_message
 from durable.events import (
     CompensationIntent,
+    CompactionApplied,
+    CompactionSettled,
+    CompactionStarted,
     EventRecord,
     InputAccepted,
     InputSettled,
     InputsSteered,
     LeaseAcquired,
     ModelCompleted,
+    ModelRequested,
     RunStarted,
     RunStopped,
     TaskCheckpoint,
@@ -45,6 +50,7 @@ from sim.world.stores import StoreKind
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
 SAFETY += ("I14", "I15", "I16")  # inbox modes
 SAFETY += ("I17",)  # compensation
+SAFETY += ("I19",)  # compaction
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 INVARIANT_NAMES = {
@@ -66,6 +72,7 @@ INVARIANT_NAMES = {
     "I15": "queue order preserved",
     "I16": "a rejected input wrote nothing",
     "I17": "abandoned run restores the workspace",
+    "I19": "compaction applies fresh summaries only, at boundaries",
 }
 
 
@@ -158,6 +165,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     out += check_fencing(result)
     out += check_stopped_runs_stay_stopped(result)
     out += check_inbox(result)
+    out += check_compaction(result)
     if facts.state is not None:
         promised = within_promise(result)
         if promised:
@@ -620,6 +628,9 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
         run_id = facts.run_of_task.get(call.task_id)
         if run_id is None:
             continue
+        # A summarisation request asks about a prefix of the conversation, which may end
+        # before the run's input (I19 judges compactions); its run's turns still contain it.
+        summarising = state.tasks[call.task_id].kind == "compaction"
         stop = facts.stop_index.get(run_id)
         if stop is not None and call.index > stop:
             out.append(
@@ -631,7 +642,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
             )
             break
         run = state.runs.get(run_id)
-        if run is None:
+        if run is None or summarising:
             continue
         missing = [
             state.submissions[s].content
@@ -971,6 +982,11 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         # A crash moved a steering input to the other side of a post-tools boundary (it arrived
         # after the boundary, or the run settled first): the runs took other turns, legitimately.
         return []
+    if _compacted(result) != _compacted(reference):
+        # A crash changed what the conversation holds (an interrupted tool's result is another
+        # text), so its turns compacted other prefixes: other summarisation requests and
+        # refusals, legitimately. I19 still bounds each compaction to one request.
+        return []
     allowed = (
         len(reference.model_calls)
         + sum(1 for c in result.crashes if c.pinned_request)
@@ -992,6 +1008,11 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
             actual=str(actual),
         )
     ]
+
+
+def _compacted(run: RunResult) -> list[int]:
+    """The prefixes (``through``) of the compactions applied, in order."""
+    return [r.event.through for r in run.records if isinstance(r.event, CompactionApplied)]
 
 
 def check_suffix_loss(result: RunResult) -> list[Violation]:
@@ -1405,3 +1426,142 @@ def _workspace_restored(result: RunResult, run_id: str, run: _Abandoned) -> Viol
                 actual=repr(after.get(path))[:200],
             )
     return None
+
+
+# -- I19 compaction -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Compactions:
+    """What I19 tracks while walking the log: each intent (its record's epoch and event), the
+    compactions applied or settled, and the summary message each pinned request must start
+    with ("" for a request with no summary)."""
+
+    started: dict[str, tuple[int, CompactionStarted]] = field(default_factory=dict)
+    ended: dict[str, str] = field(default_factory=dict)  # compaction id -> applied/outcome
+    summaries: dict[str, str] = field(default_factory=dict)  # applied id -> its head digest
+    heads: dict[tuple[str, int], str] = field(default_factory=dict)  # (task, attempt) -> head
+
+
+def check_compaction(result: RunResult) -> list[Violation]:
+    """I19: compaction applies fresh summaries only, at boundaries. Every applied summary covers
+    exactly the prefix its intent named, unchanged since the intent, and was applied by the
+    incarnation that wrote the intent (a crash or takeover in between makes it stale); only at
+    a turn boundary (every other live task of its run a turn waiting in ``prepare``, nothing
+    pinned, no call unanswered); a settled one is never applied; and every later request starts
+    with the summary of the compaction applied when it was pinned, followed by the suffix."""
+    seen = _Compactions()
+    state = new_state(result.scenario.conversation_id)
+    for record in result.records:
+        event = record.event
+        if isinstance(event, CompactionApplied):
+            why = _unfit_summary(seen, state, record, event)
+            if why:
+                return [_i19(f"compaction {event.compaction_id} applied {why}", record)]
+        try:
+            apply(state, record)
+        except InvariantViolation:
+            break  # I2 reports a log that does not reduce
+        _see_compaction(seen, state, record)
+    return _one_request_per_intent(result, seen) or _requests_see_their_window(result, seen)
+
+
+def _i19(explanation: str, record: EventRecord) -> Violation:
+    return Violation(
+        "I19",
+        explanation,
+        (_row(record),),
+        expected="a fresh summary of its intent's prefix, applied at a turn boundary",
+        actual=explanation,
+    )
+
+
+def _see_compaction(seen: _Compactions, state: State, record: EventRecord) -> None:
+    event = record.event
+    if isinstance(event, CompactionStarted):
+        seen.started[event.compaction_id] = (record.epoch, event)
+        seen.heads[(event.task_id, 1)] = _head(seen, event.window)
+    elif isinstance(event, CompactionApplied):
+        seen.ended[event.compaction_id] = "applied"
+        head = summary_message(event.summary)
+        seen.summaries[event.compaction_id] = sha256_hex(canonical_json(head))
+    elif isinstance(event, CompactionSettled):
+        seen.ended.setdefault(event.compaction_id, event.outcome)
+    elif isinstance(event, ModelRequested):
+        seen.heads[(event.task_id, event.attempt)] = _head(seen, event.window)
+
+
+def _head(seen: _Compactions, window: str) -> str:
+    return seen.summaries.get(window, "?") if window else ""
+
+
+def _unfit_summary(
+    seen: _Compactions, state: State, record: EventRecord, event: CompactionApplied
+) -> str:
+    """Why this application breaks I19 ("" if it does not), judged on the state before it."""
+    intent = seen.started.get(event.compaction_id)
+    if intent is None:
+        return "without an intent"
+    epoch, started = intent
+    if event.compaction_id in seen.ended:
+        return f"after it was already {seen.ended[event.compaction_id]}"
+    if record.epoch != epoch:
+        return f"in epoch {record.epoch}, its intent in epoch {epoch}: the summary is stale"
+    if (event.through, event.prefix_digest) != (started.through, started.prefix_digest):
+        return f"to messages ..{event.through}, its intent named ..{started.through}"
+    if context_digest(state.context(started.through, started.window)) != started.prefix_digest:
+        return f"after the prefix ..{started.through} changed since its intent"
+    for task in state.tasks.values():
+        if task.run_id != started.run_id or task.status == "terminal":
+            continue
+        if task.id == started.task_id:
+            continue
+        if task.kind != "generation" or task.phase != "prepare" or task.id in state.pinned:
+            return f"while {task.id} ({task.kind}/{task.phase}) is live: not at a turn boundary"
+    open_calls = [i.call_id for i in state.unresolved_intents()]
+    if open_calls:
+        return f"between tool call {open_calls[0]} and its result"
+    return ""
+
+
+def _one_request_per_intent(result: RunResult, seen: _Compactions) -> list[Violation]:
+    """A compaction's summarisation request is sent once: its intent is settled stale, never
+    re-sent, by a process that did not send it."""
+    tasks = {started.task_id for _, started in seen.started.values()}
+    sent = Counter(call.task_id for call in result.model_calls if call.task_id in tasks)
+    for task_id, count in sorted(sent.items()):
+        if count > 1:
+            return [
+                Violation(
+                    "I19",
+                    f"compaction task {task_id} sent its summarisation request {count} times",
+                    tuple(
+                        f"model call at boundary {c.index} by {c.process}"
+                        for c in result.model_calls
+                        if c.task_id == task_id
+                    )[:4],
+                    expected="one request per compaction intent",
+                    actual=f"{count} requests",
+                )
+            ]
+    return []
+
+
+def _requests_see_their_window(result: RunResult, seen: _Compactions) -> list[Violation]:
+    """Every model request starts with the summary its pin captured (none: no summary)."""
+    for call in result.model_calls:
+        expected = seen.heads.get((call.task_id, call.attempt))
+        if expected is None or not call.request_digest:
+            continue  # a request the log never pinned (I11 judges it), or an unrecorded host
+        if call.head_digest != expected:
+            return [
+                Violation(
+                    "I19",
+                    f"request {call.task_id} attempt {call.attempt} does not start with the "
+                    "summary its pinned window names",
+                    (f"model call at boundary {call.index} by {call.process}",),
+                    expected=f"head {expected[:16] or '(no summary)'}",
+                    actual=f"head {call.head_digest[:16] or '(no summary)'}",
+                )
+            ]
+    return []

@@ -4,14 +4,25 @@ For a request whose context holds k user messages and, after the last of them, t
 the answer is turn t of ``script[k-1]``: so a request re-sent after a crash gets the same answer,
 and a new input after a settled run starts at the top of its own script. Every call is a boundary
 ``model.call#n`` and is logged (the oracles count calls and check what each request contained).
+
+Compaction (``durable.compaction``): a request with ``options["task"] == "summarise"`` is answered
+with a deterministic summary of its messages -- ``SUMMARY_PREFIX`` and the canonical JSON of what
+the script needs of them: every user message, and the assistant turns and tool outputs since the
+last one (``_View``). A summary message (role ``summary``) at the head of a later request is read
+back into the same view, so the model answers a compacted conversation exactly as the whole one:
+the outcome does not depend on where (or whether) a compaction happened. With
+``Scenario.model_context_tokens`` the model refuses a request estimated above it as "context
+exceeded".
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
+from durable.compaction import estimate_tokens
 from durable.events import canonical_json, sha256_hex
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from sim.world.process import SimProcess
@@ -32,6 +43,8 @@ class ModelCall:
     # sha256 of the whole request (model, options, messages, attempt): a re-send after a crash
     # must be the pinned request, byte for byte ("" where the host does not record it).
     request_digest: str = ""
+    # sha256 of the request's first message when it is a summary (a compacted window), else "".
+    head_digest: str = ""
 
 
 class FakeModel:
@@ -53,7 +66,9 @@ class FakeModel:
             response: ModelResponse | ModelError = script_answer(self._scenario, request)
         except ModelError as error:
             response = error
-        users = tuple(m["content"] for m in request.messages if m["role"] == "user")
+        users = tuple(_View.of(request.messages).users)
+        head = request.messages[0] if request.messages else {}
+        head_digest = sha256_hex(canonical_json(head)) if head.get("role") == "summary" else ""
         outcome = "error" if isinstance(response, ModelError) else "ok"
         self._log.append(
             ModelCall(
@@ -65,6 +80,7 @@ class FakeModel:
                 self._p.now(),
                 outcome,
                 sha256_hex(canonical_json(request.model_dump(mode="json"))),
+                head_digest,
             )
         )
         machine.world.record("model", request.task_id, request.attempt, len(users), outcome)
@@ -75,13 +91,57 @@ class FakeModel:
         return response
 
 
+SUMMARY_PREFIX = "Summary of the conversation so far: "
+
+
+@dataclass
+class _View:
+    """What the script reads of a conversation: its user messages in order, and the assistant
+    turns and tool outputs (``!`` marks an error) since the last user message."""
+
+    users: list[str] = field(default_factory=list)
+    turns: int = 0
+    outputs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, messages: list[dict[str, Any]]) -> _View:
+        view = cls()
+        for m in messages:
+            role = m["role"]
+            if role == "summary":
+                data = json.loads(m["content"][len(SUMMARY_PREFIX) :])
+                view = cls(list(data["users"]), int(data["turns"]), list(data["outputs"]))
+            elif role == "user":
+                view.users.append(m["content"])
+                view.turns, view.outputs = 0, []
+            elif role == "assistant":
+                view.turns += 1
+            elif role == "tool":
+                view.outputs.append(f"{m['content']}{'!' if m['is_error'] else ''}")
+        return view
+
+    def summary(self) -> str:
+        data = {"users": self.users, "turns": self.turns, "outputs": self.outputs}
+        return SUMMARY_PREFIX + canonical_json(data)
+
+
 def script_answer(scenario: Scenario, request: ModelRequest) -> ModelResponse:
     messages: list[dict[str, Any]] = request.messages
-    user_positions = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    assert user_positions, "a request without a user message"
-    k = min(len(user_positions), len(scenario.script))
-    since = messages[user_positions[-1] + 1 :]
-    turn_index = sum(1 for m in since if m["role"] == "assistant")
+    limit = scenario.model_context_tokens
+    tokens = estimate_tokens(messages) if limit is not None else 0
+    if limit is not None and tokens > limit:
+        raise ModelError(
+            f"context exceeded: {tokens} tokens over the model's {limit}",
+            retryable=False,
+            context_exceeded=True,
+        )
+    view = _View.of(messages)
+    if request.options.get("task") == "summarise":
+        text = view.summary()
+        return ModelResponse(text=text, tokens=len(text) // 4)
+    assert view.users, "a request without a user message"
+    k = min(len(view.users), len(scenario.script))
+    turn_index = view.turns
     turns = scenario.script[k - 1]
     if turn_index >= len(turns):
         return ModelResponse(text="(script exhausted)", tokens=8)
@@ -96,9 +156,7 @@ def script_answer(scenario: Scenario, request: ModelRequest) -> ModelResponse:
     if turn.calls:
         calls = [ProposedCall(tool=c.tool, arguments=dict(c.arguments)) for c in turn.calls]
         return ModelResponse(text="", tool_calls=calls, tokens=16 * len(calls))
-    outputs = [
-        f"{m['content']}{'!' if m['is_error'] else ''}" for m in since if m["role"] == "tool"
-    ]
+    outputs = view.outputs
     digest = hashlib.sha256("\n".join(outputs).encode("utf-8")).hexdigest()[:12]
     text = f"{turn.answer} [tools={len(outputs)} digest={digest}]"
     return ModelResponse(text=text, tokens=len(text) // 4 + 8)

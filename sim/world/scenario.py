@@ -217,6 +217,12 @@ class Scenario(_Model):
     lease_ttl_s: float = Field(default=30.0, gt=0, le=3600)
     heartbeat_s: float = Field(default=10.0, gt=0, le=3600)
     max_model_attempts: int = Field(default=4, ge=1, le=32)
+    #: The runtime's compaction budget (``RuntimeConfig.context_budget_tokens``): a turn whose
+    #: context is estimated above it (characters of its canonical JSON / 4) compacts first.
+    context_budget_tokens: int | None = Field(default=None, ge=1, le=10**7)
+    #: The fake model's context window, in the same estimate: a request above it fails with
+    #: "context exceeded" (the runtime then compacts and tries again).
+    model_context_tokens: int | None = Field(default=None, ge=1, le=10**7)
     fsync: bool = True
     liveness_bound_s: float = Field(default=7200.0, gt=0, le=10**7)
     files: dict[str, str] = Field(default_factory=dict)

@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
             "virtual clock, kills the process at every commit, file, tool, model and lease "
-            "boundary (process kill and power loss), restarts it, and checks sixteen invariants."
+            "boundary (process kill and power loss), restarts it, and checks seventeen invariants."
         ),
         epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
     )

@@ -92,3 +92,31 @@ def test_corpus_case_passes(path: Path) -> None:
         assert scheduled == case["labels"], "re-derive the schedule"
     outcome = judge(result, reference, determinism=True)
     assert outcome.verdict == "pass", [v.explanation for v in outcome.violations]
+
+
+def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's ``compact`` rule is drawn, and the programs it writes really compact (a
+    compaction starts in a judged run), with every oracle holding."""
+    from sim.explore import fuzz as fuzz_mod
+
+    notes: list[str] = []
+    started: list[str] = []
+    original_note = fuzz_mod.WorldMachine._note
+    original_run = fuzz_mod.run_scenario
+
+    def note(self: fuzz_mod.WorldMachine, text: str) -> None:
+        notes.append(text)
+        original_note(self, text)
+
+    def run(*args: object, **kwargs: object) -> object:
+        result = original_run(*args, **kwargs)  # type: ignore[arg-type]
+        started.extend(
+            r.event.compaction_id for r in result.records if r.event.type == "compaction_started"
+        )
+        return result
+
+    monkeypatch.setattr(fuzz_mod.WorldMachine, "_note", note)
+    monkeypatch.setattr(fuzz_mod, "run_scenario", run)
+    assert fuzz_machine(examples=12, fuzz_seed=2) is None
+    assert any(n.startswith("compaction:") for n in notes), notes[:20]
+    assert started, "no program the machine wrote ever compacted"

@@ -55,6 +55,7 @@ from sim.explore.mutants import (
     scheduler_skips_execute,
     sqlite_off_as_full,
     stale_context_window,
+    stale_summary_applied,
     steer_anywhere,
     steer_lost_on_settle,
     steer_queue_in_memory,
@@ -455,6 +456,15 @@ CASES = [
         "re-run carries a new key and is applied a second time",
     ),
     Case(
+        "I19",
+        "stale-summary-applied",
+        stale_summary_applied,
+        bundled("compaction_mid_conversation"),
+        Crash("store.commit", "before", "process", nth=17),
+        "86:before:process (before store.commit#17, the first summary back, not applied): the "
+        "recovered process applies the summary its dead predecessor asked for",
+    ),
+    Case(
         "I12",
         "sqlite-off-as-full",
         sqlite_off_as_full,
@@ -534,6 +544,8 @@ COMPENSATION_SWEEPS = [
 ]
 # The inbox mutants fail already on the fault-free run, the sweep's first schedule.
 INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
+# The compaction mutant needs a crash between a compaction's intent and its application.
+COMPACTION_SWEEPS = [("I19-stale-summary-applied", "store.commit#16")]
 BY_ID = {c.id: c for c in CASES}
 
 
@@ -599,3 +611,22 @@ def test_default_sweep_finds_compensation_mutant(
     assert first.invariant == "I17", (first.schedule, first.invariant, first.explanation)
     if store == "file":
         assert first.crash_labels == first_labels, first.schedule
+
+
+@pytest.mark.parametrize(("case_id", "first_label"), COMPACTION_SWEEPS)
+def test_sweep_finds_compaction_mutant(
+    case_id: str, first_label: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = BY_ID[case_id]
+    case.mutant(monkeypatch)
+    result = sweep(
+        case.scenario(),
+        store="file",
+        crash_kinds=("process",),
+        determinism=False,
+        stop_at_first_failure=True,
+    )
+    assert result.failures, f"{case_id}: the sweep found nothing"
+    first = result.failures[0]
+    assert first.invariant == case.oracle, (first.schedule, first.explanation)
+    assert first.crash_labels == [first_label], first.schedule
