@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from durable.events import (
     SCHEMA_VERSION,
     Budget,
-    CompensationIntent,
-    CompensationResult,
     CompactionApplied,
     CompactionSettled,
     CompactionStarted,
+    CompensationIntent,
+    CompensationResult,
     EventRecord,
     InboxMode,
     InputAccepted,

@@ -49,8 +49,8 @@ from durable.store import file as file_store_mod
 from durable.store import sqlite as sqlite_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease, LeaseHeld
 from durable.store.file import FileStore, _Scan
-from durable.tasks import compensation as compensation_mod
 from durable.tasks import compaction as compaction_task_mod
+from durable.tasks import compensation as compensation_mod
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from durable.tasks import tool as tool_mod

@@ -18,10 +18,10 @@ from typing import Any
 
 from durable.compaction import context_digest, summary_message
 from durable.events import (
-    CompensationIntent,
     CompactionApplied,
     CompactionSettled,
     CompactionStarted,
+    CompensationIntent,
     EventRecord,
     InputAccepted,
     InputSettled,
