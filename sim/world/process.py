@@ -180,7 +180,8 @@ class Machine:
         process = SimProcess(self, len(self.processes) + 1)
         self.processes.append(process)
         self.world.record("spawn", process.id)
-        seed_process_scheduler(self.world.seed, process.number)
+        if self.crashes:  # a restart: see ``seed_process_scheduler``
+            seed_process_scheduler(self.world.seed, process.number)
         return process
 
     def now(self) -> float:

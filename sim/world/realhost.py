@@ -240,7 +240,8 @@ class RealMachine(Machine):
         process = SimProcess(self, number)
         self.processes.append(process)
         self.spawned.append(process.id)
-        seed_process_scheduler(self.world.seed, number)  # after seed_trio_scheduler (realchild)
+        if self.crashes:  # a restart (after seed_trio_scheduler: realchild); as Machine.spawn
+            seed_process_scheduler(self.world.seed, number)
         return process
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:

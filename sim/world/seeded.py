@@ -39,8 +39,9 @@ def seed_trio_scheduler(seed: int) -> None:
 
 
 def seed_process_scheduler(seed: int, number: int) -> None:
-    """Reseed trio's run-queue order as process ``number`` of a world starts (the first keeps
-    ``seed_trio_scheduler``'s stream).
+    """Reseed trio's run-queue order as process ``number`` of a world starts *after a crash*
+    (both machines call it only then: a fault-free run, standby workers included, keeps
+    ``seed_trio_scheduler``'s one stream, and its fingerprint).
 
     A restarted process's scheduling then depends on the seed and its position in the world,
     not on how much randomness the processes before it consumed (which differs with every crash
