@@ -19,3 +19,6 @@ class RuntimeConfig(BaseModel):
     max_model_attempts: int = Field(default=4, ge=1)
     backoff_base_s: float = Field(default=1.0, gt=0)
     backoff_max_s: float = Field(default=60.0, gt=0)
+    #: Criteria a run must have validated (a passing validation at the current mutation
+    #: revision) before it may stop as ``completed`` (docs/architecture.md, 1.7).
+    required_criteria: tuple[str, ...] = ()

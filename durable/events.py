@@ -29,7 +29,11 @@ from pydantic import (
 SCHEMA_VERSION = 1
 
 Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
-StopReason = Literal["completed", "model_error", "aborted", "budget_exhausted", "no_model"]
+#: ``unvalidated``: the model answered, but a required criterion has no passing validation at
+#: the conversation's current mutation revision (docs/architecture.md, 1.7).
+StopReason = Literal[
+    "completed", "model_error", "aborted", "budget_exhausted", "no_model", "unvalidated"
+]
 TaskKind = Literal["generation", "tool"]
 #: How an input that arrives while a run is active is treated (``Conversation.submit``):
 #: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
@@ -132,7 +136,8 @@ class OmitDefaults(BaseModel):
     def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for name in self.omit_if_default:
-            if name in data and getattr(self, name) == type(self).model_fields[name].default:
+            default = type(self).model_fields[name].get_default(call_default_factory=True)
+            if name in data and getattr(self, name) == default:
                 del data[name]
         return data
 
@@ -198,8 +203,12 @@ class TaskWaiting(_Event):
     on: list[str]
 
 
-class ModelRequested(_Event):
-    """The pinned request: a crash before its response is committed re-sends exactly this."""
+class ModelRequested(_Event, OmitDefaults):
+    """The pinned request: a crash before its response is committed re-sends exactly this.
+
+    ``cursor`` is the provider cursor the request continues from (a previous response's id),
+    pinned only when the model declared it resumable, so a re-send after a crash carries the
+    same cursor or none (docs/architecture.md, 1.7). Absent from the encoding when None."""
 
     type: Literal["model_requested"] = "model_requested"
     task_id: str
@@ -207,14 +216,31 @@ class ModelRequested(_Event):
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
+    cursor: str | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor",)
 
 
-class ModelCompleted(_Event):
+class ModelCompleted(_Event, OmitDefaults):
+    """A model response. ``cursor`` and ``resumable`` are the provider cursor the response
+    returned and whether the provider said a later request (in another process) may continue
+    from it; both absent from the encoding when unset."""
+
     type: Literal["model_completed"] = "model_completed"
     task_id: str
     text: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tokens: int = 0
+    cursor: str | None = None
+    resumable: bool = False
+    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor", "resumable")
+
+
+class PlanUpdated(_Event):
+    """The model replaced the agent's plan (written in the commit of its response)."""
+
+    type: Literal["plan_updated"] = "plan_updated"
+    task_id: str
+    steps: list[str]
 
 
 class ModelFailed(_Event):
@@ -224,8 +250,21 @@ class ModelFailed(_Event):
     retryable: bool
 
 
-class ToolIntent(_Event):
-    """Committed *before* the tool runs: the durable promise that the effect may happen."""
+class PlannedEdit(BaseModel):
+    """A file edit as planned before it runs: the file's content hash now and after the edit.
+    Recorded in the intent, so a recovery can tell from the file's current hash whether an
+    interrupted edit landed (``durable.tools.content_hash``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    before_hash: str
+    after_hash: str
+
+
+class ToolIntent(_Event, OmitDefaults):
+    """Committed *before* the tool runs: the durable promise that the effect may happen.
+    ``edit`` (a file-edit tool's planned hashes) and ``validates`` (the criterion a validation
+    tool checks) are absent from the encoding when unset."""
 
     type: Literal["tool_intent"] = "tool_intent"
     task_id: str
@@ -235,6 +274,9 @@ class ToolIntent(_Event):
     policy: Policy
     idempotency_key: str
     epoch: int
+    edit: PlannedEdit | None = None
+    validates: str | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = ("edit", "validates")
 
 
 class ToolResult(_Event):
@@ -244,6 +286,33 @@ class ToolResult(_Event):
     output: str
     is_error: bool
     source: Literal["executed", "verified", "interrupted", "operator", "aborted", "rejected"]
+
+
+class FileChanged(_Event):
+    """A file-edit call's effect is known: ``revision`` is the conversation's new mutation
+    revision (one more than the last). ``after_hash`` None: the edit may or may not have
+    landed (an operator resolved it, or the run stopped with it in flight), so the content is
+    unknown and any earlier validation is stale."""
+
+    type: Literal["file_changed"] = "file_changed"
+    task_id: str
+    call_id: str
+    path: str
+    before_hash: str
+    after_hash: str | None
+    revision: int
+
+
+class ValidationRecorded(_Event):
+    """A validation tool's verdict on ``criterion``, at the mutation revision its call saw
+    (the revision when its intent was committed)."""
+
+    type: Literal["validation_recorded"] = "validation_recorded"
+    task_id: str
+    call_id: str
+    criterion: str
+    passed: bool
+    revision: int
 
 
 class ToolInterrupted(_Event):
@@ -301,8 +370,11 @@ Event = Annotated[
     | ModelRequested
     | ModelCompleted
     | ModelFailed
+    | PlanUpdated
     | ToolIntent
     | ToolResult
+    | FileChanged
+    | ValidationRecorded
     | ToolInterrupted
     | ReconciliationRequested
     | TaskSettled

@@ -15,6 +15,7 @@ is never reordered before an earlier follow-up: both are the caller's words, in 
 
 from __future__ import annotations
 
+from durable.agent import outcome_events
 from durable.events import (
     Budget,
     Event,
@@ -63,6 +64,7 @@ def settle_run(
     run = state.runs[run_id]
     assert (reason == "completed") == (answer is not None), "only a completed run has an answer"
     events: list[Event] = []
+    bumps = 0  # revisions taken by in-flight edits (their effect is unknown)
     for intent in state.unresolved_intents():
         task = state.tasks[intent.task_id]
         if task.run_id == run_id:
@@ -75,6 +77,9 @@ def settle_run(
                     source="aborted",
                 )
             )
+            unknown = outcome_events(state, intent, ok=False, known=False, offset=bumps)
+            bumps += len(unknown)
+            events += unknown
     for task in state.tasks.values():
         if task.run_id == run_id and task.status != "terminal":
             outcome = "completed" if reason == "completed" else "aborted"

@@ -20,6 +20,7 @@ from durable.events import (
     SCHEMA_VERSION,
     Budget,
     EventRecord,
+    FileChanged,
     InboxMode,
     InputAccepted,
     InputSettled,
@@ -29,6 +30,8 @@ from durable.events import (
     ModelFailed,
     ModelRequested,
     OmitDefaults,
+    PlannedEdit,
+    PlanUpdated,
     Policy,
     ReconciliationRequested,
     RunStarted,
@@ -43,6 +46,7 @@ from durable.events import (
     ToolIntent,
     ToolInterrupted,
     ToolResult,
+    ValidationRecorded,
     canonical_json,
     sha256_hex,
 )
@@ -106,7 +110,12 @@ class Task(_Model):
     call: ToolCall | None = None
 
 
-class Intent(_Model):
+class Intent(_Model, OmitDefaults):
+    """A committed tool intent. ``edit`` and ``validates`` come from the intent event;
+    ``revision`` is the mutation revision when a validation's intent was committed (what the
+    validation can have seen at the earliest). All three absent from the serialised state
+    while unset, so checkpoints without agent state are unchanged."""
+
     call_id: str
     task_id: str
     tool: str
@@ -118,6 +127,10 @@ class Intent(_Model):
     result_sequence: int | None = None
     interrupted: bool = False
     reconciliation: bool = False
+    edit: PlannedEdit | None = None
+    validates: str | None = None
+    revision: int | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = ("edit", "validates", "revision")
 
 
 class Message(_Model):
@@ -129,15 +142,70 @@ class Message(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class PinnedRequest(_Model):
+class PinnedRequest(_Model, OmitDefaults):
     task_id: str
     model: str
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
+    cursor: str | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor",)
 
 
-class State(_Model):
+class PlanRevision(_Model):
+    """One version of the agent's plan: its number (from 1), steps and the log position."""
+
+    revision: int
+    steps: list[str]
+    sequence: int
+
+
+class ChangedFile(_Model):
+    """A file edit whose effect is known, at mutation revision ``revision`` (``after_hash``
+    None: unknown content, see ``durable.events.FileChanged``)."""
+
+    path: str
+    call_id: str
+    before_hash: str
+    after_hash: str | None
+    revision: int
+    sequence: int
+
+
+class Validation(_Model):
+    criterion: str
+    call_id: str
+    passed: bool
+    revision: int
+    sequence: int
+
+
+class ProviderCursor(_Model):
+    """The latest provider cursor a model response returned, and whether it is resumable."""
+
+    cursor: str
+    resumable: bool
+    task_id: str
+    sequence: int
+
+
+_AGENT_FIELDS = (
+    "plan",
+    "plan_history",
+    "mutation_revision",
+    "changed_files",
+    "file_changes",
+    "validations",
+    "cursor",
+)
+
+
+class State(_Model, OmitDefaults):
+    """A conversation's state. The agent fields (``_AGENT_FIELDS``: plan, changed files,
+    mutation revision, validations, provider cursor; docs/architecture.md, 1.7) are absent from
+    the serialised state while unset, so conversations that never use them keep their
+    checkpoints and digests."""
+
     schema_version: int = SCHEMA_VERSION
     conversation_id: str
     last_sequence: int = 0
@@ -153,6 +221,14 @@ class State(_Model):
     tool_results: dict[str, ToolResult] = Field(default_factory=dict)
     intents: dict[str, Intent] = Field(default_factory=dict)
     pinned: dict[str, PinnedRequest] = Field(default_factory=dict)
+    plan: list[str] = Field(default_factory=list)
+    plan_history: list[PlanRevision] = Field(default_factory=list)
+    mutation_revision: int = 0
+    changed_files: dict[str, ChangedFile] = Field(default_factory=dict)
+    file_changes: list[ChangedFile] = Field(default_factory=list)
+    validations: list[Validation] = Field(default_factory=list)
+    cursor: ProviderCursor | None = None
+    omit_if_default: ClassVar[tuple[str, ...]] = _AGENT_FIELDS
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -204,6 +280,23 @@ class State(_Model):
         """The queued steering inputs, in acceptance order: what the next post-tools boundary
         of the active run places."""
         return [sid for sid in self.queue if self.submissions[sid].mode == "steer"]
+
+    def unvalidated(self, criteria: Iterable[str]) -> list[str]:
+        """The required ``criteria`` not met: a criterion is met when its latest validation at
+        the current mutation revision passed. A validation of an earlier revision checked other
+        file contents, and a later failure at the same revision overrides an earlier pass (a
+        flaky check is not a pass); docs/architecture.md, 1.7."""
+        latest: dict[str, bool] = {}
+        for validation in self.validations:
+            if validation.revision == self.mutation_revision:
+                latest[validation.criterion] = validation.passed
+        return [c for c in criteria if not latest.get(c, False)]
+
+    def resumable_cursor(self) -> str | None:
+        """The cursor a new request may continue from: the latest one, if its model said it
+        can resume from it (else None: the full request is sent)."""
+        cursor = self.cursor
+        return cursor.cursor if cursor is not None and cursor.resumable else None
 
     def unresolved_intents(self) -> list[Intent]:
         return [i for i in self.intents.values() if i.result_sequence is None]
@@ -346,12 +439,17 @@ def _task_waiting(state: State, e: TaskWaiting, seq: int) -> None:
 def _model_requested(state: State, e: ModelRequested, seq: int) -> None:
     task = _live_task(state, e.task_id)
     _require(e.cutoff <= len(state.messages), "model request beyond the context")
+    _require(
+        e.cursor is None or e.cursor == state.resumable_cursor(),
+        f"request of {e.task_id} pins cursor {e.cursor}, not a resumable cursor of this log",
+    )
     state.pinned[e.task_id] = PinnedRequest(
         task_id=e.task_id,
         model=e.model,
         options=dict(e.options),
         cutoff=e.cutoff,
         attempt=e.attempt,
+        cursor=e.cursor,
     )
     task.phase = "request"
     task.status = "pending"
@@ -364,6 +462,70 @@ def _model_completed(state: State, e: ModelCompleted, seq: int) -> None:
     run.tokens += e.tokens
     state.messages.append(Message(role="assistant", content=e.text, tool_calls=list(e.tool_calls)))
     state.pinned.pop(e.task_id, None)
+    if e.cursor is not None:
+        state.cursor = ProviderCursor(
+            cursor=e.cursor, resumable=e.resumable, task_id=e.task_id, sequence=seq
+        )
+
+
+def _plan_updated(state: State, e: PlanUpdated, seq: int) -> None:
+    _live_task(state, e.task_id)
+    revision = len(state.plan_history) + 1
+    state.plan = list(e.steps)
+    state.plan_history.append(PlanRevision(revision=revision, steps=list(e.steps), sequence=seq))
+
+
+def _file_changed(state: State, e: FileChanged, seq: int) -> None:
+    """The reducer checks that revisions only increase and that a call changes a file once;
+    that each applied edit adds exactly one is I18's to judge against the workspace."""
+    _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(
+        intent is not None and intent.edit is not None and intent.edit.path == e.path,
+        f"file change of {e.path} without an edit intent for call {e.call_id}",
+    )
+    _require(
+        all(c.call_id != e.call_id for c in state.file_changes),
+        f"second file change for call {e.call_id}",
+    )
+    _require(
+        e.revision > state.mutation_revision,
+        f"mutation revision {e.revision} not above {state.mutation_revision}",
+    )
+    change = ChangedFile(
+        path=e.path,
+        call_id=e.call_id,
+        before_hash=e.before_hash,
+        after_hash=e.after_hash,
+        revision=e.revision,
+        sequence=seq,
+    )
+    state.mutation_revision = e.revision
+    state.changed_files[e.path] = change
+    state.file_changes.append(change)
+
+
+def _validation_recorded(state: State, e: ValidationRecorded, seq: int) -> None:
+    _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(
+        intent is not None and intent.validates == e.criterion,
+        f"validation of {e.criterion!r} without a validation intent for call {e.call_id}",
+    )
+    assert intent is not None
+    _require(
+        e.revision == intent.revision,
+        f"validation at revision {e.revision}, its call saw revision {intent.revision}",
+    )
+    state.validations.append(
+        Validation(
+            criterion=e.criterion,
+            call_id=e.call_id,
+            passed=e.passed,
+            revision=e.revision,
+            sequence=seq,
+        )
+    )
 
 
 def _model_failed(state: State, e: ModelFailed, seq: int) -> None:
@@ -384,6 +546,9 @@ def _tool_intent(state: State, e: ToolIntent, seq: int) -> None:
         idempotency_key=e.idempotency_key,
         epoch=e.epoch,
         sequence=seq,
+        edit=e.edit,
+        validates=e.validates,
+        revision=state.mutation_revision if e.validates is not None else None,
     )
     state.runs[task.run_id].tool_calls += 1
     task.phase = "execute"
@@ -471,8 +636,11 @@ _APPLY: dict[type, Any] = {
     ModelRequested: _model_requested,
     ModelCompleted: _model_completed,
     ModelFailed: _model_failed,
+    PlanUpdated: _plan_updated,
     ToolIntent: _tool_intent,
     ToolResult: _tool_result,
+    FileChanged: _file_changed,
+    ValidationRecorded: _validation_recorded,
     ToolInterrupted: _tool_interrupted,
     ReconciliationRequested: _reconciliation_requested,
     TaskSettled: _task_settled,

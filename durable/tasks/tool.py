@@ -8,8 +8,10 @@ tool's recovery policy (docs/architecture.md, 1.4) instead of blindly running th
 
 from __future__ import annotations
 
+from durable.agent import outcome_events
 from durable.events import (
     Event,
+    PlannedEdit,
     ReconciliationRequested,
     TaskSettled,
     ToolIntent,
@@ -50,6 +52,10 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
         return
     conversation_id = env.journal.state.conversation_id
+    edit: PlannedEdit | None = None
+    if spec.plan_edit is not None:
+        # Planned before the intent, so the intent records the hashes a recovery compares.
+        edit = await spec.plan_edit(dict(call.arguments))
 
     def build(state: State) -> list[Event]:
         if live_task(state, task_id) is None:
@@ -63,6 +69,8 @@ async def _call(env: TaskEnv, task_id: str) -> None:
                 policy=spec.policy,
                 idempotency_key=idempotency_key(conversation_id, call.call_id),
                 epoch=env.journal.lease.epoch,
+                edit=edit,
+                validates=spec.validates,
             )
         ]
 
@@ -92,7 +100,13 @@ async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, at
     )
     outcome = "failed" if is_error else "completed"
     settled = TaskSettled(task_id=intent.task_id, outcome=outcome)
-    await env.journal.commit(lambda s: [result, settled] if live_task(s, intent.task_id) else [])
+
+    def build(state: State) -> list[Event]:
+        if live_task(state, intent.task_id) is None:
+            return []
+        return [result, *outcome_events(state, intent, ok=not is_error), settled]
+
+    await env.journal.commit(build)
 
 
 def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
@@ -102,6 +116,7 @@ def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
         idempotency_key=intent.idempotency_key,
         epoch=env.journal.lease.epoch,
         attempt="first" if attempt == "first" else "recovery",
+        edit=intent.edit,
     )
 
 
@@ -130,19 +145,9 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
             await execute_and_record(env, spec, intent, attempt="recovery")
             return
         if status == "applied":
-            events: list[Event] = [
-                ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
-                ToolResult(
-                    task_id=task_id,
-                    call_id=intent.call_id,
-                    output=output,
-                    is_error=False,
-                    source="verified",
-                ),
-                TaskSettled(task_id=task_id, outcome="completed", detail="verified applied"),
-            ]
-        else:
-            events = _reconcile(task_id, intent, f"verifier could not tell: {output}")
+            await env.journal.commit(lambda s: verified_events(s, intent, output))
+            return
+        events = _reconcile(task_id, intent, f"verifier could not tell: {output}")
     elif policy == "manual":
         events = _reconcile(task_id, intent, "manual policy: an operator must resolve this call")
     else:
@@ -158,6 +163,26 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
             TaskSettled(task_id=task_id, outcome="failed", detail="interrupted"),
         ]
     await env.journal.commit(lambda s: events if live_task(s, task_id) else [])
+
+
+def verified_events(state: State, intent: Intent, output: str) -> list[Event]:
+    """The commit of a call its verifier found applied: its result, its agent-state events
+    (an edit's one revision bump: the lost execution never recorded one) and its settlement."""
+    task_id = intent.task_id
+    if live_task(state, task_id) is None:
+        return []
+    return [
+        ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
+        ToolResult(
+            task_id=task_id,
+            call_id=intent.call_id,
+            output=output,
+            is_error=False,
+            source="verified",
+        ),
+        *outcome_events(state, intent, ok=True),
+        TaskSettled(task_id=task_id, outcome="completed", detail="verified applied"),
+    ]
 
 
 def _reconcile(task_id: str, intent: Intent, reason: str) -> list[Event]:

@@ -78,6 +78,7 @@ def runtime_config(scenario: Scenario) -> RuntimeConfig:
         checkpoint_every=scenario.checkpoint_every,
         budget=scenario.budget,
         max_model_attempts=scenario.max_model_attempts,
+        required_criteria=tuple(scenario.required_criteria),
     )
 
 
