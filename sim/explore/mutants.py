@@ -32,6 +32,7 @@ from durable import scheduler as scheduler_mod
 from durable import state as state_mod
 from durable.events import (
     SCHEMA_VERSION,
+    FileChanged,
     InputAccepted,
     InputsSteered,
     TaskCheckpoint,
@@ -725,6 +726,21 @@ def verifier_ignored(mp: Patcher) -> None:
     mp.setattr(tool_mod, "_recover", _recover)
 
 
+def revision_bumped_on_replay(mp: Patcher) -> None:
+    """I18: an edit its verifier finds applied after a crash bumps the mutation revision twice
+    (once for the execution the crash hid, once for the verification), so a validation of
+    the files as they are looks stale and revisions no longer count applied edits."""
+    original = tool_mod.verified_events
+
+    def verified_events(state: Any, intent: Any, output: str) -> list[Any]:
+        return [
+            e.model_copy(update={"revision": e.revision + 1}) if isinstance(e, FileChanged) else e
+            for e in original(state, intent, output)
+        ]
+
+    mp.setattr(tool_mod, "verified_events", verified_events)
+
+
 def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     """Depth 2 only: a recovery that finds an intent written two epochs ago (a crash hit the
     previous recovery before it recorded the call's outcome) forgets it was ever started and runs
@@ -1162,6 +1178,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "verify_then_continue re-executes without the verifier",
         verifier_ignored,
         "verify_then_continue_edit",
+    ),
+    Mutant(
+        "revision-bumped-on-replay",
+        "a re-verified edit bumps the mutation revision again",
+        revision_bumped_on_replay,
+        "plan_edit_validate",
     ),
     Mutant(
         "recovery-output-differs",
