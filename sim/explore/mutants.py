@@ -741,6 +741,17 @@ def revision_bumped_on_replay(mp: Patcher) -> None:
     mp.setattr(tool_mod, "verified_events", verified_events)
 
 
+def cursor_reused_without_resume(mp: Patcher) -> None:
+    """I18: a request continues from the latest provider cursor whether or not the model said
+    it can resume from it (the reducer, patched alike, accepts the pin: the log is consistent
+    with the bug, only the model's declaration contradicts it)."""
+
+    def resumable_cursor(self: Any) -> str | None:
+        return self.cursor.cursor if self.cursor is not None else None
+
+    mp.setattr(state_mod.State, "resumable_cursor", resumable_cursor)
+
+
 def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     """Depth 2 only: a recovery that finds an intent written two epochs ago (a crash hit the
     previous recovery before it recorded the call's outcome) forgets it was ever started and runs
@@ -1183,6 +1194,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "revision-bumped-on-replay",
         "a re-verified edit bumps the mutation revision again",
         revision_bumped_on_replay,
+        "plan_edit_validate",
+    ),
+    Mutant(
+        "cursor-reused-without-resume",
+        "a provider cursor sent although the model said it cannot resume from it",
+        cursor_reused_without_resume,
         "plan_edit_validate",
     ),
     Mutant(

@@ -34,6 +34,7 @@ from sim.explore.mutants import (
     checkpoint_restore_drops_request_ids,
     checkpoint_without_wal_sync,
     corruption_unnamed,
+    cursor_reused_without_resume,
     damage_read_as_torn_tail,
     effect_before_intent,
     idempotency_key_per_attempt,
@@ -50,6 +51,7 @@ from sim.explore.mutants import (
     resend_twice_on_recovery,
     retry_after_fatal_error,
     retry_waits_again,
+    revision_bumped_on_replay,
     scheduler_skips_execute,
     sqlite_off_as_full,
     stale_context_window,
@@ -371,6 +373,7 @@ CASES = [
         "I13",
         "corruption-unnamed",
         corruption_unnamed,
+        cursor_reused_without_resume,
         bundled("read_edit_answer"),
         Crash("store.commit#3", "after", "storage"),
         "14:after:storage (after store.commit#3): 'the store is corrupt' names no file",
@@ -433,6 +436,23 @@ CASES = [
         bundled("steer_misses_the_run"),
         None,
         "none (fault-free: steer-2 stays queued after run-1 settles)",
+    ),
+    Case(
+        "I18",
+        "revision-bumped-on-replay",
+        revision_bumped_on_replay,
+        bundled("plan_edit_validate"),
+        Crash("tool.effect:workspace.replace", "after", "process"),
+        "24:after:process (after tool.effect:workspace.replace#call-1): the verified edit "
+        "moves the mutation revision from 0 to 2",
+    ),
+    Case(
+        "I18",
+        "cursor-reused-without-resume",
+        cursor_reused_without_resume,
+        bundled("plan_edit_validate"),
+        None,
+        "none (fault-free: the second request continues from resp-1-0, declared not resumable)",
     ),
     Case(
         "I12",
@@ -505,6 +525,7 @@ SWEEPS = [
     ("I12-append-skips-fsync", ("power",), "store.commit#3"),
     ("I13-repair-before-refusing", ("storage",), "store.commit#2"),
     ("I12-damage-as-torn-tail", ("storage",), "store.commit#3"),
+    ("I18-revision-bumped-on-replay", ("process",), "tool.effect:workspace.replace#call-1"),
 ]
 # The inbox mutants fail already on the fault-free run, the sweep's first schedule.
 INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
