@@ -102,9 +102,8 @@ async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, at
     settled = TaskSettled(task_id=intent.task_id, outcome=outcome)
 
     def build(state: State) -> list[Event]:
-        if live_task(state, intent.task_id) is None:
-            return []
-        return [result, *outcome_events(state, intent, ok=not is_error), settled]
+        events = [result, *outcome_events(state, intent, ok=not is_error), settled]
+        return events if live_task(state, intent.task_id) else []
 
     await env.journal.commit(build)
 
