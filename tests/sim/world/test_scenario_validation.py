@@ -20,10 +20,10 @@ from testkit import REPO
 from sim.explore.sweep import base_schedule
 from sim.run.runner import run_scenario
 from sim.world.scenario import (
+    EDIT_OPERATIONS,
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_INT_DIGITS,
-    EDIT_OPERATIONS,
     SCENARIO_DIR,
     VERIFIABLE_OPERATIONS,
     Operation,
