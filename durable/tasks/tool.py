@@ -161,7 +161,18 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
             ),
             TaskSettled(task_id=task_id, outcome="failed", detail="interrupted"),
         ]
-    await env.journal.commit(lambda s: events if live_task(s, task_id) else [])
+    await env.journal.commit(
+        lambda s: _settling(s, intent, events) if live_task(s, task_id) else []
+    )
+
+
+def _settling(state: State, intent: Intent, events: list[Event]) -> list[Event]:
+    """``events`` of a recovery; one that settles the call without knowing whether its effect
+    landed (interrupted) bumps an edit's revision with the content unknown (durable/agent.py),
+    in the commit's own state: a parallel edit may have taken a revision meanwhile."""
+    settles = isinstance(events[-1], TaskSettled)
+    unknown = outcome_events(state, intent, ok=False, known=False) if settles else []
+    return [*events[:-1], *unknown, events[-1]]
 
 
 def verified_events(state: State, intent: Intent, output: str) -> list[Event]:

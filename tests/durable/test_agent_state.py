@@ -268,3 +268,29 @@ def test_unset_agent_fields_leave_the_serialised_state_unchanged() -> None:
         assert name not in dumped
     proposed = ProposedCall(tool="edit")
     assert "plan" not in ModelResponse(tool_calls=[proposed]).model_dump(exclude_defaults=True)
+
+
+async def test_an_edit_settled_without_knowing_bumps_the_revision_unknown(
+    stores: Stores, autojump_clock: trio.abc.Clock
+) -> None:
+    """The edit landed, then the process died; the restarted process has the tool registered
+    without its verifier (another policy), so recovery records it as interrupted: whether it
+    landed is unknown, and the revision is bumped with no after-hash (an earlier validation no
+    longer counts)."""
+    harness, workspace = world(stores, [edit("80", "443"), answer("done")])
+    workspace.crash_after_edit = True
+
+    async def body(runtime: Runtime) -> None:
+        conversation = await runtime.conversation(CONV)
+        await (await conversation.submit("fix app.py", request_id="r1")).wait()
+
+    await harness.crash_run("owner-a", body)
+    harness.specs = [ToolSpec(name="edit", fn=workspace.edit, policy="unsafe")]
+    async with harness.process("owner-b") as runtime:
+        conversation = await runtime.conversation(CONV)
+        await settled(conversation, conversation.state.request_ids["r1"])
+        state = conversation.state
+    (intent,) = state.intents.values()
+    assert state.tool_results[intent.call_id].source == "interrupted"
+    (change,) = state.file_changes
+    assert (change.after_hash, change.revision, state.mutation_revision) == (None, 1, 1)
