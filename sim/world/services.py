@@ -8,7 +8,9 @@ it means the effect did not happen; a crash *after* it means it happened but the
 the result. Services:
 
 - ``workspace``: files; ``read`` (naturally idempotent) and ``append_line`` (not idempotent: each
-  call adds a line, so a re-run shows up as a duplicate line).
+  call adds a line, so a re-run shows up as a duplicate line); ``replace`` (a file edit applied
+  only to the content its intent's hashes were planned against) and ``check`` (a validation: a
+  read that fails unless the file holds the expected text).
 - ``payments``: ``charge`` dedupes by idempotency key and honours fencing tokens (refuses an epoch
   lower than the highest it has seen for the conversation).
 - ``outbox``: ``send`` does not dedupe.
