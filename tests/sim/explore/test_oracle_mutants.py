@@ -373,7 +373,6 @@ CASES = [
         "I13",
         "corruption-unnamed",
         corruption_unnamed,
-        cursor_reused_without_resume,
         bundled("read_edit_answer"),
         Crash("store.commit#3", "after", "storage"),
         "14:after:storage (after store.commit#3): 'the store is corrupt' names no file",
