@@ -136,10 +136,18 @@ class OmitDefaults(BaseModel):
     def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for name in self.omit_if_default:
-            default = type(self).model_fields[name].get_default(call_default_factory=True)
-            if name in data and getattr(self, name) == default:
+            if name in data and getattr(self, name) == type(self).model_fields[name].default:
                 del data[name]
         return data
+
+
+def unset(value: Any) -> bool:
+    """Whether an optional field added after logs and checkpoints were written holds its unset
+    value (None, False, 0, empty): such a field is left out of the serialisation
+    (``Field(exclude_if=unset)``), so old data keeps its canonical JSON, checksums and
+    fingerprints. Cheaper than ``OmitDefaults`` (no serialiser of the whole model in Python),
+    which matters for models serialised on every commit or checkpoint."""
+    return not value
 
 
 class InputAccepted(_Event, OmitDefaults):
@@ -203,7 +211,7 @@ class TaskWaiting(_Event):
     on: list[str]
 
 
-class ModelRequested(_Event, OmitDefaults):
+class ModelRequested(_Event):
     """The pinned request: a crash before its response is committed re-sends exactly this.
 
     ``cursor`` is the provider cursor the request continues from (a previous response's id),
@@ -216,11 +224,10 @@ class ModelRequested(_Event, OmitDefaults):
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
-    cursor: str | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor",)
+    cursor: str | None = Field(default=None, exclude_if=unset)
 
 
-class ModelCompleted(_Event, OmitDefaults):
+class ModelCompleted(_Event):
     """A model response. ``cursor`` and ``resumable`` are the provider cursor the response
     returned and whether the provider said a later request (in another process) may continue
     from it; both absent from the encoding when unset."""
@@ -230,9 +237,8 @@ class ModelCompleted(_Event, OmitDefaults):
     text: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tokens: int = 0
-    cursor: str | None = None
-    resumable: bool = False
-    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor", "resumable")
+    cursor: str | None = Field(default=None, exclude_if=unset)
+    resumable: bool = Field(default=False, exclude_if=unset)
 
 
 class PlanUpdated(_Event):
@@ -261,7 +267,7 @@ class PlannedEdit(BaseModel):
     after_hash: str
 
 
-class ToolIntent(_Event, OmitDefaults):
+class ToolIntent(_Event):
     """Committed *before* the tool runs: the durable promise that the effect may happen.
     ``edit`` (a file-edit tool's planned hashes) and ``validates`` (the criterion a validation
     tool checks) are absent from the encoding when unset."""
@@ -274,9 +280,8 @@ class ToolIntent(_Event, OmitDefaults):
     policy: Policy
     idempotency_key: str
     epoch: int
-    edit: PlannedEdit | None = None
-    validates: str | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("edit", "validates")
+    edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
+    validates: str | None = Field(default=None, exclude_if=unset)
 
 
 class ToolResult(_Event):

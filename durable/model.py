@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable.events import OmitDefaults, ToolCall
+from durable.events import ToolCall, unset
 
 
-class ModelRequest(OmitDefaults):
+class ModelRequest(BaseModel):
     """What the model is asked. Built from the pinned ``model_requested`` event, so a request
     re-sent after a crash is identical to the one that was in flight. ``cursor`` (absent from
     the serialisation when None) is the pinned provider cursor: set only when the model said
@@ -22,8 +22,7 @@ class ModelRequest(OmitDefaults):
     options: dict[str, Any] = Field(default_factory=dict)
     messages: list[dict[str, Any]]
     attempt: int
-    cursor: str | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor",)
+    cursor: str | None = Field(default=None, exclude_if=unset)
 
 
 class ProposedCall(BaseModel):

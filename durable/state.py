@@ -49,6 +49,7 @@ from durable.events import (
     ValidationRecorded,
     canonical_json,
     sha256_hex,
+    unset,
 )
 
 NOT_EXECUTED = "(not executed: the run stopped before this call ran)"
@@ -61,6 +62,11 @@ class InvariantViolation(AssertionError):
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise InvariantViolation(message)
+
+
+def _is_none(value: Any) -> bool:
+    """An unset optional field whose set values include falsy ones (a revision may be 0)."""
+    return value is None
 
 
 class _Model(BaseModel):
@@ -110,11 +116,11 @@ class Task(_Model):
     call: ToolCall | None = None
 
 
-class Intent(_Model, OmitDefaults):
+class Intent(_Model):
     """A committed tool intent. ``edit`` and ``validates`` come from the intent event;
     ``revision`` is the mutation revision when a validation's intent was committed (what the
     validation can have seen at the earliest). All three absent from the serialised state
-    while unset, so checkpoints without agent state are unchanged."""
+    while unset (``durable.events.unset``), so checkpoints without agent state are unchanged."""
 
     call_id: str
     task_id: str
@@ -127,10 +133,9 @@ class Intent(_Model, OmitDefaults):
     result_sequence: int | None = None
     interrupted: bool = False
     reconciliation: bool = False
-    edit: PlannedEdit | None = None
-    validates: str | None = None
-    revision: int | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("edit", "validates", "revision")
+    edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
+    validates: str | None = Field(default=None, exclude_if=unset)
+    revision: int | None = Field(default=None, exclude_if=_is_none)
 
 
 class Message(_Model):
@@ -142,14 +147,15 @@ class Message(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class PinnedRequest(_Model, OmitDefaults):
+class PinnedRequest(_Model):
+    """A pinned model request. ``cursor`` is absent from the serialised state while None."""
+
     task_id: str
     model: str
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
-    cursor: str | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("cursor",)
+    cursor: str | None = Field(default=None, exclude_if=unset)
 
 
 class PlanRevision(_Model):
@@ -189,21 +195,11 @@ class ProviderCursor(_Model):
     sequence: int
 
 
-_AGENT_FIELDS = (
-    "plan",
-    "plan_history",
-    "mutation_revision",
-    "changed_files",
-    "file_changes",
-    "validations",
-    "cursor",
-)
-
-
-class State(_Model, OmitDefaults):
-    """A conversation's state. The agent fields (``_AGENT_FIELDS``: plan, changed files,
+class State(_Model):
+    """A conversation's state. The agent fields (plan, changed files,
     mutation revision, validations, provider cursor; docs/architecture.md, 1.7) are absent from
-    the serialised state while unset, so conversations that never use them keep their
+    the serialised state while unset (``durable.events.unset``), and so are the agent fields of
+    its intents and pinned requests, so conversations that never use them keep their
     checkpoints and digests."""
 
     schema_version: int = SCHEMA_VERSION
@@ -221,14 +217,13 @@ class State(_Model, OmitDefaults):
     tool_results: dict[str, ToolResult] = Field(default_factory=dict)
     intents: dict[str, Intent] = Field(default_factory=dict)
     pinned: dict[str, PinnedRequest] = Field(default_factory=dict)
-    plan: list[str] = Field(default_factory=list)
-    plan_history: list[PlanRevision] = Field(default_factory=list)
-    mutation_revision: int = 0
-    changed_files: dict[str, ChangedFile] = Field(default_factory=dict)
-    file_changes: list[ChangedFile] = Field(default_factory=list)
-    validations: list[Validation] = Field(default_factory=list)
-    cursor: ProviderCursor | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = _AGENT_FIELDS
+    plan: list[str] = Field(default_factory=list, exclude_if=unset)
+    plan_history: list[PlanRevision] = Field(default_factory=list, exclude_if=unset)
+    mutation_revision: int = Field(default=0, exclude_if=unset)
+    changed_files: dict[str, ChangedFile] = Field(default_factory=dict, exclude_if=unset)
+    file_changes: list[ChangedFile] = Field(default_factory=list, exclude_if=unset)
+    validations: list[Validation] = Field(default_factory=list, exclude_if=unset)
+    cursor: ProviderCursor | None = Field(default=None, exclude_if=unset)
 
     # -- queries -------------------------------------------------------------------------------
 
