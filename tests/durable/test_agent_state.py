@@ -26,10 +26,12 @@ from durable.config import RuntimeConfig
 from durable.events import (
     EventRecord,
     FileChanged,
+    ModelCompleted,
     ModelRequested,
+    ToolIntent,
     canonical_json,
 )
-from durable.model import ModelRequest, ModelResponse, ProposedCall
+from durable.model import ModelRequest, ModelResponse
 from durable.runtime import Runtime
 from durable.state import InvariantViolation, State, apply
 from durable.tools import ToolSpec, content_hash
@@ -262,12 +264,37 @@ def test_an_edit_tool_needs_verify_then_continue() -> None:
 
 
 def test_unset_agent_fields_leave_the_serialised_state_unchanged() -> None:
+    """Logs and checkpoints written without agent state keep their canonical JSON (and so
+    their checksums and the simulator's fingerprints); set fields are serialised."""
     state = State(conversation_id=CONV)
     dumped = state.model_dump(mode="json")
     for name in ("plan", "plan_history", "mutation_revision", "changed_files", "cursor"):
         assert name not in dumped
-    proposed = ProposedCall(tool="edit")
-    assert "plan" not in ModelResponse(tool_calls=[proposed]).model_dump(exclude_defaults=True)
+    state.mutation_revision = 1
+    assert state.model_dump(mode="json")["mutation_revision"] == 1
+    intent = ToolIntent(
+        task_id="t",
+        call_id="c",
+        tool="edit",
+        arguments={},
+        policy="unsafe",
+        idempotency_key="k",
+        epoch=1,
+    )
+    assert not {"edit", "validates"} & set(intent.model_dump(mode="json"))
+    assert intent.model_copy(update={"validates": CRITERION}).model_dump()["validates"]
+    completed = ModelCompleted(task_id="t", text="")
+    assert not {"cursor", "resumable"} & set(completed.model_dump(mode="json"))
+    with_cursor = ModelCompleted(task_id="t", text="", cursor="r", resumable=True)
+    assert with_cursor.model_dump(mode="json") == {
+        "type": "model_completed",
+        "task_id": "t",
+        "text": "",
+        "tool_calls": [],
+        "tokens": 0,
+        "cursor": "r",
+        "resumable": True,
+    }
 
 
 async def test_an_edit_settled_without_knowing_bumps_the_revision_unknown(
