@@ -41,21 +41,18 @@ async def _call(env: TaskEnv, task_id: str) -> None:
     call = task.call
     spec = env.tools.get(call.tool)
     if spec is None:
-        rejected = ToolResult(
-            task_id=task_id,
-            call_id=call.call_id,
-            output=f"unknown tool {call.tool!r}",
-            is_error=True,
-            source="rejected",
-        )
-        settled = TaskSettled(task_id=task_id, outcome="failed", detail="unknown tool")
-        await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
+        await _reject(env, task_id, f"unknown tool {call.tool!r}", "unknown tool")
         return
     conversation_id = env.journal.state.conversation_id
     edit: PlannedEdit | None = None
     if spec.plan_edit is not None:
-        # Planned before the intent, so the intent records the hashes a recovery compares.
-        edit = await spec.plan_edit(dict(call.arguments))
+        # Planned before the intent, so the intent records the hashes a recovery compares. A
+        # planner that fails is the call's (error) result: nothing ran, no intent is needed.
+        try:
+            edit = await spec.plan_edit(dict(call.arguments))
+        except Exception as exc:
+            await _reject(env, task_id, f"{type(exc).__name__}: {exc}", "edit not planned")
+            return
 
     def build(state: State) -> list[Event]:
         if live_task(state, task_id) is None:
@@ -78,6 +75,17 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         return
     intent = env.journal.state.intents[call.call_id]
     await execute_and_record(env, spec, intent, attempt="first")
+
+
+async def _reject(env: TaskEnv, task_id: str, output: str, detail: str) -> None:
+    """Settle a call that never reaches its intent (nothing ran) with an error result."""
+    task = env.journal.state.tasks[task_id]
+    assert task.call is not None
+    rejected = ToolResult(
+        task_id=task_id, call_id=task.call.call_id, output=output, is_error=True, source="rejected"
+    )
+    settled = TaskSettled(task_id=task_id, outcome="failed", detail=detail)
+    await env.journal.commit(lambda s: [rejected, settled] if live_task(s, task_id) else [])
 
 
 async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:

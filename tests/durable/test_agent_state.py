@@ -321,3 +321,14 @@ async def test_an_edit_settled_without_knowing_bumps_the_revision_unknown(
     assert state.tool_results[intent.call_id].source == "interrupted"
     (change,) = state.file_changes
     assert (change.after_hash, change.revision, state.mutation_revision) == (None, 1, 1)
+
+
+async def test_a_planner_that_fails_is_the_calls_error_result(
+    stores: Stores, autojump_clock: trio.abc.Clock
+) -> None:
+    harness, workspace = world(stores, [call("edit", path="app.py"), answer("done")])
+    state = await one_input(harness)  # the arguments lack old/new: the planner raises KeyError
+    (result,) = state.tool_results.values()
+    assert (result.source, result.is_error) == ("rejected", True)
+    assert result.output.startswith("KeyError") and not state.intents
+    assert state.mutation_revision == 0 and workspace.edits == 0
