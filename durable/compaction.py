@@ -1,5 +1,5 @@
 """Compaction: summarise a prefix of the conversation when its context grows too large
-(docs/architecture.md, 1.7).
+(docs/architecture.md, 1.8).
 
 A generation turn's ``prepare`` starts a compaction, instead of pinning its request, when the
 context it would send passes ``RuntimeConfig.context_budget_tokens`` or when the model refused the

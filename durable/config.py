@@ -23,3 +23,6 @@ class RuntimeConfig(BaseModel):
     #: estimated above this many tokens (characters of its canonical JSON / 4). None: only when
     #: the model refuses a request as too long.
     context_budget_tokens: int | None = Field(default=None, ge=1)
+    #: Criteria a run must have validated (a passing validation at the current mutation
+    #: revision) before it may stop as ``completed`` (docs/architecture.md, 1.7).
+    required_criteria: tuple[str, ...] = ()

@@ -30,9 +30,17 @@ SCHEMA_VERSION = 1
 
 Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
 #: ``abandoned``: the caller abandoned the run and its compensations were applied (README,
-#: "Compensation"); the run stops only once they have all settled.
+#: "Compensation"); the run stops only once they have all settled. ``unvalidated``: the model
+#: answered, but a required criterion has no passing validation at the conversation's current
+#: mutation revision (docs/architecture.md, 1.7).
 StopReason = Literal[
-    "completed", "model_error", "aborted", "budget_exhausted", "no_model", "abandoned"
+    "completed",
+    "model_error",
+    "aborted",
+    "budget_exhausted",
+    "no_model",
+    "abandoned",
+    "unvalidated",
 ]
 #: ``compensation``: the task that undoes an abandoned run's compensable calls, one at a time.
 #: ``compaction``: a task that asks the model to summarise a prefix of the conversation
@@ -145,6 +153,15 @@ class OmitDefaults(BaseModel):
         return data
 
 
+def unset(value: Any) -> bool:
+    """Whether an optional field added after logs and checkpoints were written holds its unset
+    value (None, False, 0, empty): such a field is left out of the serialisation
+    (``Field(exclude_if=unset)``), so old data keeps its canonical JSON, checksums and
+    fingerprints. Cheaper than ``OmitDefaults`` (no serialiser of the whole model in Python),
+    which matters for models serialised on every commit or checkpoint."""
+    return not value
+
+
 class InputAccepted(_Event, OmitDefaults):
     """An input accepted durably. ``mode`` is the inbox mode it was submitted with (absent from
     the encoding when ``follow_up``, as in logs written before modes existed); a ``reject``
@@ -211,7 +228,11 @@ class ModelRequested(_Event, OmitDefaults):
 
     Its window is ``window`` (the applied compaction whose summary stands in for the messages
     before its ``through``; "" for none, left out of the encoding) and the messages up to
-    ``cutoff``: a compaction applied later does not change what a re-send contains."""
+    ``cutoff``: a compaction applied later does not change what a re-send contains.
+
+    ``cursor`` is the provider cursor the request continues from (a previous response's id),
+    pinned only when the model declared it resumable, so a re-send after a crash carries the
+    same cursor or none (docs/architecture.md, 1.7). Absent from the encoding when None."""
 
     type: Literal["model_requested"] = "model_requested"
     task_id: str
@@ -221,14 +242,29 @@ class ModelRequested(_Event, OmitDefaults):
     attempt: int
     window: str = ""
     omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
+    cursor: str | None = Field(default=None, exclude_if=unset)
 
 
 class ModelCompleted(_Event):
+    """A model response. ``cursor`` and ``resumable`` are the provider cursor the response
+    returned and whether the provider said a later request (in another process) may continue
+    from it; both absent from the encoding when unset."""
+
     type: Literal["model_completed"] = "model_completed"
     task_id: str
     text: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tokens: int = 0
+    cursor: str | None = Field(default=None, exclude_if=unset)
+    resumable: bool = Field(default=False, exclude_if=unset)
+
+
+class PlanUpdated(_Event):
+    """The model replaced the agent's plan (written in the commit of its response)."""
+
+    type: Literal["plan_updated"] = "plan_updated"
+    task_id: str
+    steps: list[str]
 
 
 class ModelFailed(_Event):
@@ -238,13 +274,26 @@ class ModelFailed(_Event):
     retryable: bool
 
 
+class PlannedEdit(BaseModel):
+    """A file edit as planned before it runs: the file's content hash now and after the edit.
+    Recorded in the intent, so a recovery can tell from the file's current hash whether an
+    interrupted edit landed (``durable.tools.content_hash``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    before_hash: str
+    after_hash: str
+
+
 class ToolIntent(_Event, OmitDefaults):
     """Committed *before* the tool runs: the durable promise that the effect may happen.
 
     ``compensable``: the tool declared a compensating action, so an abandoned run undoes this
     call; ``pre_image`` is what the tool captured before the effect for its compensation to
     restore (e.g. a file's content), durable before the effect can happen. Both are left out of
-    the encoding at their defaults, so logs of tools without compensation are unchanged."""
+    the encoding at their defaults, so logs of tools without compensation are unchanged.
+    ``edit`` (a file-edit tool's planned hashes) and ``validates`` (the criterion a validation
+    tool checks) are absent from the encoding when unset."""
 
     type: Literal["tool_intent"] = "tool_intent"
     task_id: str
@@ -257,6 +306,8 @@ class ToolIntent(_Event, OmitDefaults):
     compensable: bool = False
     pre_image: dict[str, Any] | None = None
     omit_if_default: ClassVar[tuple[str, ...]] = ("compensable", "pre_image")
+    edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
+    validates: str | None = Field(default=None, exclude_if=unset)
 
 
 class ToolResult(_Event):
@@ -266,6 +317,33 @@ class ToolResult(_Event):
     output: str
     is_error: bool
     source: Literal["executed", "verified", "interrupted", "operator", "aborted", "rejected"]
+
+
+class FileChanged(_Event):
+    """A file-edit call's effect is known: ``revision`` is the conversation's new mutation
+    revision (one more than the last). ``after_hash`` None: the edit may or may not have
+    landed (an operator resolved it, or the run stopped with it in flight), so the content is
+    unknown and any earlier validation is stale."""
+
+    type: Literal["file_changed"] = "file_changed"
+    task_id: str
+    call_id: str
+    path: str
+    before_hash: str
+    after_hash: str | None
+    revision: int
+
+
+class ValidationRecorded(_Event):
+    """A validation tool's verdict on ``criterion``, at the mutation revision its call saw
+    (the revision when its intent was committed)."""
+
+    type: Literal["validation_recorded"] = "validation_recorded"
+    task_id: str
+    call_id: str
+    criterion: str
+    passed: bool
+    revision: int
 
 
 class ToolInterrupted(_Event):
@@ -329,7 +407,7 @@ class InputSettled(_Event):
 
 
 class CompactionStarted(_Event):
-    """The intent of a compaction (docs/architecture.md, 1.7): task ``task_id`` asks the model
+    """The intent of a compaction (docs/architecture.md, 1.8): task ``task_id`` asks the model
     to summarise the context of the first ``through`` messages, as seen through ``window`` (the
     compaction applied when it started, "" for none). ``prefix_digest`` is the sha256 of that
     context's canonical JSON; ``requested_by`` is the generation turn that waits on it; the
@@ -388,8 +466,11 @@ Event = Annotated[
     | ModelRequested
     | ModelCompleted
     | ModelFailed
+    | PlanUpdated
     | ToolIntent
     | ToolResult
+    | FileChanged
+    | ValidationRecorded
     | ToolInterrupted
     | ReconciliationRequested
     | CompensationIntent

@@ -36,6 +36,7 @@ import os
 import shlex
 import sqlite3
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -85,6 +86,14 @@ class ConversationReport:
     compensations: list[dict[str, Any]] = field(default_factory=list)  # in the order they run
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    # Agent state (docs/architecture.md, 1.7): the plan and how many versions it had, the
+    # last recorded change of each file, the validations, the provider cursor.
+    plan: list[str] = field(default_factory=list)
+    plan_revisions: int = 0
+    mutation_revision: int = 0
+    changed_files: list[dict[str, Any]] = field(default_factory=list)
+    validations: list[dict[str, Any]] = field(default_factory=list)
+    cursor: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -107,6 +116,12 @@ class ConversationReport:
             "compensations": self.compensations,
             "checkpoints": self.checkpoints,
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+            "plan": self.plan,
+            "plan_revisions": self.plan_revisions,
+            "mutation_revision": self.mutation_revision,
+            "changed_files": self.changed_files,
+            "validations": self.validations,
+            "cursor": self.cursor,
         }
 
 
@@ -294,6 +309,7 @@ def _describe_state(report: ConversationReport, state: State) -> None:
         if intent.reconciliation:
             report.pending_reconciliations.append(entry)
     report.compensations = _compensations(state)
+    _describe_agent_state(report, state)
 
 
 def _compensations(state: State) -> list[dict[str, Any]]:
@@ -321,6 +337,39 @@ def _compensations(state: State) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _describe_agent_state(report: ConversationReport, state: State) -> None:
+    report.plan = [_clip(step) or "" for step in state.plan]
+    report.plan_revisions = len(state.plan_history)
+    report.mutation_revision = state.mutation_revision
+    report.changed_files = [
+        {
+            "path": change.path,
+            "call_id": change.call_id,
+            "before_hash": change.before_hash,
+            "after_hash": change.after_hash,
+            "revision": change.revision,
+        }
+        for _, change in sorted(state.changed_files.items())
+    ]
+    report.validations = [
+        {
+            "criterion": v.criterion,
+            "call_id": v.call_id,
+            "passed": v.passed,
+            "revision": v.revision,
+            "current": v.revision == state.mutation_revision,
+        }
+        for v in state.validations
+    ]
+    cursor = state.cursor
+    if cursor is not None:
+        report.cursor = {
+            "cursor": cursor.cursor,
+            "resumable": cursor.resumable,
+            "task_id": cursor.task_id,
+        }
 
 
 async def inspect_conversation(
@@ -510,12 +559,39 @@ def render_text(report: StoreReport, out: TextIO) -> None:
                 f"  compensation of {undo['call_id']} (tool {undo['tool']}, run "
                 f"{undo['run_id']}): {undo['status']}\n"
             )
+        _render_agent_state(conv, w)
         for check in conv.checks:
             mark = "ok  " if check.ok else "FAIL"
             w(f"  [{mark}] {check.name}: {check.detail}\n")
     failed = sum(1 for c in report.conversations if not c.ok)
     verdict = "all checks pass" if failed == 0 else f"{failed} conversation(s) fail a check"
     w(f"\n{verdict}\n")
+
+
+def _render_agent_state(conv: ConversationReport, w: Callable[[str], object]) -> None:
+    """The agent-state lines, only for a conversation that has any (a conversation without
+    them reads as before the agent features existed)."""
+    if conv.plan_revisions:
+        w(f"  plan ({conv.plan_revisions} revisions): {'; '.join(conv.plan) or '(empty)'}\n")
+    if conv.mutation_revision or conv.changed_files:
+        w(f"  mutation revision: {conv.mutation_revision}\n")
+    for change in conv.changed_files:
+        after = change["after_hash"]
+        content = f"sha256 {after[:16]}" if after else "content unknown"
+        w(
+            f"  changed file {change['path']}: {content} "
+            f"(revision {change['revision']}, call {change['call_id']})\n"
+        )
+    for v in conv.validations:
+        verdict = "passed" if v["passed"] else "failed"
+        stale = "current" if v["current"] else "stale"
+        w(
+            f"  validation {v['criterion']!r} ({v['call_id']}): {verdict} at revision "
+            f"{v['revision']} ({stale})\n"
+        )
+    if conv.cursor is not None:
+        resumable = "resumable" if conv.cursor["resumable"] else "not resumable"
+        w(f"  provider cursor: {conv.cursor['cursor']} ({resumable})\n")
 
 
 # -- command line ----------------------------------------------------------------------------------

@@ -6,12 +6,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable.events import ToolCall
+from durable.events import ToolCall, unset
 
 
 class ModelRequest(BaseModel):
     """What the model is asked. Built from the pinned ``model_requested`` event, so a request
-    re-sent after a crash is identical to the one that was in flight."""
+    re-sent after a crash is identical to the one that was in flight. ``cursor`` (absent from
+    the serialisation when None) is the pinned provider cursor: set only when the model said
+    it can resume from it (docs/architecture.md, 1.7)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     conversation_id: str
@@ -20,6 +22,7 @@ class ModelRequest(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
     messages: list[dict[str, Any]]
     attempt: int
+    cursor: str | None = Field(default=None, exclude_if=unset)
 
 
 class ProposedCall(BaseModel):
@@ -29,10 +32,17 @@ class ProposedCall(BaseModel):
 
 
 class ModelResponse(BaseModel):
+    """A response. ``plan`` (not None) replaces the agent's plan; ``cursor`` is a provider
+    cursor (like a previous response id) and ``resumable`` says whether a later request, even
+    from another process after a crash, may continue from it."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     text: str = ""
     tool_calls: list[ProposedCall] = Field(default_factory=list)
     tokens: int = 0
+    plan: list[str] | None = None
+    cursor: str | None = None
+    resumable: bool = False
 
 
 class ModelError(Exception):

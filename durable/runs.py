@@ -15,6 +15,7 @@ is never reordered before an earlier follow-up: both are the caller's words, in 
 
 from __future__ import annotations
 
+from durable.agent import outcome_events
 from durable.events import (
     Budget,
     CompactionSettled,
@@ -83,6 +84,7 @@ def close_tasks(
     """Results for the run's open intents and a terminal outcome for each of its live tasks
     (except ``settled``): nothing of the run's work runs again."""
     events: list[Event] = []
+    bumps = 0  # revisions taken by in-flight edits (their effect is unknown)
     for intent in state.unresolved_intents():
         task = state.tasks[intent.task_id]
         if task.run_id == run_id:
@@ -95,6 +97,9 @@ def close_tasks(
                     source="aborted",
                 )
             )
+            unknown = outcome_events(state, intent, ok=False, known=False, offset=bumps)
+            bumps += len(unknown)
+            events += unknown
     compaction = state.open_compaction()
     if compaction is not None and compaction.run_id == run_id:
         events.append(

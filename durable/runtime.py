@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from durable.agent import outcome_events
 from durable.config import RuntimeConfig
 from durable.events import Event, InboxMode, InputAccepted, TaskSettled, ToolResult
 from durable.journal import Fenced, Journal
@@ -281,6 +282,10 @@ class Conversation:
                     is_error=is_error,
                     source="operator",
                 ),
+                # The operator says what the call returned, not which content a file holds or
+                # what a check saw: an edit bumps the revision with its content unknown, and a
+                # validation resolved by hand records no verdict.
+                *outcome_events(state, intent, ok=False, known=False),
                 TaskSettled(
                     task_id=intent.task_id,
                     outcome="failed" if is_error else "completed",

@@ -25,6 +25,7 @@ from durable.events import (
     CompensationIntent,
     CompensationResult,
     EventRecord,
+    FileChanged,
     InboxMode,
     InputAccepted,
     InputSettled,
@@ -34,6 +35,8 @@ from durable.events import (
     ModelFailed,
     ModelRequested,
     OmitDefaults,
+    PlannedEdit,
+    PlanUpdated,
     Policy,
     ReconciliationRequested,
     RunStarted,
@@ -48,8 +51,10 @@ from durable.events import (
     ToolIntent,
     ToolInterrupted,
     ToolResult,
+    ValidationRecorded,
     canonical_json,
     sha256_hex,
+    unset,
 )
 
 NOT_EXECUTED = "(not executed: the run stopped before this call ran)"
@@ -62,6 +67,11 @@ class InvariantViolation(AssertionError):
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise InvariantViolation(message)
+
+
+def _is_none(value: Any) -> bool:
+    """An unset optional field whose set values include falsy ones (a revision may be 0)."""
+    return value is None
 
 
 class _Model(BaseModel):
@@ -112,11 +122,15 @@ class Task(_Model):
 
 
 class Intent(_Model, OmitDefaults):
-    """A tool call's intent. The compensation fields (README, "Compensation") are left out of
-    the serialised state at their defaults, so checkpoints without compensation are unchanged:
-    ``compensable`` and ``pre_image`` from the intent, ``compensation_sequence`` the sequence of
-    its ``CompensationIntent``, ``compensated_sequence`` of its ``CompensationResult`` and
-    ``compensation_failed`` whether that result is an error."""
+    """A committed tool intent. The compensation fields (README, "Compensation") are left out
+    of the serialised state at their defaults, so checkpoints without compensation are
+    unchanged: ``compensable`` and ``pre_image`` from the intent, ``compensation_sequence`` the
+    sequence of its ``CompensationIntent``, ``compensated_sequence`` of its
+    ``CompensationResult`` and ``compensation_failed`` whether that result is an error.
+    ``edit`` and ``validates`` come from the intent event; ``revision`` is the mutation
+    revision when a validation's intent was committed (what the validation can have seen at the
+    earliest). All three absent from the serialised state while unset
+    (``durable.events.unset``), so checkpoints without agent state are unchanged."""
 
     call_id: str
     task_id: str
@@ -141,6 +155,9 @@ class Intent(_Model, OmitDefaults):
         "compensated_sequence",
         "compensation_failed",
     )
+    edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
+    validates: str | None = Field(default=None, exclude_if=unset)
+    revision: int | None = Field(default=None, exclude_if=_is_none)
 
 
 class Message(_Model):
@@ -154,7 +171,8 @@ class Message(_Model):
 
 class PinnedRequest(_Model, OmitDefaults):
     """A request committed before it is sent: its window is the summary of compaction
-    ``window`` (if any) and the messages after it up to ``cutoff`` (``State.context``)."""
+    ``window`` (if any) and the messages after it up to ``cutoff`` (``State.context``).
+    ``cursor`` is absent from the serialised state while None."""
 
     task_id: str
     model: str
@@ -162,6 +180,7 @@ class PinnedRequest(_Model, OmitDefaults):
     cutoff: int
     attempt: int
     window: str = ""
+    cursor: str | None = Field(default=None, exclude_if=unset)
     omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
 
 
@@ -182,10 +201,51 @@ class Compaction(_Model):
     summary: str | None = None
 
 
+class PlanRevision(_Model):
+    """One version of the agent's plan: its number (from 1), steps and the log position."""
+
+    revision: int
+    steps: list[str]
+    sequence: int
+
+
+class ChangedFile(_Model):
+    """A file edit whose effect is known, at mutation revision ``revision`` (``after_hash``
+    None: unknown content, see ``durable.events.FileChanged``)."""
+
+    path: str
+    call_id: str
+    before_hash: str
+    after_hash: str | None
+    revision: int
+    sequence: int
+
+
+class Validation(_Model):
+    criterion: str
+    call_id: str
+    passed: bool
+    revision: int
+    sequence: int
+
+
+class ProviderCursor(_Model):
+    """The latest provider cursor a model response returned, and whether it is resumable."""
+
+    cursor: str
+    resumable: bool
+    task_id: str
+    sequence: int
+
+
 class State(_Model, OmitDefaults):
     """A conversation's state. ``compactions`` and ``window`` (the applied compaction the
     context starts from) are left out of the serialised state while empty, so checkpoints of
-    conversations that never compacted are unchanged."""
+    conversations that never compacted are unchanged. The agent fields (plan, changed files,
+    mutation revision, validations, provider cursor; docs/architecture.md, 1.7) are absent from
+    the serialised state while unset (``durable.events.unset``), and so are the agent fields of
+    its intents and pinned requests, so conversations that never use them keep their
+    checkpoints and digests."""
 
     schema_version: int = SCHEMA_VERSION
     conversation_id: str
@@ -205,6 +265,13 @@ class State(_Model, OmitDefaults):
     compactions: dict[str, Compaction] = Field(default_factory=dict)
     window: str = ""
     omit_if_default: ClassVar[tuple[str, ...]] = ("compactions", "window")
+    plan: list[str] = Field(default_factory=list, exclude_if=unset)
+    plan_history: list[PlanRevision] = Field(default_factory=list, exclude_if=unset)
+    mutation_revision: int = Field(default=0, exclude_if=unset)
+    changed_files: dict[str, ChangedFile] = Field(default_factory=dict, exclude_if=unset)
+    file_changes: list[ChangedFile] = Field(default_factory=list, exclude_if=unset)
+    validations: list[Validation] = Field(default_factory=list, exclude_if=unset)
+    cursor: ProviderCursor | None = Field(default=None, exclude_if=unset)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -282,6 +349,23 @@ class State(_Model, OmitDefaults):
             ):
                 return task
         return None
+
+    def unvalidated(self, criteria: Iterable[str]) -> list[str]:
+        """The required ``criteria`` not met: a criterion is met when its latest validation at
+        the current mutation revision passed. A validation of an earlier revision checked other
+        file contents, and a later failure at the same revision overrides an earlier pass (a
+        flaky check is not a pass); docs/architecture.md, 1.7."""
+        latest: dict[str, bool] = {}
+        for validation in self.validations:
+            if validation.revision == self.mutation_revision:
+                latest[validation.criterion] = validation.passed
+        return [c for c in criteria if not latest.get(c, False)]
+
+    def resumable_cursor(self) -> str | None:
+        """The cursor a new request may continue from: the latest one, if its model said it
+        can resume from it (else None: the full request is sent)."""
+        cursor = self.cursor
+        return cursor.cursor if cursor is not None and cursor.resumable else None
 
     def unresolved_intents(self) -> list[Intent]:
         return [i for i in self.intents.values() if i.result_sequence is None]
@@ -425,6 +509,10 @@ def _model_requested(state: State, e: ModelRequested, seq: int) -> None:
     task = _live_task(state, e.task_id)
     _require(e.cutoff <= len(state.messages), "model request beyond the context")
     _require(e.window == state.window, f"request window {e.window!r}, applied {state.window!r}")
+    _require(
+        e.cursor is None or e.cursor == state.resumable_cursor(),
+        f"request of {e.task_id} pins cursor {e.cursor}, not a resumable cursor of this log",
+    )
     state.pinned[e.task_id] = PinnedRequest(
         task_id=e.task_id,
         model=e.model,
@@ -432,6 +520,7 @@ def _model_requested(state: State, e: ModelRequested, seq: int) -> None:
         cutoff=e.cutoff,
         attempt=e.attempt,
         window=e.window,
+        cursor=e.cursor,
     )
     task.phase = "request"
     task.status = "pending"
@@ -445,6 +534,70 @@ def _model_completed(state: State, e: ModelCompleted, seq: int) -> None:
     run.tokens += e.tokens
     state.messages.append(Message(role="assistant", content=e.text, tool_calls=list(e.tool_calls)))
     state.pinned.pop(e.task_id, None)
+    if e.cursor is not None:
+        state.cursor = ProviderCursor(
+            cursor=e.cursor, resumable=e.resumable, task_id=e.task_id, sequence=seq
+        )
+
+
+def _plan_updated(state: State, e: PlanUpdated, seq: int) -> None:
+    _live_task(state, e.task_id)
+    revision = len(state.plan_history) + 1
+    state.plan = list(e.steps)
+    state.plan_history.append(PlanRevision(revision=revision, steps=list(e.steps), sequence=seq))
+
+
+def _file_changed(state: State, e: FileChanged, seq: int) -> None:
+    """The reducer checks that revisions only increase and that a call changes a file once;
+    that each applied edit adds exactly one is I18's to judge against the workspace."""
+    _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(
+        intent is not None and intent.edit is not None and intent.edit.path == e.path,
+        f"file change of {e.path} without an edit intent for call {e.call_id}",
+    )
+    _require(
+        all(c.call_id != e.call_id for c in state.file_changes),
+        f"second file change for call {e.call_id}",
+    )
+    _require(
+        e.revision > state.mutation_revision,
+        f"mutation revision {e.revision} not above {state.mutation_revision}",
+    )
+    change = ChangedFile(
+        path=e.path,
+        call_id=e.call_id,
+        before_hash=e.before_hash,
+        after_hash=e.after_hash,
+        revision=e.revision,
+        sequence=seq,
+    )
+    state.mutation_revision = e.revision
+    state.changed_files[e.path] = change
+    state.file_changes.append(change)
+
+
+def _validation_recorded(state: State, e: ValidationRecorded, seq: int) -> None:
+    _live_task(state, e.task_id)
+    intent = state.intents.get(e.call_id)
+    _require(
+        intent is not None and intent.validates == e.criterion,
+        f"validation of {e.criterion!r} without a validation intent for call {e.call_id}",
+    )
+    assert intent is not None
+    _require(
+        e.revision == intent.revision,
+        f"validation at revision {e.revision}, its call saw revision {intent.revision}",
+    )
+    state.validations.append(
+        Validation(
+            criterion=e.criterion,
+            call_id=e.call_id,
+            passed=e.passed,
+            revision=e.revision,
+            sequence=seq,
+        )
+    )
 
 
 def _model_failed(state: State, e: ModelFailed, seq: int) -> None:
@@ -467,6 +620,9 @@ def _tool_intent(state: State, e: ToolIntent, seq: int) -> None:
         sequence=seq,
         compensable=e.compensable,
         pre_image=None if e.pre_image is None else dict(e.pre_image),
+        edit=e.edit,
+        validates=e.validates,
+        revision=state.mutation_revision if e.validates is not None else None,
     )
     state.runs[task.run_id].tool_calls += 1
     task.phase = "execute"
@@ -670,8 +826,11 @@ _APPLY: dict[type, Any] = {
     ModelRequested: _model_requested,
     ModelCompleted: _model_completed,
     ModelFailed: _model_failed,
+    PlanUpdated: _plan_updated,
     ToolIntent: _tool_intent,
     ToolResult: _tool_result,
+    FileChanged: _file_changed,
+    ValidationRecorded: _validation_recorded,
     ToolInterrupted: _tool_interrupted,
     ReconciliationRequested: _reconciliation_requested,
     CompensationIntent: _compensation_intent,

@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from durable.events import Policy
+from durable.events import PlannedEdit, Policy, sha256_hex
 
 POLICIES: tuple[Policy, ...] = (
     "replay_safe",
@@ -60,6 +60,9 @@ class ToolContext:
     idempotency_key: str
     epoch: int
     attempt: Literal["first", "recovery"]
+    #: A file-edit call's planned hashes (recorded in its intent): the effect applies only to
+    #: the content it was planned against, and a verifier compares the file's current hash.
+    edit: PlannedEdit | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +91,16 @@ class Compensation:
     capture: CaptureFn | None = None
 
 
+#: A file-edit tool's planner: from the call's arguments, the file and its content hashes now
+#: and after the edit, computed before the intent is committed (it must not change anything).
+EditPlanner = Callable[[dict[str, Any]], Awaitable[PlannedEdit]]
+
+
+def content_hash(content: str | None) -> str:
+    """The hash a file edit records: sha256 of the content, ``absent`` for no file."""
+    return "absent" if content is None else sha256_hex(content)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolSpec:
     name: str
@@ -96,12 +109,22 @@ class ToolSpec:
     verifier: VerifierFn | None = None
     description: str = ""
     compensation: Compensation | None = None
+    #: A file-edit tool: its planner (the hashes go into the intent; the result records the
+    #: change and bumps the mutation revision). Needs ``verify_then_continue``: the planned
+    #: hashes are what lets a recovery tell whether an interrupted edit landed.
+    plan_edit: EditPlanner | None = None
+    #: A validation tool: the criterion its calls check (a call without error passes).
+    validates: str | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"tool {self.name!r}: unknown policy {self.policy!r}")
         if self.policy == "verify_then_continue" and self.verifier is None:
             raise ValueError(f"tool {self.name!r}: verify_then_continue needs a verifier")
+        if self.plan_edit is not None and self.policy != "verify_then_continue":
+            raise ValueError(f"tool {self.name!r}: a file-edit tool needs verify_then_continue")
+        if self.plan_edit is not None and self.validates is not None:
+            raise ValueError(f"tool {self.name!r}: a tool edits files or validates, not both")
 
 
 class ToolRegistry:

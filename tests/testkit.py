@@ -20,13 +20,20 @@ from typing import Any, Literal
 import trio
 
 from durable.config import RuntimeConfig
-from durable.events import EventRecord
+from durable.events import EventRecord, PlannedEdit
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from durable.ports import FileSystem, InlineBlocking, OsFileSystem, Ports, TrioClock
 from durable.runtime import Conversation, Runtime
 from durable.state import Submission
 from durable.store import FileStore, SQLiteStore, Store
-from durable.tools import ToolContext, ToolRegistry, ToolSpec, Verification
+from durable.tools import (
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolSpec,
+    Verification,
+    content_hash,
+)
 
 CONV = "conv-1"
 # Virtual seconds: a test that deadlocks fails here instead of spinning the mock clock forever.
@@ -322,6 +329,72 @@ class EffectTool:
     def spec(self) -> ToolSpec:
         verifier = self.verify if self.policy == "verify_then_continue" else None
         return ToolSpec(name=self.name, fn=self.fn, policy=self.policy, verifier=verifier)
+
+
+#: The criterion ``Workspace``'s validation tool checks.
+CRITERION = "tests pass"
+
+
+class Workspace:
+    """Files outside every process, with an edit tool (replace ``old`` by ``new``, applied only
+    to the content it was planned against) and a validation tool (passes if ``expect`` is in the
+    file). ``crash_after_edit`` kills the process right after the first edit's effect."""
+
+    def __init__(self, files: dict[str, str], crasher: Crasher | None = None) -> None:
+        self.files = dict(files)
+        self.crasher = crasher
+        self.crash_after_edit = False
+        self.crash_before_edit = False
+        self.edits = 0
+        self.verdicts: list[str] = []
+
+    async def plan(self, arguments: dict[str, Any]) -> PlannedEdit:
+        path = str(arguments["path"])
+        content = self.files.get(path)
+        after = (content or "").replace(str(arguments["old"]), str(arguments["new"]), 1)
+        return PlannedEdit(
+            path=path, before_hash=content_hash(content), after_hash=content_hash(after)
+        )
+
+    async def edit(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        assert ctx.edit is not None
+        path = str(arguments["path"])
+        if self.crash_before_edit and self.crasher is not None:
+            self.crash_before_edit = False
+            await self.crasher.crash()
+        if content_hash(self.files.get(path)) != ctx.edit.before_hash:
+            raise ToolError(f"{path} changed since the edit was planned")
+        self.files[path] = self.files[path].replace(str(arguments["old"]), str(arguments["new"]))
+        self.edits += 1
+        if self.crash_after_edit and self.crasher is not None:
+            self.crash_after_edit = False
+            await self.crasher.crash()
+        return f"edited {path}"
+
+    async def verify(self, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+        assert ctx.edit is not None
+        current = content_hash(self.files.get(ctx.edit.path))
+        status = {ctx.edit.after_hash: "applied", ctx.edit.before_hash: "not_applied"}
+        verdict = status.get(current, "unknown")
+        self.verdicts.append(verdict)
+        return Verification(status=verdict, output=f"edited {ctx.edit.path}")  # type: ignore[arg-type]
+
+    async def check(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        if str(arguments["expect"]) not in self.files.get(str(arguments["path"]), ""):
+            raise ToolError("check failed")
+        return "check passed"
+
+    def specs(self) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name="edit",
+                fn=self.edit,
+                policy="verify_then_continue",
+                verifier=self.verify,
+                plan_edit=self.plan,
+            ),
+            ToolSpec(name="test", fn=self.check, policy="replay_safe", validates=CRITERION),
+        ]
 
 
 # -- processes -------------------------------------------------------------------------------------

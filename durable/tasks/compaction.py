@@ -1,5 +1,5 @@
 """The compaction task: one summary of a prefix of the conversation. Phase ``summarise`` →
-terminal (docs/architecture.md, 1.7; ``durable.compaction``).
+terminal (docs/architecture.md, 1.8; ``durable.compaction``).
 
 The intent (``compaction_started``) pinned the summarisation request. The task sends it and, in
 the commit after the response, applies the summary -- at a turn boundary: the turn that asked

@@ -17,6 +17,7 @@ from durable.events import (
     ModelCompleted,
     ModelFailed,
     ModelRequested,
+    PlanUpdated,
     TaskCheckpoint,
     TaskCreated,
     TaskSettled,
@@ -74,6 +75,7 @@ async def _prepare(env: TaskEnv, task_id: str) -> bool:
                 cutoff=len(state.messages),
                 attempt=int(task.data.get("attempt", 1)),
                 window=state.window,
+                cursor=state.resumable_cursor(),
             )
         ]
 
@@ -94,6 +96,7 @@ async def _request(env: TaskEnv, task_id: str) -> bool:
         options=pinned.options,
         messages=state.context(pinned.cutoff, pinned.window),
         attempt=pinned.attempt,
+        cursor=pinned.cursor,
     )
     try:
         response = await env.model.complete(request)
@@ -116,19 +119,35 @@ def _on_response(env: TaskEnv, state: State, task_id: str, response: ModelRespon
         ToolCall(call_id=ids.new("call"), tool=c.tool, arguments=dict(c.arguments))
         for c in response.tool_calls
     ]
-    completed = ModelCompleted(
-        task_id=task_id, text=response.text, tool_calls=calls, tokens=response.tokens
-    )
+    completed: list[Event] = [
+        ModelCompleted(
+            task_id=task_id,
+            text=response.text,
+            tool_calls=calls,
+            tokens=response.tokens,
+            cursor=response.cursor,
+            resumable=response.resumable if response.cursor is not None else False,
+        )
+    ]
+    if response.plan is not None:
+        completed.append(PlanUpdated(task_id=task_id, steps=list(response.plan)))
     if not calls:
+        missing = state.unvalidated(env.config.required_criteria)
+        if missing:
+            detail = f"not validated at revision {state.mutation_revision}: {', '.join(missing)}"
+            return [
+                *completed,
+                *settle_run(state, ids, budget, reason="unvalidated", detail=detail),
+            ]
         return [
-            completed,
+            *completed,
             *settle_run(state, ids, budget, reason="completed", answer=response.text),
         ]
     run = state.runs[task.run_id]
     if run.tool_calls + len(calls) > run.budget.tool_calls:
         detail = f"{run.tool_calls + len(calls)} tool calls exceed {run.budget.tool_calls}"
         return [
-            completed,
+            *completed,
             *settle_run(state, ids, budget, reason="budget_exhausted", detail=detail),
         ]
     tool_tasks = [
@@ -136,7 +155,7 @@ def _on_response(env: TaskEnv, state: State, task_id: str, response: ModelRespon
         for c in calls
     ]
     return [
-        completed,
+        *completed,
         TaskCheckpoint(task_id=task_id, phase="tools"),
         *tool_tasks,
         TaskWaiting(task_id=task_id, on=[t.task_id for t in tool_tasks]),

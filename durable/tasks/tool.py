@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from durable.agent import outcome_events
 from durable.events import (
     Event,
+    PlannedEdit,
     ReconciliationRequested,
     TaskSettled,
     ToolIntent,
@@ -51,6 +53,17 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         output = f"pre-image capture failed: {type(exc).__name__}: {exc}"
         await _reject(env, task_id, call.call_id, output, "capture failed")
         return
+    edit: PlannedEdit | None = None
+    if spec.plan_edit is not None:
+        # Planned before the intent, so the intent records the hashes a recovery compares. A
+        # planner that fails is the call's (error) result: nothing ran, no intent is needed.
+        try:
+            edit = await spec.plan_edit(dict(call.arguments))
+        except Exception as exc:
+            await _reject(
+                env, task_id, call.call_id, f"{type(exc).__name__}: {exc}", "edit not planned"
+            )
+            return
 
     def build(state: State) -> list[Event]:
         if live_task(state, task_id) is None:
@@ -66,6 +79,8 @@ async def _call(env: TaskEnv, task_id: str) -> None:
                 epoch=env.journal.lease.epoch,
                 compensable=spec.compensation is not None,
                 pre_image=pre_image,
+                edit=edit,
+                validates=spec.validates,
             )
         ]
 
@@ -121,7 +136,12 @@ async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, at
     )
     outcome = "failed" if is_error else "completed"
     settled = TaskSettled(task_id=intent.task_id, outcome=outcome)
-    await env.journal.commit(lambda s: [result, settled] if live_task(s, intent.task_id) else [])
+
+    def build(state: State) -> list[Event]:
+        events = [result, *outcome_events(state, intent, ok=not is_error), settled]
+        return events if live_task(state, intent.task_id) else []
+
+    await env.journal.commit(build)
 
 
 def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
@@ -131,6 +151,7 @@ def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
         idempotency_key=intent.idempotency_key,
         epoch=env.journal.lease.epoch,
         attempt="first" if attempt == "first" else "recovery",
+        edit=intent.edit,
     )
 
 
@@ -159,19 +180,9 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
             await execute_and_record(env, spec, intent, attempt="recovery")
             return
         if status == "applied":
-            events: list[Event] = [
-                ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
-                ToolResult(
-                    task_id=task_id,
-                    call_id=intent.call_id,
-                    output=output,
-                    is_error=False,
-                    source="verified",
-                ),
-                TaskSettled(task_id=task_id, outcome="completed", detail="verified applied"),
-            ]
-        else:
-            events = _reconcile(task_id, intent, f"verifier could not tell: {output}")
+            await env.journal.commit(lambda s: verified_events(s, intent, output))
+            return
+        events = _reconcile(task_id, intent, f"verifier could not tell: {output}")
     elif policy == "manual":
         events = _reconcile(task_id, intent, "manual policy: an operator must resolve this call")
     else:
@@ -186,7 +197,38 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
             ),
             TaskSettled(task_id=task_id, outcome="failed", detail="interrupted"),
         ]
-    await env.journal.commit(lambda s: events if live_task(s, task_id) else [])
+    await env.journal.commit(
+        lambda s: _settling(s, intent, events) if live_task(s, task_id) else []
+    )
+
+
+def _settling(state: State, intent: Intent, events: list[Event]) -> list[Event]:
+    """``events`` of a recovery; one that settles the call without knowing whether its effect
+    landed (interrupted) bumps an edit's revision with the content unknown (durable/agent.py),
+    in the commit's own state: a parallel edit may have taken a revision meanwhile."""
+    settles = isinstance(events[-1], TaskSettled)
+    unknown = outcome_events(state, intent, ok=False, known=False) if settles else []
+    return [*events[:-1], *unknown, events[-1]]
+
+
+def verified_events(state: State, intent: Intent, output: str) -> list[Event]:
+    """The commit of a call its verifier found applied: its result, its agent-state events
+    (an edit's one revision bump: the lost execution never recorded one) and its settlement."""
+    task_id = intent.task_id
+    if live_task(state, task_id) is None:
+        return []
+    return [
+        ToolInterrupted(task_id=task_id, call_id=intent.call_id, policy=intent.policy),
+        ToolResult(
+            task_id=task_id,
+            call_id=intent.call_id,
+            output=output,
+            is_error=False,
+            source="verified",
+        ),
+        *outcome_events(state, intent, ok=True),
+        TaskSettled(task_id=task_id, outcome="completed", detail="verified applied"),
+    ]
 
 
 def _reconcile(task_id: str, intent: Intent, reason: str) -> list[Event]:

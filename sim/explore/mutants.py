@@ -33,6 +33,7 @@ from durable import state as state_mod
 from durable.events import (
     SCHEMA_VERSION,
     CompactionApplied,
+    FileChanged,
     InputAccepted,
     InputsSteered,
     TaskCheckpoint,
@@ -728,6 +729,32 @@ def verifier_ignored(mp: Patcher) -> None:
     mp.setattr(tool_mod, "_recover", _recover)
 
 
+def revision_bumped_on_replay(mp: Patcher) -> None:
+    """I18: an edit its verifier finds applied after a crash bumps the mutation revision twice
+    (once for the execution the crash hid, once for the verification), so a validation of
+    the files as they are looks stale and revisions no longer count applied edits."""
+    original = tool_mod.verified_events
+
+    def verified_events(state: Any, intent: Any, output: str) -> list[Any]:
+        return [
+            e.model_copy(update={"revision": e.revision + 1}) if isinstance(e, FileChanged) else e
+            for e in original(state, intent, output)
+        ]
+
+    mp.setattr(tool_mod, "verified_events", verified_events)
+
+
+def cursor_reused_without_resume(mp: Patcher) -> None:
+    """I18: a request continues from the latest provider cursor whether or not the model said
+    it can resume from it (the reducer, patched alike, accepts the pin: the log is consistent
+    with the bug, only the model's declaration contradicts it)."""
+
+    def resumable_cursor(self: Any) -> str | None:
+        return self.cursor.cursor if self.cursor is not None else None
+
+    mp.setattr(state_mod.State, "resumable_cursor", resumable_cursor)
+
+
 def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     """Depth 2 only: a recovery that finds an intent written two epochs ago (a crash hit the
     previous recovery before it recorded the call's outcome) forgets it was ever started and runs
@@ -1221,6 +1248,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "verify_then_continue re-executes without the verifier",
         verifier_ignored,
         "verify_then_continue_edit",
+    ),
+    Mutant(
+        "revision-bumped-on-replay",
+        "a re-verified edit bumps the mutation revision again",
+        revision_bumped_on_replay,
+        "plan_edit_validate",
+    ),
+    Mutant(
+        "cursor-reused-without-resume",
+        "a provider cursor sent although the model said it cannot resume from it",
+        cursor_reused_without_resume,
+        "plan_edit_validate",
     ),
     Mutant(
         "recovery-output-differs",

@@ -79,6 +79,7 @@ def runtime_config(scenario: Scenario) -> RuntimeConfig:
         budget=scenario.budget,
         max_model_attempts=scenario.max_model_attempts,
         context_budget_tokens=scenario.context_budget_tokens,
+        required_criteria=tuple(scenario.required_criteria),
     )
 
 

@@ -45,6 +45,9 @@ class ModelCall:
     request_digest: str = ""
     # sha256 of the request's first message when it is a summary (a compacted window), else "".
     head_digest: str = ""
+    # The provider cursor the request continued from ("" for none): I18 checks the model had
+    # declared it resumable.
+    cursor: str = ""
 
 
 class FakeModel:
@@ -81,6 +84,7 @@ class FakeModel:
                 outcome,
                 sha256_hex(canonical_json(request.model_dump(mode="json"))),
                 head_digest,
+                request.cursor or "",
             )
         )
         machine.world.record("model", request.task_id, request.attempt, len(users), outcome)
@@ -153,10 +157,16 @@ def script_answer(scenario: Scenario, request: ModelRequest) -> ModelResponse:
             retryable=turn.fail_retryable,
             retry_after_s=turn.retry_after_s,
         )
+    # The cursor names the script position, so a re-sent request gets the same one.
+    agent: dict[str, Any] = {
+        "plan": None if turn.plan is None else list(turn.plan),
+        "cursor": f"resp-{k}-{turn_index}" if turn.cursor else None,
+        "resumable": turn.resumable,
+    }
     if turn.calls:
         calls = [ProposedCall(tool=c.tool, arguments=dict(c.arguments)) for c in turn.calls]
-        return ModelResponse(text="", tool_calls=calls, tokens=16 * len(calls))
+        return ModelResponse(text="", tool_calls=calls, tokens=16 * len(calls), **agent)
     outputs = view.outputs
     digest = hashlib.sha256("\n".join(outputs).encode("utf-8")).hexdigest()[:12]
     text = f"{turn.answer} [tools={len(outputs)} digest={digest}]"
-    return ModelResponse(text=text, tokens=len(text) // 4 + 8)
+    return ModelResponse(text=text, tokens=len(text) // 4 + 8, **agent)

@@ -24,17 +24,28 @@ from durable.events import Budget, InboxMode, Policy
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
 Operation = Literal[
-    "workspace.read", "workspace.append_line", "payments.charge", "outbox.send", "counter.increment"
+    "workspace.read",
+    "workspace.append_line",
+    "workspace.replace",
+    "workspace.check",
+    "payments.charge",
+    "outbox.send",
+    "counter.increment",
 ]
 
+#: File-edit operations: their tools plan the edit's content hashes before the intent
+#: (``durable.tools.ToolSpec.plan_edit``) and must have the ``verify_then_continue`` policy.
+EDIT_OPERATIONS: frozenset[Operation] = frozenset({"workspace.replace"})
+
 #: The operations whose service can tell, after a crash, whether an interrupted call's effect
-#: landed (``append_line``: the line tagged with the call's key is in the file; ``charge``: a
-#: charge is recorded under the call's key). The one list of them: ``sim.world.tools`` gives a
+#: landed (``append_line``: the line tagged with the call's key is in the file; ``replace``: the
+#: file's hash is the one the intent recorded for after the edit; ``charge``: a charge is
+#: recorded under the call's key). The one list of them: ``sim.world.tools`` gives a
 #: ``verify_then_continue`` tool a verifier that answers only for these (any other operation's
 #: verifier says "unknown", which sends the call to manual reconciliation), and ``Scenario``
 #: refuses, without an operator, a ``verify_then_continue`` tool bound to any other operation.
 VERIFIABLE_OPERATIONS: frozenset[Operation] = frozenset(
-    {"workspace.append_line", "payments.charge"}
+    {"workspace.append_line", "workspace.replace", "payments.charge"}
 )
 
 #: The operations a tool may declare compensable (``ToolDef.compensate``): those with an undo in
@@ -100,6 +111,8 @@ class ToolDef(_Model):
     latency_s: float = Field(default=0.0, ge=0, le=3600)
     verifier: VerifierMode = "check"
     compensate: bool = False
+    #: A validation tool: the criterion its calls check (a call without error passes).
+    validates: str | None = Field(default=None, min_length=1, max_length=100)
 
     @model_validator(mode="after")
     def _verifier_needs_its_policy(self) -> ToolDef:
@@ -114,6 +127,13 @@ class ToolDef(_Model):
                 f"tool {self.name!r}: verifier {self.verifier!r} needs the verify_then_continue "
                 f"policy (only that policy asks a verifier), not {self.policy}"
             )
+        if self.operation in EDIT_OPERATIONS and self.policy != "verify_then_continue":
+            raise ValueError(
+                f"tool {self.name!r}: the file edit {self.operation} needs the "
+                f"verify_then_continue policy, not {self.policy}"
+            )
+        if self.validates is not None and self.operation in EDIT_OPERATIONS:
+            raise ValueError(f"tool {self.name!r}: a tool edits files or validates, not both")
         return self
 
 
@@ -124,13 +144,24 @@ class CallDef(_Model):
 
 class Turn(_Model):
     """One model turn: tool calls, or (no calls) the final answer. ``fail_attempts`` makes the
-    first attempts of this turn fail (retryable or fatal) before it succeeds."""
+    first attempts of this turn fail (retryable or fatal) before it succeeds. ``plan`` (not
+    None) replaces the agent's plan; ``cursor`` makes the response carry a provider cursor,
+    ``resumable`` whether the model says a later request may continue from it."""
 
     calls: list[CallDef] = Field(default_factory=list, max_length=16)
     answer: str = ""
     fail_attempts: int = Field(default=0, ge=0, le=16)
     fail_retryable: bool = True
     retry_after_s: float | None = Field(default=None, ge=0, le=3600)
+    plan: list[str] | None = Field(default=None, max_length=32)
+    cursor: bool = False
+    resumable: bool = False
+
+    @model_validator(mode="after")
+    def _resumable_needs_a_cursor(self) -> Turn:
+        if self.resumable and not self.cursor:
+            raise ValueError("a turn is resumable only with a cursor")
+        return self
 
 
 class InputDef(_Model):
@@ -235,6 +266,8 @@ class Scenario(_Model):
     base_crash: BaseCrashDef | None = None
     timed_crashes: list[TimedCrashDef] = Field(default_factory=list, max_length=8)
     resends: list[ResendDef] = Field(default_factory=list, max_length=16)
+    #: Criteria a run must have validated at the current mutation revision to complete.
+    required_criteria: list[str] = Field(default_factory=list, max_length=16)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -251,6 +284,10 @@ class Scenario(_Model):
                 for call in turn.calls:
                     if call.tool not in names:
                         raise ValueError(f"script[{k}] calls undefined tool {call.tool!r}")
+        checked = {t.validates for t in self.tools if t.validates is not None}
+        unchecked = [c for c in self.required_criteria if c not in checked]
+        if unchecked:
+            raise ValueError(f"required criterion {unchecked[0]!r} is checked by no tool")
         if self.takeover is not None and self.shutdown is not None:
             raise ValueError("a scenario has a takeover or a shutdown, not both")
         if self.heartbeat_s >= self.lease_ttl_s:

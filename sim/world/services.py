@@ -10,7 +10,9 @@ the result. Services:
 - ``workspace``: files; ``read`` (naturally idempotent) and ``append_line`` (not idempotent: each
   call adds a line, so a re-run shows up as a duplicate line); ``restore`` (a compensation: puts
   a file back to a recorded pre-image, deduped by the compensation's key, booked under the
-  compensation's call id ``{call_id}.undo``).
+  compensation's call id ``{call_id}.undo``); ``replace`` (a file edit applied only to the
+  content its intent's hashes were planned against) and ``check`` (a validation: a read that
+  fails unless the file holds the expected text).
 - ``payments``: ``charge`` dedupes by idempotency key and honours fencing tokens (refuses an epoch
   lower than the highest it has seen for the conversation); ``refund`` (a compensation: refunds
   a charge in full, deduped by the compensation's key, fenced like a charge).

@@ -14,17 +14,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from durable.events import PlannedEdit
 from durable.tools import (
     Compensation,
+    EditPlanner,
     ToolContext,
     ToolError,
     ToolRegistry,
     ToolSpec,
     Verification,
     VerifierFn,
+    content_hash,
 )
 from sim.world.process import SimProcess
-from sim.world.scenario import VERIFIABLE_OPERATIONS, Scenario, ToolDef, VerifierMode
+from sim.world.scenario import (
+    VERIFIABLE_OPERATIONS,
+    Scenario,
+    ToolDef,
+    VerifierMode,
+)
 
 #: What an effect returns: (applied, ledger note, the tool's output or the ``ToolError`` to raise).
 Outcome = tuple[bool, str, object]
@@ -123,6 +131,50 @@ def _append_line(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     return apply
 
 
+def _replaced(state: ServiceState, arguments: dict[str, Any]) -> PlannedEdit:
+    """``workspace.replace``'s plan: the file's hash now and after replacing the first
+    ``old`` with ``new`` (unchanged if ``old`` is not in it)."""
+    path = str(arguments.get("path", ""))
+    content = state.file_content(path)
+    old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
+    after = (content or "").replace(old, new, 1) if old else content
+    return PlannedEdit(path=path, before_hash=content_hash(content), after_hash=content_hash(after))
+
+
+def _replace(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``workspace.replace``: a file edit (replace the first ``old`` with ``new``). It applies
+    only to the content it was planned against (``ctx.edit``): a replay after the edit landed
+    finds another hash and fails instead of editing twice."""
+    path = str(arguments.get("path", ""))
+    old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
+    planned = ctx.edit
+
+    def apply(state: ServiceState) -> Outcome:
+        content = state.file_content(path)
+        if planned is None or content_hash(content) != planned.before_hash:
+            return False, "stale", ToolError(f"{path} changed since the edit was planned")
+        if not old or content is None or old not in content:
+            return False, "no match", ToolError(f"{old!r} not found in {path}")
+        state.put_file(path, content.replace(old, new, 1))
+        return True, "", f"replaced 1 occurrence in {path}"
+
+    return apply
+
+
+def _check(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
+    """``workspace.check``: a validation (like running the tests): passes if the file holds
+    ``expect``; a read, so naturally idempotent."""
+    path, expect = str(arguments.get("path", "")), str(arguments.get("expect", ""))
+
+    def apply(state: ServiceState) -> Outcome:
+        content = state.file_content(path) or ""
+        if expect not in content:
+            return True, "failed", ToolError(f"check failed: {expect!r} not in {path}")
+        return True, "", f"check passed: {path}"
+
+    return apply
+
+
 def _charge(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     """``payments.charge``: dedupes by idempotency key and refuses a fencing epoch lower than
     the highest it has seen for the conversation."""
@@ -166,6 +218,23 @@ def _appended(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) 
     if marked_line(arguments, ctx) in content.splitlines():
         return Verification(status="applied", output=f"appended 1 line to {path}")
     return Verification(status="not_applied")
+
+
+def _edited(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
+    """An interrupted edit, judged by the hashes its intent recorded: the file's current hash
+    is the planned after-hash (it landed), the before-hash (it did not), or neither (something
+    else changed the file: nobody can tell)."""
+    planned = ctx.edit
+    if planned is None:
+        return Verification(status="unknown", output="no planned edit recorded")
+    current = content_hash(state.file_content(planned.path))
+    if planned.after_hash == planned.before_hash:
+        return Verification(status="not_applied")  # a no-op edit: running it again is harmless
+    if current == planned.after_hash:
+        return Verification(status="applied", output=f"replaced 1 occurrence in {planned.path}")
+    if current == planned.before_hash:
+        return Verification(status="not_applied")
+    return Verification(status="unknown", output=f"{planned.path} holds neither planned hash")
 
 
 def _charged(state: ServiceState, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
@@ -255,6 +324,7 @@ class Operation:
     effect: Effect
     check: Check | None = None
     undoing: Undoing | None = None
+    plan: Callable[[ServiceState, dict[str, Any]], PlannedEdit] | None = None
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -266,6 +336,8 @@ OPERATIONS: dict[str, Operation] = {
         _appended,
         Undoing("restore", _file_pre_image, _restore),
     ),
+    "workspace.replace": Operation("workspace", "replace", _replace, _edited, plan=_replaced),
+    "workspace.check": Operation("workspace", "check", _check),
     "payments.charge": Operation(
         "payments", "charge", _charge, _charged, Undoing("refund", _charge_pre_image, _refund)
     ),
@@ -292,7 +364,13 @@ def _spec(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> ToolSp
         verifier = _verifier(tool.operation, services, process, mode=tool.verifier)
     compensation = _compensation(tool, services, process) if tool.compensate else None
     return ToolSpec(
-        name=tool.name, fn=fn, policy=tool.policy, verifier=verifier, compensation=compensation
+        name=tool.name,
+        fn=fn,
+        policy=tool.policy,
+        verifier=verifier,
+        compensation=compensation,
+        plan_edit=_planner(operation, services, process),
+        validates=tool.validates,
     )
 
 
@@ -315,6 +393,21 @@ def _compensation(tool: ToolDef, services: ServiceLedger, process: SimProcess) -
         return services.effect(process, operation.service, undoing.op, ctx, apply)
 
     return Compensation(undo=undo, capture=capture)
+
+
+def _planner(
+    operation: Operation, services: ServiceLedger, process: SimProcess
+) -> EditPlanner | None:
+    """A file-edit operation's planner: it reads the file (no effect, so no boundary)."""
+    plan = operation.plan
+    if plan is None:
+        return None
+
+    async def planner(arguments: dict[str, Any]) -> PlannedEdit:
+        process.check_alive("tool.plan")
+        return plan(services.view(), arguments)
+
+    return planner
 
 
 def _verifier(

@@ -18,6 +18,7 @@ import trio
 import trio.testing
 from testkit import (
     CONV,
+    CRITERION,
     REPO,
     CounterIds,
     EffectTool,
@@ -26,6 +27,7 @@ from testkit import (
     StoreKind,
     Stores,
     ToolLoopModel,
+    Workspace,
     answer,
     call,
     settled,
@@ -40,6 +42,7 @@ from durable.model import ModelError
 from durable.runtime import Runtime
 from durable.state import new_state, reduce
 from durable.store import make_checkpoint
+from durable.tools import content_hash
 
 CONV_2 = "conv-2"
 LONG_ANSWER = "The invoice was paid in full; " * 5
@@ -545,3 +548,72 @@ def test_python_dash_m_durable(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+# -- agent state -----------------------------------------------------------------------------------
+
+
+def build_agent_state(kind: StoreKind, root: Path) -> Stores:
+    """A conversation with agent state (docs/architecture.md, 1.7): a plan revised once, two
+    edits of ``app.py``, a passing validation at the final revision, a resumable cursor."""
+    stores = Stores(kind, root)
+    workspace = Workspace({"app.py": "port = 80\ntls = off\n"})
+    steps = [
+        call("edit", path="app.py", old="80", new="443").model_copy(
+            update={"plan": ["edit", "check"], "cursor": "resp-1", "resumable": True}
+        ),
+        call("edit", path="app.py", old="off", new="on"),
+        call("test", path="app.py", expect="port = 443"),
+        answer("done").model_copy(update={"plan": ["edit", "check", "report"]}),
+    ]
+    config = RuntimeConfig(required_criteria=(CRITERION,))
+    harness = Harness(stores, model=ScriptedModel(steps), tools=workspace.specs(), config=config)
+
+    async def write() -> None:
+        async with harness.process("owner-a") as runtime:
+            conversation = await runtime.conversation(CONV)
+            handle = await conversation.submit("fix app.py", request_id="req-1")
+            await settled(conversation, handle.id)
+
+    trio.run(write, clock=trio.testing.MockClock(autojump_threshold=0))
+    stores.close()
+    stores.workspace = workspace  # type: ignore[attr-defined]
+    return stores
+
+
+def test_inspect_shows_agent_state(kind: StoreKind, tmp_path: Path) -> None:
+    stores = build_agent_state(kind, tmp_path)
+    final_hash = content_hash(stores.workspace.files["app.py"])  # type: ignore[attr-defined]
+    code, out, err = inspect(stores.path)
+    assert (code, err) == (0, "")
+    assert "plan (2 revisions): edit; check; report" in out
+    assert "mutation revision: 2" in out
+    assert f"changed file app.py: sha256 {final_hash[:16]} (revision 2, call " in out
+    assert "validation 'tests pass' (" in out and "passed at revision 2 (current)" in out
+    assert "provider cursor: resp-1 (resumable)" in out
+    code, text, _ = inspect(stores.path, "--json")
+    (conv,) = json.loads(text)["conversations"]
+    assert conv["plan"] == ["edit", "check", "report"] and conv["plan_revisions"] == 2
+    assert conv["mutation_revision"] == 2
+    (changed,) = conv["changed_files"]
+    assert (changed["path"], changed["after_hash"], changed["revision"]) == (
+        "app.py",
+        final_hash,
+        2,
+    )
+    (validation,) = conv["validations"]
+    assert (validation["criterion"], validation["passed"], validation["current"]) == (
+        CRITERION,
+        True,
+        True,
+    )
+    assert (conv["cursor"]["cursor"], conv["cursor"]["resumable"]) == ("resp-1", True)
+    assert [r["stop_reason"] for r in conv["runs"]] == ["completed"]
+
+
+def test_a_conversation_without_agent_state_prints_no_agent_lines(tmp_path: Path) -> None:
+    stores = build("file", tmp_path)
+    code, out, _ = inspect(stores.path)
+    assert code == 0
+    for line in ("plan (", "mutation revision", "changed file", "validation '", "cursor:"):
+        assert line not in out

@@ -36,6 +36,7 @@ from sim.explore.mutants import (
     compensate_forward_order,
     compensation_key_per_attempt,
     corruption_unnamed,
+    cursor_reused_without_resume,
     damage_read_as_torn_tail,
     effect_before_intent,
     idempotency_key_per_attempt,
@@ -52,6 +53,7 @@ from sim.explore.mutants import (
     resend_twice_on_recovery,
     retry_after_fatal_error,
     retry_waits_again,
+    revision_bumped_on_replay,
     scheduler_skips_execute,
     sqlite_off_as_full,
     stale_context_window,
@@ -465,6 +467,23 @@ CASES = [
         "recovered process applies the summary its dead predecessor asked for",
     ),
     Case(
+        "I18",
+        "revision-bumped-on-replay",
+        revision_bumped_on_replay,
+        bundled("plan_edit_validate"),
+        Crash("tool.effect:workspace.replace", "after", "process"),
+        "24:after:process (after tool.effect:workspace.replace#call-1): the verified edit "
+        "moves the mutation revision from 0 to 2",
+    ),
+    Case(
+        "I18",
+        "cursor-reused-without-resume",
+        cursor_reused_without_resume,
+        bundled("plan_edit_validate"),
+        None,
+        "none (fault-free: the second request continues from resp-1-0, declared not resumable)",
+    ),
+    Case(
         "I12",
         "sqlite-off-as-full",
         sqlite_off_as_full,
@@ -535,6 +554,7 @@ SWEEPS = [
     ("I12-append-skips-fsync", ("power",), "store.commit#3"),
     ("I13-repair-before-refusing", ("storage",), "store.commit#2"),
     ("I12-damage-as-torn-tail", ("storage",), "store.commit#3"),
+    ("I18-revision-bumped-on-replay", ("process",), "tool.effect:workspace.replace#call-1"),
 ]
 # The compensation mutants, swept with the default crash kinds (process and power) on both
 # stores: (case id, the first failing schedule's crash labels on the file store).

@@ -21,6 +21,7 @@ from testkit import REPO
 from sim.explore.sweep import base_schedule
 from sim.run.runner import run_scenario
 from sim.world.scenario import (
+    EDIT_OPERATIONS,
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_INT_DIGITS,
@@ -40,6 +41,8 @@ UNVERIFIABLE = sorted(set(get_args(Operation)) - VERIFIABLE_OPERATIONS)
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "workspace.read": {"path": "notes.txt"},
     "workspace.append_line": {"path": "notes.txt", "line": "done"},
+    "workspace.replace": {"path": "notes.txt", "old": "start", "new": "done"},
+    "workspace.check": {"path": "notes.txt", "expect": "start"},
     "payments.charge": {"amount": 30},
     "outbox.send": {"to": "ann@example.com", "subject": "update"},
     "counter.increment": {},
@@ -251,7 +254,7 @@ def test_cli_run_refuses_with_one_line_and_exit_2(bad: Bad, tmp_path: Path) -> N
 
 def test_every_bundled_scenario_and_corpus_case_loads() -> None:
     names = bundled_names()
-    assert len(names) == 30
+    assert len(names) == 31
     for name in names:
         assert load_scenario(name).name == name
     cases = sorted(CORPUS.glob("*.json"))
@@ -324,7 +327,26 @@ def test_an_operator_makes_reconciliation_policies_valid(operation: str, policy:
 @pytest.mark.parametrize("policy", ["replay_safe", "idempotent", "unsafe"])
 def test_self_settling_policies_need_no_operator(policy: str) -> None:
     for operation in get_args(Operation):
+        if operation in EDIT_OPERATIONS:
+            continue  # a file edit takes verify_then_continue only (the next test)
         assert Scenario.model_validate(one_tool_doc(operation, policy)).operator is None
+
+
+@pytest.mark.parametrize("policy", ["replay_safe", "idempotent", "unsafe", "manual"])
+@pytest.mark.parametrize("operation", sorted(EDIT_OPERATIONS))
+def test_a_file_edit_needs_verify_then_continue(operation: str, policy: str) -> None:
+    """The planned hashes of a file edit are what its verifier compares after a crash: any
+    other policy would record them for nothing (``durable.tools.ToolSpec`` refuses it too)."""
+    with pytest.raises(ValueError, match="needs the verify_then_continue policy"):
+        Scenario.model_validate(one_tool_doc(operation, policy, operator={}))
+
+
+def test_a_required_criterion_needs_a_tool_that_checks_it() -> None:
+    doc = one_tool_doc("workspace.check", "replay_safe", required_criteria=["tests pass"])
+    with pytest.raises(ValueError, match="required criterion 'tests pass' is checked by no tool"):
+        Scenario.model_validate(doc)
+    doc["tools"][0]["validates"] = "tests pass"
+    assert Scenario.model_validate(doc).required_criteria == ["tests pass"]
 
 
 @pytest.mark.parametrize("mode", ["unknown", "fails"])
