@@ -7,7 +7,9 @@ tries each conversation that has not settled yet, takes its lease (or skips it w
 worker holds it), submits the conversation's one input with its request id (a re-send after a
 crash maps to the same submission), waits for the answer, and leaves the runtime (releasing the
 lease). It ends when every conversation has settled (exit 0) or at the fleet's deadline (exit 4).
-With ``LABEL WHEN`` it SIGKILLs itself at that boundary (``sim.targets.boundaries``).
+With ``LABEL WHEN`` it SIGKILLs itself at that boundary (``sim.targets.boundaries``); with
+``store.append#k fenced`` it instead stops itself on its k-th append, between the fence check and
+the write, for the parent to continue as a zombie (``sim.targets.workers.takeover``).
 
 Losing a race is normal and is not an error: ``LeaseHeld`` (another worker holds the lease),
 ``Fenced``/``StaleLease`` (this worker was paused past its lease), ``SequenceConflict`` (another
@@ -38,6 +40,7 @@ from sim.targets.boundaries import Boundaries, TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import BoundaryStore, ScriptedModel, open_store, payment_tools
 from sim.targets.workers.mutants import apply_mutant
+from sim.targets.workers.takeover import FENCED, WorkerPauses, install_fence_hook
 
 CONFIG_NAME = "fleet.json"
 EXIT_DONE = 0
@@ -103,9 +106,14 @@ async def serve_one(
     return outcome
 
 
-async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) -> int:
+async def serve(
+    config: dict[str, Any], process: str, boundaries: Boundaries, fenced_label: str | None
+) -> int:
     fleet_dir = Path(config["fleet_dir"])
-    store: Store = BoundaryStore(open_fleet_store(config), boundaries)  # type: ignore[assignment]
+    inner = open_fleet_store(config)
+    install_fence_hook(inner)
+    pauses = WorkerPauses(boundaries, fleet_dir, fenced_label)
+    store: Store = BoundaryStore(inner, boundaries, pauses)  # type: ignore[assignment]
     ledger = Ledger(fleet_dir / LEDGER_NAME)
     tools = payment_tools(boundaries, ledger, process)
     runtime_config = RuntimeConfig(
@@ -148,12 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads((fleet_dir / CONFIG_NAME).read_text(encoding="utf-8"))
     log = TraceLog(fleet_dir / trace_name(process))
     crash = (args[2], args[3]) if len(args) == 4 else None
-    boundaries = Boundaries(log, process, crash)
+    fenced_label = crash[0] if crash is not None and crash[1] == FENCED else None
+    boundaries = Boundaries(log, process, None if fenced_label else crash)
     log.write({"t": "spawn", "p": process, "crash": list(crash) if crash else None}, sync=True)
     if config.get("mutant"):
         apply_mutant(str(config["mutant"]))
     try:
-        status = trio.run(serve, config, process, boundaries)
+        status = trio.run(serve, config, process, boundaries, fenced_label)
     except Exception as exc:
         lines = traceback.format_exc().strip().splitlines()
         log.write({"t": "error", "p": process, "error": _leaves(exc), "trace": lines}, sync=True)

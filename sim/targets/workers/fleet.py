@@ -26,6 +26,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import STORE_NAMES, StoreName
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
 from sim.targets.workers.mutants import MUTANTS
+from sim.targets.workers.takeover import FENCED, TakeoverDirector
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -43,6 +44,13 @@ MAX_WORKERS = 16
 MAX_CONVERSATIONS = 64
 MAX_INCARNATIONS = 256
 POLL_S = 0.02
+#: The appends a planned fence pause is drawn from (``store.append#k:fenced``): each within a
+#: worker's first conversation, so the pause lands while it holds a lease.
+FENCED_APPENDS = tuple(f"store.append#{n}" for n in range(2, 6))
+#: How long a zombie stopped at its fence waits for a new owner (at most): below the 5 s a
+#: correct store's waiters wait for its lock before they give up (Postgres ``lock_timeout``,
+#: SQLite's busy timeout), so a correct store's waiters only wait.
+FENCED_WAIT_MAX_S = 3.5
 
 Progress = Callable[[str], None]
 
@@ -58,6 +66,7 @@ class FleetOptions:
     conversations: int = 6
     kills: int = 4
     pauses: int = 2
+    fenced_pauses: int = 1  # incarnations stopped between an append's fence check and write
     seed: int = 0
     lease_ttl_s: float = 1.0
     heartbeat_s: float = 0.3
@@ -76,6 +85,8 @@ class FleetOptions:
             raise FleetError(f"--conversations must be 1..{MAX_CONVERSATIONS}")
         if self.kills < 0 or self.pauses < 0 or self.kills + self.workers > MAX_INCARNATIONS:
             raise FleetError("--kills and --pauses must be >= 0 (and kills + workers <= 256)")
+        if not 0 <= self.fenced_pauses <= self.workers:
+            raise FleetError(f"--fenced-pauses must be 0..{self.workers} (one per worker at most)")
         if not 0 < self.heartbeat_s < self.lease_ttl_s:
             raise FleetError("the heartbeat must be positive and shorter than the lease TTL")
         if self.deadline_s <= 0:
@@ -109,6 +120,7 @@ class FleetRun:
     fleet_dir: Path
     incarnations: list[Incarnation] = field(default_factory=list)
     pauses: list[dict[str, Any]] = field(default_factory=list)
+    fenced: list[dict[str, Any]] = field(default_factory=list)  # the zombies stopped at a fence
     timed_out: bool = False
     wall_s: float = 0.0
 
@@ -123,8 +135,17 @@ class _Plan:
         pause_window_s = options.lease_ttl_s * 3
         self.pause_at_s = sorted(rng.uniform(0.2, pause_window_s) for _ in range(options.pauses))
         self.pause_for_s = options.lease_ttl_s * 2.5
+        # A stream of its own: the kill plan of a seed is the same with or without these.
+        self._fenced_rng = random.Random(f"fleet:{options.seed}:fenced")
+        self.fenced_left = options.fenced_pauses
+        self.fenced_wait_s = min(options.lease_ttl_s * 3, FENCED_WAIT_MAX_S)
 
     def crash(self) -> tuple[str, str] | None:
+        """The next incarnation's planned boundary: the first ``fenced_pauses`` stop at an
+        append's fence (and are not killed), the next ``kills`` die at a seeded boundary."""
+        if self.fenced_left > 0:
+            self.fenced_left -= 1
+            return (self._fenced_rng.choice(FENCED_APPENDS), FENCED)
         if self.kills_left == 0:
             return None
         self.kills_left -= 1
@@ -196,6 +217,7 @@ def run_fleet(
     started = time.monotonic()
     live = [_spawn(run, plan, say) for _ in range(options.workers)]
     stopped: dict[str, float] = {}  # paused incarnation -> when to continue it
+    director = TakeoverDirector(fleet_dir, plan.fenced_wait_s, trace_name, say)
     try:
         while live:
             now_s = time.monotonic() - started
@@ -204,12 +226,15 @@ def run_fleet(
                 say(f"deadline: {len(live)} worker(s) still running are killed")
                 break
             _continue_paused(live, stopped, now_s, say)
-            _pause_one(run, plan, live, stopped, now_s, say)
+            director.poll(live, set(stopped), now_s)
+            _pause_one(run, plan, live, stopped, director.self_stopped(), now_s, say)
             live = _reap(run, plan, live, stopped, say)
             time.sleep(POLL_S)
     finally:
         for incarnation in live:  # the deadline, or the parent interrupted: no orphan workers
             _kill(incarnation)
+        director.release_all()
+    run.fenced = director.record
     run.wall_s = time.monotonic() - started
     return run
 
@@ -219,14 +244,20 @@ def _pause_one(
     plan: _Plan,
     live: list[Incarnation],
     stopped: dict[str, float],
+    self_stopped: set[str],
     now_s: float,
     say: Progress,
 ) -> None:
     """At the plan's next pause time, stop a worker that holds a lease now (a pause matters only
-    then: it makes a zombie); if none does, the pause waits for one."""
+    then: it makes a zombie); if none does, the pause waits for one. A worker stopped at its own
+    fence or held for one (``self_stopped``) is the takeover director's."""
     if not plan.pause_at_s or plan.pause_at_s[0] > now_s:
         return
-    holders = [i for i in live if i.name not in stopped and _holds_lease(run, i)]
+    holders = [
+        i
+        for i in live
+        if i.name not in stopped and i.name not in self_stopped and _holds_lease(run, i)
+    ]
     if not holders:
         return
     plan.pause_at_s.pop(0)
