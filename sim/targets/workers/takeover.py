@@ -158,12 +158,15 @@ class TakeoverDirector:
     record: list[dict[str, Any]] = field(default_factory=list)
 
     def self_stopped(self) -> set[str]:
-        """The workers this director keeps stopped (the parent's own pauses leave them alone)."""
-        return {z.process for z in self.zombies.values() if z.continued_s is None} | set(self.held)
+        """The workers this director is ordering (the parent's own pauses leave them alone): a
+        zombie until its append is over -- a second stop inside its critical section would keep
+        the other workers waiting on its lock past their 5 s -- and the held new owners."""
+        return {z.process for z in self.zombies.values()} | set(self.held)
 
     def poll(self, live: list[Any], parent_stopped: set[str], now_s: float) -> None:
         """One look at every live worker, then whatever continuing is due."""
-        known = self.self_stopped()
+        known = {z.process for z in self.zombies.values() if z.continued_s is None}
+        known |= set(self.held)
         for incarnation in live:
             if incarnation.name in parent_stopped or incarnation.name in known:
                 continue
