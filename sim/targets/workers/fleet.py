@@ -26,7 +26,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import STORE_NAMES, StoreName
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
 from sim.targets.workers.mutants import MUTANTS
-from sim.targets.workers.takeover import FENCED, TakeoverDirector
+from sim.targets.workers.takeover import FENCED, LOCK_WAIT_S, TakeoverDirector
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -50,7 +50,7 @@ FENCED_APPENDS = tuple(f"store.append#{n}" for n in range(2, 6))
 #: How long a zombie stopped at its fence waits for a new owner (at most): below the 5 s a
 #: correct store's waiters wait for its lock before they give up (Postgres ``lock_timeout``,
 #: SQLite's busy timeout), so a correct store's waiters only wait.
-FENCED_WAIT_MAX_S = 3.5
+FENCED_WAIT_MAX_S = LOCK_WAIT_S - 1.5
 
 Progress = Callable[[str], None]
 
@@ -227,7 +227,8 @@ def run_fleet(
                 break
             _continue_paused(live, stopped, now_s, say)
             director.poll(live, set(stopped), now_s)
-            _pause_one(run, plan, live, stopped, director.self_stopped(), now_s, say)
+            if not director.quiet(now_s):
+                _pause_one(run, plan, live, stopped, director.self_stopped(), now_s, say)
             live = _reap(run, plan, live, stopped, say)
             time.sleep(POLL_S)
     finally:

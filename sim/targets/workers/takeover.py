@@ -39,6 +39,9 @@ from typing import Any
 
 from sim.targets.boundaries import Boundaries, read_trace
 
+#: How long a worker waits for another's lock before it gives up with an error: FileStore's
+#: ``OsFileSystem.lock_wait_s``, SQLite's busy timeout and Postgres's ``lock_timeout`` are 5 s.
+LOCK_WAIT_S = 5.0
 #: The planned boundary's ``when`` that means "stop here", not "die here".
 FENCED = "fenced"
 #: The pause of the append this task is running, if it is the planned one (a worker thread
@@ -162,6 +165,12 @@ class TakeoverDirector:
         zombie until its append is over -- a second stop inside its critical section would keep
         the other workers waiting on its lock past their 5 s -- and the held new owners."""
         return {z.process for z in self.zombies.values()} | set(self.held)
+
+    def quiet(self, now_s: float) -> bool:
+        """Whether the parent's own pauses must wait: a worker may have queued on the zombie's
+        lock since the zombie stopped, and a second stop in a row (of the zombie, or of the
+        next holder of that lock) could make it wait past ``LOCK_WAIT_S``."""
+        return bool(self.zombies) or any(now_s < r["at_s"] + LOCK_WAIT_S for r in self.record)
 
     def poll(self, live: list[Any], parent_stopped: set[str], now_s: float) -> None:
         """One look at every live worker, then whatever continuing is due."""
