@@ -196,9 +196,12 @@ def test_a_record_of_an_older_epoch_beyond_a_new_owners_first_read_is_an_i8_viol
 
 
 #: The fleet that puts a zombie's write into a new owner's window: one worker stops itself
-#: between its append's fence check and its write; no kills or random pauses to blur it; the
-#: other workers poll the few open conversations, so one of them is there to take over.
-FENCED_FLEET = {"workers": 3, "conversations": 3, "kills": 0, "pauses": 0, "fenced_pauses": 1}
+#: between its append's fence check and its write (its 2nd to 5th append: inside its first
+#: visit, which with more conversations than workers is to one nobody has settled yet); no kills
+#: or random pauses to blur it. The other workers keep visiting the unsettled conversation, so
+#: one of them is there to take over. (With 3 conversations, one measured fleet's zombie first
+#: got a lease on a conversation already answered: the others had exited, nobody took over.)
+FENCED_FLEET = {"workers": 3, "conversations": 6, "kills": 0, "pauses": 0, "fenced_pauses": 1}
 FENCED_SEEDS = range(3)
 
 
