@@ -196,7 +196,7 @@ class BoundaryStore:
         if self._unwritten.pop(conversation_id, None) is not None:
             self._pauses.hold_if_posted(conversation_id, epoch)
         label = self._boundaries.numbered("store.append")
-        pause = self._pauses.pause_for(label, conversation_id, epoch)
+        pause = self._pauses.pause_for(records, conversation_id, epoch)
         self._boundaries.before(label)
         token = self._pauses.armed(pause)
         try:

@@ -8,8 +8,8 @@ worker holds it), submits the conversation's one input with its request id (a re
 crash maps to the same submission), waits for the answer, and leaves the runtime (releasing the
 lease). It ends when every conversation has settled (exit 0) or at the fleet's deadline (exit 4).
 With ``LABEL WHEN`` it SIGKILLs itself at that boundary (``sim.targets.boundaries``); with
-``store.append#k fenced`` it instead stops itself on its k-th append, between the fence check and
-the write, for the parent to continue as a zombie (``sim.targets.workers.takeover``).
+``work.append#k fenced`` it instead stops itself on its k-th append of work, between the fence
+check and the write, for the parent to continue as a zombie (``sim.targets.workers.takeover``).
 
 Losing a race is normal and is not an error: ``LeaseHeld`` (another worker holds the lease),
 ``Fenced``/``StaleLease`` (this worker was paused past its lease), ``SequenceConflict`` (another

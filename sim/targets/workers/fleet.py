@@ -26,7 +26,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import STORE_NAMES, StoreName
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
 from sim.targets.workers.mutants import MUTANTS
-from sim.targets.workers.takeover import FENCED, LOCK_WAIT_S, TakeoverDirector
+from sim.targets.workers.takeover import FENCED, LOCK_WAIT_S, WORK_APPEND, TakeoverDirector
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -44,9 +44,10 @@ MAX_WORKERS = 16
 MAX_CONVERSATIONS = 64
 MAX_INCARNATIONS = 256
 POLL_S = 0.02
-#: The appends a planned fence pause is drawn from (``store.append#k:fenced``): each within a
-#: worker's first conversation, so the pause lands while it holds a lease.
-FENCED_APPENDS = tuple(f"store.append#{n}" for n in range(2, 6))
+#: The appends a planned fence pause is drawn from (``work.append#k:fenced``: the k-th append
+#: of work, ``sim.targets.workers.takeover``): each within a worker's first visit that serves an
+#: input (a conversation nobody has settled, so another worker will come to take it over).
+FENCED_APPENDS = tuple(f"{WORK_APPEND}#{n}" for n in range(2, 6))
 #: How long a zombie stopped at its fence waits for a new owner (at most): below the 5 s a
 #: correct store's waiters wait for its lock before they give up (Postgres ``lock_timeout``,
 #: SQLite's busy timeout), so a correct store's waiters only wait.

@@ -4,7 +4,9 @@ the lease over: the interleaving a fence checked outside the append's transactio
 A random ``SIGSTOP`` from the parent almost never lands in the microseconds between an append's
 fence check and its write, so the fleet places one there on purpose (docs/architecture.md, 2.9):
 
-- **the zombie** (an incarnation planned ``store.append#k:fenced``): on its k-th append, right
+- **the zombie** (an incarnation planned ``work.append#k:fenced``): on its k-th append of work
+  (a batch without ``lease_acquired``: a visit to a conversation already answered appends only
+  that, and nobody would come to take such a conversation over), right
   after the store's fence check passed (a wrapper of the store object's ``_fence``, installed in
   the worker only), it notes ``fenced-pause`` in its trace and stops itself. In a correct store
   that instant is inside the append's critical section -- ``FileStore``'s OS lock, SQLite's
@@ -37,11 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from durable.events import EventRecord, LeaseAcquired
 from sim.targets.boundaries import Boundaries, read_trace
 
 #: How long a worker waits for another's lock before it gives up with an error: FileStore's
 #: ``OsFileSystem.lock_wait_s``, SQLite's busy timeout and Postgres's ``lock_timeout`` are 5 s.
 LOCK_WAIT_S = 5.0
+#: What a planned fence pause counts: the worker's appends of work (``work.append#k``).
+WORK_APPEND = "work.append"
 #: The planned boundary's ``when`` that means "stop here", not "die here".
 FENCED = "fenced"
 #: The pause of the append this task is running, if it is the planned one (a worker thread
@@ -82,9 +87,16 @@ class WorkerPauses:
         self._fleet_dir = fleet_dir
         self._fenced_label = fenced_label
         self._paused = False
+        self._work_appends = 0
 
-    def pause_for(self, label: str, conversation_id: str, epoch: int) -> Callable[[], None] | None:
-        """The pause to run after the fence of append ``label`` passed (None: not planned)."""
+    def pause_for(
+        self, records: list[EventRecord], conversation_id: str, epoch: int
+    ) -> Callable[[], None] | None:
+        """The pause to run after this append's fence passed (None: not the planned one)."""
+        if any(isinstance(r.event, LeaseAcquired) for r in records):
+            return None
+        self._work_appends += 1
+        label = f"{WORK_APPEND}#{self._work_appends}"
         if label != self._fenced_label or self._paused:
             return None
 
