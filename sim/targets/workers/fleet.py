@@ -24,9 +24,9 @@ from typing import Any
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import STORE_NAMES, StoreName
-from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
+from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
 from sim.targets.workers.mutants import MUTANTS
-from sim.targets.workers.takeover import FENCED, LOCK_WAIT_S, WORK_APPEND, TakeoverDirector
+from sim.targets.workers.takeover import LOCK_WAIT_S, TakeoverDirector
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -44,10 +44,6 @@ MAX_WORKERS = 16
 MAX_CONVERSATIONS = 64
 MAX_INCARNATIONS = 256
 POLL_S = 0.02
-#: The appends a planned fence pause is drawn from (``work.append#k:fenced``: the k-th append
-#: of work, ``sim.targets.workers.takeover``): each within a worker's first visit that serves an
-#: input (a conversation nobody has settled, so another worker will come to take it over).
-FENCED_APPENDS = tuple(f"{WORK_APPEND}#{n}" for n in range(2, 6))
 #: How long a zombie stopped at its fence waits for a new owner (at most): below the 5 s a
 #: correct store's waiters wait for its lock before they give up (Postgres ``lock_timeout``,
 #: SQLite's busy timeout), so a correct store's waiters only wait.
@@ -136,17 +132,9 @@ class _Plan:
         pause_window_s = options.lease_ttl_s * 3
         self.pause_at_s = sorted(rng.uniform(0.2, pause_window_s) for _ in range(options.pauses))
         self.pause_for_s = options.lease_ttl_s * 2.5
-        # A stream of its own: the kill plan of a seed is the same with or without these.
-        self._fenced_rng = random.Random(f"fleet:{options.seed}:fenced")
-        self.fenced_left = options.fenced_pauses
         self.fenced_wait_s = min(options.lease_ttl_s * 3, FENCED_WAIT_MAX_S)
 
     def crash(self) -> tuple[str, str] | None:
-        """The next incarnation's planned boundary: the first ``fenced_pauses`` stop at an
-        append's fence (and are not killed), the next ``kills`` die at a seeded boundary."""
-        if self.fenced_left > 0:
-            self.fenced_left -= 1
-            return (self._fenced_rng.choice(FENCED_APPENDS), FENCED)
         if self.kills_left == 0:
             return None
         self.kills_left -= 1
@@ -173,6 +161,7 @@ def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
         "checkpoint_every": options.checkpoint_every,
         "deadline_wall_s": time.time() + options.deadline_s,
         "mutant": options.mutant,
+        "fenced_pauses": options.fenced_pauses,
     }
     (fleet_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
 
@@ -215,11 +204,13 @@ def run_fleet(
     _prepare(options, fleet_dir)
     run = FleetRun(options=options, fleet_dir=fleet_dir)
     plan = _Plan(options)
-    started = time.monotonic()
+    began = time.monotonic()
     live = [_spawn(run, plan, say) for _ in range(options.workers)]
     stopped: dict[str, float] = {}  # paused incarnation -> when to continue it
     director = TakeoverDirector(fleet_dir, plan.fenced_wait_s, trace_name, say)
     try:
+        _start_together(run, live, options.deadline_s, say)
+        started = time.monotonic()  # the plan's pause times count from the go
         while live:
             now_s = time.monotonic() - started
             if now_s > options.deadline_s + options.lease_ttl_s * 5:
@@ -237,8 +228,29 @@ def run_fleet(
             _kill(incarnation)
         director.release_all()
     run.fenced = director.record
-    run.wall_s = time.monotonic() - started
+    run.wall_s = time.monotonic() - began
     return run
+
+
+def _start_together(
+    run: FleetRun, live: list[Incarnation], deadline_s: float, say: Progress
+) -> None:
+    """Give the go once every first worker is ready (or has exited): ``child.start_together``."""
+    bound_s = time.monotonic() + deadline_s
+    waiting = list(live)
+    while waiting and time.monotonic() < bound_s:
+        waiting = [
+            i
+            for i in waiting
+            if i.popen is not None
+            and i.popen.poll() is None
+            and not any(
+                r.get("kind") == "ready" for r in read_trace(run.fleet_dir / trace_name(i.name))
+            )
+        ]
+        time.sleep(POLL_S)
+    (run.fleet_dir / GO_NAME).write_text("go\n", encoding="utf-8")
+    say(f"go ({len(live) - len(waiting)} of {len(live)} workers ready)")
 
 
 def _pause_one(

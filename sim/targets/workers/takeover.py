@@ -4,9 +4,10 @@ the lease over: the interleaving a fence checked outside the append's transactio
 A random ``SIGSTOP`` from the parent almost never lands in the microseconds between an append's
 fence check and its write, so the fleet places one there on purpose (docs/architecture.md, 2.9):
 
-- **the zombie** (an incarnation planned ``work.append#k:fenced``): on its k-th append of work
-  (a batch without ``lease_acquired``: a visit to a conversation already answered appends only
-  that, and nobody would come to take such a conversation over), right
+- **the zombie** (the first worker to reach its seeded k-th append of work, while the fleet's
+  ``--fenced-pauses`` tokens last; an append of work is a batch without ``lease_acquired``: a
+  visit to a conversation already answered appends only that, and nobody would come to take
+  such a conversation over): on that append, right
   after the store's fence check passed (a wrapper of the store object's ``_fence``, installed in
   the worker only), it notes ``fenced-pause`` in its trace and stops itself. In a correct store
   that instant is inside the append's critical section -- ``FileStore``'s OS lock, SQLite's
@@ -33,6 +34,7 @@ from __future__ import annotations
 import contextvars
 import json
 import os
+import random
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,8 +49,10 @@ from sim.targets.boundaries import Boundaries, read_trace
 LOCK_WAIT_S = 5.0
 #: What a planned fence pause counts: the worker's appends of work (``work.append#k``).
 WORK_APPEND = "work.append"
-#: The planned boundary's ``when`` that means "stop here", not "die here".
-FENCED = "fenced"
+#: The appends of work a worker's planned fence pause is drawn from: each within its first
+#: visit that serves an input (a conversation nobody has settled, so another worker will come
+#: to take it over; such a visit appends far more than five batches of work).
+FENCED_APPENDS = (2, 3, 4, 5)
 #: The pause of the append this task is running, if it is the planned one (a worker thread
 #: running the store's transaction inherits it: trio copies the context into the thread).
 _PAUSE_AT_FENCE: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
@@ -82,10 +86,14 @@ def install_fence_hook(store: Any) -> None:
 class WorkerPauses:
     """The worker's side: the planned pause at an append's fence, and the hold of a new owner."""
 
-    def __init__(self, boundaries: Boundaries, fleet_dir: Path, fenced_label: str | None) -> None:
+    def __init__(
+        self, boundaries: Boundaries, fleet_dir: Path, *, process: str, seed: int, tokens: int
+    ) -> None:
         self._boundaries = boundaries
         self._fleet_dir = fleet_dir
-        self._fenced_label = fenced_label
+        self._tokens = tokens
+        # k of this process's planned pause: a local generator, seeded by the fleet and process.
+        self._k = random.Random(f"fenced:{seed}:{process}").choice(FENCED_APPENDS)
         self._paused = False
         self._work_appends = 0
 
@@ -97,7 +105,7 @@ class WorkerPauses:
             return None
         self._work_appends += 1
         label = f"{WORK_APPEND}#{self._work_appends}"
-        if label != self._fenced_label or self._paused:
+        if self._work_appends != self._k or self._paused or not self._claim_token():
             return None
 
         def pause() -> None:
@@ -108,6 +116,17 @@ class WorkerPauses:
             stop_self()
 
         return pause
+
+    def _claim_token(self) -> bool:
+        """One of the fleet's ``tokens`` pauses, taken by whichever worker gets there first (an
+        exclusive create: the race is the kernel's, the count is the plan's)."""
+        for n in range(self._tokens):
+            try:
+                os.close(os.open(self._fleet_dir / f"fenced-{n}", os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                continue
+            return True
+        return False
 
     def armed(self, pause: Callable[[], None] | None) -> contextvars.Token[Any]:
         return _PAUSE_AT_FENCE.set(pause)

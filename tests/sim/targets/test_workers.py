@@ -144,6 +144,9 @@ def test_a_worker_error_is_reported_not_passed(tmp_path: Path) -> None:
         ("renew-ignores-epoch", "sqlite"),
         ("renew-ignores-epoch", "postgres"),
         ("file-lock-dropped", "file"),
+        ("fence-outside-transaction", "file"),
+        ("fence-outside-transaction", "sqlite"),
+        ("fence-outside-transaction", "postgres"),
     ],
 )
 def test_fleet_mutants_are_caught(
