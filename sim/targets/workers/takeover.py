@@ -105,10 +105,13 @@ class WorkerPauses:
             return None
         self._work_appends += 1
         label = f"{WORK_APPEND}#{self._work_appends}"
-        if self._work_appends != self._k or self._paused or not self._claim_token():
+        if self._work_appends != self._k or self._paused:
             return None
 
         def pause() -> None:
+            """The fence passed: take a token (none left: another worker is the zombie)."""
+            if not self._claim_token():
+                return
             self._paused = True
             self._boundaries.note(
                 kind="fenced-pause", label=label, conversation=conversation_id, epoch=epoch

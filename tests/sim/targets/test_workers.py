@@ -198,12 +198,11 @@ def test_a_record_of_an_older_epoch_beyond_a_new_owners_first_read_is_an_i8_viol
     assert violation.witness[1] == "#2 input_accepted by p1 epoch 1"
 
 
-#: The fleet that puts a zombie's write into a new owner's window: one worker stops itself
-#: between its append's fence check and its write (its 2nd to 5th append: inside its first
-#: visit, which with more conversations than workers is to one nobody has settled yet); no kills
-#: or random pauses to blur it. The other workers keep visiting the unsettled conversation, so
-#: one of them is there to take over. (With 3 conversations, one measured fleet's zombie first
-#: got a lease on a conversation already answered: the others had exited, nobody took over.)
+#: The fleet that puts a zombie's write into a new owner's window: the first worker to reach its
+#: seeded 2nd..5th append of work stops itself between that append's fence check and its write;
+#: no kills or random pauses to blur it. The workers start together and there are more
+#: conversations than workers, so the zombie's conversation is one nobody has answered, and the
+#: others keep visiting it until someone takes it over.
 FENCED_FLEET = {"workers": 3, "conversations": 6, "kills": 0, "pauses": 0, "fenced_pauses": 1}
 FENCED_SEEDS = range(3)
 
