@@ -8,6 +8,7 @@ simulator already explores orders deterministically); its verdict must hold for 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -167,9 +168,12 @@ def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
 
 
 def _namespace(options: FleetOptions, fleet_dir: Path) -> str:
-    """A PostgreSQL schema name of the fleet's own (plain: ``[a-z_][a-z0-9_]*``)."""
-    tail = re.sub(r"[^a-z0-9_]", "_", fleet_dir.name.lower())[-24:]
-    return f"fleet_{os.getpid()}_{options.seed}_{tail}"
+    """A PostgreSQL schema name of the fleet's own (plain: ``[a-z_][a-z0-9_]*``). The digest of
+    the whole directory path keeps two fleets of one process apart even when their directories
+    share a name (two tests' ``tmp_path / "fleet-0"`` on one session's server)."""
+    tail = re.sub(r"[^a-z0-9_]", "_", fleet_dir.name.lower())[-16:]
+    digest = hashlib.sha256(str(fleet_dir.resolve()).encode("utf-8")).hexdigest()[:10]
+    return f"fleet_{os.getpid()}_{options.seed}_{tail}_{digest}"
 
 
 def _spawn(run: FleetRun, plan: _Plan, progress: Progress) -> Incarnation:

@@ -108,6 +108,7 @@ def test_a_fleet_with_kills_and_pauses_passes(
         conversations=4,
         kills=3,
         pauses=1,
+        fenced_pauses=0,  # its random pause must happen: a fence pause holds those off for 5 s
         seed=7,
         conninfo=_conninfo(store, request),
     )
