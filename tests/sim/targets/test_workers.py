@@ -156,7 +156,8 @@ def test_fleet_mutants_are_caught(
     """Each broken store fails a fleet of the command line (exit 1, a safety verdict). The
     races are the kernel's: one measured run of 5 fleets caught renew-ignores-epoch in 3/5
     (file), 4/5 (SQLite) and 4/5 (Postgres), file-lock-dropped in 5/5; 12 fleets miss with
-    odds under 1e-4."""
+    odds under 1e-4. fence-outside-transaction (with the default fence pause) failed 20/20
+    fleets of 3 workers and 6 conversations on each store, in each of two measured runs."""
     status = cli_main(
         [
             "workers",
