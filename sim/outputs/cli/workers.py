@@ -37,8 +37,10 @@ def add_parsers(sub: Any) -> None:
             "Start N real worker processes of the reference runtime on one store (real files, "
             "real clock), each serving the same conversations: they race for the leases, some "
             "are SIGKILLed at a seeded store or tool boundary and restarted, some are stopped "
-            "(SIGSTOP) past their lease and woken as zombies. The store's logs, the services' "
-            "ledger and the workers' traces are then judged: every input answered (I5), each "
+            "(SIGSTOP) past their lease and woken as zombies, one stops itself between an "
+            "append's fence check and its write until another worker has taken its lease over. "
+            "The store's logs, the services' ledger and the workers' traces are then judged: "
+            "every input answered (I5), each "
             "tool's effects as its policy promises (I1), fencing (I8: no append from a fenced "
             "owner accepted, no epoch granted twice, no renewal after a newer grant), liveness "
             "(I7). The seed fixes the plan (who crashes where, who is paused when); the "
@@ -56,6 +58,13 @@ def add_parsers(sub: Any) -> None:
     wp.add_argument("--conversations", type=int, default=6, help="conversations (default 6)")
     wp.add_argument("--kills", type=int, default=4, help="planned self-kills per fleet (4)")
     wp.add_argument("--pauses", type=int, default=2, help="SIGSTOP pauses per fleet (2)")
+    wp.add_argument(
+        "--fenced-pauses",
+        type=int,
+        default=1,
+        help="workers that stop themselves between an append's fence check and its write, "
+        "continued after another worker took the lease over (default 1)",
+    )
     wp.add_argument("--seed", type=int, default=0, help="the first fleet's seed (default 0)")
     wp.add_argument("--fleets", type=int, default=1, help="fleets, seeds SEED.. (default 1)")
     wp.add_argument(
@@ -88,6 +97,7 @@ def _run_workers(args: argparse.Namespace) -> int:
             conversations=args.conversations,
             kills=args.kills,
             pauses=args.pauses,
+            fenced_pauses=args.fenced_pauses,
             seed=seed,
             deadline_s=args.deadline,
             mutant=args.mutant,
@@ -128,9 +138,11 @@ def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, An
     run = run_fleet(options, fleet_dir, progress=progress)
     violations = judge_fleet(run)
     doc = fleet_document(run, violations)
+    taken = sum(1 for f in doc["fenced"] if f["taken_over_by"])
     summary = (
         f"{prefix} {doc['verdict']}: {len(doc['processes'])} processes, {doc['kills']} killed "
-        f"at a boundary, {len(doc['pauses'])} paused past their lease, {doc['wall_s']:.1f} s"
+        f"at a boundary, {len(doc['pauses'])} paused past their lease, {len(doc['fenced'])} "
+        f"stopped at an append's fence ({taken} taken over meanwhile), {doc['wall_s']:.1f} s"
     )
     print(summary, file=sys.stderr if not live else sys.stdout, flush=True)
     for v in violations[:5]:

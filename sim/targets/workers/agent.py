@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import trio
 
+from durable.events import EventRecord
 from durable.model import ModelRequest, ModelResponse, ProposedCall
 from durable.ports import OsFileSystem, ThreadBlocking
 from durable.store import FileStore, SQLiteStore
@@ -26,6 +27,7 @@ from durable.store.base import Lease, Store
 from durable.tools import ToolContext, ToolRegistry, ToolSpec
 from sim.targets.boundaries import Boundaries
 from sim.targets.ledger import Ledger
+from sim.targets.workers.takeover import WorkerPauses
 
 T = TypeVar("T")
 
@@ -113,11 +115,20 @@ def payment_tools(boundaries: Boundaries, ledger: Ledger, process: str) -> ToolR
 class BoundaryStore:
     """A store whose every mutation crosses ``store.{operation}#n`` (the worker's crash points),
     and whose every lease it is granted is noted in the worker's trace (for I8's "no epoch held
-    twice": the store's log shows only the acquisitions that committed an event)."""
+    twice": the store's log shows only the acquisitions that committed an event), with how far
+    the first read of the log after the grant saw (for I8's "no append accepted after a newer
+    grant"). ``pauses`` places the planned stop between an append's fence check and its write,
+    and holds a new owner before its first append while such a zombie waits
+    (``sim.targets.workers.takeover``)."""
 
-    def __init__(self, store: Store, boundaries: Boundaries) -> None:
+    def __init__(
+        self, store: Store, boundaries: Boundaries, pauses: WorkerPauses | None = None
+    ) -> None:
         self._store = store
         self._boundaries = boundaries
+        self._pauses = pauses
+        self._unread: dict[str, int] = {}  # conversation -> epoch granted, log not read since
+        self._unwritten: dict[str, int] = {}  # conversation -> epoch granted, nothing appended
 
     async def _crossing(self, op: str, call: Callable[[], Awaitable[T]]) -> T:
         label = self._boundaries.numbered(f"store.{op}")
@@ -137,7 +148,25 @@ class BoundaryStore:
             epoch=lease.epoch,
             done_s=time.monotonic(),
         )
+        self._unread[conversation_id] = self._unwritten[conversation_id] = lease.epoch
         return lease
+
+    async def read_records(
+        self, conversation_id: str, after_sequence: int = 0, **kw: Any
+    ) -> list[EventRecord]:
+        """The first read after a grant notes where the log ended then: every record of an older
+        epoch was accepted before that grant, so none can lie beyond (the read returns the whole
+        log after ``after_sequence``; an empty one ended at or before it)."""
+        records = await self._store.read_records(conversation_id, after_sequence, **kw)
+        epoch = self._unread.pop(conversation_id, None)
+        if epoch is not None:
+            self._boundaries.note(
+                kind="recovered",
+                conversation=conversation_id,
+                epoch=epoch,
+                through=records[-1].sequence if records else after_sequence,
+            )
+        return records
 
     async def renew_lease(self, lease: Lease, **kw: Any) -> Lease:
         """Notes when the renewal *started*: one that started after a newer epoch was granted
@@ -157,8 +186,35 @@ class BoundaryStore:
     async def release_lease(self, lease: Lease) -> None:
         await self._crossing("release_lease", lambda: self._store.release_lease(lease))
 
-    async def append(self, *args: Any, **kw: Any) -> Any:
-        return await self._crossing("append", lambda: self._store.append(*args, **kw))
+    async def append(self, conversation_id: str, records: list[EventRecord], **kw: Any) -> None:
+        epoch = int(kw["epoch"])
+        if self._pauses is None:
+            await self._crossing(
+                "append", lambda: self._store.append(conversation_id, records, **kw)
+            )
+            return
+        if self._unwritten.pop(conversation_id, None) is not None:
+            self._pauses.hold_if_posted(conversation_id, epoch)
+        label = self._boundaries.numbered("store.append")
+        pause = self._pauses.pause_for(records, conversation_id, epoch)
+        self._boundaries.before(label)
+        token = self._pauses.armed(pause)
+        try:
+            await self._store.append(conversation_id, records, **kw)
+        except Exception as exc:
+            self._after_pause(pause, conversation_id, type(exc).__name__)
+            raise
+        finally:
+            self._pauses.disarm(token)
+        self._after_pause(pause, conversation_id, "accepted")
+        self._boundaries.after(label)
+
+    def _after_pause(self, pause: object, conversation_id: str, outcome: str) -> None:
+        """The zombie's append is over: the parent may let the new owner go on."""
+        if pause is not None and self._pauses is not None and self._pauses.paused:
+            self._boundaries.note(
+                kind="fenced-append-done", conversation=conversation_id, outcome=outcome
+            )
 
     async def save_checkpoint(self, *args: Any, **kw: Any) -> Any:
         return await self._crossing(

@@ -7,7 +7,10 @@ tries each conversation that has not settled yet, takes its lease (or skips it w
 worker holds it), submits the conversation's one input with its request id (a re-send after a
 crash maps to the same submission), waits for the answer, and leaves the runtime (releasing the
 lease). It ends when every conversation has settled (exit 0) or at the fleet's deadline (exit 4).
-With ``LABEL WHEN`` it SIGKILLs itself at that boundary (``sim.targets.boundaries``).
+With ``LABEL WHEN`` it SIGKILLs itself at that boundary (``sim.targets.boundaries``). While the
+fleet's fence-pause tokens last, a worker stops itself on its seeded k-th append of work, between
+the fence check and the write, for the parent to continue as a zombie
+(``sim.targets.workers.takeover``).
 
 Losing a race is normal and is not an error: ``LeaseHeld`` (another worker holds the lease),
 ``Fenced``/``StaleLease`` (this worker was paused past its lease), ``SequenceConflict`` (another
@@ -38,8 +41,10 @@ from sim.targets.boundaries import Boundaries, TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import BoundaryStore, ScriptedModel, open_store, payment_tools
 from sim.targets.workers.mutants import apply_mutant
+from sim.targets.workers.takeover import WorkerPauses, install_fence_hook
 
 CONFIG_NAME = "fleet.json"
+GO_NAME = "go"
 EXIT_DONE = 0
 EXIT_ERROR = 3
 EXIT_DEADLINE = 4
@@ -105,7 +110,16 @@ async def serve_one(
 
 async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) -> int:
     fleet_dir = Path(config["fleet_dir"])
-    store: Store = BoundaryStore(open_fleet_store(config), boundaries)  # type: ignore[assignment]
+    inner = open_fleet_store(config)
+    install_fence_hook(inner)
+    pauses = WorkerPauses(
+        boundaries,
+        fleet_dir,
+        process=process,
+        seed=int(config["seed"]),
+        tokens=int(config["fenced_pauses"]),
+    )
+    store: Store = BoundaryStore(inner, boundaries, pauses)  # type: ignore[assignment]
     ledger = Ledger(fleet_dir / LEDGER_NAME)
     tools = payment_tools(boundaries, ledger, process)
     runtime_config = RuntimeConfig(
@@ -116,6 +130,7 @@ async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) ->
     )
     order = random.Random(f"{config['seed']}:{process}")  # a local, seeded generator
     conversations: list[str] = list(config["conversations"])
+    await start_together(fleet_dir, boundaries, float(config["deadline_wall_s"]))
     while time.time() < float(config["deadline_wall_s"]):
         try:
             pending = [c for c in conversations if not await settled(store, c)]
@@ -130,6 +145,16 @@ async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) ->
             boundaries.note(kind="visit", conversation=conversation_id, outcome=outcome)
         await trio.sleep(0.02)
     return EXIT_DEADLINE
+
+
+async def start_together(fleet_dir: Path, boundaries: Boundaries, deadline_wall_s: float) -> None:
+    """Say ready, then wait for the parent's go (``GO_NAME``), which it gives once every first
+    worker is ready: a worker whose interpreter started late would otherwise find the work done
+    by the others, and its planned fence pause would find nothing to stop in. A restarted
+    worker finds the go already given."""
+    boundaries.note(kind="ready")
+    while not (fleet_dir / GO_NAME).exists() and time.time() < deadline_wall_s:
+        await trio.sleep(0.01)
 
 
 def _leaves(exc: BaseException) -> str:

@@ -8,6 +8,7 @@ simulator already explores orders deterministically); its verdict must hold for 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -24,8 +25,9 @@ from typing import Any
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import STORE_NAMES, StoreName
-from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, trace_name
+from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
 from sim.targets.workers.mutants import MUTANTS
+from sim.targets.workers.takeover import LOCK_WAIT_S, TakeoverDirector
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -43,6 +45,10 @@ MAX_WORKERS = 16
 MAX_CONVERSATIONS = 64
 MAX_INCARNATIONS = 256
 POLL_S = 0.02
+#: How long a zombie stopped at its fence waits for a new owner (at most): below the 5 s a
+#: correct store's waiters wait for its lock before they give up (Postgres ``lock_timeout``,
+#: SQLite's busy timeout), so a correct store's waiters only wait.
+FENCED_WAIT_MAX_S = LOCK_WAIT_S - 1.5
 
 Progress = Callable[[str], None]
 
@@ -58,6 +64,7 @@ class FleetOptions:
     conversations: int = 6
     kills: int = 4
     pauses: int = 2
+    fenced_pauses: int = 1  # incarnations stopped between an append's fence check and write
     seed: int = 0
     lease_ttl_s: float = 1.0
     heartbeat_s: float = 0.3
@@ -76,6 +83,8 @@ class FleetOptions:
             raise FleetError(f"--conversations must be 1..{MAX_CONVERSATIONS}")
         if self.kills < 0 or self.pauses < 0 or self.kills + self.workers > MAX_INCARNATIONS:
             raise FleetError("--kills and --pauses must be >= 0 (and kills + workers <= 256)")
+        if not 0 <= self.fenced_pauses <= self.workers:
+            raise FleetError(f"--fenced-pauses must be 0..{self.workers} (one per worker at most)")
         if not 0 < self.heartbeat_s < self.lease_ttl_s:
             raise FleetError("the heartbeat must be positive and shorter than the lease TTL")
         if self.deadline_s <= 0:
@@ -109,6 +118,7 @@ class FleetRun:
     fleet_dir: Path
     incarnations: list[Incarnation] = field(default_factory=list)
     pauses: list[dict[str, Any]] = field(default_factory=list)
+    fenced: list[dict[str, Any]] = field(default_factory=list)  # the zombies stopped at a fence
     timed_out: bool = False
     wall_s: float = 0.0
 
@@ -123,6 +133,7 @@ class _Plan:
         pause_window_s = options.lease_ttl_s * 3
         self.pause_at_s = sorted(rng.uniform(0.2, pause_window_s) for _ in range(options.pauses))
         self.pause_for_s = options.lease_ttl_s * 2.5
+        self.fenced_wait_s = min(options.lease_ttl_s * 3, FENCED_WAIT_MAX_S)
 
     def crash(self) -> tuple[str, str] | None:
         if self.kills_left == 0:
@@ -151,14 +162,18 @@ def _prepare(options: FleetOptions, fleet_dir: Path) -> None:
         "checkpoint_every": options.checkpoint_every,
         "deadline_wall_s": time.time() + options.deadline_s,
         "mutant": options.mutant,
+        "fenced_pauses": options.fenced_pauses,
     }
     (fleet_dir / CONFIG_NAME).write_text(json.dumps(config, indent=2), encoding="utf-8")
 
 
 def _namespace(options: FleetOptions, fleet_dir: Path) -> str:
-    """A PostgreSQL schema name of the fleet's own (plain: ``[a-z_][a-z0-9_]*``)."""
-    tail = re.sub(r"[^a-z0-9_]", "_", fleet_dir.name.lower())[-24:]
-    return f"fleet_{os.getpid()}_{options.seed}_{tail}"
+    """A PostgreSQL schema name of the fleet's own (plain: ``[a-z_][a-z0-9_]*``). The digest of
+    the whole directory path keeps two fleets of one process apart even when their directories
+    share a name (two tests' ``tmp_path / "fleet-0"`` on one session's server)."""
+    tail = re.sub(r"[^a-z0-9_]", "_", fleet_dir.name.lower())[-16:]
+    digest = hashlib.sha256(str(fleet_dir.resolve()).encode("utf-8")).hexdigest()[:10]
+    return f"fleet_{os.getpid()}_{options.seed}_{tail}_{digest}"
 
 
 def _spawn(run: FleetRun, plan: _Plan, progress: Progress) -> Incarnation:
@@ -193,10 +208,13 @@ def run_fleet(
     _prepare(options, fleet_dir)
     run = FleetRun(options=options, fleet_dir=fleet_dir)
     plan = _Plan(options)
-    started = time.monotonic()
+    began = time.monotonic()
     live = [_spawn(run, plan, say) for _ in range(options.workers)]
     stopped: dict[str, float] = {}  # paused incarnation -> when to continue it
+    director = TakeoverDirector(fleet_dir, plan.fenced_wait_s, trace_name, say)
     try:
+        _start_together(run, live, options.deadline_s, say)
+        started = time.monotonic()  # the plan's pause times count from the go
         while live:
             now_s = time.monotonic() - started
             if now_s > options.deadline_s + options.lease_ttl_s * 5:
@@ -204,14 +222,39 @@ def run_fleet(
                 say(f"deadline: {len(live)} worker(s) still running are killed")
                 break
             _continue_paused(live, stopped, now_s, say)
-            _pause_one(run, plan, live, stopped, now_s, say)
+            director.poll(live, set(stopped), now_s)
+            if not director.quiet(now_s):
+                _pause_one(run, plan, live, stopped, director.self_stopped(), now_s, say)
             live = _reap(run, plan, live, stopped, say)
             time.sleep(POLL_S)
     finally:
         for incarnation in live:  # the deadline, or the parent interrupted: no orphan workers
             _kill(incarnation)
-    run.wall_s = time.monotonic() - started
+        director.release_all()
+    run.fenced = director.record
+    run.wall_s = time.monotonic() - began
     return run
+
+
+def _start_together(
+    run: FleetRun, live: list[Incarnation], deadline_s: float, say: Progress
+) -> None:
+    """Give the go once every first worker is ready (or has exited): ``child.start_together``."""
+    bound_s = time.monotonic() + deadline_s
+    waiting = list(live)
+    while waiting and time.monotonic() < bound_s:
+        waiting = [
+            i
+            for i in waiting
+            if i.popen is not None
+            and i.popen.poll() is None
+            and not any(
+                r.get("kind") == "ready" for r in read_trace(run.fleet_dir / trace_name(i.name))
+            )
+        ]
+        time.sleep(POLL_S)
+    (run.fleet_dir / GO_NAME).write_text("go\n", encoding="utf-8")
+    say(f"go ({len(live) - len(waiting)} of {len(live)} workers ready)")
 
 
 def _pause_one(
@@ -219,14 +262,20 @@ def _pause_one(
     plan: _Plan,
     live: list[Incarnation],
     stopped: dict[str, float],
+    self_stopped: set[str],
     now_s: float,
     say: Progress,
 ) -> None:
     """At the plan's next pause time, stop a worker that holds a lease now (a pause matters only
-    then: it makes a zombie); if none does, the pause waits for one."""
+    then: it makes a zombie); if none does, the pause waits for one. A worker stopped at its own
+    fence or held for one (``self_stopped``) is the takeover director's."""
     if not plan.pause_at_s or plan.pause_at_s[0] > now_s:
         return
-    holders = [i for i in live if i.name not in stopped and _holds_lease(run, i)]
+    holders = [
+        i
+        for i in live
+        if i.name not in stopped and i.name not in self_stopped and _holds_lease(run, i)
+    ]
     if not holders:
         return
     plan.pause_at_s.pop(0)

@@ -8,7 +8,9 @@ store object, verified), the services' ledger and the workers' traces.
 - I8 (fencing): in every log, ``lease_acquired`` epochs strictly increase and every record
   carries the epoch and owner of the latest acquisition before it (an append accepted from a
   fenced owner breaks this); no epoch of a conversation was granted to two owners; no renewal
-  that started after a newer epoch was granted succeeded (two live leases);
+  that started after a newer epoch was granted succeeded (two live leases); no record of an
+  older epoch lies beyond what a new owner's first read after its grant saw (an append accepted
+  after a newer epoch was granted: a fence checked outside the append's transaction);
 - E: a worker raised something other than a lost race (its trace's ``error`` row).
 """
 
@@ -60,6 +62,7 @@ def judge_fleet(run: FleetRun) -> list[FleetViolation]:
     out += _inputs(states)
     out += _fencing_in_logs(logs)
     out += _grants_and_renewals(traces)
+    out += _appends_after_a_grant(logs, traces)
     ledger = Ledger(run.fleet_dir / LEDGER_NAME)
     try:
         out += _effects(ledger.rows(), states)
@@ -191,6 +194,45 @@ def _grants_and_renewals(traces: dict[str, list[dict[str, Any]]]) -> list[FleetV
     return out
 
 
+def _appends_after_a_grant(
+    logs: dict[str, list[Any]], traces: dict[str, list[dict[str, Any]]]
+) -> list[FleetViolation]:
+    """Each worker notes, for every lease it was granted, where the log ended at its first read
+    after the grant (``recovered``). A correct store accepts an append of an older epoch only
+    before the grant -- the fence and the write are one transaction, and the grant waits for it
+    -- so such a record is at or before that point; one beyond it was accepted under a
+    superseded lease. (The log alone cannot show it: the new owner's own append is then refused
+    by sequence, and the next owner's acquisition follows the stale records.)"""
+    out: list[FleetViolation] = []
+    for rows in traces.values():
+        for note in rows:
+            if note.get("t") != "note" or note.get("kind") != "recovered":
+                continue
+            conversation_id, epoch = note["conversation"], int(note["epoch"])
+            stale = [
+                r
+                for r in logs.get(conversation_id, [])
+                if r.sequence > int(note["through"]) and r.epoch < epoch
+            ]
+            if stale:
+                out.append(
+                    FleetViolation(
+                        "I8",
+                        f"{conversation_id}: an append of epoch {stale[0].epoch} was accepted "
+                        f"after epoch {epoch} was granted",
+                        (
+                            f"{note['p']} was granted epoch {epoch}; its first read of the log "
+                            f"ended at #{note['through']}",
+                            *(
+                                f"#{r.sequence} {r.event.type} by {r.owner_id} epoch {r.epoch}"
+                                for r in stale[:3]
+                            ),
+                        ),
+                    )
+                )
+    return out
+
+
 def _effects(rows: list[LedgerRow], states: dict[str, State]) -> list[FleetViolation]:
     applied: dict[tuple[str, str], list[LedgerRow]] = defaultdict(list)
     for row in rows:
@@ -231,6 +273,7 @@ def fleet_document(run: FleetRun, violations: list[FleetViolation]) -> dict[str,
         "processes": [i.to_json() for i in run.incarnations],
         "kills": len(killed),
         "pauses": run.pauses,
+        "fenced": run.fenced,
         "timed_out": run.timed_out,
         "wall_s": round(run.wall_s, 3),
         "verdict": "fail" if violations else "pass",

@@ -20,6 +20,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.child import CONFIG_NAME, trace_name
 from sim.targets.workers.fleet import FleetOptions, FleetRun, Incarnation, run_fleet
 from sim.targets.workers.judge import (
+    _appends_after_a_grant,
     _effects,
     _fencing_in_logs,
     _grants_and_renewals,
@@ -107,6 +108,7 @@ def test_a_fleet_with_kills_and_pauses_passes(
         conversations=4,
         kills=3,
         pauses=1,
+        fenced_pauses=0,  # its random pause must happen: a fence pause holds those off for 5 s
         seed=7,
         conninfo=_conninfo(store, request),
     )
@@ -143,6 +145,9 @@ def test_a_worker_error_is_reported_not_passed(tmp_path: Path) -> None:
         ("renew-ignores-epoch", "sqlite"),
         ("renew-ignores-epoch", "postgres"),
         ("file-lock-dropped", "file"),
+        ("fence-outside-transaction", "file"),
+        ("fence-outside-transaction", "sqlite"),
+        ("fence-outside-transaction", "postgres"),
     ],
 )
 def test_fleet_mutants_are_caught(
@@ -151,7 +156,8 @@ def test_fleet_mutants_are_caught(
     """Each broken store fails a fleet of the command line (exit 1, a safety verdict). The
     races are the kernel's: one measured run of 5 fleets caught renew-ignores-epoch in 3/5
     (file), 4/5 (SQLite) and 4/5 (Postgres), file-lock-dropped in 5/5; 12 fleets miss with
-    odds under 1e-4."""
+    odds under 1e-4. fence-outside-transaction (with the default fence pause) failed 20/20
+    fleets of 3 workers and 6 conversations on each store, in each of two measured runs."""
     status = cli_main(
         [
             "workers",
@@ -175,3 +181,73 @@ def test_fleet_mutants_are_caught(
     err = capsys.readouterr().err
     assert status == 1, err[-2000:]
     assert "fleet(s) passed; failing seeds:" in err
+
+
+def test_a_record_of_an_older_epoch_beyond_a_new_owners_first_read_is_an_i8_violation() -> None:
+    """The new owner read the log through #1 after its grant of epoch 2: p1's epoch-1 record
+    #2 was accepted after that grant (a fence checked outside the transaction); #1 was not."""
+    log = [
+        _record(1, "p1", 1, LeaseAcquired(owner_id="p1", epoch=1, expires_at_s=1.0)),
+        _record(2, "p1", 1, InputAccepted(submission_id="s1", request_id="r", content="x")),
+    ]
+    read = {"t": "note", "p": "p2", "kind": "recovered", "conversation": "c1", "epoch": 2}
+    assert _appends_after_a_grant({"c1": log}, {"p2": [read | {"through": 2}]}) == []
+    (violation,) = _appends_after_a_grant({"c1": log}, {"p2": [read | {"through": 1}]})
+    assert violation.invariant == "I8"
+    assert (
+        violation.explanation == "c1: an append of epoch 1 was accepted after epoch 2 was granted"
+    )
+    assert violation.witness[1] == "#2 input_accepted by p1 epoch 1"
+
+
+#: The fleet that puts a zombie's write into a new owner's window: the first worker to reach its
+#: seeded 2nd..5th append of work stops itself between that append's fence check and its write;
+#: no kills or random pauses to blur it. The workers start together and there are more
+#: conversations than workers, so the zombie's conversation is one nobody has answered, and the
+#: others keep visiting it until someone takes it over.
+FENCED_FLEET = {"workers": 3, "conversations": 6, "kills": 0, "pauses": 0, "fenced_pauses": 1}
+FENCED_SEEDS = range(3)
+
+
+def _fenced_fleets(
+    store: str, mutant: str | None, tmp_path: Path, request: pytest.FixtureRequest
+) -> list[tuple[FleetRun, list[str]]]:
+    out = []
+    for seed in FENCED_SEEDS:
+        options = FleetOptions(
+            store=store,  # type: ignore[arg-type]
+            seed=seed,
+            mutant=mutant,
+            conninfo=_conninfo(store, request),
+            **FENCED_FLEET,  # type: ignore[arg-type]
+        )
+        run = run_fleet(options, tmp_path / f"fleet-{seed}")
+        out.append((run, [f"{v.invariant}: {v.explanation}" for v in judge_fleet(run)]))
+    return out
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
+def test_a_fence_checked_outside_the_transaction_is_caught(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every fleet's zombie stopped at its fence, another worker took the lease over in the
+    meantime, and the zombie's write was accepted after that grant: I8, in every fleet."""
+    fleets = _fenced_fleets(store, "fence-outside-transaction", tmp_path, request)
+    for run, violations in fleets:
+        (fenced,) = run.fenced
+        assert fenced["taken_over_by"] is not None, fenced
+        stale = f"{fenced['conversation']}: an append of epoch {fenced['epoch']} was accepted"
+        assert any(v.startswith(f"I8: {stale}") for v in violations), violations
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
+def test_the_same_fleets_pass_on_the_correct_stores(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The same schedule on the real stores: the zombie stopped at its fence holds the append's
+    critical section (OS lock, BEGIN IMMEDIATE, locked lease row), so nobody takes over until it
+    has written, and every fleet passes."""
+    for run, violations in _fenced_fleets(store, None, tmp_path, request):
+        assert violations == []
+        (fenced,) = run.fenced
+        assert fenced["taken_over_by"] is None, fenced
