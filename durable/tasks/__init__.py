@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from durable.config import RuntimeConfig
 from durable.journal import Journal
-from durable.model import ModelDriver
+from durable.model import ModelDriver, ModelRequest
 from durable.ports import Ports
 from durable.state import State, Task
 from durable.tools import ToolRegistry
@@ -30,3 +30,20 @@ def live_task(state: State, task_id: str) -> Task | None:
     if task is None or task.status == "terminal" or state.active_run != task.run_id:
         return None
     return task
+
+
+def pinned_request(state: State, task_id: str) -> ModelRequest:
+    """The request ``task_id`` pinned, as it is sent (and re-sent after a crash, byte for byte):
+    its model, options, window, messages up to its cutoff, attempt and cursor. One rendering for
+    every task that sends a pinned request (a generation turn, a compaction's summary)."""
+    pinned = state.pinned.get(task_id)
+    assert pinned is not None, f"{task_id} sends a request it never pinned"
+    return ModelRequest(
+        conversation_id=state.conversation_id,
+        task_id=task_id,
+        model=pinned.model,
+        options=pinned.options,
+        messages=state.context(pinned.cutoff, pinned.window),
+        attempt=pinned.attempt,
+        cursor=pinned.cursor,
+    )

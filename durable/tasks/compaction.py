@@ -20,9 +20,9 @@ from durable.events import (
     TaskCheckpoint,
     TaskSettled,
 )
-from durable.model import ModelError, ModelRequest
+from durable.model import ModelError
 from durable.state import Compaction, State, compaction_boundary_problem
-from durable.tasks import TaskEnv, live_task
+from durable.tasks import TaskEnv, live_task, pinned_request
 
 
 async def run_compaction(env: TaskEnv, task_id: str) -> None:
@@ -45,18 +45,8 @@ async def run_compaction(env: TaskEnv, task_id: str) -> None:
 
 async def _summarise(env: TaskEnv, task_id: str) -> str | ModelError:
     """Send the pinned summarisation request: the summary, or the model's error."""
-    state = env.journal.state
-    pinned = state.pinned.get(task_id)
-    assert pinned is not None, f"compaction {task_id} without its pinned request"
     assert env.model is not None, "a compaction needs a model"
-    request = ModelRequest(
-        conversation_id=state.conversation_id,
-        task_id=task_id,
-        model=pinned.model,
-        options=pinned.options,
-        messages=state.context(pinned.cutoff, pinned.window),
-        attempt=pinned.attempt,
-    )
+    request = pinned_request(env.journal.state, task_id)
     try:
         response = await env.model.complete(request)
     except ModelError as error:

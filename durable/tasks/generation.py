@@ -24,10 +24,10 @@ from durable.events import (
     TaskWaiting,
     ToolCall,
 )
-from durable.model import ModelError, ModelRequest, ModelResponse
+from durable.model import ModelError, ModelResponse
 from durable.runs import place_steering, settle_run
 from durable.state import State
-from durable.tasks import TaskEnv, live_task
+from durable.tasks import TaskEnv, live_task, pinned_request
 
 
 async def run_generation(env: TaskEnv, task_id: str) -> None:
@@ -85,25 +85,14 @@ async def _prepare(env: TaskEnv, task_id: str) -> bool:
 
 
 async def _request(env: TaskEnv, task_id: str) -> bool:
-    state = env.journal.state
-    pinned = state.pinned.get(task_id)
-    assert pinned is not None, f"{task_id} in phase request without a pinned request"
     assert env.model is not None, "request phase needs a model"
-    request = ModelRequest(
-        conversation_id=state.conversation_id,
-        task_id=task_id,
-        model=pinned.model,
-        options=pinned.options,
-        messages=state.context(pinned.cutoff, pinned.window),
-        attempt=pinned.attempt,
-        cursor=pinned.cursor,
-    )
+    request = pinned_request(env.journal.state, task_id)
     try:
         response = await env.model.complete(request)
     except ModelError as error:
         if error.context_exceeded:
-            return await _context_exceeded(env, task_id, pinned.attempt, error)
-        return await _model_failed(env, task_id, pinned.attempt, error)
+            return await _context_exceeded(env, task_id, request.attempt, error)
+        return await _model_failed(env, task_id, request.attempt, error)
     await env.journal.commit(lambda s: _on_response(env, s, task_id, response))
     task = live_task(env.journal.state, task_id)
     return task is not None and task.phase != "tools"
