@@ -93,26 +93,12 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> Non
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-@pytest.mark.parametrize("name", COMPENSATION)
-def test_fast_and_naive_agree_on_compensation(name: str) -> None:
-    """A forked child inherits the services' record of applied compensation keys (what dedupes
-    a re-run undo) and the workspace history I17 reads: its verdicts must be the naive sweep's."""
-    scenario = load_scenario(name)
-    kinds = ("process",)
-    naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
-    fast = sweep(
-        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
-    )
-    assert fast.schedules == naive.schedules > 1
-    assert _verdicts(fast) == _verdicts(naive)
-    assert fast.verdicts == naive.verdicts
-
-
-@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-@pytest.mark.parametrize("name", OWN)
-def test_fast_and_naive_agree_on_inbox_modes_and_agent_state(name: str) -> None:
+@pytest.mark.parametrize("name", OWN + COMPENSATION)
+def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(name: str) -> None:
     """A forked child inherits the client's record of rejections, the queue of steering
-    inputs and the workspace a verifier hashes: its verdicts must be the naive sweep's."""
+    inputs, the workspace a verifier hashes, and the services' record of applied compensation
+    keys (what dedupes a re-run undo) and workspace history (what I17 reads): its verdicts
+    must be the naive sweep's."""
     scenario = load_scenario(name)
     kinds = ("process",)
     naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
