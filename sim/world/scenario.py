@@ -23,19 +23,17 @@ from durable.events import Budget, InboxMode, Policy
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
+#: The operations of the external services (``sim.world.tools.OPERATIONS``, effect ledgers).
 Operation = Literal[
-    "workspace.read",
-    "workspace.append_line",
-    "payments.charge",
-    "outbox.send",
-    "counter.increment",
-    "agent.delegate",
+    "workspace.read", "workspace.append_line", "payments.charge", "outbox.send", "counter.increment"
 ]
 
-#: The operation of a sub-agent tool (``durable.subagent``): its call's ``task`` argument runs in
-#: a child conversation, scripted by ``Scenario.sub_script``, whose answer is the call's result.
-#: Only a re-run resumes the child after a crash, so the tool's policy must re-run its call.
-DELEGATE: Operation = "agent.delegate"
+#: The operation of a sub-agent tool (``durable.subagent``), which has no service of its own: its
+#: call's ``task`` argument runs in a child conversation, scripted by ``Scenario.sub_script``,
+#: whose answer is the call's result. Only a re-run resumes the child after a crash, so the
+#: tool's policy must re-run its call.
+Delegate = Literal["agent.delegate"]
+DELEGATE: Delegate = "agent.delegate"
 DELEGATE_POLICIES: frozenset[Policy] = frozenset({"replay_safe", "idempotent"})
 
 #: The operations whose service can tell, after a crash, whether an interrupted call's effect
@@ -106,7 +104,7 @@ VerifierMode = Literal["check", "unknown", "fails"]
 
 class ToolDef(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")
-    operation: Operation
+    operation: Operation | Delegate
     policy: Policy = "unsafe"
     latency_s: float = Field(default=0.0, ge=0, le=3600)
     verifier: VerifierMode = "check"
