@@ -40,7 +40,7 @@ from durable.events import (
     canonical_json,
     sha256_hex,
 )
-from durable.state import InvariantViolation, State, apply, new_state, reduce
+from durable.state import Intent, InvariantViolation, State, apply, new_state, reduce
 from durable.tools import compensation_call_id
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
@@ -1642,7 +1642,7 @@ def check_subagents(result: RunResult, state: State) -> list[Violation]:
 
 
 def _results_are_answers(
-    state: State, owners: dict[str, Any], children: dict[str, State | None]
+    state: State, owners: dict[str, Intent], children: dict[str, State | None]
 ) -> list[Violation]:
     """A delegating call executed without error returns its child's answer, word for word."""
     for child, intent in sorted(owners.items()):
