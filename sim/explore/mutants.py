@@ -30,6 +30,7 @@ from durable import runs as runs_mod
 from durable import runtime as runtime_mod
 from durable import scheduler as scheduler_mod
 from durable import state as state_mod
+from durable import subagent as subagent_mod
 from durable.events import (
     SCHEMA_VERSION,
     CompactionApplied,
@@ -962,6 +963,24 @@ def compensation_key_per_attempt(mp: Patcher) -> None:
     mp.setattr(compensation_mod, "compensation_context", compensation_context)
 
 
+# -- sub-agents ----------------------------------------------------------------------------------
+
+
+def subagent_fresh_request_id(mp: Patcher) -> None:
+    """I20 (after a crash only): a delegating call re-run after a crash submits its task to the
+    child under a request id of its attempt, not of its call: the child's dedupe cannot see the
+    first submission, so the recovered delegation starts a second task in the child."""
+    original = subagent_mod.child_ids
+
+    def child_ids(ctx: ToolContext) -> tuple[str, str]:
+        conversation_id, request_id = original(ctx)
+        if ctx.attempt == "first":
+            return conversation_id, request_id
+        return conversation_id, f"{request_id}:{ctx.attempt}"
+
+    mp.setattr(subagent_mod, "child_ids", child_ids)
+
+
 # -- compaction ----------------------------------------------------------------------------------
 
 
@@ -1335,6 +1354,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a compaction whose intent predates the crash applied on recovery (not settled stale)",
         stale_summary_applied,
         "compaction_mid_conversation",
+    ),
+    Mutant(
+        "subagent-fresh-request-id",
+        "a delegation re-run after a crash submits to its child under a new request id (a "
+        "second task in the child)",
+        subagent_fresh_request_id,
+        "delegate_to_subagent",
     ),
     Mutant(
         "sqlite-off-as-full",

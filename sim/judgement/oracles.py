@@ -1,4 +1,4 @@
-"""The oracles I1-I19: what must hold after every schedule, with minimal witnesses.
+"""The oracles I1-I20: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -42,11 +42,11 @@ from durable.events import (
     canonical_json,
     sha256_hex,
 )
-from durable.state import InvariantViolation, State, apply, new_state, reduce
+from durable.state import Intent, InvariantViolation, State, apply, new_state, reduce
 from durable.tools import compensation_call_id, content_hash
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
-from sim.world.scenario import ACTION_STEP_BASE
+from sim.world.scenario import ACTION_STEP_BASE, DELEGATE
 from sim.world.stores import StoreKind
 
 SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
@@ -54,6 +54,7 @@ SAFETY += ("I14", "I15", "I16")  # inbox modes
 SAFETY += ("I17",)  # compensation
 SAFETY += ("I18",)  # agent state
 SAFETY += ("I19",)  # compaction
+SAFETY += ("I20",)  # sub-agents
 VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 INVARIANT_NAMES = {
@@ -77,6 +78,7 @@ INVARIANT_NAMES = {
     "I17": "abandoned run restores the workspace",
     "I18": "agent state follows the log",
     "I19": "compaction applies fresh summaries only, at boundaries",
+    "I20": "one child per delegating call",
 }
 
 
@@ -172,6 +174,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     out += check_compaction(result)
     out += check_agent_log(result)
     if facts.state is not None:
+        out += check_subagents(result, facts.state)
         promised = within_promise(result)
         if promised:
             out += check_agent_effects(result, facts)
@@ -226,6 +229,15 @@ def durable_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
     """Commits (with the boundary index they started at) whose records are in the final log."""
     final = {r.checksum for r in result.records}
     return [(i, recs) for i, recs in result.commits if recs and recs[0].checksum in final]
+
+
+def _durable_child_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
+    """``durable_commits`` of the sub-agents' child conversations (none without sub-agents)."""
+    out: list[tuple[int, list[EventRecord]]] = []
+    for child, commits in sorted(result.child_commits.items()):
+        final = {r.checksum for r in result.child_records.get(child, [])}
+        out += [(i, recs) for i, recs in commits if recs and recs[0].checksum in final]
+    return out
 
 
 @dataclass
@@ -498,12 +510,18 @@ def out_of_fence_effects(result: RunResult) -> list[Violation]:
 
 
 def check_effects(result: RunResult, facts: Facts) -> list[Violation]:
+    """I1 for every call of the conversation and of its sub-agents' children (a child's calls
+    obey their own policies). A delegating call has no effect of its own: I20 judges it."""
     assert facts.state is not None
+    delegating = delegating_tools(result)
+    states = [facts.state, *(s for s in child_states(result).values() if s is not None)]
+    intents = [i for s in states for i in s.intents.values() if i.tool not in delegating]
+    tool_results = {c: r for s in states for c, r in s.tool_results.items()}
     out: list[Violation] = []
-    for intent in facts.state.intents.values():
+    for intent in intents:
         effects = [e for e in result.ledger if e.call_id == intent.call_id and e.applied]
         n = len(effects)
-        tool_result = facts.state.tool_results.get(intent.call_id)
+        tool_result = tool_results.get(intent.call_id)
         succeeded = (
             tool_result is not None
             and not tool_result.is_error
@@ -557,7 +575,7 @@ def check_results(result: RunResult, facts: Facts) -> list[Violation]:
                     Violation("I6", f"intent {intent.call_id} never got a result", (intent.tool,))
                 )
     intent_index: dict[str, int] = {}
-    for index, records in durable_commits(result):
+    for index, records in durable_commits(result) + _durable_child_commits(result):
         for record in records:
             if isinstance(record.event, ToolIntent):
                 intent_index.setdefault(record.event.call_id, index)
@@ -1711,6 +1729,84 @@ def _cursors_resumable(result: RunResult) -> list[Violation]:
                     (f"model call at boundary {call.index} by {call.process}",),
                     expected="the full request, without the cursor",
                     actual=f"cursor {call.cursor}",
+                )
+            ]
+    return []
+
+
+# -- I20 sub-agents ---------------------------------------------------------------------------
+
+
+def delegating_tools(result: RunResult) -> set[str]:
+    """The scenario's sub-agent tools (``agent.delegate``) by name."""
+    return {t.name for t in result.scenario.tools if t.operation == DELEGATE}
+
+
+def child_states(result: RunResult) -> dict[str, State | None]:
+    """``reduce`` of each child conversation's final log (None: it does not reduce)."""
+    out: dict[str, State | None] = {}
+    for child, records in sorted(result.child_records.items()):
+        try:
+            out[child] = reduce(new_state(child), records)
+        except InvariantViolation:
+            out[child] = None
+    return out
+
+
+def _i20(explanation: str, witness: tuple[str, ...], expected: str, actual: str) -> Violation:
+    return Violation("I20", explanation, witness, expected=expected, actual=actual)
+
+
+def check_subagents(result: RunResult, state: State) -> list[Violation]:
+    """I20: one child per delegating call. Every child conversation in the store is the child of
+    a delegating call of the conversation, under the id derived from that call (written out here,
+    not taken from the runtime: README, "Sub-agents"); its log reduces and accepted exactly one
+    input, under the request id derived from the call; and a delegating call recorded as
+    executed has the child's answer as its result."""
+    conversation = result.scenario.conversation_id
+    delegating = delegating_tools(result)
+    owners = {
+        f"{conversation}.sub.{i.call_id}": i for i in state.intents.values() if i.tool in delegating
+    }
+    children = child_states(result)
+    for child, child_state in children.items():
+        intent = owners.get(child)
+        if intent is None:
+            derived = ", ".join(sorted(owners)) or "none"
+            return [_i20(f"child conversation {child} has no delegating call", (), derived, child)]
+        if child_state is None:
+            return [_i20(f"child conversation {child}'s log does not reduce", (), "a log", "")]
+        accepted = [r for r in result.child_records[child] if isinstance(r.event, InputAccepted)]
+        rids = [str(r.event.request_id) for r in accepted if isinstance(r.event, InputAccepted)]
+        if rids != [f"{intent.call_id}:sub"]:
+            return [
+                _i20(
+                    f"call {intent.call_id}'s child {child} accepted {len(rids)} input(s)",
+                    tuple(_row(r) for r in accepted[:3]),
+                    f"one input, request {intent.call_id}:sub",
+                    ", ".join(rids) or "none",
+                )
+            ]
+    return _results_are_answers(state, owners, children)
+
+
+def _results_are_answers(
+    state: State, owners: dict[str, Intent], children: dict[str, State | None]
+) -> list[Violation]:
+    """A delegating call executed without error returns its child's answer, word for word."""
+    for child, intent in sorted(owners.items()):
+        result = state.tool_results.get(intent.call_id)
+        if result is None or result.is_error or result.source != "executed":
+            continue
+        child_state = children.get(child)
+        answers = [s.answer for s in child_state.submissions.values()] if child_state else []
+        if answers != [result.output]:
+            return [
+                _i20(
+                    f"call {intent.call_id}'s result is not its child's answer",
+                    (f"child {child}",),
+                    f"{answers[0] if answers else '(no child)'}"[:200],
+                    result.output[:200],
                 )
             ]
     return []

@@ -211,6 +211,11 @@ def refusal(scenario: Scenario) -> str | None:
         return f"lease takeover (takeover: a paused worker and a second one) {two_workers}"
     if scenario.shutdown is not None:
         return f"a graceful shutdown with a standby worker (shutdown) {two_workers}"
+    if scenario.delegates():
+        return (
+            "sub-agents (an agent.delegate tool) are not run with real processes: the real host "
+            "does not carry a child conversation's commits across its processes for I20"
+        )
     page_cache = "out of reach for real processes (a kill keeps the page cache)"
     if scenario.base_crash is not None and scenario.base_crash.kind != "process":
         return f"its base crash is a power loss (base_crash.kind), {page_cache}"

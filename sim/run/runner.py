@@ -101,6 +101,10 @@ class RunResult:
     recovered_at_s: dict[str, float] = field(default_factory=dict)  # per process (I11)
     paused: list[str] = field(default_factory=list)  # processes a takeover paused (I11)
     after_release: list[str] = field(default_factory=list)  # work begun after a lease release
+    # Sub-agents' child conversations (I20): each one's durable log at the end, and its commits
+    # as the machine saw them begin (like ``commits``, which holds the scenario's conversation's).
+    child_records: dict[str, list[EventRecord]] = field(default_factory=dict)
+    child_commits: dict[str, list[tuple[int, list[EventRecord]]]] = field(default_factory=dict)
 
     @property
     def outcome(self) -> dict[str, Any]:
@@ -242,6 +246,8 @@ async def _world_main(
     _fill_result(env, result)
     await read_durable(result, store_kind.reader(env.place()), scenario.conversation_id)
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
+    for child, records in sorted(result.child_records.items()):
+        world.record("child", child, [r.checksum[:12] for r in records])
     if store_kind is StoreKind.POSTGRES:
         world.record("database", await _database_digest(store_kind.reader(env.place())))
     world.record("files", sorted(env.services.files.items()))
@@ -269,6 +275,7 @@ def _new_world(
     timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
     machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
     machine.store_root = STORE_ROOT
+    machine.main_conversation = scenario.conversation_id
     if count_tears:
         machine.tear_counts = {}
     services = Services(files=_initial_files(world, scenario))
@@ -327,6 +334,7 @@ def _fill_result(env: WorldEnv, result: RunResult) -> None:
     result.refusal = env.refusal
     result.tear_counts = dict(machine.tear_counts or {})
     result.after_release = machine.after_release
+    result.child_commits = machine.child_commits
     result.recovered_at_s = env.recovered_at_s
     result.paused = sorted(env.paused)
     if machine.damaged is not None:
@@ -473,6 +481,10 @@ async def read_durable(result: RunResult, reader: Any, conversation_id: str) -> 
     try:
         result.records = await reader.read_records(conversation_id, 0)
         result.checkpoints = await reader.load_checkpoints(conversation_id)
+        if result.scenario.delegates():
+            for child in await reader.list_conversations():
+                if child != conversation_id:
+                    result.child_records[child] = await reader.read_records(child, 0)
         if isinstance(reader, (SQLiteStore, PostgresStore)):
             await reader.close()
     except StoreError as exc:

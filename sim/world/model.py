@@ -26,7 +26,7 @@ from durable.compaction import estimate_tokens
 from durable.events import canonical_json, sha256_hex
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from sim.world.process import SimProcess
-from sim.world.scenario import Scenario
+from sim.world.scenario import Scenario, Turn
 
 MODEL_LATENCY_S = 1.0
 
@@ -146,7 +146,7 @@ def script_answer(scenario: Scenario, request: ModelRequest) -> ModelResponse:
     assert view.users, "a request without a user message"
     k = min(len(view.users), len(scenario.script))
     turn_index = view.turns
-    turns = scenario.script[k - 1]
+    turns = _turns(scenario, view.users)
     if turn_index >= len(turns):
         return ModelResponse(text="(script exhausted)", tokens=8)
     turn = turns[turn_index]
@@ -170,3 +170,13 @@ def script_answer(scenario: Scenario, request: ModelRequest) -> ModelResponse:
     digest = hashlib.sha256("\n".join(outputs).encode("utf-8")).hexdigest()[:12]
     text = f"{turn.answer} [tools={len(outputs)} digest={digest}]"
     return ModelResponse(text=text, tokens=len(text) // 4 + 8, **agent)
+
+
+def _turns(scenario: Scenario, users: list[str]) -> list[Turn]:
+    """The script a conversation follows: a sub-agent's child (its first input is a key of
+    ``sub_script``) the turns of that key for its one input, any other conversation the turns of
+    its k-th user message."""
+    child = scenario.sub_script.get(users[0])
+    if child is not None:
+        return child if len(users) == 1 else []
+    return scenario.script[min(len(users), len(scenario.script)) - 1]

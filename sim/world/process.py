@@ -161,6 +161,11 @@ class Machine:
         self.grants: list[LeaseGrant] = []
         self.renewals: list[LeaseGrant] = []  # (stored before, renewed): I8 audits them too
         self.accepted: list[AcceptedAppend] = []
+        # The scenario's conversation: the lists above hold its commits and leases only. A
+        # sub-agent's child conversation (``durable.subagent``) is recorded apart, by id, in
+        # ``child_commits`` (I20 judges children); None: every conversation's go above.
+        self.main_conversation: str | None = None
+        self.child_commits: dict[str, list[tuple[int, list[EventRecord]]]] = {}
         self.handovers_with_pinned_request = 0
         self.fork_plan: ForkHook | None = None  # during a fast sweep's forking run
         self.forked_child = False
@@ -461,6 +466,11 @@ class InstrumentedStore:
         self._inner = inner
         self._p = process
 
+    def _is_child(self, conversation_id: str) -> bool:
+        """A conversation other than the scenario's: a sub-agent's child (``Machine``)."""
+        main = self._p.machine.main_conversation
+        return main is not None and conversation_id != main
+
     async def _op(self, kind: str, call: Callable[[], Any]) -> Any:
         machine = self._p.machine
         label = f"{kind}#{machine.numbered(kind)}"
@@ -497,7 +507,11 @@ class InstrumentedStore:
         index = machine.before(self._p, label)
         # Recorded when the commit *starts*: a crash inside the store (after its write, before
         # its fsync) may still leave it durable. Oracles keep only commits found in the final log.
-        machine.commits.append((index, records))
+        child = self._is_child(conversation_id)
+        if child:
+            machine.child_commits.setdefault(conversation_id, []).append((index, records))
+        else:
+            machine.commits.append((index, records))
         try:
             await self._inner.append(
                 conversation_id,
@@ -510,9 +524,10 @@ class InstrumentedStore:
             machine.after(self._p, index, label)
             raise
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
-        machine.accepted.append(
-            AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
-        )
+        if not child:
+            machine.accepted.append(
+                AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
+            )
         machine.after(self._p, index, label)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
@@ -534,7 +549,8 @@ class InstrumentedStore:
             lambda: self._inner.acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s),
         )
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
-        self._p.machine.grants.append(LeaseGrant(now_s, index, previous, lease))
+        if not self._is_child(conversation_id):
+            self._p.machine.grants.append(LeaseGrant(now_s, index, previous, lease))
         self._p.released_lease = False
         return lease
 
@@ -543,7 +559,8 @@ class InstrumentedStore:
         renewed, index = await self._op(
             "store.lease.renew", lambda: self._inner.renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
         )
-        self._p.machine.renewals.append(LeaseGrant(now_s, index, previous, renewed))
+        if not self._is_child(lease.conversation_id):
+            self._p.machine.renewals.append(LeaseGrant(now_s, index, previous, renewed))
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:

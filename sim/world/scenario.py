@@ -23,6 +23,7 @@ from durable.events import Budget, InboxMode, Policy
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
+#: The operations of the external services (``sim.world.tools.OPERATIONS``, effect ledgers).
 Operation = Literal[
     "workspace.read",
     "workspace.append_line",
@@ -36,6 +37,14 @@ Operation = Literal[
 #: File-edit operations: their tools plan the edit's content hashes before the intent
 #: (``durable.tools.ToolSpec.plan_edit``) and must have the ``verify_then_continue`` policy.
 EDIT_OPERATIONS: frozenset[Operation] = frozenset({"workspace.replace"})
+
+#: The operation of a sub-agent tool (``durable.subagent``), which has no service of its own: its
+#: call's ``task`` argument runs in a child conversation, scripted by ``Scenario.sub_script``,
+#: whose answer is the call's result. Only a re-run resumes the child after a crash, so the
+#: tool's policy must re-run its call.
+Delegate = Literal["agent.delegate"]
+DELEGATE: Delegate = "agent.delegate"
+DELEGATE_POLICIES: frozenset[Policy] = frozenset({"replay_safe", "idempotent"})
 
 #: The operations whose service can tell, after a crash, whether an interrupted call's effect
 #: landed (``append_line``: the line tagged with the call's key is in the file; ``replace``: the
@@ -106,7 +115,7 @@ VerifierMode = Literal["check", "unknown", "fails"]
 
 class ToolDef(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,40}$")
-    operation: Operation
+    operation: Operation | Delegate
     policy: Policy = "unsafe"
     latency_s: float = Field(default=0.0, ge=0, le=3600)
     verifier: VerifierMode = "check"
@@ -116,6 +125,12 @@ class ToolDef(_Model):
 
     @model_validator(mode="after")
     def _verifier_needs_its_policy(self) -> ToolDef:
+        if self.operation == DELEGATE and self.policy not in DELEGATE_POLICIES:
+            raise ValueError(
+                f"tool {self.name!r}: a sub-agent's child resumes only when its call is re-run "
+                f"after a crash, so its policy must be replay_safe or idempotent, "
+                f"not {self.policy}"
+            )
         if self.compensate and self.operation not in COMPENSABLE_OPERATIONS:
             undoable = ", ".join(sorted(COMPENSABLE_OPERATIONS))
             raise ValueError(
@@ -243,6 +258,9 @@ class Scenario(_Model):
     tools: list[ToolDef] = Field(default_factory=list, max_length=32)
     inputs: list[InputDef] = Field(min_length=1, max_length=64)
     script: list[list[Turn]] = Field(min_length=1, max_length=64)
+    #: The sub-agents' scripts: a child conversation whose input is a key runs these turns
+    #: (``sim.world.model``; a key must not be one of the inputs, whose turns are ``script``).
+    sub_script: dict[str, list[Turn]] = Field(default_factory=dict, max_length=16)
     budget: Budget = Budget()
     checkpoint_every: int = Field(default=16, ge=1, le=10_000)
     lease_ttl_s: float = Field(default=30.0, gt=0, le=3600)
@@ -279,15 +297,20 @@ class Scenario(_Model):
         rids = [i.request_id for i in self.inputs]
         if len(set(rids)) != len(rids):
             raise ValueError("request ids must be unique")
-        for k, turns in enumerate(self.script):
+        scripts = [(f"script[{k}]", turns) for k, turns in enumerate(self.script)]
+        scripts += [(f"sub_script[{task!r}]", turns) for task, turns in self.sub_script.items()]
+        for where, turns in scripts:
             for turn in turns:
                 for call in turn.calls:
                     if call.tool not in names:
-                        raise ValueError(f"script[{k}] calls undefined tool {call.tool!r}")
+                        raise ValueError(f"{where} calls undefined tool {call.tool!r}")
         checked = {t.validates for t in self.tools if t.validates is not None}
         unchecked = [c for c in self.required_criteria if c not in checked]
         if unchecked:
             raise ValueError(f"required criterion {unchecked[0]!r} is checked by no tool")
+        clashing = sorted(set(self.sub_script) & {i.content for i in self.inputs})
+        if clashing:
+            raise ValueError(f"sub_script key {clashing[0]!r} is also a client input")
         if self.takeover is not None and self.shutdown is not None:
             raise ValueError("a scenario has a takeover or a shutdown, not both")
         if self.heartbeat_s >= self.lease_ttl_s:
@@ -306,6 +329,10 @@ class Scenario(_Model):
         """The fault-free reference of this scenario: its timed crashes removed (everything else,
         a takeover included, is part of the workload)."""
         return self.model_copy(update={"timed_crashes": []}) if self.timed_crashes else self
+
+    def delegates(self) -> bool:
+        """Whether the scenario has a sub-agent tool (its runs may have child conversations)."""
+        return any(t.operation == DELEGATE for t in self.tools)
 
     def tool(self, name: str) -> ToolDef:
         for tool in self.tools:

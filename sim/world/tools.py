@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from durable.events import PlannedEdit
+from durable.subagent import delegate
 from durable.tools import (
     Compensation,
     EditPlanner,
     ToolContext,
     ToolError,
+    ToolFn,
     ToolRegistry,
     ToolSpec,
     Verification,
@@ -28,6 +30,7 @@ from durable.tools import (
 )
 from sim.world.process import SimProcess
 from sim.world.scenario import (
+    DELEGATE,
     VERIFIABLE_OPERATIONS,
     Scenario,
     ToolDef,
@@ -351,6 +354,8 @@ def build_tools(scenario: Scenario, services: ServiceLedger, process: SimProcess
 
 
 def _spec(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> ToolSpec:
+    if tool.operation == DELEGATE:
+        return ToolSpec(name=tool.name, fn=_delegate_fn(tool, process), policy=tool.policy)
     operation = OPERATIONS[tool.operation]
 
     async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
@@ -372,6 +377,22 @@ def _spec(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> ToolSp
         plan_edit=_planner(operation, services, process),
         validates=tool.validates,
     )
+
+
+def _delegate_fn(tool: ToolDef, process: SimProcess) -> ToolFn:
+    """A sub-agent tool (``agent.delegate``, not in ``OPERATIONS``: it has no service of its
+    own): its ``task`` argument runs in the call's child conversation on the process's runtime;
+    the child's own calls are the effects, each booked under its own call."""
+
+    async def fn(arguments: dict[str, Any], ctx: ToolContext) -> str:
+        if tool.latency_s:
+            await process.sleep_until(process.now() + tool.latency_s)
+        process.check_alive("tool.delegate")
+        runtime = process.runtime
+        assert runtime is not None, "a tool ran before its process opened the runtime"
+        return await delegate(runtime, str(arguments.get("task", "")), ctx)
+
+    return fn
 
 
 def _compensation(tool: ToolDef, services: ServiceLedger, process: SimProcess) -> Compensation:

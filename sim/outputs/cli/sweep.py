@@ -37,7 +37,8 @@ def add_parsers(sub: Any) -> None:
         description=(
             "For each scenario and store: record the fault-free boundary trace, then run every "
             "schedule (boundary x before/after x crash kind; depth 2 adds a second crash at every "
-            "boundary of the recovery), check the invariants I0-I17 and I19 and write a report."
+            "boundary of the recovery), check the invariants I0-I17, I19 and I20 and write a "
+            "report."
         ),
     )
     sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")

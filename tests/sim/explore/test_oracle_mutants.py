@@ -62,6 +62,7 @@ from sim.explore.mutants import (
     steer_lost_on_settle,
     steer_queue_in_memory,
     steer_reversed,
+    subagent_fresh_request_id,
     trust_torn_tail,
     unsafe_replays_on_recovery,
     vfs_sync_noop,
@@ -484,6 +485,17 @@ CASES = [
         "none (fault-free: the second request continues from resp-1-0, declared not resumable)",
     ),
     Case(
+        "I20",
+        "subagent-fresh-request-id",
+        subagent_fresh_request_id,
+        bundled("delegate_to_subagent"),
+        Crash("tool.effect:workspace.append_line", "after", "process"),
+        "71:after:process (after the child's edit, tool.effect:workspace.append_line#call-3): the "
+        "recovered delegation submits a second task to its child, whose second answer (script "
+        "exhausted) becomes the call's result",
+        also=frozenset({"I9", "I11"}),
+    ),
+    Case(
         "I12",
         "sqlite-off-as-full",
         sqlite_off_as_full,
@@ -566,6 +578,8 @@ COMPENSATION_SWEEPS = [
 INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
 # The compaction mutant needs a crash between a compaction's intent and its application.
 COMPACTION_SWEEPS = [("I19-stale-summary-applied", "store.commit#16")]
+# The sub-agent mutant: the first schedule that re-runs a delegation (a crash after its intent).
+SUBAGENT_SWEEPS = [("I20-subagent-fresh-request-id", "store.commit#5")]
 BY_ID = {c.id: c for c in CASES}
 
 
@@ -650,3 +664,25 @@ def test_sweep_finds_compaction_mutant(
     first = result.failures[0]
     assert first.invariant == case.oracle, (first.schedule, first.explanation)
     assert first.crash_labels == [first_label], first.schedule
+
+
+@pytest.mark.parametrize(("case_id", "first_label"), SUBAGENT_SWEEPS)
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_default_sweep_finds_subagent_mutant(
+    case_id: str, first_label: str, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """I20's mutant is killed by the default depth-1 sweep of ``delegate_to_subagent``: the
+    first delegation re-run after a crash names its child's input by its attempt."""
+    case = BY_ID[case_id]
+    case.mutant(monkeypatch)
+    result = sweep(
+        case.scenario(),
+        store=store,  # type: ignore[arg-type]
+        determinism=False,
+        stop_at_first_failure=True,
+    )
+    assert result.failures, f"{case_id}: the sweep found nothing on {store}"
+    first = result.failures[0]
+    assert first.invariant == "I20", (first.schedule, first.invariant, first.explanation)
+    if store == "file":
+        assert first.crash_labels == [first_label], first.schedule

@@ -105,6 +105,7 @@ def test_power_loss_and_takeover_are_not_faked(capsys: pytest.CaptureFixture[str
     ("scenario", "feature"),
     [
         ("graceful_shutdown_takeover", "a graceful shutdown"),
+        ("delegate_to_subagent", "sub-agents"),
         ("zombie_abort", "lease takeover"),
         ("tests/corpus/machine-power-resend-takeover.json", "lease takeover"),
     ],

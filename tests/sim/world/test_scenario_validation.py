@@ -410,3 +410,39 @@ def test_only_an_operation_with_an_undo_may_be_compensable() -> None:
     send = {"name": "send", "operation": "outbox.send", "compensate": True}
     with pytest.raises(ValidationError, match=r"outbox\.send has no compensating action"):
         Scenario.model_validate({**base, "tools": [send]})
+
+
+# -- sub-agents ----------------------------------------------------------------------------------
+
+
+def delegate_doc(policy: str = "replay_safe", **changes: Any) -> dict[str, Any]:
+    """The bundled ``delegate_to_subagent`` with its delegating tool under ``policy``."""
+    doc: dict[str, Any] = json.loads((SCENARIO_DIR / "delegate_to_subagent.json").read_text())
+    doc["tools"][0]["policy"] = policy
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("policy", ["unsafe", "manual", "verify_then_continue"])
+def test_a_delegating_tool_must_re_run_its_call(policy: str) -> None:
+    """Only a re-run of the call resumes its child after a crash: any other policy would leave
+    the child's run unsettled for ever."""
+    with pytest.raises(ValidationError, match="policy must be replay_safe or idempotent"):
+        Scenario.model_validate(delegate_doc(policy, operator={"decision": "check_ledger"}))
+    assert Scenario.model_validate(delegate_doc("idempotent")).delegates()
+
+
+def test_a_sub_script_key_may_not_be_a_client_input() -> None:
+    doc = delegate_doc()
+    task = next(iter(doc["sub_script"]))
+    doc["inputs"] = [{"content": task, "request_id": "r1"}]
+    with pytest.raises(ValidationError, match="is also a client input"):
+        Scenario.model_validate(doc)
+
+
+def test_a_sub_script_calls_only_defined_tools() -> None:
+    doc = delegate_doc()
+    task = next(iter(doc["sub_script"]))
+    doc["sub_script"][task][0]["calls"][0]["tool"] = "missing"
+    with pytest.raises(ValidationError, match="calls undefined tool 'missing'"):
+        Scenario.model_validate(doc)
