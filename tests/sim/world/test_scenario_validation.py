@@ -254,7 +254,7 @@ def test_cli_run_refuses_with_one_line_and_exit_2(bad: Bad, tmp_path: Path) -> N
 
 def test_every_bundled_scenario_and_corpus_case_loads() -> None:
     names = bundled_names()
-    assert len(names) == 31
+    assert len(names) == 32
     for name in names:
         assert load_scenario(name).name == name
     cases = sorted(CORPUS.glob("*.json"))
