@@ -579,7 +579,10 @@ INBOX_SWEEPS = ["I14-steer-anywhere", "I15-steer-reversed", "I16-reject-writes"]
 # The compaction mutant needs a crash between a compaction's intent and its application.
 COMPACTION_SWEEPS = [("I19-stale-summary-applied", "store.commit#16")]
 # The sub-agent mutant: the first schedule that re-runs a delegation (a crash after its intent).
-SUBAGENT_SWEEPS = [("I20-subagent-fresh-request-id", "store.commit#5")]
+SUBAGENT_SWEEPS = [("I20-subagent-fresh-request-id", ["store.commit#5"])]
+# Mutants the default depth-1 sweep (process and power crashes) must kill on both stores, with
+# the first failing schedule's crash labels on the file store.
+DEFAULT_SWEEPS = COMPENSATION_SWEEPS + SUBAGENT_SWEEPS
 BY_ID = {c.id: c for c in CASES}
 
 
@@ -625,13 +628,15 @@ def test_sweep_finds_inbox_mutant(case_id: str, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize(
-    ("case_id", "first_labels"), COMPENSATION_SWEEPS, ids=[c for c, _ in COMPENSATION_SWEEPS]
+    ("case_id", "first_labels"), DEFAULT_SWEEPS, ids=[c for c, _ in DEFAULT_SWEEPS]
 )
 @pytest.mark.parametrize("store", ["file", "sqlite"])
-def test_default_sweep_finds_compensation_mutant(
+def test_default_sweep_finds_mutant(
     case_id: str, first_labels: list[str], store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """I17's mutants are killed by the default depth-1 sweep of ``abandon_restores_files``."""
+    """I17's mutants (``abandon_restores_files``) and I20's (``delegate_to_subagent``: the first
+    delegation re-run after a crash names its child's input by its attempt) are killed by the
+    default depth-1 sweep of their scenario on both stores."""
     case = BY_ID[case_id]
     case.mutant(monkeypatch)
     result = sweep(
@@ -642,7 +647,7 @@ def test_default_sweep_finds_compensation_mutant(
     )
     assert result.failures, f"{case_id}: the sweep found nothing on {store}"
     first = result.failures[0]
-    assert first.invariant == "I17", (first.schedule, first.invariant, first.explanation)
+    assert first.invariant == case.oracle, (first.schedule, first.invariant, first.explanation)
     if store == "file":
         assert first.crash_labels == first_labels, first.schedule
 
@@ -664,25 +669,3 @@ def test_sweep_finds_compaction_mutant(
     first = result.failures[0]
     assert first.invariant == case.oracle, (first.schedule, first.explanation)
     assert first.crash_labels == [first_label], first.schedule
-
-
-@pytest.mark.parametrize(("case_id", "first_label"), SUBAGENT_SWEEPS)
-@pytest.mark.parametrize("store", ["file", "sqlite"])
-def test_default_sweep_finds_subagent_mutant(
-    case_id: str, first_label: str, store: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """I20's mutant is killed by the default depth-1 sweep of ``delegate_to_subagent``: the
-    first delegation re-run after a crash names its child's input by its attempt."""
-    case = BY_ID[case_id]
-    case.mutant(monkeypatch)
-    result = sweep(
-        case.scenario(),
-        store=store,  # type: ignore[arg-type]
-        determinism=False,
-        stop_at_first_failure=True,
-    )
-    assert result.failures, f"{case_id}: the sweep found nothing on {store}"
-    first = result.failures[0]
-    assert first.invariant == "I20", (first.schedule, first.invariant, first.explanation)
-    if store == "file":
-        assert first.crash_labels == [first_label], first.schedule
