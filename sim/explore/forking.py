@@ -11,11 +11,9 @@ run at once (one per core).
 Two further savings, both keeping every verdict identical to the naive sweep's (a test compares
 the two on the bundled scenarios):
 
-- **equivalent process crashes run once.** A process kill keeps everything written, so two crash
-  points where the world outside the dead process is identical -- files as processes see them,
-  external services, the client's view, the model's call log, ids, virtual time, the trio
-  scheduler's RNG state, pending timed crashes -- have identical futures (e.g. after a log append,
-  before its fsync and after it). The first such point is run; the others inherit its verdict.
+- **equivalent crashes run once.** Crash points whose worlds after the crash are identical have
+  identical futures (``sim.explore.folding``): the sweep's traced run lists them (``twin_of``),
+  the first is forked, the others inherit its verdict.
 - **I10 by twins.** Determinism is checked by forking the same crash point twice and comparing the
   children's fingerprints; the shared prefix is checked once, by comparing the forking run's
   fingerprint with the reference run's.
@@ -46,9 +44,8 @@ from sim.world.faults import (
     CrashKind,
     CrashPoint,
     Schedule,
-    crash_points,
     parse_schedule,
-    tries_kind,
+    sweep_points,
 )
 
 # Called in a forked child about to exit, with its schedule's text. A layer above registers them
@@ -123,7 +120,8 @@ class ForkPlan:
     child_timeout_s: float = 300.0  # wall time a child may take before it is killed
     running: list[_Child] = field(default_factory=list)
     done: list[tuple[str, str]] = field(default_factory=list)  # schedule, path
-    seen: dict[str, str] = field(default_factory=dict)  # state digest -> schedule text
+    # schedule text -> the schedule whose future it shares (``sim.explore.folding.FoldPlan``)
+    twin_of: dict[str, str] = field(default_factory=dict)
     equivalent: list[tuple[str, str]] = field(default_factory=list)  # schedule, twin of
     order: list[str] = field(default_factory=list)  # schedules in sweep order
     progress: Any = None  # called with 1 per finished child
@@ -134,27 +132,20 @@ class ForkPlan:
         """Called by the machine at every boundary of the forking run."""
         if index <= self.base.last_index or self.in_child:
             return
-        for kind in self.kinds:
-            if not tries_kind(kind, when, label):  # type: ignore[arg-type]
-                continue
-            n_tears = self.tears.get((index, when), 0)
-            for point in crash_points(index, when, kind, n_tears):  # type: ignore[arg-type]
-                self._fork_point(machine, process, point, label)
+        n_tears = self.tears.get((index, when), 0)
+        for point in sweep_points(index, when, label, self.kinds, n_tears):  # type: ignore[arg-type]
+            self._fork_point(machine, process, point, label)
 
     def _fork_point(self, machine: Any, process: Any, point: CrashPoint, label: str) -> None:
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
         self.order.append(text)
-        if point.kind == "process":
-            digest = machine.state_digest()
-            if digest is not None:
-                twin = self.seen.get(digest)
-                if twin is not None:
-                    self.equivalent.append((text, twin))
-                    if self.progress is not None:
-                        self.progress(1)
-                    return
-                self.seen[digest] = text
+        twin = self.twin_of.get(text)
+        if twin is not None:  # its future is twin's: see ``sim.explore.folding``
+            self.equivalent.append((text, twin))
+            if self.progress is not None:
+                self.progress(1)
+            return
         for copy in range(2 if self.twins(text) else 1):
             self._spawn(machine, process, point, label, schedule, copy)
 

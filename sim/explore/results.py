@@ -69,6 +69,7 @@ def results_document(
         "scenarios": [one.to_json() for one in sweeps],
         "totals": {
             "schedules": sum(one.schedules for one in sweeps),
+            "folded": sum(one.folded for one in sweeps),
             "verdicts": verdicts,
             "failures": sum(len(one.failures) for one in sweeps),
             "wall_s": round(wall_s, 3),

@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.explore import forking, parallel
+from sim.explore import folding, forking, parallel
 from sim.judgement.judge import ScheduleOutcome as ScheduleOutcome
 from sim.judgement.judge import judge as judge
 from sim.judgement.judge import recovery_paths as recovery_paths
@@ -46,6 +46,7 @@ from sim.world.faults import (
     Schedule,
     crash_points,
     parse_schedule,
+    sweep_points,
     tries_kind,
 )
 from sim.world.scenario import Scenario, ScenarioError
@@ -95,6 +96,9 @@ class ScenarioSweep:
     skipped_storage: bool = False
     tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
     determinism: str = "full"  # how I10 was checked: full, sample or off
+    # Schedules not run because an earlier one leaves the same world (``sim.explore.folding``):
+    # they inherit its verdict. Counted in ``schedules`` like every other.
+    folded: int = 0
     wall_s: float = 0.0
     base_points: list[CrashPoint] = field(default_factory=list)
     recovery_paths: dict[str, int] = field(default_factory=dict)
@@ -126,6 +130,7 @@ class ScenarioSweep:
             "skipped_storage": self.skipped_storage,
             "tear_schedules": self.tear_schedules,
             "determinism": self.determinism,
+            "folded": self.folded,
             "reference_failed": self.reference_failed,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
@@ -195,6 +200,25 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     )
 
 
+def twins(
+    scenario: Scenario,
+    *,
+    store: StoreKind,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+) -> dict[str, str]:
+    """Which depth-1 schedules a fast sweep folds (``sim.explore.folding``): each schedule it
+    does not run, mapped to the schedule whose verdict it inherits. A folded failure is judged
+    on its own run, so a fast sweep reports the naive sweep's first failure exactly when that
+    failure's twin (if it has one) fails too -- what the mutant tests check."""
+    store = StoreKind(store)
+    base = base_schedule(scenario, seed=seed, store=store)
+    kinds = tuple(k for k in crash_kinds if store.can_inject(k))
+    fold = folding.FoldPlan(base, kinds)
+    _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
+    return fold.twin_of
+
+
 def depth1_schedules(
     labels: Sequence[str],
     kinds: Iterable[CrashKind],
@@ -213,9 +237,7 @@ def depth1_schedules(
         Schedule.of(*base.points, point)
         for i in range(base.last_index + 1, len(labels))
         for when in ("before", "after")
-        for kind in kinds
-        if tries_kind(kind, when, labels[i])
-        for point in crash_points(i, when, kind, tears.get((i, when), 0))  # type: ignore[arg-type]
+        for point in sweep_points(i, when, labels[i], kinds, tears.get((i, when), 0))  # type: ignore[arg-type]
     ]
 
 
@@ -257,7 +279,9 @@ def sweep(
     forks = StoreKind(store).forks
     base = base_schedule(scenario, seed=seed, store=store)
     out.base_points = list(base.points)
-    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
+    fast = fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure and forks
+    fold = folding.FoldPlan(base, tuple(kinds)) if fast else None
+    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
     _describe(out, reference, traced, base, kinds)
     _record(out, judge(reference, reference, determinism=mode != "off"), reference)
     if progress:
@@ -266,13 +290,16 @@ def sweep(
         # Every crash schedule is judged against the fault-free run: when that run itself fails
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         out.reference_failed = True
-    elif fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure and forks:
+    elif fold is not None:
         jobs = jobs or parallel.default_jobs()
+        out.folded = len(fold.twin_of)
         if len(out.labels) >= fork_from:
-            _forked_sweep(out, scenario, reference, traced, base, kinds, mode, progress, jobs)
+            _forked_sweep(
+                out, scenario, reference, traced, base, kinds, mode, progress, jobs, fold.twin_of
+            )
         else:
             schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
-            _split_sweep(out, scenario, reference, schedules, mode, progress, jobs)
+            _split_sweep(out, scenario, reference, schedules, mode, progress, jobs, fold.twin_of)
     else:
         schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
@@ -292,22 +319,31 @@ def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
 
 
 def _traced_runs(
-    scenario: Scenario, *, seed: int, store: StoreKind, base: Schedule
+    scenario: Scenario,
+    *,
+    seed: int,
+    store: StoreKind,
+    base: Schedule,
+    fold: folding.FoldPlan | None = None,
 ) -> tuple[RunResult, RunResult]:
     """The fault-free reference run (the oracles compare with it) and the run the schedules
     extend, which lists the crash points: the same run, unless the scenario has timed crashes
     of its own. The traced run counts each point's enumerated tears; both paths list schedules
-    from it."""
+    from it. With ``fold``, the traced run also finds which schedules share a future."""
+    timed = bool(scenario.timed_crashes)
     reference = run_scenario(
         scenario.without_faults(),
         seed=seed,
         store=store,
         schedule=base,
-        count_tears=not scenario.timed_crashes,
+        count_tears=not timed,
+        fork=None if timed else fold,
     )
-    if not scenario.timed_crashes:
+    if not timed:
         return reference, reference
-    traced = run_scenario(scenario, seed=seed, store=store, schedule=base, count_tears=True)
+    traced = run_scenario(
+        scenario, seed=seed, store=store, schedule=base, count_tears=True, fork=fold
+    )
     return reference, traced
 
 
@@ -393,10 +429,14 @@ def _split_sweep(
     mode: Determinism,
     progress: ProgressFn | None,
     jobs: int,
+    twin_of: dict[str, str],
 ) -> None:
-    """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule;
-    their outcomes are recorded in the sweep's order, as the naive path records them."""
-    chunks = [schedules[i::jobs] for i in range(jobs)]
+    """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule that
+    has no twin (``sim.explore.folding``); outcomes are recorded in the sweep's order, as the
+    naive path records them, a folded schedule's inherited from its twin."""
+    texts = [s.text() for s in schedules]
+    own = [s for s, text in zip(schedules, texts, strict=True) if text not in twin_of]
+    chunks = [own[i::jobs] for i in range(jobs)]
     steps = [
         parallel.Step(
             f"{out.name}[{out.store}]/{i}",
@@ -406,8 +446,19 @@ def _split_sweep(
         if chunk
     ]
     parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
-    for k in range(len(schedules)):
-        schedule, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+    outcomes: dict[str, Outcome] = {}
+    for k, schedule in enumerate(own):
+        _, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+        outcomes[schedule.text()] = (verdict, violations, labels, paths, lines)
+    for text in texts:
+        if text in twin_of:
+            outcomes[text] = _inherited(
+                outcomes[twin_of[text]], scenario, out, text, reference, mode
+            )
+            if progress:
+                progress(1)
+    for schedule, text in zip(schedules, texts, strict=True):
+        verdict, violations, labels, paths, lines = outcomes[text]
         _record_parts(out, schedule, verdict, violations, labels, paths, lambda lines=lines: lines)
 
 
@@ -449,9 +500,11 @@ def _forked_sweep(
     mode: Determinism,
     progress: ProgressFn | None,
     jobs: int | None,
+    twin_of: dict[str, str],
 ) -> None:
     workdir = tempdirs.make("fork")
     plan = forking.ForkPlan(
+        twin_of=twin_of,
         base=base,
         kinds=tuple(kinds),
         reference=reference,
@@ -477,7 +530,7 @@ def _forked_sweep(
                 outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
             outcomes[text] = outcome
         for text, twin in plan.equivalent:
-            outcomes[text] = _inherited(outcomes[twin], scenario, out, text)
+            outcomes[text] = _inherited(outcomes[twin], scenario, out, text, reference, mode)
         for text in plan.ordered():
             verdict, violations, labels, paths, lines = outcomes[text]
             _record_parts(
@@ -497,15 +550,27 @@ def _forked_sweep(
 Outcome = tuple[str, list[Violation], list[str], list[str], list[str]]
 
 
-def _inherited(twin: Outcome, scenario: Scenario, out: ScenarioSweep, text: str) -> Outcome:
-    """The outcome of a schedule whose future is the same as ``twin``'s: the same verdict, but
-    its *own* crash label and timeline (a report card must show the schedule it names, and the
-    two crashed at different boundaries). Only failures are shown, so only they are re-run."""
-    verdict, violations, _, paths, _ = twin
+def _inherited(
+    twin: Outcome,
+    scenario: Scenario,
+    out: ScenarioSweep,
+    text: str,
+    reference: RunResult,
+    mode: Determinism,
+) -> Outcome:
+    """The outcome of a schedule whose future is the same as ``twin``'s (``sim.explore.folding``):
+    a pass is inherited as it is. A failure is run and judged again as the naive sweep would:
+    its report must show *its* crash, timeline and witnesses (boundary numbers differ between
+    the two), and I10 must say if it reproduces. An error is inherited too: re-running the
+    harness's own failure here could raise or hang again."""
+    verdict = twin[0]
     if verdict in ("pass", "error"):
-        return twin  # an error is the harness's: re-running it here could raise or hang again
+        return twin
     result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
-    return verdict, violations, [c.label for c in result.crashes], paths, timeline(result)
+    outcome = _judged(result, reference, mode)
+    lines = timeline(result) if outcome.verdict != "pass" else []
+    paths = sorted(recovery_paths(result))
+    return outcome.verdict, outcome.violations, list(outcome.labels), paths, lines
 
 
 def _late_twin(

@@ -99,6 +99,7 @@ def bench(
             out["schedules_per_s"][key] = round(result.schedules / wall, 1)
             out["sweeps"][key] = {
                 "schedules": result.schedules,
+                "folded": result.folded,
                 "boundaries": result.boundaries,
                 "median_wall_s": round(wall, 3),
                 "verdicts": result.verdicts,
@@ -119,10 +120,15 @@ def bench(
                 "turns": turns,
                 "boundaries": result.boundaries,
                 "schedules": result.schedules,
+                "folded": result.folded,
                 "median_wall_s": round(wall, 3),
             }
         )
     out["growth_exponent"] = round(growth_exponent(growth), 3) if len(growth) > 1 else None
+    swept = [*out["sweeps"].values(), *out["growth"]]
+    total, folded = sum(one["schedules"] for one in swept), sum(one["folded"] for one in swept)
+    # The fraction of schedules not run because an earlier one leaves the same world.
+    out["folded_fraction"] = round(folded / total, 3) if total else None
     largest = out["growth"][-1] if out["growth"] else None
     out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
     out["fuzz_examples_per_s"] = _fuzz_rate(fuzz_examples, note)

@@ -14,6 +14,7 @@ synced: a flipped bit, a zeroed or misdirected block, a truncated or deleted fil
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -128,6 +129,19 @@ def crash_points(index: int, when: When, kind: CrashKind, n_tears: int) -> list[
     if kind == "power" and when == "after":
         out += [CrashPoint(index, when, kind, tear) for tear in range(1, n_tears + 1)]
     return out
+
+
+def sweep_points(
+    index: int, when: When, label: str, kinds: Iterable[CrashKind], n_tears: int
+) -> list[CrashPoint]:
+    """Every crash point a depth-1 sweep runs at one side of one boundary, in the sweep's order:
+    kind by kind, each kind's points as ``crash_points`` lists them."""
+    return [
+        point
+        for kind in kinds
+        if tries_kind(kind, when, label)
+        for point in crash_points(index, when, kind, n_tears)
+    ]
 
 
 @dataclass(frozen=True)

@@ -704,6 +704,45 @@ class SimFS:
             detail = "gone"
         return {_display(key): f"{kind}:{detail}"}
 
+    def clone(self) -> SimFS:
+        """An independent copy of both states (an inode under two names stays one inode).
+
+        A sweep applies ``power_loss`` to a clone to learn what a power loss *here* would leave
+        (``sim.world.process.Machine.state_digest``) without causing it. Only the inodes a power
+        loss can change (pending ones) are copied byte for byte; a clean inode's bytes are
+        shared, which is safe as long as the clone is only crashed and read, never written."""
+        twin = SimFS(self.block_size_bytes)
+        twin.stats = dict(self.stats)
+        twin._next_ino = self._next_ino
+        dirs = {key: _Dir(key) for key in self._dirs}
+        inodes: dict[int, _Inode] = {}
+
+        def copy_of(node: _Inode | _Dir) -> _Inode | _Dir:
+            if isinstance(node, _Dir):
+                return dirs[node.key]
+            copy = inodes.get(node.ino)
+            if copy is None:
+                copy = inodes[node.ino] = _Inode(node.ino)
+                pending = node.ino in self._dirty
+                copy.data = bytearray(node.data) if pending else node.data
+                copy.durable_len = node.durable_len
+                copy.durable_bytes = node.durable_bytes
+                copy.rewritten = node.rewritten
+                copy.proven_len = node.proven_len
+                copy.appended = node.appended
+                copy.overwritten = node.overwritten
+            return copy
+
+        for key, d in self._dirs.items():
+            copy_dir = dirs[key]
+            copy_dir.entries = {name: copy_of(node) for name, node in d.entries.items()}
+            copy_dir.durable = {name: copy_of(node) for name, node in d.durable.items()}
+            copy_dir.pending = dict(d.pending)
+        twin._root = dirs[""]
+        twin._dirs = dirs
+        twin._dirty = {ino: copy_of(node) for ino, node in self._dirty.items()}  # type: ignore[misc]
+        return twin
+
     # -- inspection ---------------------------------------------------------------------------
 
     def has_pending(self) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import trio
 
@@ -248,25 +248,66 @@ class Machine:
         if self.fork_plan is not None:
             self.fork_plan.fork_at(self, process, index, "after", label)
 
-    def state_digest(self) -> str | None:
-        """A digest of everything a process kill leaves for the future (None when more than one
-        process is alive: the survivors' memory would count too)."""
+    def state_digest(self, process: SimProcess, point: CrashPoint) -> str | None:
+        """A digest of everything a crash at ``point`` (in ``process``) leaves for the future;
+        two crash points with equal digests have identical futures, so a sweep runs one of
+        them (docs/architecture.md, 2.5).
+
+        A process kill keeps everything written: the files as processes see them. A power loss
+        keeps what its seeded draw (or enumerated tear) leaves, computed here on a clone of
+        SimFS without losing anything: crash points between two fsyncs whose losses leave the
+        same files fold together. Either way the rest of the world counts too: external
+        services, the client's view, the model's call log, ids, virtual time, trio's scheduler
+        state, pending timed crashes, and whether the dying process had a request pinned
+        (I11's allowance). None when it cannot tell: more than one process alive (the
+        survivors' memory would count), no SimFS, a storage fault, or a power loss with timed
+        crashes still to come (the files' sync history would count)."""
         if sum(1 for p in self.processes if p.alive) != 1 or self.fs is None:
             return None
         parts: list[Any] = [
+            point.kind,
             trio.current_time(),
             trio_rng_state(),
-            sorted(self.fs.snapshot().items()),
             sorted(self.world.ids._next.items()),
             self._timed,
             [(p.id, p.alive, p.paused_until_s) for p in self.processes],
             self.handovers_with_pinned_request,
+            process.pinned_request() and not process.released_lease,
         ]
-        if any(kind == "power" for _, kind in self._timed):
-            # A power loss is still to come: what is durable (and what is a rewrite in flight)
-            # decides its outcomes, not only what the processes see.
-            parts += [sorted(self.fs.durable_snapshot().items()), self.fs.rewritten_paths()]
+        if point.kind == "process":
+            parts.append(sorted(self.fs.snapshot().items()))
+            if any(kind == "power" for _, kind in self._timed):
+                # A power loss is still to come: what is durable (and what is a rewrite in
+                # flight) decides its outcomes, not only what the processes see.
+                parts += [sorted(self.fs.durable_snapshot().items()), self.fs.rewritten_paths()]
+        elif point.kind == "power" and not self._timed:
+            if not self.fs.has_pending():
+                parts.append(sorted(self.fs.snapshot().items()))
+            else:
+                tear = self._tear_of(point)
+                if tear is False:
+                    return None  # no such tear: the child reports the schedule error
+                scratch = self.fs.clone()
+                scratch.power_loss(self.world.fresh_rng(self._power_stream(point)), tear=tear)
+                parts.append(sorted(scratch.snapshot().items()))
+        else:
+            return None
         return digest_of(parts + self.state_parts())
+
+    @staticmethod
+    def _power_stream(point: CrashPoint) -> str:
+        """One RNG stream per crash point: each point's power loss draws its own outcome (kept,
+        torn at a block, or lost), so a sweep exercises all of them, not one per seed."""
+        return f"power:{point.text()}"
+
+    def _tear_of(self, point: CrashPoint) -> tuple[str, int] | Literal[False] | None:
+        """The enumerated tear a power crash at ``point`` makes (None: the seeded draw decides;
+        False: the point names a tear this boundary does not have)."""
+        if not point.tear:
+            return None
+        assert self.fs is not None
+        tears = self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE)
+        return tears[point.tear - 1] if point.tear <= len(tears) else False
 
     def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
         machine_wide = point.kind in ("power", "storage")  # the host goes down, not one process
@@ -278,17 +319,11 @@ class Machine:
         outcome: dict[str, str] = {}
         assert self.fs is not None or point.kind == "process", "power and storage need SimFS"
         if point.kind == "power":
-            # One stream per crash point: each point's power loss draws its own outcome (kept,
-            # torn at a block, or lost), so a sweep exercises all of them, not one per seed.
-            tear = None
-            if point.tear:
-                tears = self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE)
-                if point.tear > len(tears):
-                    raise ScheduleError(
-                        f"{point.text()}: this point has {len(tears)} enumerated tears"
-                    )
-                tear = tears[point.tear - 1]
-            outcome = self.fs.power_loss(self.world.rng(f"power:{point.text()}"), tear=tear)
+            tear = self._tear_of(point)
+            if tear is False:
+                n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
+                raise ScheduleError(f"{point.text()}: this point has {n} enumerated tears")
+            outcome = self.fs.power_loss(self.world.rng(self._power_stream(point)), tear=tear)
         elif point.kind == "storage":
             # The page cache survives (as for a kill); the disk damages synced data under the
             # store's root. What it left is the evidence a refusing recovery must not touch.

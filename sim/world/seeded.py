@@ -102,6 +102,11 @@ class World:
             self._rngs[label] = stream
         return stream
 
+    def fresh_rng(self, label: str) -> random.Random:
+        """A copy of stream ``label`` as ``rng(label)`` first creates it, without creating it:
+        to see what a draw would give (a sweep's crash digests) without spending it."""
+        return random.Random(derive_seed(self.seed, label))
+
     def now(self) -> float:
         return trio.current_time()
 

@@ -67,17 +67,18 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
-    print(f"schedules/s (median of {doc['repeats']}, default sweep: fast, I10 on)")
+    print(f"schedules/s (median of {doc['repeats']}, default sweep: fast, I10 sampled)")
     for key, rate in doc["schedules_per_s"].items():
         sweep_doc = doc["sweeps"][key]
         print(
             f"  {key:40} {rate:8.1f}/s  ({sweep_doc['schedules']} schedules, "
-            f"{sweep_doc['median_wall_s']:.2f}s)"
+            f"{sweep_doc['folded']} folded, {sweep_doc['median_wall_s']:.2f}s)"
         )
     print("growth (long_horizon cuts, process crashes):")
     for g in doc["growth"]:
         print(f"  {g['turns']:3d} turns  N={g['boundaries']:5d}  {g['median_wall_s']:8.2f}s")
     print(f"  growth exponent: {doc['growth_exponent']}")
+    print(f"folded: {doc['folded_fraction']} of the schedules above (inherited, not run)")
     if doc.get("fuzz_examples_per_s") is not None:
         print(f"fuzz: {doc['fuzz_examples_per_s']} examples/s")
     if doc["sim_vs_real"]:

@@ -236,6 +236,8 @@ def _run(n: int, s: dict[str, Any]) -> list[str]:
         f"<dt>schedules</dt><dd>{_e(s.get('schedules', 0))}: "
         + " · ".join(f"{v} {_e(verdicts.get(v, 0))}" for v in DISPLAY_VERDICTS)
         + f" · {float(s.get('wall_s', 0.0)):.2f} s</dd>",
+        f"<dt>folded</dt><dd>{_e(s.get('folded', 0))} schedules not run: each leaves the world "
+        "an earlier one leaves, and inherits its verdict (a failure is re-run on its own)</dd>",
         f"<dt>reference run</dt><dd>{ref_badge} fingerprint "
         f"<code>{_e(s.get('reference_fingerprint', ''))}</code></dd>",
     ]

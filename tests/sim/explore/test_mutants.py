@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from sim.explore.mutants import CATALOGUE, Mutant, Patches, kill, planted
-from sim.explore.sweep import sweep
+from sim.explore.sweep import base_schedule, judge, sweep, twins
+from sim.run.runner import StoreKind, run_scenario
+from sim.world.faults import parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
 
 
@@ -20,6 +22,26 @@ def test_mutant_is_killed_by_its_scenario(mutant: Mutant) -> None:
     )
     assert result.killed, f"{mutant.name} ({mutant.bug_class}) survived {mutant.scenario}"
     assert result.invariants
+    _assert_folding_keeps_the_first_failure(mutant, result.schedule)
+
+
+def _assert_folding_keeps_the_first_failure(mutant: Mutant, schedule: str | None) -> None:
+    """A fast sweep folds schedules with identical futures (``sim.explore.folding``) and judges
+    a folded failure on its own run; its first failure is the naive sweep's (``kill`` runs the
+    naive path) exactly when that schedule's twin fails too. Checked for every mutant, which is
+    what the equivalence of the two sweeps needs on them."""
+    assert schedule is not None
+    scenario = load_scenario(mutant.scenario)
+    store = StoreKind(mutant.store)
+    with planted(mutant):
+        twin = twins(scenario, store=store, crash_kinds=mutant.crash_kinds).get(schedule)  # type: ignore[arg-type]
+        if twin is None:
+            return  # the fast sweep runs this schedule itself
+        base = base_schedule(scenario, seed=0, store=store)
+        reference = run_scenario(scenario.without_faults(), seed=0, store=store, schedule=base)
+        folded = run_scenario(scenario, seed=0, store=store, schedule=parse_schedule(twin))
+        verdict = judge(folded, reference, determinism=False).verdict
+    assert verdict != "pass", f"{mutant.name}: {schedule} fails, its twin {twin} passes"
 
 
 def test_catalogue_covers_the_issue_classes() -> None:

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent(
     for n in range({SWEEPS}):
         for store in ("file", "sqlite"):
             result = sweep(scenario, store=store, crash_kinds=("process", "power"),
-                           determinism=False, fast=True)
+                           determinism=False, fast=True, fork_from=0)
             assert not result.failures, result.failures[0].repro
         print(n, flush=True)
     """
