@@ -393,6 +393,8 @@ def _world_parts(env: WorldEnv) -> list[Any]:
         client.lost_acks,
         client.remapped,
         sorted(client.actions_done),
+        sorted(client.rejected.items()),  # stamped with a boundary index: I16 compares them
+        len(services.workspace_history),  # I17 reads the workspace at each change
         len(env.model_log),
         env.errors,
         env.liveness.deadline,
