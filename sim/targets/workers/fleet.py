@@ -1,9 +1,10 @@
 """The parent of a fleet: N real workers on one store, killed, paused and restarted.
 
 A fleet is reproducible in its plan, not in its timing: the seed decides each incarnation's
-crash boundary (``kill_at``), which worker is paused and when, and each worker's order of
-visits; the operating system decides who wins each race. That is the point of this mode (the
-simulator already explores orders deterministically); its verdict must hold for every timing.
+crash boundary (``kill_at``), after which lease grant a worker is paused, and each worker's
+order of visits; the operating system decides who wins each race. That is the point of this
+mode (the simulator already explores orders deterministically); its verdict must hold for every
+timing.
 """
 
 from __future__ import annotations
@@ -124,14 +125,21 @@ class FleetRun:
 
 
 class _Plan:
-    """The seeded plan: which incarnations crash where, and when which slot is paused."""
+    """The seeded plan: which incarnations crash where, and after which grant a holder is paused.
+
+    A pause is planned by the fleet's g-th lease grant, not by a time: a time drawn from a
+    window can fall after the last lease was released (a fast fleet on an idle machine), and
+    the planned pause would silently never happen. The g are drawn from grants that come while
+    others are still to come (every conversation is granted at least once, and the first
+    ``workers`` grants come together at the go), so a holder exists when the count is reached.
+    """
 
     def __init__(self, options: FleetOptions) -> None:
         rng = random.Random(f"fleet:{options.seed}")
         self._rng = rng
         self.kills_left = options.kills
-        pause_window_s = options.lease_ttl_s * 3
-        self.pause_at_s = sorted(rng.uniform(0.2, pause_window_s) for _ in range(options.pauses))
+        last_g = max(1, options.conversations - options.workers + 1)
+        self.pause_after_grants = sorted(rng.randint(1, last_g) for _ in range(options.pauses))
         self.pause_for_s = options.lease_ttl_s * 2.5
         self.fenced_wait_s = min(options.lease_ttl_s * 3, FENCED_WAIT_MAX_S)
 
@@ -212,6 +220,7 @@ def run_fleet(
     live = [_spawn(run, plan, say) for _ in range(options.workers)]
     stopped: dict[str, float] = {}  # paused incarnation -> when to continue it
     director = TakeoverDirector(fleet_dir, plan.fenced_wait_s, trace_name, say)
+    grants = _GrantCount()
     try:
         _start_together(run, live, options.deadline_s, say)
         started = time.monotonic()  # the plan's pause times count from the go
@@ -224,7 +233,7 @@ def run_fleet(
             _continue_paused(live, stopped, now_s, say)
             director.poll(live, set(stopped), now_s)
             if not director.quiet(now_s):
-                _pause_one(run, plan, live, stopped, director.self_stopped(), now_s, say)
+                _pause_one(run, plan, live, stopped, director.self_stopped(), grants, now_s, say)
             live = _reap(run, plan, live, stopped, say)
             time.sleep(POLL_S)
     finally:
@@ -263,13 +272,15 @@ def _pause_one(
     live: list[Incarnation],
     stopped: dict[str, float],
     self_stopped: set[str],
+    grants: _GrantCount,
     now_s: float,
     say: Progress,
 ) -> None:
-    """At the plan's next pause time, stop a worker that holds a lease now (a pause matters only
-    then: it makes a zombie); if none does, the pause waits for one. A worker stopped at its own
-    fence or held for one (``self_stopped``) is the takeover director's."""
-    if not plan.pause_at_s or plan.pause_at_s[0] > now_s:
+    """Once the fleet has granted the plan's next count of leases, stop a worker that holds a
+    lease now (a pause matters only then: it makes a zombie); if none does, the pause waits for
+    one. A worker stopped at its own fence or held for one (``self_stopped``) is the takeover
+    director's."""
+    if not plan.pause_after_grants or plan.pause_after_grants[0] > grants.count(run):
         return
     holders = [
         i
@@ -278,7 +289,7 @@ def _pause_one(
     ]
     if not holders:
         return
-    plan.pause_at_s.pop(0)
+    plan.pause_after_grants.pop(0)
     victim = plan.victim(holders)
     assert victim.popen is not None
     os.kill(victim.popen.pid, signal.SIGSTOP)
@@ -286,6 +297,26 @@ def _pause_one(
     victim.paused_s += plan.pause_for_s
     run.pauses.append({"process": victim.name, "at_s": round(now_s, 3), "for_s": plan.pause_for_s})
     say(f"pause {victim.name} for {plan.pause_for_s:.1f} s (past its lease)")
+
+
+class _GrantCount:
+    """The leases the fleet granted so far, from every incarnation's trace (an exited one's
+    count is read once: its trace no longer grows)."""
+
+    def __init__(self) -> None:
+        self._exited: dict[str, int] = {}
+
+    def count(self, run: FleetRun) -> int:
+        total = 0
+        for incarnation in run.incarnations:
+            known = self._exited.get(incarnation.name)
+            if known is None:
+                rows = read_trace(run.fleet_dir / trace_name(incarnation.name))
+                known = sum(1 for r in rows if r.get("t") == "note" and r.get("kind") == "grant")
+                if incarnation.status is not None:
+                    self._exited[incarnation.name] = known
+            total += known
+        return total
 
 
 def _holds_lease(run: FleetRun, incarnation: Incarnation) -> bool:
