@@ -3,7 +3,7 @@
 Two crash points leave the same world when nothing the future depends on changed between them:
 after a log append and after its fsync a process kill leaves the same files; two power losses
 between the same two fsyncs whose draws keep the same bytes leave the same disk. The machine
-digests that world at every crash point (``sim.world.process.Machine.state_digest``: files as
+digests that world at every crash point (``sim.world.process.Machine.state_digests``: files as
 the crash leaves them, services, client, model log, ids, virtual time, trio's scheduler state,
 pending timed crashes). Here the sweep's traced run, which passes every boundary anyway, asks
 for the digest at each crash point it lists and maps each schedule to the first schedule with the
@@ -41,10 +41,12 @@ class FoldPlan:
     def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None:
         if index <= self.base.last_index:
             return
-        # The run counts each point's enumerated tears (``count_tears``) before calling here.
-        n_tears = (machine.tear_counts or {}).get((index, when), 0)
-        for point in sweep_points(index, when, label, self.kinds, n_tears):  # type: ignore[arg-type]
-            digest = machine.state_digest(process, point)
+        # The traced run counts each point's enumerated tears (``count_tears``) before calling
+        # here: the same count the sweep lists schedules from (``RunResult.tear_counts``).
+        assert machine.tear_counts is not None, "a fold plan needs a run that counts tears"
+        n_tears = machine.tear_counts.get((index, when), 0)
+        points = sweep_points(index, when, label, self.kinds, n_tears)  # type: ignore[arg-type]
+        for point, digest in zip(points, machine.state_digests(process, points), strict=True):
             if digest is None:
                 continue
             text = Schedule.of(*self.base.points, point).text()

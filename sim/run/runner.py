@@ -379,7 +379,7 @@ def _evidence_changes(
 
 
 def _world_parts(env: WorldEnv) -> list[Any]:
-    """What, outside the processes, determines the future (see ``Machine.state_digest``)."""
+    """What, outside the processes, determines the future (see ``Machine.state_digests``)."""
     services, client = env.services, env.client
     parts: list[Any] = [
         sorted(services.files.items()),

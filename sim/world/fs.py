@@ -708,7 +708,7 @@ class SimFS:
         """An independent copy of both states (an inode under two names stays one inode).
 
         A sweep applies ``power_loss`` to a clone to learn what a power loss *here* would leave
-        (``sim.world.process.Machine.state_digest``) without causing it. Only the inodes a power
+        (``sim.world.process.Machine.state_digests``) without causing it. Only the inodes a power
         loss can change (pending ones) are copied byte for byte; a clean inode's bytes are
         shared, which is safe as long as the clone is only crashed and read, never written."""
         twin = SimFS(self.block_size_bytes)

@@ -9,7 +9,7 @@ the world after the crash instant (any port call they make is refused), exactly 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -248,10 +248,10 @@ class Machine:
         if self.fork_plan is not None:
             self.fork_plan.fork_at(self, process, index, "after", label)
 
-    def state_digest(self, process: SimProcess, point: CrashPoint) -> str | None:
-        """A digest of everything a crash at ``point`` (in ``process``) leaves for the future;
-        two crash points with equal digests have identical futures, so a sweep runs one of
-        them (docs/architecture.md, 2.5).
+    def state_digests(self, process: SimProcess, points: Sequence[CrashPoint]) -> list[str | None]:
+        """For each of ``points`` (the crash points of one boundary side, in ``process``), a
+        digest of everything a crash there leaves for the future; two crash points with equal
+        digests have identical futures, so a sweep runs one of them (docs/architecture.md, 2.5).
 
         A process kill keeps everything written: the files as processes see them. A power loss
         keeps what its seeded draw (or enumerated tear) leaves, computed here on a clone of
@@ -261,11 +261,14 @@ class Machine:
         state, pending timed crashes, and whether the dying process had a request pinned
         (I11's allowance). None when it cannot tell: more than one process alive (the
         survivors' memory would count), no SimFS, a storage fault, or a power loss with timed
-        crashes still to come (the files' sync history would count)."""
+        crashes still to come (the files' sync history would count).
+
+        The points of one side share everything but the files a crash leaves, so the shared
+        parts and the files a kill leaves are computed once per call, not once per point."""
         if sum(1 for p in self.processes if p.alive) != 1 or self.fs is None:
-            return None
-        parts: list[Any] = [
-            point.kind,
+            return [None] * len(points)
+        fs = self.fs
+        shared: list[Any] = [
             trio.current_time(),
             trio_rng_state(),
             sorted(self.world.ids._next.items()),
@@ -273,26 +276,41 @@ class Machine:
             [(p.id, p.alive, p.paused_until_s) for p in self.processes],
             self.handovers_with_pinned_request,
             process.pinned_request() and not process.released_lease,
+            self.state_parts(),
         ]
-        if point.kind == "process":
-            parts.append(sorted(self.fs.snapshot().items()))
-            if any(kind == "power" for _, kind in self._timed):
-                # A power loss is still to come: what is durable (and what is a rewrite in
-                # flight) decides its outcomes, not only what the processes see.
-                parts += [sorted(self.fs.durable_snapshot().items()), self.fs.rewritten_paths()]
-        elif point.kind == "power" and not self._timed:
-            if not self.fs.has_pending():
-                parts.append(sorted(self.fs.snapshot().items()))
+        seen_files: list[Any] | None = None  # the files processes see, if a point needs them
+
+        def files_seen() -> list[Any]:
+            nonlocal seen_files
+            if seen_files is None:
+                seen_files = sorted(fs.snapshot().items())
+            return seen_files
+
+        digests: list[str | None] = []
+        for point in points:
+            files: list[Any]
+            if point.kind == "process":
+                files = [files_seen()]
+                if any(kind == "power" for _, kind in self._timed):
+                    # A power loss is still to come: what is durable (and what is a rewrite in
+                    # flight) decides its outcomes, not only what the processes see.
+                    files += [sorted(fs.durable_snapshot().items()), fs.rewritten_paths()]
+            elif point.kind == "power" and not self._timed:
+                if not fs.has_pending():
+                    files = [files_seen()]
+                else:
+                    tear = self._tear_of(point)
+                    if tear is False:
+                        digests.append(None)  # no such tear: the child reports the error
+                        continue
+                    scratch = fs.clone()
+                    scratch.power_loss(self.world.fresh_rng(self._power_stream(point)), tear=tear)
+                    files = [sorted(scratch.snapshot().items())]
             else:
-                tear = self._tear_of(point)
-                if tear is False:
-                    return None  # no such tear: the child reports the schedule error
-                scratch = self.fs.clone()
-                scratch.power_loss(self.world.fresh_rng(self._power_stream(point)), tear=tear)
-                parts.append(sorted(scratch.snapshot().items()))
-        else:
-            return None
-        return digest_of(parts + self.state_parts())
+                digests.append(None)
+                continue
+            digests.append(digest_of([point.kind, *files, *shared]))
+        return digests
 
     @staticmethod
     def _power_stream(point: CrashPoint) -> str:

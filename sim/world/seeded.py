@@ -59,7 +59,7 @@ def seed_process_scheduler(seed: int, number: int) -> None:
 
 def digest_of(parts: list[Any]) -> str:
     """sha256 over the ``repr`` of each part: a digest of a world state (see
-    ``Machine.state_digest``)."""
+    ``Machine.state_digests``)."""
     h = hashlib.sha256()
     for part in parts:
         h.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))

@@ -67,9 +67,9 @@ def test_a_sweep_in_a_worker_equals_the_sweep_in_process() -> None:
 
 def _document(tmp_path: Path, jobs: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     out = tmp_path / f"jobs-{jobs}"
-    # Process kills only: the parallel split does not depend on the crash kind, and power losses
-    # on SQLite doubled the suite's slowest test.
-    args = ["sweep", "read_edit_answer", "retry_backoff", "--store", "sqlite", "--json"]
+    # The file store and process kills only: the parallel split depends on neither the store
+    # (the worker test above runs SQLite in workers) nor the crash kind, and both cost time.
+    args = ["sweep", "read_edit_answer", "retry_backoff", "--store", "file", "--json"]
     args += ["--crash", "process"]
     main([*args, "--out", str(out), "--jobs", jobs, "--quiet"])
     doc = json.loads(capsys.readouterr().out)
