@@ -21,6 +21,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from sim.explore.parallel import Step, estimated_cost
 from sim.explore.sweep import judge
 from sim.judgement.oracles import Violation
 from sim.judgement.repro import replay_command
@@ -364,6 +366,55 @@ def fuzz_machine(
         hypothesis_core.global_force_seed = saved
         WorldMachine.on_example = None
     return None
+
+
+# -- several fuzzers at once ----------------------------------------------------------------------
+
+
+def fuzz_steps(
+    scenarios: list[Scenario],
+    *,
+    store: StoreKind,
+    examples: int,
+    fuzz_seed: int,
+    machine: bool,
+) -> list[Step]:
+    """The schedule fuzzer of each scenario (and the world machine) as ``sim.explore.parallel``
+    steps, so ``run_steps`` runs them ``jobs`` at once. Each step returns ``(finding or None,
+    examples run)``. Each fuzzer is its own seeded Hypothesis search, so what is found does not
+    depend on how many run at once (Hypothesis cannot split one search over processes)."""
+    steps = [
+        Step(
+            f"schedules of {scenario.name}[{store}]",
+            partial(
+                _counted,
+                partial(
+                    fuzz_schedules, scenario, store=store, examples=examples, fuzz_seed=fuzz_seed
+                ),
+            ),
+            cost=estimated_cost(scenario, store, ("process",)),
+        )
+        for scenario in scenarios
+    ]
+    if machine:
+        # Every step of a machine example re-runs its whole program: start it among the first.
+        cost = 2 * max((step.cost for step in steps), default=1.0)
+        run = partial(fuzz_machine, store=store, examples=examples, fuzz_seed=fuzz_seed)
+        steps.append(Step(f"world machine[{store}]", partial(_counted, run), cost=cost))
+    return steps
+
+
+def _counted(
+    fuzzer: Callable[..., Finding | None], *, progress: Callable[[int], None]
+) -> tuple[Finding | None, int]:
+    count = 0
+
+    def tick() -> None:
+        nonlocal count
+        count += 1
+        progress(1)
+
+    return fuzzer(on_example=tick), count
 
 
 # -- corpus ---------------------------------------------------------------------------------------

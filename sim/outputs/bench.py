@@ -5,9 +5,10 @@ store, (b) how a sweep's wall time grows with the number of boundaries N (``long
 to 10, 25, 50, 100 and 200 tool turns, generated from it; the exponent is the slope of log(wall)
 against log(N), and the largest cut's wall time is reported on its own), (c) the time per crash
 point of the simulated sweep against ``realcrash`` killing real processes at the same points,
-(d) the schedule fuzzer's examples per second, and (e) peak memory. Timings are medians over
-repeats; the machine is shared and noisy, so compare ratios from one run, never absolute figures
-across runs.
+(d) the schedule fuzzer's examples per second, in one process and as ``durable-sim fuzz`` runs
+it (one fuzzer per scenario, ``--jobs`` at the machine's cores), and (e) peak memory. Timings
+are medians over repeats; the machine is shared and noisy, so compare ratios from one run, never
+absolute figures across runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sim.explore.parallel import default_jobs, run_steps
 from sim.explore.sweep import sweep
 from sim.world.scenario import Scenario, load_scenario
 
@@ -132,6 +134,9 @@ def bench(
     largest = out["growth"][-1] if out["growth"] else None
     out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
     out["fuzz_examples_per_s"] = _fuzz_rate(fuzz_examples, note)
+    out["fuzz_jobs"], out["fuzz_parallel_examples_per_s"] = _parallel_fuzz_rate(
+        scenarios, fuzz_examples, note
+    )
     out["sim_vs_real"] = _sim_vs_real(realcrash_points, note)
     out["sim_vs_real_ratio"] = out["sim_vs_real"]["ratio"] if out["sim_vs_real"] else None
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -155,6 +160,31 @@ def _fuzz_rate(examples: int, note: Callable[[str], None]) -> float | None:
     started = time.perf_counter()
     fuzz_schedules(load_scenario("read_edit_answer"), examples=examples, on_example=tick)
     return round(count / (time.perf_counter() - started), 1)
+
+
+def _parallel_fuzz_rate(
+    scenarios: tuple[str, ...], examples: int, note: Callable[[str], None]
+) -> tuple[int, float | None]:
+    """Examples per second of ``durable-sim fuzz --no-machine`` over ``scenarios`` (file store)
+    with ``--jobs`` at its default, the machine's cores: one fuzzer per scenario, side by side
+    (at least as many fuzzers as cores, so every core has one)."""
+    jobs = default_jobs()
+    if examples <= 0:
+        return jobs, None
+    from sim.explore.fuzz import fuzz_steps
+
+    names = [scenarios[i % len(scenarios)] for i in range(max(jobs, len(scenarios)))]
+    note(f"fuzz {', '.join(names)} [file] ({examples} examples each, --jobs {jobs})")
+    steps = fuzz_steps(
+        [load_scenario(name) for name in names],
+        store="file",
+        examples=examples,
+        fuzz_seed=0,
+        machine=False,
+    )
+    started = time.perf_counter()
+    done = run_steps(steps, jobs=jobs, advance=lambda n: None)
+    return jobs, round(sum(count for _, count in done) / (time.perf_counter() - started), 1)
 
 
 def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | None:

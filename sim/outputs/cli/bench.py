@@ -80,7 +80,11 @@ def run_bench(args: argparse.Namespace) -> int:
     print(f"  growth exponent: {doc['growth_exponent']}")
     print(f"folded: {doc['folded_fraction']} of the schedules above (inherited, not run)")
     if doc.get("fuzz_examples_per_s") is not None:
-        print(f"fuzz: {doc['fuzz_examples_per_s']} examples/s")
+        print(f"fuzz: {doc['fuzz_examples_per_s']} examples/s in one process")
+    if doc.get("fuzz_parallel_examples_per_s") is not None:
+        print(
+            f"fuzz: {doc['fuzz_parallel_examples_per_s']} examples/s with --jobs {doc['fuzz_jobs']}"
+        )
     if doc["sim_vs_real"]:
         r = doc["sim_vs_real"]
         print(

@@ -39,6 +39,17 @@ def seed_arg(text: str) -> int:
     return value
 
 
+def jobs_arg(text: str) -> int:
+    """``--jobs``: a positive number of worker processes (argparse reports anything else)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, got {text!r}")
+    return value
+
+
 def add_seam_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
         "your own runtime or store (see sim.world.seams; repro lines of a failure found with "

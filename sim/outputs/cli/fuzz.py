@@ -12,6 +12,7 @@ from typing import Any
 from sim.explore.progress import Progress
 from sim.outputs.cli.common import (
     UsageError,
+    jobs_arg,
     seed_arg,
 )
 from sim.world.scenario import bundled_names, load_scenario
@@ -29,7 +30,9 @@ def add_parsers(sub: Any) -> None:
             "replay form and saved to the corpus directory, which the test suite replays."
         ),
     )
-    fz.add_argument("scenario", nargs="?", help="default: every bundled scenario")
+    fz.add_argument(
+        "scenarios", nargs="*", metavar="scenario", help="default: every bundled scenario"
+    )
     fz.add_argument("--examples", type=int, default=300, help="examples per fuzzer and scenario")
     fz.add_argument(
         "--seed", type=seed_arg, default=0, help="Hypothesis seed (the world seed is 0); 0..2**64-1"
@@ -55,6 +58,16 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     fz.add_argument("--no-machine", action="store_true", help="only fuzz schedules")
+    fz.add_argument(
+        "--jobs",
+        type=jobs_arg,
+        default=None,
+        help=(
+            "fuzzers (one per scenario, and the world machine) run at once, each in a worker "
+            "process (default: the machine's cores). Each fuzzer's search is its own seeded "
+            "Hypothesis run, so what is found does not depend on it"
+        ),
+    )
 
     fz.set_defaults(handler=run_fuzz)
 
@@ -62,44 +75,32 @@ def add_parsers(sub: Any) -> None:
 def run_fuzz(args: argparse.Namespace) -> int:
     from hypothesis.configuration import set_hypothesis_home_dir
 
-    from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case
+    from sim.explore.fuzz import fuzz_steps, save_case
+    from sim.explore.parallel import default_jobs, run_steps
 
     if not 1 <= args.examples <= 100_000:
         raise UsageError("--examples must be between 1 and 100000")
-    names = [args.scenario] if args.scenario else bundled_names()
+    names = args.scenarios or bundled_names()
     scenarios = [load_scenario(n) for n in names]
     corpus = _corpus_dir(args.corpus)
     set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
     started = time.perf_counter()
-    examples = 0
-    findings = []
-
-    def tick() -> None:
-        nonlocal examples
-        examples += 1
-        progress.advance(1)
-
+    steps = fuzz_steps(
+        scenarios,
+        store=args.store,
+        examples=args.examples,
+        fuzz_seed=args.seed,
+        machine=not args.no_machine,
+    )
     with Progress(command="fuzz", unit="examples") as progress:
-        for scenario in scenarios:
-            progress.start(f"schedules of {scenario.name}[{args.store}]")
-            finding = fuzz_schedules(
-                scenario,
-                store=args.store,
-                examples=args.examples,
-                fuzz_seed=args.seed,
-                on_example=tick,
-            )
-            progress.finish(_finding_line(finding))
-            if finding is not None:
-                findings.append(finding)
-        if not args.no_machine:
-            progress.start(f"world machine[{args.store}]")
-            finding = fuzz_machine(
-                store=args.store, examples=args.examples, fuzz_seed=args.seed, on_example=tick
-            )
-            progress.finish(_finding_line(finding))
-            if finding is not None:
-                findings.append(finding)
+        done = run_steps(
+            steps,
+            jobs=args.jobs or default_jobs(),
+            progress=progress,
+            finished=lambda step, result: _finding_line(result[0]),
+        )
+    examples = sum(count for _, count in done)
+    findings = [finding for finding, _ in done if finding is not None]
     wall_s = time.perf_counter() - started
     for finding in findings:
         path = save_case(finding, corpus)

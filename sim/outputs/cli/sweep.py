@@ -20,6 +20,7 @@ from sim.outputs.cli.common import (
     crash_kinds_arg,
     determinism_of,
     exit_for,
+    jobs_arg,
     seed_arg,
     wide_console,
 )
@@ -98,7 +99,7 @@ def add_parsers(sub: Any) -> None:
     )
     sw.add_argument(
         "--jobs",
-        type=_jobs,
+        type=jobs_arg,
         default=None,
         help=(
             "sweeps (scenario x store) run at once, each in a worker process; within a sweep, "
@@ -107,16 +108,6 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     sw.set_defaults(handler=run_sweep)
-
-
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, got {text!r}")
-    return value
 
 
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure

@@ -120,3 +120,30 @@ def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> Non
     assert fuzz_machine(examples=12, fuzz_seed=2) is None
     assert any(n.startswith("compaction:") for n in notes), notes[:20]
     assert started, "no program the machine wrote ever compacted"
+
+
+def test_parallel_fuzzers_find_what_one_process_finds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fuzz --jobs 2`` runs each scenario's fuzzer in a worker: each is its own seeded search,
+    so the planted bug's shrunk schedule is the in-process fuzzer's, the other scenario's
+    fuzzer still runs, and the finding comes back to be saved and reported."""
+    from sim.outputs.cli.main import main
+
+    patches = Patches()
+    forgets_intent_on_second_recovery(patches)
+    try:
+        alone = fuzz_schedules(load_scenario("read_edit_answer"), examples=60, fuzz_seed=0)
+        args = ["fuzz", "read_edit_answer", "idempotent_payment", "--no-machine"]
+        args += ["--examples", "60", "--jobs", "2", "--corpus", str(tmp_path)]
+        status = main(args)
+    finally:
+        patches.undo()
+    assert alone is not None, "the planted bug was not found: nothing to compare"
+    assert status == 1
+    out = capsys.readouterr().out
+    assert f"schedule: {alone.schedule}" in out, out
+    assert "found by the schedules fuzzer on read_edit_answer[file]" in out
+    assert out.rstrip().endswith("1 failure(s)")
+    (saved,) = tmp_path.glob("*.json")
+    assert json.loads(saved.read_text())["schedule"] == alone.schedule

@@ -1,0 +1,28 @@
+"""``durable-sim bench`` reports every key its readers (the README, CI dashboards) rely on.
+
+No timing is asserted (the machine is shared and noisy); only that each figure is measured."""
+
+from __future__ import annotations
+
+from sim.outputs.bench import bench
+
+
+def test_a_small_bench_reports_every_figure() -> None:
+    doc = bench(
+        scenarios=("idempotent_payment",),
+        repeats=1,
+        growth_turns=(2, 4),
+        realcrash_points=0,
+        fuzz_examples=8,
+    )
+    for key in ("idempotent_payment/file", "idempotent_payment/sqlite"):
+        assert doc["schedules_per_s"][key] > 0
+        assert doc["sweeps"][key]["verdicts"].get("pass") == doc["sweeps"][key]["schedules"]
+    assert [g["turns"] for g in doc["growth"]] == [2, 4]
+    assert doc["growth"][0]["boundaries"] < doc["growth"][1]["boundaries"]
+    assert isinstance(doc["growth_exponent"], float)
+    assert 0 <= doc["folded_fraction"] < 1
+    assert doc["fuzz_examples_per_s"] > 0
+    # As ``durable-sim fuzz`` runs: at least one fuzzer per core, side by side.
+    assert doc["fuzz_jobs"] >= 1 and doc["fuzz_parallel_examples_per_s"] > 0
+    assert doc["sim_vs_real"] is None and doc["peak_rss_mb"] > 0
