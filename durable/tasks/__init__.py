@@ -6,11 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from durable.config import RuntimeConfig
-from durable.journal import Journal
+from durable.journal import Fenced, Journal
 from durable.model import ModelDriver, ModelRequest
 from durable.ports import Ports
 from durable.state import State, Task
+from durable.store.base import StoreError
 from durable.tools import ToolRegistry
+
+#: Errors of the runtime's own durability machinery, which no tool may turn into its result:
+#: a store that refuses (``CorruptStore``: damaged history), a lost lease (``Fenced``,
+#: ``StaleLease``), a busy store. A tool raises one only when it uses the runtime's store itself
+#: -- a sub-agent opens its child conversation on it (``durable.subagent``) -- and then the run
+#: must stop as if its own store had raised it: an error result would let the model answer on
+#: top of damaged history, and the refusal that keeps the evidence would never happen.
+NOT_A_TOOL_RESULT: tuple[type[Exception], ...] = (StoreError, Fenced)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from durable.events import (
     ToolResult,
 )
 from durable.state import Intent, State
-from durable.tasks import TaskEnv, live_task
+from durable.tasks import NOT_A_TOOL_RESULT, TaskEnv, live_task
 from durable.tools import ToolContext, ToolSpec, idempotency_key, interrupted_message
 
 
@@ -49,6 +49,8 @@ async def _call(env: TaskEnv, task_id: str) -> None:
     key = idempotency_key(conversation_id, call.call_id)
     try:
         pre_image = await _capture(env, spec, call.call_id, dict(call.arguments), key)
+    except NOT_A_TOOL_RESULT:
+        raise
     except Exception as exc:  # the call never ran: no intent, an error result
         output = f"pre-image capture failed: {type(exc).__name__}: {exc}"
         await _reject(env, task_id, call.call_id, output, "capture failed")
@@ -59,6 +61,8 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         # planner that fails is the call's (error) result: nothing ran, no intent is needed.
         try:
             edit = await spec.plan_edit(dict(call.arguments))
+        except NOT_A_TOOL_RESULT:
+            raise
         except Exception as exc:
             await _reject(
                 env, task_id, call.call_id, f"{type(exc).__name__}: {exc}", "edit not planned"
@@ -118,12 +122,15 @@ async def _capture(
 
 async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:
     """Run the tool under its intent's key and the current fencing epoch; record its result.
-    A tool's ``Exception`` is its (error) result; cancellation and crashes propagate."""
+    A tool's ``Exception`` is its (error) result; cancellation, crashes and the runtime's own
+    store and lease errors (``NOT_A_TOOL_RESULT``) propagate."""
     await env.journal.ensure_lease()
     context = _context(env, intent, attempt)
     try:
         output = await spec.fn(dict(intent.arguments), context)
         is_error = False
+    except NOT_A_TOOL_RESULT:
+        raise
     except Exception as exc:
         output = f"{type(exc).__name__}: {exc}"
         is_error = True
@@ -174,6 +181,8 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
         try:
             verdict = await spec.verifier(dict(intent.arguments), _context(env, intent, "recovery"))
             status, output = verdict.status, verdict.output
+        except NOT_A_TOOL_RESULT:
+            raise
         except Exception as exc:
             status, output = "unknown", f"verifier failed: {type(exc).__name__}: {exc}"
         if status == "not_applied":

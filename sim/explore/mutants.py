@@ -820,6 +820,15 @@ def corruption_unnamed(mp: Patcher) -> None:
     mp.setattr(FileStore, "_check_tail", _check_tail)
 
 
+def store_error_as_tool_result(mp: Patcher) -> None:
+    """I2/I13: a tool's every ``Exception`` becomes its error result, the runtime's own store
+    errors included: a sub-agent whose child conversation is damaged returns "CorruptStore: ..."
+    as the delegating call's result, and the parent answers on top of damaged history instead
+    of refusing (``durable.tasks.NOT_A_TOOL_RESULT`` emptied)."""
+    mp.setattr(tool_mod, "NOT_A_TOOL_RESULT", ())
+    mp.setattr(compensation_mod, "NOT_A_TOOL_RESULT", ())
+
+
 # -- inbox modes ---------------------------------------------------------------------------------
 
 
@@ -1305,6 +1314,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a corruption error that does not name the damaged file",
         corruption_unnamed,
         "read_edit_answer",
+        crash_kinds=("process", "power", "storage"),
+    ),
+    Mutant(
+        "store-error-as-tool-result",
+        "a sub-agent's corrupt child store turned into the delegating call's error result",
+        store_error_as_tool_result,
+        "delegate_to_subagent",
         crash_kinds=("process", "power", "storage"),
     ),
     Mutant(

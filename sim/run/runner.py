@@ -29,7 +29,7 @@ from faker import Faker
 from durable.config import RuntimeConfig
 from durable.events import EventRecord
 from durable.ports import Blocking
-from durable.store.base import Checkpoint, StoreError
+from durable.store.base import Checkpoint, CorruptStore, StoreError
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
 from sim.world.faults import Boundary, Schedule, ScheduleError
@@ -104,6 +104,10 @@ class RunResult:
     # Sub-agents' child conversations (I20): each one's durable log at the end, and its commits
     # as the machine saw them begin (like ``commits``, which holds the scenario's conversation's).
     child_records: dict[str, list[EventRecord]] = field(default_factory=dict)
+    # Child conversations a storage fault damaged after their last write, which no process
+    # opened again (``LatentDamage``): the reader's refusal, per child. Their records above are
+    # read from the disk as it was before the fault.
+    latent_damage: dict[str, str] = field(default_factory=dict)
     child_commits: dict[str, list[tuple[int, list[EventRecord]]]] = field(default_factory=dict)
 
     @property
@@ -244,10 +248,13 @@ async def _world_main(
         async with trio.open_nursery() as nursery:
             _start_workers(env, nursery)
     _fill_result(env, result)
-    await read_durable(result, store_kind.reader(env.place()), scenario.conversation_id)
+    reader = store_kind.reader(env.place())
+    await read_durable(result, reader, scenario.conversation_id, _latent_damage(env, store_kind))
     world.record("end", result.settled, [r.checksum[:12] for r in result.records])
     for child, records in sorted(result.child_records.items()):
         world.record("child", child, [r.checksum[:12] for r in records])
+    for child, error in sorted(result.latent_damage.items()):
+        world.record("latent-damage", child, error)
     if store_kind is StoreKind.POSTGRES:
         world.record("database", await _database_digest(store_kind.reader(env.place())))
     world.record("files", sorted(env.services.files.items()))
@@ -257,6 +264,18 @@ async def _world_main(
         result.schedule = fork.child_schedule
         result.fingerprint = world.fingerprint()
         fork.finish_child(result)  # never returns
+
+
+def _latent_damage(env: WorldEnv, store_kind: StoreKind) -> LatentDamage | None:
+    """What the judge's read needs to tell latent damage (``LatentDamage``) from a refusal the
+    runtime owed: only after a storage fault (file store on SimFS), and only if it damaged."""
+    machine = env.machine
+    if machine.damaged is None or machine.before_damage is None or not machine.damaged[0]:
+        return None
+    place = env.place()
+    before = StorePlace(machine.before_damage, place.root, place.fsync, place.database)
+    damage, files_after, _ = machine.damaged
+    return LatentDamage(damage, files_after, env.fs, place.root, store_kind.reader(before))
 
 
 def _new_world(
@@ -477,16 +496,55 @@ def _initial_files(world: World, scenario: Scenario) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
-async def read_durable(result: RunResult, reader: Any, conversation_id: str) -> None:
+@dataclass(frozen=True)
+class LatentDamage:
+    """A storage fault in a conversation no process opened again: damage that only a read can
+    find (a disk's latent sector error), found by the judge's own read at the end.
+
+    A sub-agent's child conversation is read again only if its delegating call is re-run; once
+    the call's result is recorded, nothing opens the child. Damage to it after that is neither
+    recovered nor refused by the runtime -- it never reads it -- and the store's promise holds if
+    the judge's read refuses, naming the damaged file, and every file of the child is still
+    exactly as the fault left it (opening a conversation writes its lease and appends
+    ``lease_acquired``: an untouched child was not opened). The child is then judged from the
+    disk as it was before the fault: the history the runtime acknowledged."""
+
+    damage: dict[str, str]  # path -> what the fault did
+    files_after: dict[str, bytes]  # every file right after the fault
+    fs: SimFS  # the file system as it was now, to compare with ``files_after``
+    root: str  # the store's root
+    before: Any  # a fresh reader over the disk as it was just before the fault
+
+    def untouched(self, child: str, error: str) -> bool:
+        prefix = f"/{self.root.strip('/')}/{child}/"
+        damaged = [path for path in self.damage if path.startswith(prefix)]
+        if not damaged or not any(path in error for path in damaged):
+            return False
+        now = {p: b for p, b in self.fs.snapshot().items() if p.startswith(prefix)}
+        return now == {p: b for p, b in self.files_after.items() if p.startswith(prefix)}
+
+
+async def read_durable(
+    result: RunResult, reader: Any, conversation_id: str, latent: LatentDamage | None = None
+) -> None:
     """Read what is durable now, through ``reader``: a fresh store that holds no lease and
-    repairs nothing. A store that refuses (``StoreError``) is recorded for I2, not raised."""
+    repairs nothing. A store that refuses (``StoreError``) is recorded for I2, not raised --
+    except a child conversation's refusal that is ``latent`` damage (see ``LatentDamage``)."""
     try:
         result.records = await reader.read_records(conversation_id, 0)
         result.checkpoints = await reader.load_checkpoints(conversation_id)
         if result.scenario.delegates():
             for child in await reader.list_conversations():
-                if child != conversation_id:
+                if child == conversation_id:
+                    continue
+                try:
                     result.child_records[child] = await reader.read_records(child, 0)
+                except CorruptStore as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    if latent is None or not latent.untouched(child, error):
+                        raise
+                    result.latent_damage[child] = error
+                    result.child_records[child] = await latent.before.read_records(child, 0)
         if isinstance(reader, (SQLiteStore, PostgresStore)):
             await reader.close()
     except StoreError as exc:

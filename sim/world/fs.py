@@ -704,13 +704,15 @@ class SimFS:
             detail = "gone"
         return {_display(key): f"{kind}:{detail}"}
 
-    def clone(self) -> SimFS:
+    def clone(self, *, deep: bool = False) -> SimFS:
         """An independent copy of both states (an inode under two names stays one inode).
 
         A sweep applies ``power_loss`` to a clone to learn what a power loss *here* would leave
         (``sim.world.process.Machine.state_digests``) without causing it. Only the inodes a power
         loss can change (pending ones) are copied byte for byte; a clean inode's bytes are
-        shared, which is safe as long as the clone is only crashed and read, never written."""
+        shared, which is safe as long as the clone is only crashed and read, never written,
+        and the original's clean bytes never change in place. ``deep`` copies every inode's
+        bytes: the disk as it was before a storage fault damages the original in place."""
         twin = SimFS(self.block_size_bytes)
         twin.stats = dict(self.stats)
         twin._next_ino = self._next_ino
@@ -724,7 +726,7 @@ class SimFS:
             if copy is None:
                 copy = inodes[node.ino] = _Inode(node.ino)
                 pending = node.ino in self._dirty
-                copy.data = bytearray(node.data) if pending else node.data
+                copy.data = bytearray(node.data) if pending or deep else node.data
                 copy.durable_len = node.durable_len
                 copy.durable_bytes = node.durable_bytes
                 copy.rewritten = node.rewritten

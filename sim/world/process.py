@@ -180,6 +180,9 @@ class Machine:
         self.tear_counts: dict[tuple[int, str], int] | None = None
         # After a storage fault: (what was damaged, the files as the disk then held them).
         self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
+        # The disk as it was just before the storage fault: what the runtime had acknowledged,
+        # read by the judge for a conversation nobody opened after the damage (latent damage).
+        self.before_damage: SimFS | None = None
 
     def spawn(self) -> SimProcess:
         process = SimProcess(self, len(self.processes) + 1)
@@ -345,10 +348,12 @@ class Machine:
         elif point.kind == "storage":
             # The page cache survives (as for a kill); the disk damages synced data under the
             # store's root. What it left is the evidence a refusing recovery must not touch.
+            before = self.fs.clone(deep=True)
             outcome = self.fs.damage_synced(
                 self.world.rng(f"storage:{point.text()}"), under=self.store_root
             )
             self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
+            self.before_damage = before
         now = self.now()
         record = CrashRecord(point, label, process.id, now, pinned, outcome, self._next_index)
         self.crashes.append(record)

@@ -139,6 +139,8 @@ def replay(args: argparse.Namespace) -> int:
         "verdict": outcome.verdict,
         "fingerprint": result.fingerprint,
         "crashes": [f"{c.point.text()} at {c.label}" for c in result.crashes],
+        # Damage no process read again, found by the judge's own read (sim.run.runner).
+        "latent_damage": dict(sorted(result.latent_damage.items())),
         "violations": [v.to_json() for v in outcome.violations],
         "outcome": result.outcome,
     }
@@ -149,6 +151,8 @@ def replay(args: argparse.Namespace) -> int:
         print(f"fingerprint {result.fingerprint}")
         for crash in doc["crashes"]:
             print(f"crash       {crash}")
+        for child, error in doc["latent_damage"].items():
+            print(f"latent      {child} (nobody opened it again; the judge's read: {error})")
         for v in outcome.violations:
             print(f"{v.invariant:4} {v.explanation}")
             for row in v.witness:
