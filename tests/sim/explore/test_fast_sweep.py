@@ -53,6 +53,7 @@ def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
     assert fast.schedules == naive.schedules
     assert _verdicts(fast) == _verdicts(naive)
     assert fast.verdicts == naive.verdicts
+    assert naive.failures == [], naive.failures[0].repro  # every bundled scenario passes
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
@@ -124,6 +125,8 @@ def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
     )
     assert fast.schedules == naive.schedules > 1
     assert _verdicts(fast) == _verdicts(naive)
+    # ``make sweep`` runs these: a bundled scenario keeps the store's damage promise.
+    assert naive.failures == [], naive.failures[0].repro
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
