@@ -15,11 +15,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
+# worksteal: a worker that runs out of tests takes queued ones from the other, so one long test
+# at the end of a queue does not leave a core idle for its length.
 TEST_JOBS ?= auto
 test: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests
 	$(BIN)/ruff format --check durable sim scenarios tests
-	$(BIN)/python -m pytest -n $(TEST_JOBS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 # Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
 JOBS ?=

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from sim.outputs.cli.common import (
@@ -20,9 +21,12 @@ def add_parsers(sub: Any) -> None:
         help="measure schedules/s, sweep growth with N, sim vs real-process cost, peak memory",
         description=(
             "From one run: schedules per second of the depth-1 sweep per scenario and store, the "
-            "growth exponent of sweep wall time in the boundary count (long_horizon cut to three "
-            "sizes), the time per crash point of the simulated sweep against realcrash, and peak "
-            "memory. Medians over --repeats. Quote ratios from one run: the machine is noisy."
+            "growth exponent of sweep wall time in the boundary count (long_horizon cut to "
+            "--growth-turns sizes), the fuzzer's examples per second (one process, and --jobs at "
+            "the machine's cores), the time per crash point of the simulated sweep against "
+            "realcrash, peak memory, and the totals of the last make sweep (its results.json). "
+            "Medians over --repeats. Quote ratios from one run: the machine is noisy. Progress "
+            "goes to stderr, also with --json."
         ),
     )
     bn.add_argument("--repeats", type=int, default=3)
@@ -37,6 +41,16 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     bn.add_argument("--realcrash-points", type=int, default=6, help="0 skips the comparison")
+    bn.add_argument(
+        "--sweep-results",
+        default="reports/latest/results.json",
+        metavar="PATH",
+        help=(
+            "the results.json of the last full sweep (make sweep writes "
+            "reports/latest/results.json), whose totals are reported; not re-run here (it takes "
+            "minutes). Reported as null if the file is absent"
+        ),
+    )
     bn.add_argument("--json", action="store_true")
 
     bn.set_defaults(handler=run_bench)
@@ -56,14 +70,15 @@ def run_bench(args: argparse.Namespace) -> int:
         raise UsageError("--repeats must be between 1 and 50")
     if any(not 1 <= t <= 200 for t in turns):
         raise UsageError("--growth-turns values must be between 1 and 200")
-    note = (lambda text: print(f"bench: {text}", file=sys.stderr)) if not args.json else None
+    make_sweep = _sweep_totals(Path(args.sweep_results))  # eagerly: a bad file fails at once
     doc = bench(
         scenarios=names,
         repeats=args.repeats,
         growth_turns=turns,
         realcrash_points=args.realcrash_points,
-        progress=note,
+        progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
     )
+    doc["make_sweep"] = make_sweep
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
@@ -92,4 +107,24 @@ def run_bench(args: argparse.Namespace) -> int:
             f"simulated {r['sim_per_point_s'] * 1000:.2f}ms, ratio x{r['ratio']}"
         )
     print(f"peak RSS: {doc['peak_rss_mb']} MB")
+    full = doc["make_sweep"]
+    if full is not None:
+        print(
+            f"last make sweep ({full['path']}): {full['schedules']} schedules "
+            f"({full['folded']} folded), {full['failures']} failing, {full['wall_s']:.0f} s"
+        )
     return 0
+
+
+def _sweep_totals(path: Path) -> dict[str, Any] | None:
+    """The totals of a results document (``make sweep``'s), or None if there is none."""
+    try:
+        totals = json.loads(path.read_text(encoding="utf-8"))["totals"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not a results document ({exc})") from exc
+    keys = ("schedules", "folded", "failures", "wall_s")
+    if not all(isinstance(totals.get(key), (int, float)) for key in keys):
+        raise UsageError(f"{path}: its totals lack one of {', '.join(keys)}")
+    return {"path": str(path), **{key: totals[key] for key in keys}}

@@ -79,6 +79,16 @@ def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
     assert "no/such/file.py" in line
 
 
+@pytest.mark.parametrize("content", ['{"x": 1}', "not json", '{"totals": {"schedules": 1}}'])
+def test_bench_refuses_a_bad_results_document_before_it_measures(
+    tmp_path: Path, content: str
+) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    line = _one_line_usage_error(_cli("bench", "--sweep-results", str(path)))
+    assert str(path) in line
+
+
 def _never_settling(tmp_path: Path) -> Path:
     """A valid scenario whose fault-free run cannot settle: the tool takes longer than the
     liveness bound allows."""
