@@ -6,20 +6,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from durable.config import RuntimeConfig
-from durable.journal import Fenced, Journal
+from durable.journal import Journal
 from durable.model import ModelDriver, ModelRequest
 from durable.ports import Ports
 from durable.state import State, Task
-from durable.store.base import StoreError
+from durable.store.base import CorruptStore
 from durable.tools import ToolRegistry
 
-#: Errors of the runtime's own durability machinery, which no tool may turn into its result:
-#: a store that refuses (``CorruptStore``: damaged history), a lost lease (``Fenced``,
-#: ``StaleLease``), a busy store. A tool raises one only when it uses the runtime's store itself
-#: -- a sub-agent opens its child conversation on it (``durable.subagent``) -- and then the run
-#: must stop as if its own store had raised it: an error result would let the model answer on
-#: top of damaged history, and the refusal that keeps the evidence would never happen.
-NOT_A_TOOL_RESULT: tuple[type[Exception], ...] = (StoreError, Fenced)
+#: Errors no tool may turn into its result: damaged history (``CorruptStore``). A tool raises
+#: one only when it reads the runtime's store itself -- a sub-agent opens its child
+#: conversation on it (``durable.subagent``) -- and then the run must stop as if its own store
+#: had refused: an error result would let the model answer on top of damaged history, and the
+#: refusal that keeps the evidence would never happen. A child's *ownership* errors (its lease
+#: held by a live process, lost, or its log appended to by another) stay the call's error
+#: result: they say nothing about the parent's own lease, and stopping the parent for them would
+#: make it crash-loop for as long as another process holds the child.
+NOT_A_TOOL_RESULT: tuple[type[Exception], ...] = (CorruptStore,)
+
+
+def is_tool_failure(exc: Exception) -> bool:
+    """Whether ``exc``, raised by a tool (or its capture, planner, verifier or undo), is the
+    call's error result -- False for ``NOT_A_TOOL_RESULT``, also inside an exception group (a
+    tool that opened its child in a nursery), which the caller must then re-raise."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(NOT_A_TOOL_RESULT) is None
+    return not isinstance(exc, NOT_A_TOOL_RESULT)
 
 
 @dataclass(frozen=True, kw_only=True)

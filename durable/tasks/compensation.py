@@ -16,7 +16,7 @@ from durable.events import CompensationIntent, CompensationResult, Event, TaskSe
 from durable.journal import Builder
 from durable.runs import settle_run
 from durable.state import Intent, State
-from durable.tasks import NOT_A_TOOL_RESULT, TaskEnv, live_task
+from durable.tasks import TaskEnv, is_tool_failure, live_task
 from durable.tools import ToolContext, compensation_call_id, compensation_key
 
 
@@ -74,9 +74,9 @@ async def _compensate(env: TaskEnv, task_id: str, intent: Intent, attempt: str) 
                 dict(intent.arguments), dict(intent.pre_image or {}), context
             )
             is_error = False
-        except NOT_A_TOOL_RESULT:
-            raise
         except Exception as exc:
+            if not is_tool_failure(exc):
+                raise
             output, is_error = f"{type(exc).__name__}: {exc}", True
     result = CompensationResult(
         task_id=task_id, call_id=intent.call_id, output=output, is_error=is_error

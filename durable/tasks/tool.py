@@ -21,7 +21,7 @@ from durable.events import (
     ToolResult,
 )
 from durable.state import Intent, State
-from durable.tasks import NOT_A_TOOL_RESULT, TaskEnv, live_task
+from durable.tasks import TaskEnv, is_tool_failure, live_task
 from durable.tools import ToolContext, ToolSpec, idempotency_key, interrupted_message
 
 
@@ -49,9 +49,9 @@ async def _call(env: TaskEnv, task_id: str) -> None:
     key = idempotency_key(conversation_id, call.call_id)
     try:
         pre_image = await _capture(env, spec, call.call_id, dict(call.arguments), key)
-    except NOT_A_TOOL_RESULT:
-        raise
     except Exception as exc:  # the call never ran: no intent, an error result
+        if not is_tool_failure(exc):
+            raise
         output = f"pre-image capture failed: {type(exc).__name__}: {exc}"
         await _reject(env, task_id, call.call_id, output, "capture failed")
         return
@@ -61,9 +61,9 @@ async def _call(env: TaskEnv, task_id: str) -> None:
         # planner that fails is the call's (error) result: nothing ran, no intent is needed.
         try:
             edit = await spec.plan_edit(dict(call.arguments))
-        except NOT_A_TOOL_RESULT:
-            raise
         except Exception as exc:
+            if not is_tool_failure(exc):
+                raise
             await _reject(
                 env, task_id, call.call_id, f"{type(exc).__name__}: {exc}", "edit not planned"
             )
@@ -122,16 +122,16 @@ async def _capture(
 
 async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str) -> None:
     """Run the tool under its intent's key and the current fencing epoch; record its result.
-    A tool's ``Exception`` is its (error) result; cancellation, crashes and the runtime's own
-    store and lease errors (``NOT_A_TOOL_RESULT``) propagate."""
+    A tool's ``Exception`` is its (error) result; cancellation, crashes and damaged history
+    read through the tool (``durable.tasks.NOT_A_TOOL_RESULT``) propagate."""
     await env.journal.ensure_lease()
     context = _context(env, intent, attempt)
     try:
         output = await spec.fn(dict(intent.arguments), context)
         is_error = False
-    except NOT_A_TOOL_RESULT:
-        raise
     except Exception as exc:
+        if not is_tool_failure(exc):
+            raise
         output = f"{type(exc).__name__}: {exc}"
         is_error = True
     result = ToolResult(
@@ -181,9 +181,9 @@ async def _recover(env: TaskEnv, task_id: str) -> None:
         try:
             verdict = await spec.verifier(dict(intent.arguments), _context(env, intent, "recovery"))
             status, output = verdict.status, verdict.output
-        except NOT_A_TOOL_RESULT:
-            raise
         except Exception as exc:
+            if not is_tool_failure(exc):
+                raise
             status, output = "unknown", f"verifier failed: {type(exc).__name__}: {exc}"
         if status == "not_applied":
             await execute_and_record(env, spec, intent, attempt="recovery")

@@ -821,12 +821,16 @@ def corruption_unnamed(mp: Patcher) -> None:
 
 
 def store_error_as_tool_result(mp: Patcher) -> None:
-    """I2/I13: a tool's every ``Exception`` becomes its error result, the runtime's own store
-    errors included: a sub-agent whose child conversation is damaged returns "CorruptStore: ..."
-    as the delegating call's result, and the parent answers on top of damaged history instead
-    of refusing (``durable.tasks.NOT_A_TOOL_RESULT`` emptied)."""
-    mp.setattr(tool_mod, "NOT_A_TOOL_RESULT", ())
-    mp.setattr(compensation_mod, "NOT_A_TOOL_RESULT", ())
+    """I2/I13: a tool's every ``Exception`` becomes its error result, damaged history included:
+    a sub-agent whose child conversation is damaged returns "CorruptStore: ..." as the
+    delegating call's result, and the parent answers on top of damaged history instead of
+    refusing (``durable.tasks.is_tool_failure`` says yes to everything)."""
+
+    def is_tool_failure(exc: Exception) -> bool:
+        return True
+
+    mp.setattr(tool_mod, "is_tool_failure", is_tool_failure)
+    mp.setattr(compensation_mod, "is_tool_failure", is_tool_failure)
 
 
 # -- inbox modes ---------------------------------------------------------------------------------

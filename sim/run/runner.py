@@ -27,7 +27,7 @@ import trio.testing
 from faker import Faker
 
 from durable.config import RuntimeConfig
-from durable.events import EventRecord
+from durable.events import EventRecord, ToolResult
 from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, StoreError
 from durable.store.postgres import PostgresStore
@@ -272,6 +272,8 @@ def _latent_damage(env: WorldEnv, store_kind: StoreKind) -> LatentDamage | None:
     machine = env.machine
     if machine.damaged is None or machine.before_damage is None or not machine.damaged[0]:
         return None
+    if sum(1 for crash in machine.crashes if crash.point.kind == "storage") > 1:
+        return None  # the disk before the *first* fault is not kept: judge as before
     place = env.place()
     before = StorePlace(machine.before_damage, place.root, place.fsync, place.database)
     damage, files_after, _ = machine.damaged
@@ -504,16 +506,28 @@ class LatentDamage:
     A sub-agent's child conversation is read again only if its delegating call is re-run; once
     the call's result is recorded, nothing opens the child. Damage to it after that is neither
     recovered nor refused by the runtime -- it never reads it -- and the store's promise holds if
-    the judge's read refuses, naming the damaged file, and every file of the child is still
-    exactly as the fault left it (opening a conversation writes its lease and appends
-    ``lease_acquired``: an untouched child was not opened). The child is then judged from the
-    disk as it was before the fault: the history the runtime acknowledged."""
+    the judge's read refuses, naming the damaged file, the delegating call's result was durable
+    in the parent's log before the fault (nothing had a reason to open the child again), and
+    every file of the child is still exactly as the fault left it (opening a conversation
+    writes its lease and appends ``lease_acquired``: an untouched child was not opened). The
+    child is then judged from the disk as it was before the fault: the history the runtime
+    acknowledged."""
 
     damage: dict[str, str]  # path -> what the fault did
     files_after: dict[str, bytes]  # every file right after the fault
     fs: SimFS  # the file system as it was now, to compare with ``files_after``
     root: str  # the store's root
     before: Any  # a fresh reader over the disk as it was just before the fault
+
+    async def applies(self, conversation_id: str, child: str, error: str) -> bool:
+        """Whether the judge's refusal ``error`` of ``child`` is latent damage: the child's
+        delegating call had its result durable before the fault (so a correct runtime never
+        had a reason to open the child again), and the child is ``untouched``."""
+        call_id = child.removeprefix(f"{conversation_id}.sub.")
+        if call_id == child or not self.untouched(child, error):
+            return False
+        records = await self.before.read_records(conversation_id, 0)
+        return any(isinstance(r.event, ToolResult) and r.event.call_id == call_id for r in records)
 
     def untouched(self, child: str, error: str) -> bool:
         prefix = f"/{self.root.strip('/')}/{child}/"
@@ -541,7 +555,7 @@ async def read_durable(
                     result.child_records[child] = await reader.read_records(child, 0)
                 except CorruptStore as exc:
                     error = f"{type(exc).__name__}: {exc}"
-                    if latent is None or not latent.untouched(child, error):
+                    if latent is None or not await latent.applies(conversation_id, child, error):
                         raise
                     result.latent_damage[child] = error
                     result.child_records[child] = await latent.before.read_records(child, 0)

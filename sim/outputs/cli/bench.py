@@ -125,6 +125,9 @@ def _sweep_totals(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path}: not a results document ({exc})") from exc
     keys = ("schedules", "folded", "failures", "wall_s")
-    if not all(isinstance(totals.get(key), (int, float)) for key in keys):
+    if not isinstance(totals, dict) or not all(
+        isinstance(totals.get(key), (int, float)) and not isinstance(totals.get(key), bool)
+        for key in keys
+    ):
         raise UsageError(f"{path}: its totals lack one of {', '.join(keys)}")
     return {"path": str(path), **{key: totals[key] for key in keys}}

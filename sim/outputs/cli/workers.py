@@ -143,6 +143,11 @@ def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, An
         f"{prefix} {doc['verdict']}: {len(doc['processes'])} processes, {doc['kills']} killed "
         f"at a boundary, {len(doc['pauses'])} paused past their lease, {len(doc['fenced'])} "
         f"stopped at an append's fence ({taken} taken over meanwhile), {doc['wall_s']:.1f} s"
+        + (
+            f" ({doc['missed_pauses']} planned pause(s) missed: the fleet ended first)"
+            if doc["missed_pauses"]
+            else ""
+        )
     )
     print(summary, file=sys.stderr if not live else sys.stdout, flush=True)
     for v in violations[:5]:

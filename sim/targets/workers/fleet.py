@@ -119,6 +119,9 @@ class FleetRun:
     fleet_dir: Path
     incarnations: list[Incarnation] = field(default_factory=list)
     pauses: list[dict[str, Any]] = field(default_factory=list)
+    # Planned pauses that never found a worker holding a lease (the fleet ended first): the
+    # fleet tested less than it was asked to, which its summary says.
+    missed_pauses: int = 0
     fenced: list[dict[str, Any]] = field(default_factory=list)  # the zombies stopped at a fence
     timed_out: bool = False
     wall_s: float = 0.0
@@ -138,7 +141,8 @@ class _Plan:
         rng = random.Random(f"fleet:{options.seed}")
         self._rng = rng
         self.kills_left = options.kills
-        last_g = max(1, options.conversations - options.workers + 1)
+        # At least one grant still to come after the g-th (a lone worker grants one at a time).
+        last_g = max(1, options.conversations - max(options.workers, 2) + 1)
         self.pause_after_grants = sorted(rng.randint(1, last_g) for _ in range(options.pauses))
         self.pause_for_s = options.lease_ttl_s * 2.5
         self.fenced_wait_s = min(options.lease_ttl_s * 3, FENCED_WAIT_MAX_S)
@@ -241,6 +245,9 @@ def run_fleet(
             _kill(incarnation)
         director.release_all()
     run.fenced = director.record
+    run.missed_pauses = len(plan.pause_after_grants)
+    if run.missed_pauses:
+        say(f"{run.missed_pauses} planned pause(s) never found a worker holding a lease")
     run.wall_s = time.monotonic() - began
     return run
 

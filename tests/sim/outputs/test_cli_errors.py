@@ -79,7 +79,9 @@ def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
     assert "no/such/file.py" in line
 
 
-@pytest.mark.parametrize("content", ['{"x": 1}', "not json", '{"totals": {"schedules": 1}}'])
+@pytest.mark.parametrize(
+    "content", ['{"x": 1}', "not json", '{"totals": {"schedules": 1}}', '{"totals": [1]}']
+)
 def test_bench_refuses_a_bad_results_document_before_it_measures(
     tmp_path: Path, content: str
 ) -> None:

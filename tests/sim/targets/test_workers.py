@@ -117,7 +117,7 @@ def test_a_fleet_with_kills_and_pauses_passes(
     assert violations == [], [v.to_json() for v in violations]
     killed = [i for i in run.incarnations if i.status == -9]
     assert killed, "no planned crash was reached: the fleet tested nothing"
-    assert len(run.pauses) == 1 and not run.timed_out
+    assert len(run.pauses) == 1 and run.missed_pauses == 0 and not run.timed_out
     # Every conversation was served and its charge booked exactly once (the ledger is real).
     ledger = Ledger(tmp_path / "fleet" / LEDGER_NAME)
     charged = {r.call_id.split("/")[0] for r in ledger.rows() if r.applied and r.op == "charge"}
