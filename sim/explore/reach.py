@@ -235,6 +235,28 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         "reconciliation is not runnable)",
     ),
     Allowance("durable/tasks/tool.py:run_tool", "if task is None:", "return", _SETTLED_GUARD),
+    # Damaged history read *through a tool*: a sub-agent's child log damaged on disk, opened
+    # again when its delegating call is re-run (``durable.tasks.NOT_A_TOOL_RESULT``; swept
+    # with ``--crash storage``: delegate_to_subagent ``42:after:storage``).
+    Allowance(
+        "durable/tasks/tool.py:execute_and_record",
+        "if not is_tool_failure(exc):",
+        "raise",
+        _STORAGE,
+    ),
+    # A verifier that raises: no bundled scenario's verifier does (they read a service, which
+    # answers), so neither way out of its handler is taken; tests/durable/test_tool_failures.py
+    # checks the classification both ways take.
+    *(
+        Allowance("durable/tasks/tool.py:_recover", "if not is_tool_failure(exc):", target, reason)
+        for target, reason in (
+            ("raise", _STORAGE),
+            (
+                'status, output = "unknown", f"verifier failed: {type(exc).__name__}: {exc}"',
+                "no bundled scenario has a verifier that raises",
+            ),
+        )
+    ),
     Allowance(
         "durable/tasks/generation.py:run_generation",
         'if task is None or (task.status == "waiting" and task.phase != "tools"):',
