@@ -133,58 +133,35 @@ def bench(
     out["folded_fraction"] = round(folded / total, 3) if total else None
     largest = out["growth"][-1] if out["growth"] else None
     out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
-    out["fuzz_examples_per_s"] = _fuzz_rate(fuzz_examples, note)
-    out["fuzz_jobs"], out["fuzz_parallel_examples_per_s"] = _parallel_fuzz_rate(
-        scenarios, fuzz_examples, note
-    )
+    out["fuzz_examples_per_s"] = _fuzz_rate(["read_edit_answer"], fuzz_examples, 1, note)
+    # As ``durable-sim fuzz`` runs by default: --jobs at the machine's cores, at least as many
+    # fuzzers as cores, so every core has one.
+    jobs = default_jobs()
+    names = [scenarios[i % len(scenarios)] for i in range(max(jobs, len(scenarios)))]
+    out["fuzz_jobs"] = jobs
+    out["fuzz_parallel_examples_per_s"] = _fuzz_rate(names, fuzz_examples, jobs, note)
     out["sim_vs_real"] = _sim_vs_real(realcrash_points, note)
     out["sim_vs_real_ratio"] = out["sim_vs_real"]["ratio"] if out["sim_vs_real"] else None
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
 
 
-def _fuzz_rate(examples: int, note: Callable[[str], None]) -> float | None:
-    """Examples per second of the schedule fuzzer on ``read_edit_answer`` (file store), as
-    ``durable-sim fuzz`` runs it: each example one run judged by every oracle but I10."""
+def _fuzz_rate(
+    names: list[str], examples: int, jobs: int, note: Callable[[str], None]
+) -> float | None:
+    """Examples per second of ``durable-sim fuzz --no-machine NAMES --jobs JOBS`` (file store):
+    one schedule fuzzer per scenario, ``jobs`` side by side, each example one run judged by
+    every oracle but I10."""
     if examples <= 0:
         return None
-    from sim.explore.fuzz import fuzz_schedules
-
-    note(f"fuzz read_edit_answer[file] ({examples} examples)")
-    count = 0
-
-    def tick() -> None:
-        nonlocal count
-        count += 1
-
-    started = time.perf_counter()
-    fuzz_schedules(load_scenario("read_edit_answer"), examples=examples, on_example=tick)
-    return round(count / (time.perf_counter() - started), 1)
-
-
-def _parallel_fuzz_rate(
-    scenarios: tuple[str, ...], examples: int, note: Callable[[str], None]
-) -> tuple[int, float | None]:
-    """Examples per second of ``durable-sim fuzz --no-machine`` over ``scenarios`` (file store)
-    with ``--jobs`` at its default, the machine's cores: one fuzzer per scenario, side by side
-    (at least as many fuzzers as cores, so every core has one)."""
-    jobs = default_jobs()
-    if examples <= 0:
-        return jobs, None
     from sim.explore.fuzz import fuzz_steps
 
-    names = [scenarios[i % len(scenarios)] for i in range(max(jobs, len(scenarios)))]
     note(f"fuzz {', '.join(names)} [file] ({examples} examples each, --jobs {jobs})")
-    steps = fuzz_steps(
-        [load_scenario(name) for name in names],
-        store="file",
-        examples=examples,
-        fuzz_seed=0,
-        machine=False,
-    )
+    scenarios = [load_scenario(name) for name in names]
+    steps = fuzz_steps(scenarios, store="file", examples=examples, fuzz_seed=0, machine=False)
     started = time.perf_counter()
     done = run_steps(steps, jobs=jobs, advance=lambda n: None)
-    return jobs, round(sum(count for _, count in done) / (time.perf_counter() - started), 1)
+    return round(sum(count for _, count in done) / (time.perf_counter() - started), 1)
 
 
 def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | None:

@@ -271,16 +271,6 @@ class Machine:
         if sum(1 for p in self.processes if p.alive) != 1 or self.fs is None:
             return [None] * len(points)
         fs = self.fs
-        shared: list[Any] = [
-            trio.current_time(),
-            trio_rng_state(),
-            sorted(self.world.ids._next.items()),
-            self._timed,
-            [(p.id, p.alive, p.paused_until_s) for p in self.processes],
-            self.handovers_with_pinned_request,
-            process.pinned_request() and not process.released_lease,
-            self.state_parts(),
-        ]
         seen_files: list[Any] | None = None  # the files processes see, if a point needs them
 
         def files_seen() -> list[Any]:
@@ -289,9 +279,9 @@ class Machine:
                 seen_files = sorted(fs.snapshot().items())
             return seen_files
 
-        digests: list[str | None] = []
+        files_of: list[list[Any] | None] = []  # per point: the files its crash leaves
         for point in points:
-            files: list[Any]
+            files: list[Any] | None = None
             if point.kind == "process":
                 files = [files_seen()]
                 if any(kind == "power" for _, kind in self._timed):
@@ -303,17 +293,28 @@ class Machine:
                     files = [files_seen()]
                 else:
                     tear = self._tear_of(point)
-                    if tear is False:
-                        digests.append(None)  # no such tear: the child reports the error
-                        continue
-                    scratch = fs.clone()
-                    scratch.power_loss(self.world.fresh_rng(self._power_stream(point)), tear=tear)
-                    files = [sorted(scratch.snapshot().items())]
-            else:
-                digests.append(None)
-                continue
-            digests.append(digest_of([point.kind, *files, *shared]))
-        return digests
+                    if tear is not False:  # False: no such tear; the child reports the error
+                        scratch = fs.clone()
+                        rng = self.world.fresh_rng(self._power_stream(point))
+                        scratch.power_loss(rng, tear=tear)
+                        files = [sorted(scratch.snapshot().items())]
+            files_of.append(files)
+        if all(files is None for files in files_of):
+            return [None] * len(points)  # e.g. storage faults only: the rest is not needed
+        shared: list[Any] = [
+            trio.current_time(),
+            trio_rng_state(),
+            sorted(self.world.ids._next.items()),
+            self._timed,
+            [(p.id, p.alive, p.paused_until_s) for p in self.processes],
+            self.handovers_with_pinned_request,
+            process.pinned_request() and not process.released_lease,
+            self.state_parts(),
+        ]
+        return [
+            None if files is None else digest_of([point.kind, *files, *shared])
+            for point, files in zip(points, files_of, strict=True)
+        ]
 
     @staticmethod
     def _power_stream(point: CrashPoint) -> str:
