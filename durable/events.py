@@ -15,15 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     TypeAdapter,
-    model_serializer,
 )
 
 SCHEMA_VERSION = 1
@@ -135,34 +133,29 @@ class Budget(BaseModel):
     tokens: int = 200_000
 
 
-class OmitDefaults(BaseModel):
-    """A model whose fields named in ``omit_if_default`` are left out of its serialisation while
-    they hold their default: fields added after logs and checkpoints were written then leave the
-    canonical JSON (and so every checksum and fingerprint) of the old data byte-identical, and an
-    old record still parses (the field takes its default)."""
-
-    omit_if_default: ClassVar[tuple[str, ...]] = ()
-
-    @model_serializer(mode="wrap")
-    def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for name in self.omit_if_default:
-            default = type(self).model_fields[name].get_default(call_default_factory=True)
-            if name in data and getattr(self, name) == default:
-                del data[name]
-        return data
-
-
 def unset(value: Any) -> bool:
     """Whether an optional field added after logs and checkpoints were written holds its unset
     value (None, False, 0, empty): such a field is left out of the serialisation
     (``Field(exclude_if=unset)``), so old data keeps its canonical JSON, checksums and
-    fingerprints. Cheaper than ``OmitDefaults`` (no serialiser of the whole model in Python),
-    which matters for models serialised on every commit or checkpoint."""
+    fingerprints. A predicate per field, not a serialiser of the whole model written in Python:
+    a wrap serialiser on the state's models was a third of a checkpoint, and checkpoints are
+    serialised on every ``checkpoint_every`` commits of a run."""
     return not value
 
 
-class InputAccepted(_Event, OmitDefaults):
+def is_none(value: Any) -> bool:
+    """An unset optional field whose set values include falsy ones (a revision may be 0, a
+    pre-image may be empty): left out only while None."""
+    return value is None
+
+
+def is_follow_up(value: Any) -> bool:
+    """An inbox mode at its default (``follow_up``), left out of the encoding as in logs
+    written before modes existed."""
+    return value == "follow_up"
+
+
+class InputAccepted(_Event):
     """An input accepted durably. ``mode`` is the inbox mode it was submitted with (absent from
     the encoding when ``follow_up``, as in logs written before modes existed); a ``reject``
     input is only ever accepted while no run is active."""
@@ -171,8 +164,7 @@ class InputAccepted(_Event, OmitDefaults):
     submission_id: str
     request_id: str | None
     content: str
-    mode: InboxMode = "follow_up"
-    omit_if_default: ClassVar[tuple[str, ...]] = ("mode",)
+    mode: InboxMode = Field(default="follow_up", exclude_if=is_follow_up)
 
 
 class RunStarted(_Event):
@@ -223,7 +215,7 @@ class TaskWaiting(_Event):
     on: list[str]
 
 
-class ModelRequested(_Event, OmitDefaults):
+class ModelRequested(_Event):
     """The pinned request: a crash before its response is committed re-sends exactly this.
 
     Its window is ``window`` (the applied compaction whose summary stands in for the messages
@@ -240,8 +232,7 @@ class ModelRequested(_Event, OmitDefaults):
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
-    window: str = ""
-    omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
+    window: str = Field(default="", exclude_if=unset)
     cursor: str | None = Field(default=None, exclude_if=unset)
 
 
@@ -285,7 +276,7 @@ class PlannedEdit(BaseModel):
     after_hash: str
 
 
-class ToolIntent(_Event, OmitDefaults):
+class ToolIntent(_Event):
     """Committed *before* the tool runs: the durable promise that the effect may happen.
 
     ``compensable``: the tool declared a compensating action, so an abandoned run undoes this
@@ -303,9 +294,8 @@ class ToolIntent(_Event, OmitDefaults):
     policy: Policy
     idempotency_key: str
     epoch: int
-    compensable: bool = False
-    pre_image: dict[str, Any] | None = None
-    omit_if_default: ClassVar[tuple[str, ...]] = ("compensable", "pre_image")
+    compensable: bool = Field(default=False, exclude_if=unset)
+    pre_image: dict[str, Any] | None = Field(default=None, exclude_if=is_none)
     edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
     validates: str | None = Field(default=None, exclude_if=unset)
 

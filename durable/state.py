@@ -12,7 +12,7 @@ Invariant violations (an event that cannot follow the state it is applied to) ra
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +34,6 @@ from durable.events import (
     ModelCompleted,
     ModelFailed,
     ModelRequested,
-    OmitDefaults,
     PlannedEdit,
     PlanUpdated,
     Policy,
@@ -53,6 +52,8 @@ from durable.events import (
     ToolResult,
     ValidationRecorded,
     canonical_json,
+    is_follow_up,
+    is_none,
     sha256_hex,
     unset,
 )
@@ -69,16 +70,11 @@ def _require(condition: bool, message: str) -> None:
         raise InvariantViolation(message)
 
 
-def _is_none(value: Any) -> bool:
-    """An unset optional field whose set values include falsy ones (a revision may be 0)."""
-    return value is None
-
-
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Submission(_Model, OmitDefaults):
+class Submission(_Model):
     """An accepted input. While ``queued`` it waits in ``State.queue`` (acceptance order); its
     ``mode`` says where it is placed: a ``steer`` input at the active run's next post-tools
     boundary, any other when the next run starts. ``mode`` is left out of the serialised state
@@ -92,8 +88,7 @@ class Submission(_Model, OmitDefaults):
     answer: str | None = None
     reason: str | None = None
     accepted_sequence: int
-    mode: InboxMode = "follow_up"
-    omit_if_default: ClassVar[tuple[str, ...]] = ("mode",)
+    mode: InboxMode = Field(default="follow_up", exclude_if=is_follow_up)
 
 
 class Run(_Model):
@@ -121,7 +116,7 @@ class Task(_Model):
     call: ToolCall | None = None
 
 
-class Intent(_Model, OmitDefaults):
+class Intent(_Model):
     """A committed tool intent. The compensation fields (README, "Compensation") are left out
     of the serialised state at their defaults, so checkpoints without compensation are
     unchanged: ``compensable`` and ``pre_image`` from the intent, ``compensation_sequence`` the
@@ -143,21 +138,14 @@ class Intent(_Model, OmitDefaults):
     result_sequence: int | None = None
     interrupted: bool = False
     reconciliation: bool = False
-    compensable: bool = False
-    pre_image: dict[str, Any] | None = None
-    compensation_sequence: int | None = None
-    compensated_sequence: int | None = None
-    compensation_failed: bool = False
-    omit_if_default: ClassVar[tuple[str, ...]] = (
-        "compensable",
-        "pre_image",
-        "compensation_sequence",
-        "compensated_sequence",
-        "compensation_failed",
-    )
+    compensable: bool = Field(default=False, exclude_if=unset)
+    pre_image: dict[str, Any] | None = Field(default=None, exclude_if=is_none)
+    compensation_sequence: int | None = Field(default=None, exclude_if=is_none)
+    compensated_sequence: int | None = Field(default=None, exclude_if=is_none)
+    compensation_failed: bool = Field(default=False, exclude_if=unset)
     edit: PlannedEdit | None = Field(default=None, exclude_if=unset)
     validates: str | None = Field(default=None, exclude_if=unset)
-    revision: int | None = Field(default=None, exclude_if=_is_none)
+    revision: int | None = Field(default=None, exclude_if=is_none)
 
 
 class Message(_Model):
@@ -169,7 +157,7 @@ class Message(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
-class PinnedRequest(_Model, OmitDefaults):
+class PinnedRequest(_Model):
     """A request committed before it is sent: its window is the summary of compaction
     ``window`` (if any) and the messages after it up to ``cutoff`` (``State.context``).
     ``cursor`` is absent from the serialised state while None."""
@@ -179,9 +167,8 @@ class PinnedRequest(_Model, OmitDefaults):
     options: dict[str, Any] = Field(default_factory=dict)
     cutoff: int
     attempt: int
-    window: str = ""
+    window: str = Field(default="", exclude_if=unset)
     cursor: str | None = Field(default=None, exclude_if=unset)
-    omit_if_default: ClassVar[tuple[str, ...]] = ("window",)
 
 
 class Compaction(_Model):
@@ -238,7 +225,7 @@ class ProviderCursor(_Model):
     sequence: int
 
 
-class State(_Model, OmitDefaults):
+class State(_Model):
     """A conversation's state. ``compactions`` and ``window`` (the applied compaction the
     context starts from) are left out of the serialised state while empty, so checkpoints of
     conversations that never compacted are unchanged. The agent fields (plan, changed files,
@@ -262,9 +249,8 @@ class State(_Model, OmitDefaults):
     tool_results: dict[str, ToolResult] = Field(default_factory=dict)
     intents: dict[str, Intent] = Field(default_factory=dict)
     pinned: dict[str, PinnedRequest] = Field(default_factory=dict)
-    compactions: dict[str, Compaction] = Field(default_factory=dict)
-    window: str = ""
-    omit_if_default: ClassVar[tuple[str, ...]] = ("compactions", "window")
+    compactions: dict[str, Compaction] = Field(default_factory=dict, exclude_if=unset)
+    window: str = Field(default="", exclude_if=unset)
     plan: list[str] = Field(default_factory=list, exclude_if=unset)
     plan_history: list[PlanRevision] = Field(default_factory=list, exclude_if=unset)
     mutation_revision: int = Field(default=0, exclude_if=unset)
