@@ -171,6 +171,12 @@ class ForkPlan:
             # Mark the child first: whatever fails from here on must end in ``abort_child``
             # (this process exits), never unwind into the parent's frames as a second parent.
             self.in_child = True
+            # No cyclic collection in a child: it runs one schedule's suffix and exits, so its
+            # garbage is bounded by one run (a few MB for ``long_horizon``), and exit frees it
+            # all at once. The collections it skips were ~4 % of the children's CPU in a
+            # 50-turn ``long_horizon`` sweep (117 -> 112 s; little, as the inherited heap is
+            # frozen, but nothing in a child needs them).
+            gc.disable()
             self.running = []
             self.child_out = path
             self.child_schedule = schedule

@@ -42,6 +42,7 @@ from sim.explore.parallel import Step, estimated_cost
 from sim.explore.sweep import judge
 from sim.judgement.oracles import Violation
 from sim.judgement.repro import replay_command
+from sim.run import collector
 from sim.run.runner import RunResult, StoreKind, run_scenario
 from sim.world.faults import CrashPoint, Schedule, boundary_kind
 from sim.world.scenario import Scenario
@@ -147,6 +148,7 @@ def fuzz_schedules(
     )
     @given(schedule_strategy(reference, max_depth=max_depth, kinds=kinds))
     def prop(schedule: Schedule) -> None:
+        between.run_done()
         if on_example:
             on_example()
         outcome = judge(
@@ -160,7 +162,8 @@ def fuzz_schedules(
             raise AssertionError(f"{schedule.text()}: {bad[0].invariant} {bad[0].explanation}")
 
     try:
-        prop()
+        with collector.between_runs() as between:
+            prop()
     except AssertionError:
         schedule, violations, labels = last[-1]  # Hypothesis replays the shrunk example last
         return Finding(

@@ -17,6 +17,7 @@ lock at fork time would deadlock a child. One step, one job or no ``fork``: in-p
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -152,6 +153,10 @@ class _Pool:
         pid = os.fork()
         if pid == 0:  # the worker: run the step, report, exit without unwinding the parent
             code = 1
+            # A worker runs one step and exits: no automatic collection in it (its loops of
+            # runs collect between runs, ``sim.run.collector``), so no collection fires at its
+            # end over everything those loops left, just before the process goes anyway.
+            gc.disable()
             try:
                 os.close(read_fd)
                 for other in self.running.values():

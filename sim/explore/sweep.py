@@ -38,6 +38,7 @@ from sim.judgement.oracles import (
     verdict_of,
 )
 from sim.judgement.repro import replay_command
+from sim.run import collector
 from sim.run.runner import RunResult, StoreKind, run_scenario
 from sim.world import tempdirs
 from sim.world.faults import (
@@ -382,23 +383,26 @@ class _NaiveRun:
     mode: Determinism
     progress: ProgressFn | None
     stop_at_first_failure: bool
+    between: collector.Between = field(init=False)  # set by ``all`` for its loop
 
     def all(self, schedules: list[Schedule], depth: int) -> None:
-        for schedule in schedules:
-            result = self.one(schedule)
-            if self.progress:
-                self.progress(1)
-            if self.stopped():
-                return
-            if depth == 2:
-                self.deeper(schedule, result)
+        with collector.between_runs() as self.between:
+            for schedule in schedules:
+                result = self.one(schedule)
+                if self.progress:
+                    self.progress(1)
                 if self.stopped():
                     return
+                if depth == 2:
+                    self.deeper(schedule, result)
+                    if self.stopped():
+                        return
 
     def one(self, schedule: Schedule) -> RunResult:
         out = self.out
         result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
         _record(out, _judged(result, self.reference, self.mode), result)
+        self.between.run_done()
         return result
 
     def stopped(self) -> bool:
@@ -474,15 +478,18 @@ def _naive_parts(
     """In a worker: run and judge each schedule as the naive path does; what ``_record``
     would record of it (the timeline only for a failure, as a report shows only those)."""
     parts: list[Parts] = []
-    for schedule in schedules:
-        result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
-        outcome = _judged(result, reference, mode)
-        lines = timeline(result) if outcome.verdict != "pass" else []
-        paths = sorted(recovery_paths(result))
-        parts.append(
-            (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
-        )
-        progress(1)
+    with collector.between_runs() as between:
+        for schedule in schedules:
+            result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+            outcome = _judged(result, reference, mode)
+            lines = timeline(result) if outcome.verdict != "pass" else []
+            paths = sorted(recovery_paths(result))
+            parts.append(
+                (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
+            )
+            del result
+            between.run_done()
+            progress(1)
     return parts
 
 

@@ -171,7 +171,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     out += check_fencing(result)
     out += check_stopped_runs_stay_stopped(result)
     out += check_inbox(result)
-    out += check_compaction(result)
+    out += check_compaction(result, reduced)
     out += check_agent_log(result)
     if facts.state is not None:
         out += check_subagents(result, facts.state)
@@ -243,12 +243,15 @@ def _durable_child_commits(result: RunResult) -> list[tuple[int, list[EventRecor
 @dataclass
 class Reduced:
     """``reduce`` of the final log, and of each prefix a verified checkpoint claims, from one
-    pass over the log: three oracles used to reduce the whole log on their own (I2, I3 per
-    checkpoint, the facts), which was a tenth of judging a long run."""
+    pass over the log: four oracles used to reduce the whole log on their own (I2, I3 per
+    checkpoint, the facts, I19's walk), which was a tenth of judging a long run (I19's own
+    walk alone was a quarter of judging a ``long_horizon`` crash run)."""
 
     state: State | None  # reduce of the whole log; None if it does not reduce
     error: InvariantViolation | None  # why it does not
     prefixes: dict[int, dict[str, Any]]  # through_sequence -> reduce(prefix) as JSON, if it reduces
+    compactions: _Compactions  # what I19 saw on the way, up to the first record that broke it
+    compaction_violation: Violation | None  # I19's first unfit application, if any
 
 
 def reduce_log(result: RunResult) -> Reduced:
@@ -263,16 +266,25 @@ def reduce_log(result: RunResult) -> Reduced:
     }
     state = new_state(result.scenario.conversation_id)
     prefixes: dict[int, dict[str, Any]] = {}
+    seen = _Compactions()
+    unfit: Violation | None = None
     if 0 in wanted:
         prefixes[0] = state.model_dump(mode="json")
     try:
         for n, record in enumerate(records, start=1):
+            event = record.event
+            if unfit is None and isinstance(event, CompactionApplied):
+                why = _unfit_summary(seen, state, record, event)  # on the state before it
+                if why:
+                    unfit = _i19(f"compaction {event.compaction_id} applied {why}", record)
             apply(state, record)
+            if unfit is None:
+                _see_compaction(seen, state, record)
             if n in wanted:
                 prefixes[n] = state.model_dump(mode="json")
     except InvariantViolation as exc:
-        return Reduced(state=None, error=exc, prefixes=prefixes)
-    return Reduced(state=state, error=None, prefixes=prefixes)
+        return Reduced(None, exc, prefixes, seen, unfit)
+    return Reduced(state, None, prefixes, seen, unfit)
 
 
 def _facts(result: RunResult, reduced: Reduced | None = None) -> Facts:
@@ -1468,26 +1480,17 @@ class _Compactions:
     heads: dict[tuple[str, int], str] = field(default_factory=dict)  # (task, attempt) -> head
 
 
-def check_compaction(result: RunResult) -> list[Violation]:
+def check_compaction(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
     """I19: compaction applies fresh summaries only, at boundaries. Every applied summary covers
     exactly the prefix its intent named, unchanged since the intent, and was applied by the
     incarnation that wrote the intent (a crash or takeover in between makes it stale); only at
     a turn boundary (every other live task of its run a turn waiting in ``prepare``, nothing
     pinned, no call unanswered); a settled one is never applied; and every later request starts
     with the summary of the compaction applied when it was pinned, followed by the suffix."""
-    seen = _Compactions()
-    state = new_state(result.scenario.conversation_id)
-    for record in result.records:
-        event = record.event
-        if isinstance(event, CompactionApplied):
-            why = _unfit_summary(seen, state, record, event)
-            if why:
-                return [_i19(f"compaction {event.compaction_id} applied {why}", record)]
-        try:
-            apply(state, record)
-        except InvariantViolation:
-            break  # I2 reports a log that does not reduce
-        _see_compaction(seen, state, record)
+    reduced = reduced or reduce_log(result)  # a log that does not reduce: I2 reports it
+    if reduced.compaction_violation is not None:
+        return [reduced.compaction_violation]
+    seen = reduced.compactions
     return _one_request_per_intent(result, seen) or _requests_see_their_window(result, seen)
 
 
