@@ -111,7 +111,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if full is not None:
         print(
             f"last make sweep ({full['path']}): {full['schedules']} schedules "
-            f"({full['folded']} folded), {full['failures']} failing, {full['wall_s']:.0f} s"
+            f"({full['folded'] if full['folded'] is not None else 'none'} folded), "
+            f"{full['failures']} failing, {full['wall_s']:.0f} s"
         )
     return 0
 
@@ -124,10 +125,15 @@ def _sweep_totals(path: Path) -> dict[str, Any] | None:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path}: not a results document ({exc})") from exc
-    keys = ("schedules", "folded", "failures", "wall_s")
-    if not isinstance(totals, dict) or not all(
-        isinstance(totals.get(key), (int, float)) and not isinstance(totals.get(key), bool)
-        for key in keys
-    ):
+    keys = ("schedules", "failures", "wall_s")
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not isinstance(totals, dict) or not all(number(totals.get(key)) for key in keys):
         raise UsageError(f"{path}: its totals lack one of {', '.join(keys)}")
-    return {"path": str(path), **{key: totals[key] for key in keys}}
+    # ``folded`` is absent from documents written before folding existed: None, not refused.
+    folded = totals.get("folded")
+    if folded is not None and not number(folded):
+        raise UsageError(f"{path}: its totals' folded is not a number ({folded!r})")
+    return {"path": str(path), **{key: totals[key] for key in keys}, "folded": folded}

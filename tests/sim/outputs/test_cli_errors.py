@@ -15,6 +15,7 @@ import pytest
 from testkit import REPO
 
 from sim.outputs.cli import main
+from sim.outputs.cli.bench import _sweep_totals
 from sim.outputs.cli.sweep import FAILURES_SHOWN
 
 
@@ -80,7 +81,14 @@ def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
 
 
 @pytest.mark.parametrize(
-    "content", ['{"x": 1}', "not json", '{"totals": {"schedules": 1}}', '{"totals": [1]}']
+    "content",
+    [
+        '{"x": 1}',
+        "not json",
+        '{"totals": {"schedules": 1}}',
+        '{"totals": [1]}',
+        '{"totals": {"schedules": 1, "failures": 0, "wall_s": 1.5, "folded": "many"}}',
+    ],
 )
 def test_bench_refuses_a_bad_results_document_before_it_measures(
     tmp_path: Path, content: str
@@ -89,6 +97,20 @@ def test_bench_refuses_a_bad_results_document_before_it_measures(
     path.write_text(content)
     line = _one_line_usage_error(_cli("bench", "--sweep-results", str(path)))
     assert str(path) in line
+
+
+def test_bench_reads_a_results_document_from_before_folding(tmp_path: Path) -> None:
+    """Documents written before folding existed have no ``folded`` total: read, not refused."""
+    path = tmp_path / "results.json"
+    path.write_text('{"totals": {"schedules": 10, "failures": 0, "wall_s": 2.5}}')
+    totals = _sweep_totals(path)
+    assert totals == {
+        "path": str(path),
+        "schedules": 10,
+        "failures": 0,
+        "wall_s": 2.5,
+        "folded": None,
+    }
 
 
 def _never_settling(tmp_path: Path) -> Path:
