@@ -58,11 +58,15 @@ def start_compaction(
     none is due: the context is within budget (and the model did not refuse it), or the turn's
     last compaction failed (it proceeds uncompacted), or nothing past the current window can be
     compacted. The prefix keeps the latest message (the turn's input or last tool round) out."""
+    budget = config.context_budget_tokens
+    if not forced and budget is None:
+        # Decided before the context is built: measuring it serialises every message, on every
+        # turn of every run without a budget (a sixth of a 200-turn run).
+        return []
     window = state.window
     context = state.context(len(state.messages), window)
     tokens = estimate_tokens(context)
-    budget = config.context_budget_tokens
-    if not forced and (budget is None or tokens <= budget):
+    if not forced and budget is not None and tokens <= budget:
         return []
     mine = [c for c in state.compactions.values() if c.requested_by == task.id]
     if mine and mine[-1].status == "failed":

@@ -31,6 +31,7 @@ from durable.events import (
     InputSettled,
     InputsSteered,
     LeaseAcquired,
+    Memo,
     ModelCompleted,
     ModelFailed,
     ModelRequested,
@@ -149,8 +150,10 @@ class Intent(_Model):
 
 
 class Message(_Model):
-    """One entry of the model context. Tool results are kept per call, see ``State.context``."""
+    """One entry of the model context. Tool results are kept per call, see ``State.context``.
+    Frozen: a message never changes once added, so its dump is computed once (``dump_state``)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     role: Literal["user", "assistant"]
     content: str
     submission_id: str | None = None
@@ -160,8 +163,9 @@ class Message(_Model):
 class PinnedRequest(_Model):
     """A request committed before it is sent: its window is the summary of compaction
     ``window`` (if any) and the messages after it up to ``cutoff`` (``State.context``).
-    ``cursor`` is absent from the serialised state while None."""
+    ``cursor`` is absent from the serialised state while None. Frozen, as ``Message``."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     task_id: str
     model: str
     options: dict[str, Any] = Field(default_factory=dict)
@@ -296,7 +300,7 @@ class State(_Model):
                 {
                     "role": "assistant",
                     "content": message.content,
-                    "tool_calls": [c.model_dump(mode="json") for c in message.tool_calls],
+                    "tool_calls": [frozen_dump(c) for c in message.tool_calls],
                 }
             )
             for call in message.tool_calls:
@@ -357,7 +361,39 @@ class State(_Model):
         return [i for i in self.intents.values() if i.result_sequence is None]
 
     def digest(self) -> str:
-        return sha256_hex(canonical_json(self.model_dump(mode="json")))
+        return sha256_hex(canonical_json(dump_state(self)))
+
+
+# The JSON dump of each frozen part of a state (a message, a tool result, a pinned request, a
+# tool call), by identity: a checkpoint dumps the whole state, and without this every checkpoint
+# of a run dumped again every message and result since its start (a checkpoint's cost grew with
+# the run: a third of a 200-turn run). Sized for a long conversation's frozen parts.
+_FROZEN_DUMPS: Memo[BaseModel, dict[str, Any]] = Memo(32768, by_identity=True)
+
+
+def frozen_dump(part: BaseModel) -> dict[str, Any]:
+    """``part.model_dump(mode="json")`` of a frozen model, computed once per object. The dict is
+    shared by every caller: read it, never change it."""
+    assert part.model_config.get("frozen"), type(part).__name__
+    dumped = _FROZEN_DUMPS.get(part)
+    if dumped is None:
+        dumped = part.model_dump(mode="json")
+        _FROZEN_DUMPS.put(part, dumped)
+    return dumped
+
+
+_FROZEN_FIELDS = frozenset({"messages", "tool_results", "pinned"})
+
+
+def dump_state(state: State) -> dict[str, Any]:
+    """``state.model_dump(mode="json")`` (equal dicts, hence the same canonical JSON), with its
+    frozen parts dumped once per object (``frozen_dump``): what a checkpoint and a digest
+    serialise. Its nested dicts may be shared: read it, never change it."""
+    out = state.model_dump(mode="json", exclude=_FROZEN_FIELDS)
+    out["messages"] = [frozen_dump(m) for m in state.messages]
+    out["tool_results"] = {k: frozen_dump(v) for k, v in state.tool_results.items()}
+    out["pinned"] = {k: frozen_dump(v) for k, v in state.pinned.items()}
+    return out
 
 
 def new_state(conversation_id: str) -> State:

@@ -27,7 +27,7 @@ from durable.events import (
     parse_record,
     sha256_hex,
 )
-from durable.state import State
+from durable.state import State, dump_state
 
 
 class StoreError(Exception):
@@ -112,7 +112,7 @@ def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
         "conversation_id": state.conversation_id,
         "through_sequence": state.last_sequence,
         "saved_at_s": float(saved_at_s),  # the model stores a float: hash the same value
-        "state": state.model_dump(mode="json"),
+        "state": dump_state(state),
     }
     text = canonical_json(body)
     checksum = sha256_hex(text)
