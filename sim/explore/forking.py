@@ -231,9 +231,11 @@ class ForkPlan:
         gc.unfreeze()  # the forking run is over: its objects may be collected again
 
     def kill_running(self) -> None:
-        """On the way out of an interrupted sweep: no child may outlive it."""
+        """On the way out of an interrupted sweep: no child may outlive it, and what was frozen
+        before forking may be collected again (``wait_all`` does it on the normal way out)."""
         if self.in_child:
             return
+        gc.unfreeze()
         for child in list(self.running):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)

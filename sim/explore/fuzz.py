@@ -320,6 +320,8 @@ class WorldMachine(RuleBasedStateMachine):
         reference = run_scenario(scenario.without_faults(), seed=self.seed, store=self.store)
         result = run_scenario(scenario, seed=self.seed, store=self.store)
         outcome = judge(result, reference, determinism=False)
+        del result, reference
+        collector.run_done()  # each step of each example runs twice: bound what they leave
         bad = _failing(outcome.violations, liveness=liveness)
         if bad:
             WorldMachine.failures.append(
@@ -361,7 +363,8 @@ def fuzz_machine(
     saved = hypothesis_core.global_force_seed
     hypothesis_core.global_force_seed = fuzz_seed
     try:
-        run_state_machine_as_test(WorldMachine, settings=chosen)
+        with collector.between_runs():  # ``_check`` collects after its runs
+            run_state_machine_as_test(WorldMachine, settings=chosen)
     except AssertionError:
         program, violations, steps = WorldMachine.failures[-1]
         return Finding("machine", program_scenario(program), store, seed, "none", violations, steps)

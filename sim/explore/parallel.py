@@ -153,9 +153,10 @@ class _Pool:
         pid = os.fork()
         if pid == 0:  # the worker: run the step, report, exit without unwinding the parent
             code = 1
-            # A worker runs one step and exits: no automatic collection in it (its loops of
-            # runs collect between runs, ``sim.run.collector``), so no collection fires at its
-            # end over everything those loops left, just before the process goes anyway.
+            # A worker runs one step and exits: no automatic collection in it. Whatever runs
+            # many runs in a step collects after them (``sim.run.collector``: the sweep loops,
+            # the re-runs of failures, both fuzzers), so memory stays bounded, and no
+            # collection fires at the end over everything they left, just before exit.
             gc.disable()
             try:
                 os.close(read_fd)

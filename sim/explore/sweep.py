@@ -577,6 +577,8 @@ def _inherited(
     outcome = _judged(result, reference, mode)
     lines = timeline(result) if outcome.verdict != "pass" else []
     paths = sorted(recovery_paths(result))
+    del result
+    collector.run_done()  # a worker collects only between runs: one failure per re-run
     return outcome.verdict, outcome.violations, list(outcome.labels), paths, lines
 
 
@@ -586,6 +588,8 @@ def _late_twin(
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
     again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
     differs = compare_fingerprints(fingerprint, again.fingerprint)
+    del again
+    collector.run_done()  # as in ``_inherited``
     if not differs:
         return outcome
     _, violations, labels, paths, lines = outcome

@@ -39,15 +39,27 @@ class Between:
 
     def run_done(self) -> None:
         """Collect if the runs since the last collection allocated enough to be worth it."""
-        if gc.get_count()[0] >= self.collect_after_objects:
-            gc.collect()
+        if run_done(collect_after_objects=self.collect_after_objects):
             self.collections += 1
+
+
+def run_done(*, collect_after_objects: int = COLLECT_AFTER_OBJECTS) -> bool:
+    """After a run outside a ``between_runs`` loop (a single re-run, a fuzzer's example): collect
+    if automatic collection is off -- a parallel worker turns it off for its whole step -- and
+    enough objects were allocated since the last collection. With automatic collection on, the
+    count never gets that high, so this does nothing. Returns whether it collected."""
+    if gc.get_count()[0] < collect_after_objects:
+        return False
+    gc.collect()
+    return True
 
 
 @contextmanager
 def between_runs(*, collect_after_objects: int = COLLECT_AFTER_OBJECTS) -> Iterator[Between]:
     """Collect only between runs for the duration of the block (see the module docstring);
-    the collector's previous state (enabled or not, frozen objects) is restored on exit."""
+    the collector's previous state (enabled or not) is restored on exit, and what the block
+    froze is unfrozen -- unless objects were already frozen on entry (a forking sweep in
+    progress), whose own unfreeze then releases both: the gc module cannot unfreeze a part."""
     if collect_after_objects < 1:
         raise ValueError(f"collect_after_objects must be >= 1, not {collect_after_objects}")
     was_enabled = gc.isenabled()

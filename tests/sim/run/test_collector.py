@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from sim.run.collector import between_runs
+from sim.run.collector import between_runs, run_done
 
 
 class _Cycle:
@@ -62,3 +62,16 @@ def test_a_bad_threshold_is_refused() -> None:
         between_runs(collect_after_objects=0),
     ):
         pass
+
+
+def test_run_done_outside_a_block_bounds_garbage_only_when_collection_is_off() -> None:
+    gc.disable()
+    try:
+        cycles = [_Cycle() for _ in range(2_000)]
+        ref = weakref.ref(cycles[0])
+        del cycles
+        assert run_done(collect_after_objects=1_000) is True
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert run_done(collect_after_objects=10_000_000) is False  # automatic collection is on
