@@ -148,7 +148,6 @@ def fuzz_schedules(
     )
     @given(schedule_strategy(reference, max_depth=max_depth, kinds=kinds))
     def prop(schedule: Schedule) -> None:
-        between.run_done()
         if on_example:
             on_example()
         outcome = judge(
@@ -162,7 +161,7 @@ def fuzz_schedules(
             raise AssertionError(f"{schedule.text()}: {bad[0].invariant} {bad[0].explanation}")
 
     try:
-        with collector.between_runs() as between:
+        with collector.between_runs():
             prop()
     except AssertionError:
         schedule, violations, labels = last[-1]  # Hypothesis replays the shrunk example last
@@ -320,8 +319,6 @@ class WorldMachine(RuleBasedStateMachine):
         reference = run_scenario(scenario.without_faults(), seed=self.seed, store=self.store)
         result = run_scenario(scenario, seed=self.seed, store=self.store)
         outcome = judge(result, reference, determinism=False)
-        del result, reference
-        collector.run_done()  # each step of each example runs twice: bound what they leave
         bad = _failing(outcome.violations, liveness=liveness)
         if bad:
             WorldMachine.failures.append(
@@ -363,7 +360,7 @@ def fuzz_machine(
     saved = hypothesis_core.global_force_seed
     hypothesis_core.global_force_seed = fuzz_seed
     try:
-        with collector.between_runs():  # ``_check`` collects after its runs
+        with collector.between_runs():
             run_state_machine_as_test(WorldMachine, settings=chosen)
     except AssertionError:
         program, violations, steps = WorldMachine.failures[-1]

@@ -153,10 +153,9 @@ class _Pool:
         pid = os.fork()
         if pid == 0:  # the worker: run the step, report, exit without unwinding the parent
             code = 1
-            # A worker runs one step and exits: no automatic collection in it. Whatever runs
-            # many runs in a step collects after them (``sim.run.collector``: the sweep loops,
-            # the re-runs of failures, both fuzzers), so memory stays bounded, and no
-            # collection fires at the end over everything they left, just before exit.
+            # A worker runs one step and exits: no automatic collection in it. Every run it
+            # starts collects first if due (``sim.run.collector.collect_if_due``), so memory
+            # stays bounded, and no collection fires at the end over what its runs left.
             gc.disable()
             try:
                 os.close(read_fd)

@@ -383,10 +383,9 @@ class _NaiveRun:
     mode: Determinism
     progress: ProgressFn | None
     stop_at_first_failure: bool
-    between: collector.Between = field(init=False)  # set by ``all`` for its loop
 
     def all(self, schedules: list[Schedule], depth: int) -> None:
-        with collector.between_runs() as self.between:
+        with collector.between_runs():
             for schedule in schedules:
                 result = self.one(schedule)
                 if self.progress:
@@ -402,7 +401,6 @@ class _NaiveRun:
         out = self.out
         result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
         _record(out, _judged(result, self.reference, self.mode), result)
-        self.between.run_done()
         return result
 
     def stopped(self) -> bool:
@@ -478,7 +476,7 @@ def _naive_parts(
     """In a worker: run and judge each schedule as the naive path does; what ``_record``
     would record of it (the timeline only for a failure, as a report shows only those)."""
     parts: list[Parts] = []
-    with collector.between_runs() as between:
+    with collector.between_runs():
         for schedule in schedules:
             result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
             outcome = _judged(result, reference, mode)
@@ -487,8 +485,6 @@ def _naive_parts(
             parts.append(
                 (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
             )
-            del result
-            between.run_done()
             progress(1)
     return parts
 
@@ -577,8 +573,6 @@ def _inherited(
     outcome = _judged(result, reference, mode)
     lines = timeline(result) if outcome.verdict != "pass" else []
     paths = sorted(recovery_paths(result))
-    del result
-    collector.run_done()  # a worker collects only between runs: one failure per re-run
     return outcome.verdict, outcome.violations, list(outcome.labels), paths, lines
 
 
@@ -588,8 +582,6 @@ def _late_twin(
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
     again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
     differs = compare_fingerprints(fingerprint, again.fingerprint)
-    del again
-    collector.run_done()  # as in ``_inherited``
     if not differs:
         return outcome
     _, violations, labels, paths, lines = outcome

@@ -32,6 +32,7 @@ from durable.ports import Blocking
 from durable.store.base import Checkpoint, CorruptStore, StoreError
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
+from sim.run import collector
 from sim.world.faults import Boundary, Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
@@ -140,6 +141,7 @@ def run_scenario(
         raise ValueError(f"a {kind} world cannot be forked (StoreKind.forks): sweep it naively")
     schedule = schedule or Schedule()
     _check_server_faults(kind, scenario, schedule)
+    collector.collect_if_due()  # between runs, never inside one (sim.run.collector)
     result = RunResult(scenario=scenario, seed=seed, store=kind, schedule=schedule)
     try:
         with _run_database(kind) as database:
