@@ -67,19 +67,34 @@ class Patcher(Protocol):
 
 
 class Patches:
-    """A minimal ``Patcher`` that remembers what it replaced and restores it on ``undo``."""
+    """A minimal ``Patcher`` that remembers what it replaced and restores it on ``undo``.
+
+    It replaces only what exists: a mutant whose target was renamed must fail loudly (its
+    plant-and-undo test), not add a new attribute or key that nothing calls and so turn into a
+    mutant that silently patches nothing."""
 
     def __init__(self) -> None:
         self._undo: list[Callable[[], None]] = []
 
     def setattr(self, target: Any, name: str, value: Any) -> None:
-        old = target.__dict__[name] if isinstance(target, type) else getattr(target, name)
-        self._undo.append(lambda: setattr(target, name, old))
+        if isinstance(target, type) and name in target.__dict__:
+            old = target.__dict__[name]  # as stored: a staticmethod stays one on undo
+            self._undo.append(lambda: setattr(target, name, old))
+        elif hasattr(target, name):
+            if isinstance(target, type):  # inherited: undo uncovers the base's again
+                self._undo.append(lambda: delattr(target, name))
+            else:
+                old = getattr(target, name)
+                self._undo.append(lambda: setattr(target, name, old))
+        else:
+            raise AttributeError(f"{target!r} has no attribute {name!r} to patch")
         setattr(target, name, value)
 
     def setitem(self, mapping: Any, key: Any, value: Any) -> None:
-        had, old = key in mapping, mapping.get(key)
-        self._undo.append(lambda: mapping.__setitem__(key, old) if had else mapping.pop(key))
+        if key not in mapping:
+            raise KeyError(f"{key!r} is not in the mapping to patch")
+        old = mapping[key]
+        self._undo.append(lambda: mapping.__setitem__(key, old))
         mapping[key] = value
 
     def undo(self) -> None:
@@ -92,8 +107,8 @@ def planted(mutant: Mutant) -> Iterator[None]:
     """Apply ``mutant`` for the duration of the block (restored even if the block raises:
     this is the harness's own process, not a simulated one)."""
     patches = Patches()
-    mutant.apply(patches)
     try:
+        mutant.apply(patches)
         yield
     finally:
         patches.undo()

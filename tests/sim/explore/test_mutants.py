@@ -3,6 +3,8 @@ change that blinds an oracle fails CI (the full kill matrix is ``durable-sim mut
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sim.explore.mutants import CATALOGUE, Mutant, Patches, kill, planted
@@ -60,14 +62,46 @@ def test_planting_is_undone() -> None:
 
 
 def test_patches_restore_attributes_and_items() -> None:
-    class Box:
+    class Base:
+        inherited = 0
+
+    class Box(Base):
         value = 1
+        helper = staticmethod(len)
 
     table = {"a": 1}
     patches = Patches()
     patches.setattr(Box, "value", 2)
+    patches.setattr(Box, "inherited", 3)
+    patches.setattr(Box, "helper", staticmethod(abs))
     patches.setitem(table, "a", 5)
-    patches.setitem(table, "b", 6)
-    assert (Box.value, table) == (2, {"a": 5, "b": 6})
+    assert (Box.value, Box.inherited, Box.helper(-1), table) == (2, 3, 1, {"a": 5})
     patches.undo()
-    assert (Box.value, table) == (1, {"a": 1})
+    assert (Box.value, Box.inherited, table) == (1, 0, {"a": 1})
+    assert "inherited" not in Box.__dict__ and Box.helper("ab") == 2
+
+
+def test_patches_refuse_what_does_not_exist() -> None:
+    class Box:
+        value = 1
+
+    patches = Patches()
+    with pytest.raises(AttributeError, match="renamed"):
+        patches.setattr(Box, "renamed", 2)
+    with pytest.raises(KeyError, match="'b'"):
+        patches.setitem({"a": 1}, "b", 2)
+    assert not hasattr(Box, "renamed")
+
+
+def test_planting_is_undone_even_when_a_mutant_fails_half_way() -> None:
+    class Box:
+        value = 1
+
+    def half(mp: Any) -> None:
+        mp.setattr(Box, "value", 2)
+        mp.setattr(Box, "renamed", 3)
+
+    broken = Mutant("half", "a mutant whose second target was renamed", half, "idempotent_payment")
+    with pytest.raises(AttributeError), planted(broken):
+        pass
+    assert Box.value == 1
