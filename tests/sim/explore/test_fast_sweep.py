@@ -79,9 +79,9 @@ FORKED_MUTANTS = (
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
 @pytest.mark.parametrize("mutant_name", FORKED_MUTANTS)
 def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> None:
-    from sim.explore.mutants import CATALOGUE, planted
+    from sim.explore.mutants import mutant_named, planted
 
-    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    mutant = mutant_named(mutant_name)
     scenario, store = load_scenario(mutant.scenario), mutant.store
     with planted(mutant):
         naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
@@ -132,9 +132,9 @@ def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
 @pytest.mark.parametrize("mutant_name", ["damage-as-torn-tail", "repair-before-refusing"])
 def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str) -> None:
-    from sim.explore.mutants import CATALOGUE, planted
+    from sim.explore.mutants import mutant_named, planted
 
-    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    mutant = mutant_named(mutant_name)
     kinds = ("storage",)
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
@@ -163,16 +163,16 @@ def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike()
     """With ``sample``, a failing schedule is re-run even when the sample skipped it: the
     fast path (a late twin in the parent) and the naive path give the same verdicts, and a
     nondeterministic runtime is still reported."""
-    from sim.explore.mutants import CATALOGUE, planted
+    from sim.explore.mutants import mutant_named, planted
 
-    key = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    key = mutant_named("key-per-attempt")
     with planted(key):
         scenario = load_scenario(key.scenario)
         naive = sweep(scenario, store="file", determinism="sample", fast=False)
         fast = sweep(scenario, store="file", determinism="sample", fast=True, fork_from=0)
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert fast.determinism == naive.determinism == "sample"
-    leaky = next(m for m in CATALOGUE if m.name == "leaky-counter")
+    leaky = mutant_named("leaky-counter")
     with planted(leaky):
         result = sweep(load_scenario(leaky.scenario), store="file", determinism="sample")
     assert result.verdicts["nondeterminism"] > 0
@@ -206,9 +206,9 @@ def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store:
     ("mutant_name", "jobs"), [("key-per-attempt", 3), ("damage-as-torn-tail", 1)]
 )
 def test_a_split_sweep_fails_a_mutant_exactly_as_the_naive_one(mutant_name: str, jobs: int) -> None:
-    from sim.explore.mutants import CATALOGUE, planted
+    from sim.explore.mutants import mutant_named, planted
 
-    mutant = next(m for m in CATALOGUE if m.name == mutant_name)
+    mutant = mutant_named(mutant_name)
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
         kinds = mutant.crash_kinds

@@ -9,39 +9,39 @@ from pathlib import Path
 import pytest
 
 from sim.explore.fuzz import CORPUS_DIR, fuzz_machine, fuzz_schedules, save_case
-from sim.explore.mutants import Patches, forgets_intent_on_second_recovery
+from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.sweep import judge
 from sim.run.runner import run_scenario
 from sim.world.faults import parse_schedule
 from sim.world.scenario import load_scenario, load_scenario_file
 
 BUDGET = 300  # the CLI's default --examples
+DEPTH2 = mutant_named("forgets-intent-on-second-recovery")
 
 
 def test_planted_depth2_bug_is_found_and_shrunk(capsys: pytest.CaptureFixture[str]) -> None:
-    patches = Patches()
-    forgets_intent_on_second_recovery(patches)
-    try:
-        finding = fuzz_schedules(load_scenario("read_edit_answer"), examples=BUDGET, fuzz_seed=0)
-    finally:
-        patches.undo()
+    with planted(DEPTH2):
+        finding = fuzz_schedules(load_scenario(DEPTH2.scenario), examples=BUDGET, fuzz_seed=0)
     assert finding is not None, "the planted depth-2 bug was not found"
     points = parse_schedule(finding.schedule).points
     assert 2 <= len(points) <= 3  # depth 2 at least (depth 1 cannot show it), and shrunk
-    assert finding.violations[0].invariant == "I1"
+    assert finding.violations[0].invariant == DEPTH2.caught_by[0]
     print("\n".join(finding.describe()))
     assert "schedule:" in capsys.readouterr().out
 
 
-def test_planted_bug_is_invisible_at_depth_1() -> None:
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if not m.swept], ids=lambda m: m.name)
+def test_planted_bug_is_invisible_at_depth_1(mutant: Mutant) -> None:
+    """The registry says the depth-1 sweep does not kill it: that sweep must pass."""
     from sim.explore.sweep import sweep
 
-    patches = Patches()
-    forgets_intent_on_second_recovery(patches)
-    try:
-        result = sweep(load_scenario("read_edit_answer"), store="file", determinism=False)
-    finally:
-        patches.undo()
+    with planted(mutant):
+        result = sweep(
+            load_scenario(mutant.scenario),
+            store=mutant.store,
+            crash_kinds=mutant.crash_kinds,
+            determinism=False,
+        )
     assert result.failures == []
 
 
@@ -54,12 +54,8 @@ def test_world_machine_runs_clean() -> None:
 
 
 def test_findings_are_saved_as_schema_versioned_cases(tmp_path: Path) -> None:
-    patches = Patches()
-    forgets_intent_on_second_recovery(patches)
-    try:
-        finding = fuzz_schedules(load_scenario("read_edit_answer"), examples=BUDGET, fuzz_seed=1)
-    finally:
-        patches.undo()
+    with planted(DEPTH2):
+        finding = fuzz_schedules(load_scenario(DEPTH2.scenario), examples=BUDGET, fuzz_seed=1)
     assert finding is not None
     path = save_case(finding, tmp_path)
     case = json.loads(path.read_text())
@@ -130,15 +126,11 @@ def test_parallel_fuzzers_find_what_one_process_finds(
     fuzzer still runs, and the finding comes back to be saved and reported."""
     from sim.outputs.cli.main import main
 
-    patches = Patches()
-    forgets_intent_on_second_recovery(patches)
-    try:
+    with planted(DEPTH2):
         alone = fuzz_schedules(load_scenario("read_edit_answer"), examples=60, fuzz_seed=0)
         args = ["fuzz", "read_edit_answer", "idempotent_payment", "--no-machine"]
         args += ["--examples", "60", "--jobs", "2", "--corpus", str(tmp_path)]
         status = main(args)
-    finally:
-        patches.undo()
     assert alone is not None, "the planted bug was not found: nothing to compare"
     assert status == 1
     out = capsys.readouterr().out

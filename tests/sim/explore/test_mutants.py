@@ -1,27 +1,199 @@
-"""The mutant catalogue in reduced form: each mutant against its smallest killing scenario, so a
-change that blinds an oracle fails CI (the full kill matrix is ``durable-sim mutants``)."""
+"""The mutant registry: every record valid, every mutant plants and undoes cleanly (fast), and
+the depth-1 sweep of each mutant's own scenario kills it first by its headline invariant at its
+recorded schedule (slow: what ``durable-sim mutants`` runs, one scenario and store each)."""
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import pytest
 
-from sim.explore.mutants import CATALOGUE, Mutant, Patches, kill, planted
-from sim.explore.sweep import base_schedule, judge, sweep, twins
+from sim.explore import mutants as mutants_pkg
+from sim.explore.mutants import (
+    MUTANTS,
+    Mutant,
+    MutantError,
+    Patches,
+    judge_witness,
+    kill,
+    mutant_named,
+    planted,
+)
+from sim.explore.sweep import base_schedule, judge, twins
+from sim.judgement.oracles import INVARIANT_NAMES
+from sim.run.labels import LabelledCrash
 from sim.run.runner import StoreKind, run_scenario
 from sim.world.faults import parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
 
+SWEPT = [m for m in MUTANTS if m.swept]
 
-@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+
+class _Recording(Patches):
+    """``Patches`` that also remembers every attribute and item it replaced, with its value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before: list[tuple[Any, Any, Any, bool]] = []  # (target, name, value, is an item)
+
+    def setattr(self, target: Any, name: str, value: Any) -> None:
+        had = getattr(target, "__dict__", {}).get(name, getattr(target, name, None))
+        super().setattr(target, name, value)
+        self.before.append((target, name, had, False))
+
+    def setitem(self, mapping: Any, key: Any, value: Any) -> None:
+        had = mapping.get(key)
+        super().setitem(mapping, key, value)
+        self.before.append((mapping, key, had, True))
+
+
+def _current(target: Any, name: Any, item: bool) -> Any:
+    if item:
+        return target.get(name)
+    return getattr(target, "__dict__", {}).get(name, getattr(target, name, None))
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_mutant_plants_and_undoes(mutant: Mutant) -> None:
+    """Every target a mutant patches exists (``Patches`` refuses to create one, so a renamed
+    target fails here), the mutant changes it, and ``undo`` puts back exactly what was there."""
+    patches = _Recording()
+    try:
+        mutant.apply(patches)
+        assert patches.before, f"{mutant.name} patches nothing"
+        changed = [(t, n, i) for t, n, had, i in patches.before if _current(t, n, i) is not had]
+        assert changed, f"{mutant.name} changed nothing"
+    finally:
+        patches.undo()
+    for target, name, had, item in patches.before:
+        assert _current(target, name, item) is had, f"{mutant.name}: {name!r} not restored"
+
+
+def test_registry_is_valid() -> None:
+    names = [m.name for m in MUTANTS]
+    assert len(set(names)) == len(names)
+    assert all(m.scenario in bundled_names() for m in MUTANTS)
+    for m in MUTANTS:
+        assert m.caught_by and all(c in INVARIANT_NAMES for c in (*m.caught_by, *m.also)), m.name
+    assert [m.name for m in MUTANTS if not m.swept] == ["forgets-intent-on-second-recovery"]
+    assert mutant_named("key-per-attempt").apply is MUTANTS[names.index("key-per-attempt")].apply
+    with pytest.raises(LookupError, match="unknown mutant 'nope'"):
+        mutant_named("nope")
+
+
+def test_every_mutant_function_is_registered() -> None:
+    """A mutant function without a record would be one no test and no sweep runs."""
+    applied = {m.apply for m in MUTANTS}
+    for area in mutants_pkg.AREAS:
+        public = [
+            f
+            for name, f in inspect.getmembers(area, inspect.isfunction)
+            if f.__module__ == area.__name__ and not name.startswith("_")
+        ]
+        assert public and all(f in applied for f in public), area.__name__
+
+
+def _record(**overrides: Any) -> Mutant:
+    fields: dict[str, Any] = {
+        "name": "a-mutant",
+        "bug_class": "a bug",
+        "apply": lambda mp: None,
+        "scenario": "idempotent_payment",
+        "caught_by": ("I1",),
+        "witness": (LabelledCrash(label="store.commit#3", when="after", kind="process"),),
+        "first_kill": "14:after:process",
+    }
+    return Mutant(**{**fields, **overrides})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"name": "Not A Name"}, "lowercase words"),
+        ({"scenario": "no_such_scenario"}, "not bundled"),
+        ({"store": "tape"}, "unknown store"),
+        ({"crash_kinds": ("process", "meteor")}, "crash_kinds"),
+        ({"store": "sqlite", "crash_kinds": ("process", "storage")}, "cannot inject"),
+        ({"caught_by": ()}, "names no invariant"),
+        ({"caught_by": ("X1",)}, "invalid invariant codes"),
+        ({"caught_by": ("I99",)}, "invalid invariant codes"),
+        ({"also": ("I1",)}, "listed twice"),
+        ({"first_kill": "14:sideways:process"}, "first_kill"),
+        ({"first_kill": "none"}, "fault-free run exactly when"),
+        ({"witness": ()}, "fault-free run exactly when"),
+        ({"first_kill": None}, "two crashes or more"),
+        ({"crash_kinds": ("power",)}, "witness crash of a kind"),
+    ],
+)
+def test_an_inconsistent_record_is_refused(overrides: dict[str, Any], problem: str) -> None:
+    _record()  # the base record is valid
+    with pytest.raises(MutantError, match=problem):
+        _record(**overrides)
+
+
+def test_patches_restore_attributes_and_items() -> None:
+    class Base:
+        inherited = 0
+
+    class Box(Base):
+        value = 1
+        helper = staticmethod(len)
+
+    table = {"a": 1}
+    patches = Patches()
+    patches.setattr(Box, "value", 2)
+    patches.setattr(Box, "inherited", 3)
+    patches.setattr(Box, "helper", staticmethod(abs))
+    patches.setitem(table, "a", 5)
+    assert (Box.value, Box.inherited, Box.helper(-1), table) == (2, 3, 1, {"a": 5})
+    patches.undo()
+    assert (Box.value, Box.inherited, table) == (1, 0, {"a": 1})
+    assert "inherited" not in Box.__dict__ and Box.helper("ab") == 2
+
+
+def test_patches_refuse_what_does_not_exist() -> None:
+    class Box:
+        value = 1
+
+    patches = Patches()
+    with pytest.raises(AttributeError, match="renamed"):
+        patches.setattr(Box, "renamed", 2)
+    with pytest.raises(KeyError, match="'b'"):
+        patches.setitem({"a": 1}, "b", 2)
+    assert not hasattr(Box, "renamed")
+
+
+def test_planting_is_undone_even_when_a_mutant_fails_half_way() -> None:
+    class Box:
+        value = 1
+
+    def half(mp: Any) -> None:
+        mp.setattr(Box, "value", 2)
+        mp.setattr(Box, "renamed", 3)
+
+    broken = _record(apply=half)
+    with pytest.raises(AttributeError), planted(broken):
+        pass
+    assert Box.value == 1
+    key = mutant_named("key-per-attempt")
+    with planted(key):
+        assert judge_witness(key).verdict != "pass"
+    assert judge_witness(key).verdict == "pass"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", SWEPT, ids=lambda m: m.name)
 def test_mutant_is_killed_by_its_scenario(mutant: Mutant) -> None:
-    result = kill(
-        mutant,
-        scenarios=[mutant.scenario],
-        stores=(mutant.store,),
-        determinism=mutant.name == "leaky-counter",
-    )
+    """What ``durable-sim mutants`` runs first for each mutant (its own scenario and store, I10
+    included): the same first killing schedule, headline and run-by-run verdicts every time."""
+    result = kill(mutant, scenarios=[mutant.scenario], stores=(mutant.store,))
     assert result.killed, f"{mutant.name} ({mutant.bug_class}) survived {mutant.scenario}"
-    assert result.invariants
+    assert (result.invariant, result.schedule) == (mutant.caught_by[0], mutant.first_kill), (
+        result.invariants,
+        result.explanation,
+    )
+    assert set(result.invariants) <= {*mutant.caught_by, *mutant.also}, result.invariants
     _assert_folding_keeps_the_first_failure(mutant, result.schedule)
 
 
@@ -34,7 +206,7 @@ def _assert_folding_keeps_the_first_failure(mutant: Mutant, schedule: str | None
     scenario = load_scenario(mutant.scenario)
     store = StoreKind(mutant.store)
     with planted(mutant):
-        twin = twins(scenario, store=store, crash_kinds=mutant.crash_kinds).get(schedule)  # type: ignore[arg-type]
+        twin = twins(scenario, store=store, crash_kinds=mutant.crash_kinds).get(schedule)
         if twin is None:
             return  # the fast sweep runs this schedule itself
         base = base_schedule(scenario, seed=0, store=store)
@@ -42,32 +214,3 @@ def _assert_folding_keeps_the_first_failure(mutant: Mutant, schedule: str | None
         folded = run_scenario(scenario, seed=0, store=store, schedule=parse_schedule(twin))
         verdict = judge(folded, reference, determinism=False).verdict
     assert verdict != "pass", f"{mutant.name}: {schedule} fails, its twin {twin} passes"
-
-
-def test_catalogue_covers_the_issue_classes() -> None:
-    assert len(CATALOGUE) >= 14
-    assert len({m.name for m in CATALOGUE}) == len(CATALOGUE)
-    assert all(m.scenario in bundled_names() for m in CATALOGUE)
-
-
-def test_planting_is_undone() -> None:
-    """After a mutant block the unbroken runtime passes the same sweep again."""
-    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
-    with planted(mutant):
-        pass
-    result = sweep(load_scenario(mutant.scenario), store="file", determinism=False)
-    assert result.failures == []
-
-
-def test_patches_restore_attributes_and_items() -> None:
-    class Box:
-        value = 1
-
-    table = {"a": 1}
-    patches = Patches()
-    patches.setattr(Box, "value", 2)
-    patches.setitem(table, "a", 5)
-    patches.setitem(table, "b", 6)
-    assert (Box.value, table) == (2, {"a": 5, "b": 6})
-    patches.undo()
-    assert (Box.value, table) == (1, {"a": 1})

@@ -180,9 +180,9 @@ def test_sweep_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> N
 def test_the_summary_says_how_many_failures_it_did_not_show(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sim.explore.mutants import CATALOGUE, planted
+    from sim.explore.mutants import mutant_named, planted
 
-    mutant = next(m for m in CATALOGUE if m.name == "key-per-attempt")
+    mutant = mutant_named("key-per-attempt")
     with planted(mutant):
         code = main(
             [

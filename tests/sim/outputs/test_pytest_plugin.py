@@ -114,10 +114,9 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
     # can no longer dedupe the charge a recovery re-sends, so I1 must catch a double charge).
     pytester.makeconftest(
         """
-        from sim.explore.mutants import CATALOGUE, Patches
+        from sim.explore.mutants import Patches, mutant_named
 
-        MUTANT = next(m for m in CATALOGUE if m.name == "key-per-attempt")
-        MUTANT.apply(Patches())
+        mutant_named("key-per-attempt").apply(Patches())
         """
     )
     result = pytester.runpytest_subprocess(

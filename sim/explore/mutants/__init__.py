@@ -1,0 +1,68 @@
+"""Mutants: known recovery-bug classes of durable runtimes, planted into the reference runtime by
+monkeypatching one piece of it (the runtime carries no bug switches).
+
+A harness is worth what it can catch. ``durable-sim mutants`` plants each mutant the depth-1
+sweep must kill and runs the default sweep (every bundled scenario, both stores, process and
+power crashes, depth 1, I10 included) until the first failing schedule, and prints a kill
+matrix; the tests run each mutant's witness (fast) and its kill (slow). The classes come from
+the runtime's own promises (intent before effect, atomic checkpoints, leases, only a crash may
+resume, recovery policies) and from public trackers of durable runtimes (a tool re-run after
+its effect landed, lost fencing, request dedupe).
+
+Each mutant lives in the module of its area, with its record (``core.mutant``); ``MUTANTS`` is
+every record, in the order of the areas below and of the definitions in each.
+"""
+
+from __future__ import annotations
+
+from sim.explore.mutants import (
+    agent_state,
+    compensation,
+    inbox,
+    leases,
+    model,
+    recovery,
+    sqlite,
+    store,
+)
+from sim.explore.mutants.core import (
+    Mutant,
+    MutantError,
+    Patcher,
+    Patches,
+    mutant,
+    planted,
+    registered,
+)
+from sim.explore.mutants.kill import KillResult, judge_witness, kill
+
+#: The areas, in the order ``MUTANTS`` lists them (importing each registers its mutants).
+AREAS = (store, leases, recovery, model, inbox, compensation, agent_state, sqlite)
+MUTANTS: tuple[Mutant, ...] = tuple(
+    m for area in AREAS for m in registered() if m.apply.__module__ == area.__name__
+)
+_BY_NAME = {m.name: m for m in MUTANTS}
+
+
+def mutant_named(name: str) -> Mutant:
+    """The registered mutant called ``name``; ``LookupError`` naming the known ones."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        known = ", ".join(_BY_NAME)
+        raise LookupError(f"unknown mutant {name!r} (known: {known})") from None
+
+
+__all__ = [
+    "MUTANTS",
+    "KillResult",
+    "Mutant",
+    "MutantError",
+    "Patcher",
+    "Patches",
+    "judge_witness",
+    "kill",
+    "mutant",
+    "mutant_named",
+    "planted",
+]

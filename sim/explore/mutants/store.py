@@ -1,0 +1,383 @@
+"""Mutants of the store and its files: the log's reader and writer, checkpoints, the
+atomic-write protocol (tmp, fsync, rename, fsync dir), what an acknowledgement promises, and
+what the reader does with damaged synced data (docs/crash-model.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable import journal as journal_mod
+from durable.events import SCHEMA_VERSION, canonical_json, sha256_hex
+from durable.store import file as file_store_mod
+from durable.store import sqlite as sqlite_store_mod
+from durable.store.base import Checkpoint, CorruptStore, Lease
+from durable.store.file import FileStore, _Scan
+from sim.explore.mutants.core import Patcher, mutant
+from sim.run.labels import LabelledCrash
+
+STORAGE = ("process", "power", "storage")  # the sweep of a damage-handling bug needs the faults
+
+
+@mutant(
+    name="tmp-not-fsynced",
+    bug_class="checkpoint/lease rename without fsync of the temporary file",
+    scenario="idempotent_payment",
+    caught_by=("I0",),
+    witness=LabelledCrash(label="fs.fsync_dir:c1/", when="after", kind="power"),
+    first_kill="5:after:power",
+)
+def tmp_not_fsynced_before_rename(mp: Patcher) -> None:
+    """Atomic write without fsync of the temporary file: after power loss the renamed target may
+    be empty or torn (checkpoints, and the lease file)."""
+
+    def _atomic_write(
+        self: FileStore, directory: str, name: str, data: bytes, *, durable: bool
+    ) -> None:
+        tmp = f"{directory}/{name}.tmp"
+        self._fs.write(tmp, data)
+        self._fs.rename(tmp, f"{directory}/{name}")
+        if durable:
+            self._fs.fsync_dir(directory)
+
+    mp.setattr(FileStore, "_atomic_write", _atomic_write)
+
+
+@mutant(
+    name="lease-in-place",
+    bug_class="lease file rewritten in place (no temporary file, no rename)",
+    scenario="idempotent_payment",
+    caught_by=("I0",),
+    witness=LabelledCrash(label="fs.open_trunc:c1/lease.json", when="after", kind="process"),
+    first_kill="2:after:process",
+)
+def lease_written_in_place(mp: Patcher) -> None:
+    """The lease file rewritten in place (no temporary file, no rename), though fsynced: a
+    process killed between the truncating open and the data leaves an empty ``lease.json`` --
+    the most common crash-consistency bug in the literature (ALICE, CrashMonkey)."""
+
+    def _write_lease(self: FileStore, lease: Lease) -> None:
+        directory = self._ensure_dir(lease.conversation_id)
+        path = f"{directory}/{file_store_mod.LEASE_FILE}"
+        self._fs.write(path, file_store_mod.encode_lease(lease))
+        self._fs.fsync(path)
+        self._fs.fsync_dir(directory)
+
+    mp.setattr(FileStore, "_write_lease", _write_lease)
+
+
+@mutant(
+    name="checkpoint-in-place",
+    bug_class="checkpoint written in place under its final name (no temporary file, no rename)",
+    scenario="read_edit_answer",
+    caught_by=("I2",),
+    also=("I0",),
+    witness=LabelledCrash(
+        label="fs.open_trunc:c1/checkpoint-000000000019.json", when="after", kind="process"
+    ),
+    first_kill="39:after:process",
+)
+def checkpoint_written_in_place(mp: Patcher) -> None:
+    """Checkpoints written straight under their final name (no temporary file, no rename): a
+    crash mid-write leaves a torn checkpoint where only complete ones may stand."""
+    original = FileStore._atomic_write
+
+    def _atomic_write(
+        self: FileStore, directory: str, name: str, data: bytes, *, durable: bool
+    ) -> None:
+        if not name.startswith("checkpoint-"):
+            original(self, directory, name, data, durable=durable)
+            return
+        self._fs.write(f"{directory}/{name}", data)
+        if durable:
+            self._fs.fsync(f"{directory}/{name}")
+            self._fs.fsync_dir(directory)
+
+    mp.setattr(FileStore, "_atomic_write", _atomic_write)
+
+
+@mutant(
+    name="no-dir-fsync",
+    bug_class="no directory fsync after the rename",
+    scenario="crash_during_recovery",
+    caught_by=("I0",),
+    witness=LabelledCrash(label="store.commit#6", when="after", kind="power"),
+    first_kill="23:after:process,31:after:power",
+)
+def no_dir_fsync_after_rename(mp: Patcher) -> None:
+    """Atomic write without the directory fsync: power loss may undo the rename, so a lease can
+    go back to an older epoch (and a fencing token is handed out twice)."""
+
+    def _atomic_write(
+        self: FileStore, directory: str, name: str, data: bytes, *, durable: bool
+    ) -> None:
+        tmp = f"{directory}/{name}.tmp"
+        self._fs.write(tmp, data)
+        if durable:
+            self._fs.fsync(tmp)
+        self._fs.rename(tmp, f"{directory}/{name}")
+
+    mp.setattr(FileStore, "_atomic_write", _atomic_write)
+
+
+@mutant(
+    name="torn-tail-trusted",
+    bug_class="torn log tail trusted on open",
+    scenario="read_edit_answer",
+    caught_by=("I2",),
+    also=("I12", "I7"),
+    # The second append is commit #2's; its enumerated tear ~2 cuts it at a record end inside
+    # the batch: complete lines of an incomplete batch.
+    witness=LabelledCrash(
+        label="fs.append:c1/events.jsonl", when="after", kind="power", nth=2, tear=2
+    ),
+    first_kill="12:after:power~2",
+)
+def trust_torn_tail(mp: Patcher) -> None:
+    """The file store's reader trusts the complete lines of an incomplete (torn) last batch."""
+    original = FileStore._scan
+
+    def _scan(self: FileStore, conversation_id: str, path: str) -> _Scan:
+        scan = original(self, conversation_id, path)
+        if scan.tail_problem is None:
+            return scan
+        data = self._fs.read(path)
+        records, offsets, pos = list(scan.records), list(scan.offsets), scan.good_end
+        while (newline := data.find(b"\n", pos)) >= 0:
+            record, why = self._check_line(data[pos:newline], conversation_id)
+            if record is None or why is not None or record.sequence != len(records) + 1:
+                break
+            records.append(record)
+            offsets.append(pos)
+            pos = newline + 1
+        return _Scan(records, offsets, pos, scan.size, scan.tail_problem)
+
+    mp.setattr(FileStore, "_scan", _scan)
+
+
+@mutant(
+    name="checksums-unverified",
+    bug_class="checksums not verified on load",
+    scenario="abort_mid_tool",
+    caught_by=("I2",),
+    also=("I5", "I11"),
+    witness=LabelledCrash(label="fs.append:c1/events.jsonl", when="after", kind="power", nth=7),
+    first_kill="46:after:power",
+)
+def checksums_not_verified(mp: Patcher) -> None:
+    """The file store's reader parses records but never checks their checksums, so a damaged
+    (partially programmed) sector that still parses is trusted."""
+
+    def _check_line(line: bytes, conversation_id: str) -> tuple[Any, str | None]:
+        try:
+            record = file_store_mod.parse_record(line)
+        except ValueError as exc:
+            return None, f"does not parse ({type(exc).__name__})"
+        if record.conversation_id != conversation_id:
+            return None, "another conversation"
+        return record, None
+
+    mp.setattr(FileStore, "_check_line", staticmethod(_check_line))
+
+
+@mutant(
+    name="expected-sequence-ignored",
+    bug_class="expected_sequence ignored (duplicate or gapped sequences)",
+    scenario="read_edit_answer",
+    caught_by=("I2", "I3"),
+    also=("I8",),
+    witness=LabelledCrash(label="store.commit#10", when="after", kind="process"),
+    first_kill="44:after:process",
+)
+def expected_sequence_ignored(mp: Patcher) -> None:
+    """The stores do not check ``expected_sequence`` -- and the writer's idea of the tail is stale
+    (recovery from a checkpoint does not replay the records after it). With the check, that bug
+    is a loud ``SequenceConflict``; without it, sequences are silently duplicated."""
+
+    def check_sequences(records: Any, expected_sequence: int, last_sequence: int) -> None:
+        return None
+
+    mp.setattr(file_store_mod, "check_sequences", check_sequences)
+    mp.setattr(sqlite_store_mod, "check_sequences", check_sequences)
+    original = journal_mod.recover_state
+
+    async def recover_state(store: Any, conversation_id: str) -> Any:
+        for checkpoint in await store.load_checkpoints(conversation_id):
+            state = journal_mod.usable_checkpoint(checkpoint, conversation_id)
+            if state is not None:
+                await store.read_records(conversation_id, 0, repair=True)
+                return state  # the records after the checkpoint are never applied
+        return await original(store, conversation_id)
+
+    mp.setattr(journal_mod, "recover_state", recover_state)
+
+
+@mutant(
+    name="checkpoint-ahead",
+    bug_class="checkpoint written ahead of the events it claims",
+    scenario="read_edit_answer",
+    caught_by=("I3",),
+    witness=None,  # the periodic checkpoint through #19 claims #20, and the log has a #20
+    first_kill="none",
+)
+def checkpoint_claims_one_more(mp: Patcher) -> None:
+    """A checkpoint of the state through N is labelled (and checksummed) as through N+1."""
+
+    def make_checkpoint(state: Any, saved_at_s: float) -> Checkpoint:
+        body = {
+            "schema_version": SCHEMA_VERSION,
+            "conversation_id": state.conversation_id,
+            "through_sequence": state.last_sequence + 1,
+            "saved_at_s": saved_at_s,
+            "state": state.model_dump(mode="json"),
+        }
+        return Checkpoint(**body, checksum=sha256_hex(canonical_json(body)))
+
+    mp.setattr(journal_mod, "make_checkpoint", make_checkpoint)
+
+
+@mutant(
+    name="checkpoint-drops-field",
+    bug_class="recovery from a checkpoint drops a field (the request-id index)",
+    scenario="read_edit_answer",
+    caught_by=("I3",),
+    witness=LabelledCrash(label="store.checkpoint#1", when="after", kind="process"),
+    first_kill="38:after:process",
+)
+def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
+    """Recovery from a checkpoint restores every field but the request-id index (a field added
+    after the checkpoint format, forgotten in ``to_state``): the rebuilt state is not the log's,
+    and a re-sent request would start a second submission."""
+    original = journal_mod.usable_checkpoint
+
+    def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> Any:
+        state = original(checkpoint, conversation_id)
+        if state is not None:
+            state.request_ids.clear()
+        return state
+
+    mp.setattr(journal_mod, "usable_checkpoint", usable_checkpoint)
+
+
+@mutant(
+    name="append-skips-fsync",
+    bug_class="a batch acknowledged without its fsync (FileStore(fsync=True))",
+    scenario="idempotent_payment",
+    caught_by=("I12",),
+    also=("I5",),  # the client re-sends the lost input and gets a new submission
+    # The mutant's trace has no fsync boundaries: the append of commit #3 is its boundary.
+    witness=LabelledCrash(label="store.commit#3", when="before", kind="power"),
+    first_kill="11:before:power",
+)
+def append_skips_fsync(mp: Patcher) -> None:
+    """``FileStore(fsync=True).append`` acknowledges a batch without fsyncing it: a power loss
+    takes an acknowledged input with it."""
+    original = FileStore.append
+
+    async def append(self: FileStore, *args: Any, **kwargs: Any) -> None:
+        saved, self._fsync = self._fsync, False
+        try:
+            await original(self, *args, **kwargs)
+        finally:
+            self._fsync = saved
+
+    mp.setattr(FileStore, "append", append)
+
+
+@mutant(
+    name="ack-before-durable",
+    bug_class="an input acknowledged before it is durable",
+    scenario="idempotent_payment",
+    caught_by=("I12",),
+    also=("I5",),  # the client re-sends the lost input and gets a new submission
+    witness=LabelledCrash(label="fs.append:c1/events.jsonl", when="before", kind="power", nth=3),
+    first_kill="14:before:power",
+)
+def ack_before_durable(mp: Patcher) -> None:
+    """``submit`` returns before its commit is durable (the append is not fsynced when the input
+    is acknowledged), so an acknowledged input can vanish in a power loss."""
+    original = FileStore.append
+
+    async def append(self: FileStore, conversation_id: str, records: list[Any], **kw: Any) -> None:
+        if any(r.event.type == "input_accepted" for r in records):
+            saved, self._fsync = self._fsync, False
+            try:
+                await original(self, conversation_id, records, **kw)
+            finally:
+                self._fsync = saved
+            return
+        await original(self, conversation_id, records, **kw)
+
+    mp.setattr(FileStore, "append", append)
+
+
+@mutant(
+    name="damage-as-torn-tail",
+    bug_class="damage to synced data read as a torn tail (acknowledged commits truncated)",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I12",),
+    also=("I5",),  # the client re-sends the input whose acknowledgement was cut away
+    witness=LabelledCrash(label="store.commit#3", when="after", kind="storage"),
+    first_kill="14:after:storage",
+)
+def damage_read_as_torn_tail(mp: Patcher) -> None:
+    """The file store's reader treats *any* damaged line as a torn tail, even one followed by
+    valid later commits: damage to synced data is silently truncated away (with every
+    acknowledged commit after it). Only the storage-fault mode produces such damage."""
+
+    def _check_tail(self: FileStore, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
+@mutant(
+    name="repair-before-refusing",
+    bug_class="a store that refuses damaged data only after cutting it away",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I13",),
+    witness=LabelledCrash(label="store.commit#2", when="after", kind="storage"),
+    first_kill="11:after:storage",
+)
+def repair_before_refusing(mp: Patcher) -> None:
+    """The file store's reader cuts the log at the first damaged line *before* deciding whether
+    the damage is a torn tail or corruption: it still refuses, but the evidence (the damaged
+    line and every acknowledged commit after it) is gone."""
+    original = FileStore._check_tail
+
+    def _check_tail(
+        self: FileStore,
+        conversation_id: str,
+        path: str,
+        data: bytes,
+        fail_pos: int,
+        *rest: Any,
+    ) -> None:
+        self._fs.truncate(path, fail_pos)
+        original(self, conversation_id, path, data, fail_pos, *rest)
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
+@mutant(
+    name="corruption-unnamed",
+    bug_class="a corruption error that does not name the damaged file",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I13",),
+    witness=LabelledCrash(label="store.commit#2", when="after", kind="storage"),
+    first_kill="11:after:storage",
+)
+def corruption_unnamed(mp: Patcher) -> None:
+    """The store refuses damaged data, but its error does not say which file is damaged (an
+    operator is left to search the whole store)."""
+    original = FileStore._check_tail
+
+    def _check_tail(self: FileStore, *args: Any) -> None:
+        try:
+            original(self, *args)
+        except CorruptStore:
+            raise CorruptStore("the store is corrupt") from None
+
+    mp.setattr(FileStore, "_check_tail", _check_tail)
