@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from durable.compaction import context_digest, summary_message
 from durable.events import (
@@ -164,14 +165,15 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
         # promises end with it; I13 judges the stop, I8 the leases granted before it.
         return check_refusal(result) + check_fencing(result)
     out: list[Violation] = []
-    reduced = reduce_log(result)
+    compaction = CompactionWatcher()
+    reduced = reduce_log(result, watchers=[compaction])
     out += check_log(result, reduced)
     facts = _facts(result, reduced)
     out += check_checkpoints(result, reduced)
     out += check_fencing(result)
     out += check_stopped_runs_stay_stopped(result)
     out += check_inbox(result)
-    out += check_compaction(result, reduced)
+    out += check_compaction(result, compaction)
     out += check_agent_log(result)
     if facts.state is not None:
         out += check_subagents(result, facts.state)
@@ -240,6 +242,17 @@ def _durable_child_commits(result: RunResult) -> list[tuple[int, list[EventRecor
     return out
 
 
+class Watcher(Protocol):
+    """A walk over the log that rides on ``reduce_log``'s pass instead of making its own.
+    ``before`` sees each record with the state it is about to be applied to, ``after`` each
+    record that applied, with the state after it; a record that does not apply ends the pass
+    (``after`` never sees it). What it finds is its own: the oracle that made it reads it."""
+
+    def before(self, state: State, record: EventRecord) -> None: ...
+
+    def after(self, state: State, record: EventRecord) -> None: ...
+
+
 @dataclass
 class Reduced:
     """``reduce`` of the final log, and of each prefix a verified checkpoint claims, from one
@@ -250,14 +263,13 @@ class Reduced:
     state: State | None  # reduce of the whole log; None if it does not reduce
     error: InvariantViolation | None  # why it does not
     prefixes: dict[int, dict[str, Any]]  # through_sequence -> reduce(prefix) as JSON, if it reduces
-    compactions: _Compactions  # what I19 saw on the way, up to the first record that broke it
-    compaction_violation: Violation | None  # I19's first unfit application, if any
 
 
-def reduce_log(result: RunResult) -> Reduced:
+def reduce_log(result: RunResult, *, watchers: Sequence[Watcher] = ()) -> Reduced:
     """One pass of ``apply`` over ``result.records`` (what ``reduce`` does, on a fresh state),
-    dumping the state at every verified checkpoint's ``through_sequence`` on the way. A prefix
-    that does not reduce is absent from ``prefixes``, as ``reduce`` of it would raise."""
+    dumping the state at every verified checkpoint's ``through_sequence`` on the way and
+    showing each record to the ``watchers``. A prefix that does not reduce is absent from
+    ``prefixes``, as ``reduce`` of it would raise."""
     records = result.records
     wanted = {
         c.through_sequence
@@ -266,25 +278,22 @@ def reduce_log(result: RunResult) -> Reduced:
     }
     state = new_state(result.scenario.conversation_id)
     prefixes: dict[int, dict[str, Any]] = {}
-    seen = _Compactions()
-    unfit: Violation | None = None
+    before = [w.before for w in watchers]
+    after = [w.after for w in watchers]
     if 0 in wanted:
         prefixes[0] = state.model_dump(mode="json")
     try:
         for n, record in enumerate(records, start=1):
-            event = record.event
-            if unfit is None and isinstance(event, CompactionApplied):
-                why = _unfit_summary(seen, state, record, event)  # on the state before it
-                if why:
-                    unfit = _i19(f"compaction {event.compaction_id} applied {why}", record)
+            for hook in before:
+                hook(state, record)
             apply(state, record)
-            if unfit is None:
-                _see_compaction(seen, state, record)
+            for hook in after:
+                hook(state, record)
             if n in wanted:
                 prefixes[n] = state.model_dump(mode="json")
     except InvariantViolation as exc:
-        return Reduced(None, exc, prefixes, seen, unfit)
-    return Reduced(state, None, prefixes, seen, unfit)
+        return Reduced(None, exc, prefixes)
+    return Reduced(state, None, prefixes)
 
 
 def _facts(result: RunResult, reduced: Reduced | None = None) -> Facts:
@@ -1480,17 +1489,42 @@ class _Compactions:
     heads: dict[tuple[str, int], str] = field(default_factory=dict)  # (task, attempt) -> head
 
 
-def check_compaction(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
+class CompactionWatcher:
+    """I19's walk, on ``reduce_log``'s pass (``Watcher``): judges each application on the
+    state before it and, up to the first unfit one, records what later requests must see."""
+
+    def __init__(self) -> None:
+        self.seen = _Compactions()
+        self.unfit: Violation | None = None  # the first unfit application, if any
+
+    def before(self, state: State, record: EventRecord) -> None:
+        event = record.event
+        if self.unfit is None and isinstance(event, CompactionApplied):
+            why = _unfit_summary(self.seen, state, record, event)
+            if why:
+                self.unfit = _i19(f"compaction {event.compaction_id} applied {why}", record)
+
+    def after(self, state: State, record: EventRecord) -> None:
+        if self.unfit is None:
+            _see_compaction(self.seen, record)
+
+
+def check_compaction(
+    result: RunResult, watcher: CompactionWatcher | None = None
+) -> list[Violation]:
     """I19: compaction applies fresh summaries only, at boundaries. Every applied summary covers
     exactly the prefix its intent named, unchanged since the intent, and was applied by the
     incarnation that wrote the intent (a crash or takeover in between makes it stale); only at
     a turn boundary (every other live task of its run a turn waiting in ``prepare``, nothing
     pinned, no call unanswered); a settled one is never applied; and every later request starts
-    with the summary of the compaction applied when it was pinned, followed by the suffix."""
-    reduced = reduced or reduce_log(result)  # a log that does not reduce: I2 reports it
-    if reduced.compaction_violation is not None:
-        return [reduced.compaction_violation]
-    seen = reduced.compactions
+    with the summary of the compaction applied when it was pinned, followed by the suffix.
+    ``watcher`` is the one given to the run's ``reduce_log``; without it, a pass of its own."""
+    if watcher is None:
+        watcher = CompactionWatcher()
+        reduce_log(result, watchers=[watcher])  # a log that does not reduce: I2 reports it
+    if watcher.unfit is not None:
+        return [watcher.unfit]
+    seen = watcher.seen
     return _one_request_per_intent(result, seen) or _requests_see_their_window(result, seen)
 
 
@@ -1504,7 +1538,7 @@ def _i19(explanation: str, record: EventRecord) -> Violation:
     )
 
 
-def _see_compaction(seen: _Compactions, state: State, record: EventRecord) -> None:
+def _see_compaction(seen: _Compactions, record: EventRecord) -> None:
     event = record.event
     if isinstance(event, CompactionStarted):
         seen.started[event.compaction_id] = (record.epoch, event)
