@@ -1,5 +1,8 @@
-"""A violation of an invariant, the verdict of a schedule from its violations, and the names
-reports show for each invariant.
+"""A violation of an invariant, and the verdict of a schedule from its violations.
+
+A violation names its invariant by code; the code must be registered (``sim.judgement.invariants``)
+when the violation is built, so a typo in an oracle fails at once instead of reaching a report
+as a safety finding nobody can look up, and its verdict is the registry's.
 """
 
 from __future__ import annotations
@@ -7,37 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-SAFETY = ("I0", "I1", "I2", "I3", "I4", "I5", "I6", "I8", "I9", "I11", "I12", "I13")
-SAFETY += ("I14", "I15", "I16")  # inbox modes
-SAFETY += ("I17",)  # compensation
-SAFETY += ("I18",)  # agent state
-SAFETY += ("I19",)  # compaction
-SAFETY += ("I20",)  # sub-agents
-VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
+from sim.judgement.invariants import invariant
 
-INVARIANT_NAMES = {
-    "I0": "runtime integrity",
-    "I1": "effects match policy",
-    "I2": "log intact",
-    "I3": "checkpoints consistent",
-    "I4": "crash-only resume",
-    "I5": "inputs settled, no duplicates",
-    "I6": "one result per intent, no effect without intent",
-    "I7": "liveness",
-    "I8": "fencing",
-    "I9": "transparency",
-    "I10": "determinism",
-    "I11": "model calls bounded",
-    "I12": "durability of acknowledgements",
-    "I13": "damaged storage detected",
-    "I14": "steering lands at a post-tools boundary",
-    "I15": "queue order preserved",
-    "I16": "a rejected input wrote nothing",
-    "I17": "abandoned run restores the workspace",
-    "I18": "agent state follows the log",
-    "I19": "compaction applies fresh summaries only, at boundaries",
-    "I20": "one child per delegating call",
-}
+#: Most severe first; ``error`` is the harness's own (a child that raised or hung), ``pass`` none.
+VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
 
 
 @dataclass(frozen=True)
@@ -48,13 +24,12 @@ class Violation:
     expected: str = ""
     actual: str = ""
 
+    def __post_init__(self) -> None:
+        invariant(self.invariant)  # UnknownInvariant for a code with no record
+
     @property
     def verdict(self) -> str:
-        if self.invariant == "I7":
-            return "liveness"
-        if self.invariant == "I10":
-            return "nondeterminism"
-        return "safety"
+        return invariant(self.invariant).verdict
 
     def to_json(self) -> dict[str, Any]:
         """The one JSON form of a violation (results documents, child outcomes, replay)."""

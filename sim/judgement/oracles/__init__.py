@@ -6,8 +6,8 @@ fake model's call log, and the machine's record of durable commits, leases and c
 names the invariant, carries the few rows that prove it and one sentence saying why.
 
 One module per family of checks, each opening with what it verifies and what it leaves to the
-others. This module runs them (``check``) and is where every name the rest of the repository
-imports is found.
+others; what every invariant means is its record in ``sim.judgement.invariants``. This module
+runs them (``check``) and is where every name the rest of the repository imports is found.
 
 ``I0`` is the runtime itself failing (an exception or a violated internal assertion): a safety
 verdict too, since a runtime that crashes on its own data cannot keep any promise.
@@ -49,21 +49,12 @@ from sim.judgement.oracles.refusal import check_refusal
 from sim.judgement.oracles.resume import check_resume, check_stopped_runs_stay_stopped
 from sim.judgement.oracles.subagents import check_subagents, child_states, delegating_tools
 from sim.judgement.oracles.transparency import check_transparency
-from sim.judgement.violation import (
-    INVARIANT_NAMES,
-    SAFETY,
-    VERDICT_ORDER,
-    Violation,
-    verdict_of,
-    worst_verdict,
-)
+from sim.judgement.violation import VERDICT_ORDER, Violation, verdict_of, worst_verdict
 from sim.run.runner import RunResult
 
 _facts = derive_facts  # the name tests/sim/judgement used before the families were split
 
 __all__ = [
-    "INVARIANT_NAMES",
-    "SAFETY",
     "VERDICT_ORDER",
     "CompactionWatcher",
     "Facts",
