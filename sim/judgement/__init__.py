@@ -1,2 +1,2 @@
-"""Layer 3, judgement: the oracles over a run, the verdict of a schedule, repro lines and
-timelines. Imports only ``sim.world`` and ``sim.run``."""
+"""Layer 3, judgement: the invariant registry, the oracles over a run, the verdict of a schedule,
+repro lines and timelines. Imports only ``sim.world`` and ``sim.run``."""

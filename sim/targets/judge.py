@@ -27,18 +27,15 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from sim.judgement.invariants import target_order
 from sim.judgement.oracles import Violation, verdict_of
 from sim.targets.host import PointRun
 from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import TargetTool
 
-#: The findings only a foreign runtime has (the other ids are the reference runtime's own).
-FINDING_NAMES = {
-    "H1": "runtime state hides a duplicate",
-    "P1": "progress lost after effects landed",
-}
-#: The order a schedule's violations are listed in (its first is the failure's headline).
-ORDER = ("I0", "I1", "H1", "P1", "I5", "I6", "I7")
+#: The order a schedule's violations are listed in (its first is the failure's headline): the
+#: registry's, each finding only a foreign runtime has (H1, P1) right after the one it explains.
+ORDER = target_order()
 
 
 @dataclass

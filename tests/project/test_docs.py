@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 
 from testkit import REPO
 
-from sim.judgement import oracles
-from sim.judgement.oracles import INVARIANT_NAMES
+from sim.judgement.invariants import INVARIANTS, architecture_table, readme_table
 from sim.run.runner import run_scenario
 from sim.world.faults import boundary_kind
 from sim.world.scenario import bundled_names, load_scenario
@@ -15,14 +15,44 @@ from sim.world.scenario import bundled_names, load_scenario
 DOCS = REPO / "docs"
 
 
-def test_the_oracle_catalogue_names_every_invariant_and_real_functions() -> None:
+def _table(text: str, header: str) -> str:
+    """The markdown table that starts at the line ``header`` (every ``|`` line after it)."""
+    lines = text.split("\n")
+    assert header in lines, f"no table starting {header!r}"
+    start = lines.index(header)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[start:end]) + "\n"
+
+
+def test_the_architecture_catalogue_is_the_registry() -> None:
+    """docs/architecture.md 2.6 lists exactly the registry's invariants, as it renders them: an
+    invariant without its row, a row without its invariant, or a changed sentence fails."""
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| (I\d+) \| [^|]+ \| ([^|]+) \|$", text, flags=re.M)
-    assert [invariant for invariant, _ in rows] == list(INVARIANT_NAMES)
-    for invariant, functions in rows:
-        for name in re.findall(r"`([a-z_]+)`", functions):
-            assert callable(getattr(oracles, name, None)), (
-                f"{invariant}: no sim.judgement.oracles.{name}"
+    section = text.split("### 2.6 The oracles", 1)[1].split("\n### ", 1)[0]
+    rendered = architecture_table()
+    assert _table(section, rendered.split("\n", 1)[0]) == rendered, (
+        "docs/architecture.md 2.6: paste sim.judgement.invariants.architecture_table()"
+    )
+
+
+def test_the_readme_table_of_invariants_is_the_registry() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## The invariants\n", 1)[1].split("\n## ", 1)[0]
+    rendered = readme_table()
+    assert _table(section, rendered.split("\n", 1)[0]) == rendered, (
+        "README.md, The invariants: paste sim.judgement.invariants.readme_table()"
+    )
+
+
+def test_every_invariant_names_functions_that_exist() -> None:
+    for record in INVARIANTS:
+        assert record.implemented_by, record.code
+        for path in record.implemented_by:
+            module, name = path.rsplit(".", 1)
+            assert callable(getattr(importlib.import_module(module), name, None)), (
+                f"{record.code}: no {path}"
             )
 
 

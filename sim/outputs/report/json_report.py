@@ -11,8 +11,7 @@ import re
 from typing import Any
 
 from sim.explore.results import DISPLAY_VERDICTS as DISPLAY_VERDICTS
-from sim.judgement.oracles import INVARIANT_NAMES
-from sim.targets.judge import FINDING_NAMES
+from sim.judgement.invariants import is_registered, title_of
 
 # Failures shown in full per scenario x store; the rest are listed one line each (all of them
 # stay in results.json). A broken runtime under a depth-2 sweep fails thousands of schedules.
@@ -56,9 +55,9 @@ def run_name(sweep: dict[str, Any]) -> str:
 
 
 def invariant_title(invariant: str) -> str:
-    """``I1 effects match policy``; an unknown id is shown as it is."""
-    name = INVARIANT_NAMES.get(invariant) or FINDING_NAMES.get(invariant)
-    return f"{invariant} {name}" if name else invariant
+    """``I1 effects match policy``; an unknown id (a document from another version) is shown as
+    it is."""
+    return f"{invariant} {title_of(invariant)}" if is_registered(invariant) else invariant
 
 
 def failures_by_schedule(sweep: dict[str, Any]) -> dict[str, dict[str, Any]]:
