@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, get_args
 
-from sim.judgement.oracles import INVARIANT_NAMES
+from sim.judgement.invariants import INVARIANTS
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, ScheduleError, parse_schedule
 from sim.world.scenario import bundled_names
 from sim.world.stores import StoreKind, StoreName
+
+#: The codes a mutant of the reference runtime may be caught by (the registry's, not a target's).
+RUNTIME_CODES = frozenset(i.code for i in INVARIANTS if i.scope in ("runtime", "both"))
 
 
 class Patcher(Protocol):
@@ -70,7 +73,6 @@ class MutantError(ValueError):
     """A mutant's record is inconsistent (raised when its module is imported)."""
 
 
-_CODE = re.compile(r"^[IH]\d+$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -147,9 +149,9 @@ def _code_problems(m: Mutant) -> Iterator[str]:
     if not m.caught_by:
         yield "caught_by names no invariant"
     codes = [*m.caught_by, *m.also]
-    bad = [c for c in codes if not _CODE.match(c) or (c[0] == "I" and c not in INVARIANT_NAMES)]
+    bad = [c for c in codes if c not in RUNTIME_CODES]
     if bad:
-        yield f"invalid invariant codes {bad} (I<n> of sim.judgement.oracles, or H<n>)"
+        yield f"invalid invariant codes {bad} (the reference runtime's: sim.judgement.invariants)"
     if len(set(codes)) != len(codes):
         yield "an invariant listed twice (caught_by and also are disjoint)"
 

@@ -20,8 +20,8 @@ from sim.explore.mutants import (
     mutant_named,
     planted,
 )
+from sim.explore.mutants.core import RUNTIME_CODES
 from sim.explore.sweep import base_schedule, judge, twins
-from sim.judgement.oracles import INVARIANT_NAMES
 from sim.run.labels import LabelledCrash
 from sim.run.runner import StoreKind, run_scenario
 from sim.world.faults import parse_schedule
@@ -75,7 +75,7 @@ def test_registry_is_valid() -> None:
     assert len(set(names)) == len(names)
     assert all(m.scenario in bundled_names() for m in MUTANTS)
     for m in MUTANTS:
-        assert m.caught_by and all(c in INVARIANT_NAMES for c in (*m.caught_by, *m.also)), m.name
+        assert m.caught_by and all(c in RUNTIME_CODES for c in (*m.caught_by, *m.also)), m.name
     assert [m.name for m in MUTANTS if not m.swept] == ["forgets-intent-on-second-recovery"]
     assert mutant_named("key-per-attempt").apply is MUTANTS[names.index("key-per-attempt")].apply
     with pytest.raises(LookupError, match="unknown mutant 'nope'"):
