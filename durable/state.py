@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable.errors import InvariantViolation
 from durable.events import (
     SCHEMA_VERSION,
     Budget,
@@ -60,10 +61,6 @@ from durable.events import (
 )
 
 NOT_EXECUTED = "(not executed: the run stopped before this call ran)"
-
-
-class InvariantViolation(AssertionError):
-    """An event that cannot follow the state it is applied to: the log or the runtime is wrong."""
 
 
 def _require(condition: bool, message: str) -> None:

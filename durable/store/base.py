@@ -10,6 +10,8 @@ Reads verify: ``read_records`` returns only complete batches of records whose ch
 contiguous sequence order, and raises ``CorruptStore`` if a *committed* record (one followed by more
 data) is damaged. A damaged *tail* (a torn last write) is what a crash leaves, not corruption: with
 ``repair=True`` (the lease holder recovering) it is truncated, never trusted.
+
+The typed errors are defined in ``durable.errors`` (under ``DurableError``) and re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from durable.errors import (
+    CorruptStore,
+    LeaseHeld,
+    SequenceConflict,
+    StaleLease,
+    StoreBusy,
+    StoreError,
+)
 from durable.events import (
     SCHEMA_VERSION,
     EventRecord,
@@ -28,35 +38,6 @@ from durable.events import (
     sha256_hex,
 )
 from durable.state import State, dump_state
-
-
-class StoreError(Exception):
-    """Base of every error a store raises on purpose."""
-
-
-class StaleLease(StoreError):
-    """The writer's lease is not the current one: it must stop writing (it is a zombie)."""
-
-
-class LeaseHeld(StoreError):
-    """Another owner holds an unexpired lease on the conversation."""
-
-    def __init__(self, message: str, *, expires_at_s: float) -> None:
-        super().__init__(message)
-        self.expires_at_s = expires_at_s
-
-
-class SequenceConflict(StoreError):
-    """``expected_sequence`` is not the next sequence of the log."""
-
-
-class StoreBusy(StoreError):
-    """Another process held the store's lock longer than the store waits (e.g. a worker stopped
-    by the kernel inside a transaction): nothing was written; the caller may try again later."""
-
-
-class CorruptStore(StoreError):
-    """Committed data fails verification (bad checksum, gap, unparseable committed record)."""
 
 
 class Lease(BaseModel):
@@ -104,6 +85,25 @@ class Checkpoint(BaseModel):
 # fifth of a long run. Identity-keyed memos, as for records (``durable.events.Memo``).
 _CHECKPOINT_TEXT: Memo[Checkpoint, str] = Memo(64, by_identity=True)
 _CHECKPOINT_VERIFIED: Memo[Checkpoint, bool] = Memo(256, by_identity=True)
+
+
+__all__ = [
+    "Checkpoint",
+    "CorruptStore",
+    "Lease",
+    "LeaseHeld",
+    "SequenceConflict",
+    "StaleLease",
+    "Store",
+    "StoreBusy",
+    "StoreError",
+    "granted_lease",
+    "make_checkpoint",
+    "parsed_checkpoints",
+    "refused_renewal",
+    "renewed_lease",
+    "verified_rows",
+]
 
 
 def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
