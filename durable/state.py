@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable.codec import canonical_json, dump_state, frozen_dump, sha256_hex
 from durable.errors import InvariantViolation
 from durable.events import (
     SCHEMA_VERSION,
@@ -32,7 +33,6 @@ from durable.events import (
     InputSettled,
     InputsSteered,
     LeaseAcquired,
-    Memo,
     ModelCompleted,
     ModelFailed,
     ModelRequested,
@@ -53,10 +53,8 @@ from durable.events import (
     ToolInterrupted,
     ToolResult,
     ValidationRecorded,
-    canonical_json,
     is_follow_up,
     is_none,
-    sha256_hex,
     unset,
 )
 
@@ -359,38 +357,6 @@ class State(_Model):
 
     def digest(self) -> str:
         return sha256_hex(canonical_json(dump_state(self)))
-
-
-# The JSON dump of each frozen part of a state (a message, a tool result, a pinned request, a
-# tool call), by identity: a checkpoint dumps the whole state, and without this every checkpoint
-# of a run dumped again every message and result since its start (a checkpoint's cost grew with
-# the run: a third of a 200-turn run). Sized for a long conversation's frozen parts.
-_FROZEN_DUMPS: Memo[BaseModel, dict[str, Any]] = Memo(32768, by_identity=True)
-
-
-def frozen_dump(part: BaseModel) -> dict[str, Any]:
-    """``part.model_dump(mode="json")`` of a frozen model, computed once per object. The dict is
-    shared by every caller: read it, never change it."""
-    assert part.model_config.get("frozen"), type(part).__name__
-    dumped = _FROZEN_DUMPS.get(part)
-    if dumped is None:
-        dumped = part.model_dump(mode="json")
-        _FROZEN_DUMPS.put(part, dumped)
-    return dumped
-
-
-_FROZEN_FIELDS = frozenset({"messages", "tool_results", "pinned"})
-
-
-def dump_state(state: State) -> dict[str, Any]:
-    """``state.model_dump(mode="json")`` (equal dicts, hence the same canonical JSON), with its
-    frozen parts dumped once per object (``frozen_dump``): what a checkpoint and a digest
-    serialise. Its nested dicts may be shared: read it, never change it."""
-    out = state.model_dump(mode="json", exclude=_FROZEN_FIELDS)
-    out["messages"] = [frozen_dump(m) for m in state.messages]
-    out["tool_results"] = {k: frozen_dump(v) for k, v in state.tool_results.items()}
-    out["pinned"] = {k: frozen_dump(v) for k, v in state.pinned.items()}
-    return out
 
 
 def new_state(conversation_id: str) -> State:

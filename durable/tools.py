@@ -36,8 +36,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from durable.codec import sha256_hex
 from durable.errors import ToolError as ToolError  # re-exported: its documented home
-from durable.events import PlannedEdit, Policy, sha256_hex
+from durable.events import PlannedEdit, Policy
 
 POLICIES: tuple[Policy, ...] = (
     "replay_safe",

@@ -20,6 +20,14 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from durable.codec import (
+    CHECKPOINT_TEXTS,
+    CHECKPOINTS_VERIFIED,
+    canonical_json,
+    dump_state,
+    parse_json,
+    sha256_hex,
+)
 from durable.errors import (
     CorruptStore,
     LeaseHeld,
@@ -28,16 +36,8 @@ from durable.errors import (
     StoreBusy,
     StoreError,
 )
-from durable.events import (
-    SCHEMA_VERSION,
-    EventRecord,
-    Memo,
-    canonical_json,
-    parse_json,
-    parse_record,
-    sha256_hex,
-)
-from durable.state import State, dump_state
+from durable.events import SCHEMA_VERSION, EventRecord, parse_record
+from durable.state import State
 
 
 class Lease(BaseModel):
@@ -64,27 +64,21 @@ class Checkpoint(BaseModel):
 
     def verify(self) -> bool:
         """Whether the checksum matches; once per checkpoint (frozen), as for records."""
-        if _CHECKPOINT_VERIFIED.get(self):
+        if CHECKPOINTS_VERIFIED.get(self):
             return True
         ok = self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
         if ok:
-            _CHECKPOINT_VERIFIED.put(self, True)
+            CHECKPOINTS_VERIFIED.put(self, True)
         return ok
 
     def to_text(self) -> str:
         """The checkpoint's canonical JSON, as both stores write it; for a checkpoint from
         ``make_checkpoint`` the body serialised for its checksum is reused, not redone."""
-        text = _CHECKPOINT_TEXT.get(self)
+        text = CHECKPOINT_TEXTS.get(self)
         return text if text is not None else canonical_json(self.model_dump(mode="json"))
 
     def to_state(self) -> State:
         return State.model_validate(self.state)
-
-
-# A checkpoint is the whole reduced state: serialising it twice (checksum, then write) was a
-# fifth of a long run. Identity-keyed memos, as for records (``durable.events.Memo``).
-_CHECKPOINT_TEXT: Memo[Checkpoint, str] = Memo(64, by_identity=True)
-_CHECKPOINT_VERIFIED: Memo[Checkpoint, bool] = Memo(256, by_identity=True)
 
 
 __all__ = [
@@ -119,8 +113,8 @@ def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
     checkpoint = Checkpoint(**body, checksum=checksum)
     # Sorted keys put ``checksum`` first (before ``conversation_id``, the body's first key).
     if text.startswith('{"conversation_id":'):
-        _CHECKPOINT_TEXT.put(checkpoint, f'{{"checksum":{canonical_json(checksum)},{text[1:]}')
-    _CHECKPOINT_VERIFIED.put(checkpoint, True)
+        CHECKPOINT_TEXTS.put(checkpoint, f'{{"checksum":{canonical_json(checksum)},{text[1:]}')
+    CHECKPOINTS_VERIFIED.put(checkpoint, True)
     return checkpoint
 
 

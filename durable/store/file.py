@@ -24,15 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from durable.events import (
-    EventRecord,
-    Memo,
-    canonical_json,
-    parse_json,
-    parse_record,
-    remember_written,
-    sha256_hex,
-)
+from durable.codec import LEASE_FILES, canonical_json, parse_json, sha256_hex
+from durable.events import EventRecord, parse_record, remember_written
 from durable.ports import FileSystem
 from durable.store.base import (
     Checkpoint,
@@ -113,19 +106,13 @@ def encode_lease(lease: Lease) -> bytes:
     return (canonical_json(doc) + "\n").encode("utf-8")
 
 
-# Lease files read and verified, by their exact bytes: every fenced operation reads the lease,
-# and its bytes change only when it is renewed. Parsing is a pure function of the bytes and a
-# ``Lease`` is frozen, so equal bytes may share one; a file that fails is never remembered.
-_LEASES: Memo[bytes, Lease] = Memo(1024, by_identity=False)
-
-
 def decode_lease(path: str, raw: bytes) -> Lease:
     """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
-    known = _LEASES.get(raw)
+    known = LEASE_FILES.get(raw)
     if known is not None:
         return known
     lease = _decode_lease(path, raw)
-    _LEASES.put(raw, lease)
+    LEASE_FILES.put(raw, lease)
     return lease
 
 
