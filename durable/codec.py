@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from durable.events import EventRecord
-    from durable.state import State
+    from durable.state_model import State
     from durable.store.base import Checkpoint, Lease
 
 

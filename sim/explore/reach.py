@@ -106,7 +106,7 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/runtime.py:Conversation.abort",
     "durable/runtime.py:SubmissionHandle.wait",
     "durable/state.py:apply",
-    "durable/state.py:State.runnable_tasks",
+    "durable/state_model.py:State.runnable_tasks",
     "durable/state.py:_input_settled",
     "durable/store/file.py:FileStore._ensure_dir",
     "durable/store/file.py:FileStore._atomic_write",
