@@ -25,76 +25,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from durable.codec import LEASE_FILES, canonical_json, parse_json, sha256_hex
-from durable.events import EventRecord, parse_record, remember_written
+from durable.events import EventRecord, parse_record
 from durable.ports import FileSystem
 from durable.store.base import (
+    Append,
     Checkpoint,
     CorruptStore,
     Lease,
-    SequenceConflict,
-    StaleLease,
+    check_conversation_id,
+    check_fence,
+    check_sequences,
     granted_lease,
+    is_conversation_id,
     renewed_lease,
 )
 
-_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
 _CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
 EVENTS_FILE = "events.jsonl"
 LEASE_FILE = "lease.json"
-
-
-def check_conversation_id(conversation_id: str) -> str:
-    """Reject ids that could escape the store directory or collide (``..``, ``/``, empty, huge).
-
-    Shared by both stores so a conversation id valid for one is valid for the other.
-    """
-    if not isinstance(conversation_id, str) or not _CONVERSATION_ID.fullmatch(conversation_id):
-        raise ValueError(f"invalid conversation id {conversation_id!r}: must match [A-Za-z0-9_.-]")
-    if conversation_id in (".", ".."):
-        raise ValueError(f"invalid conversation id {conversation_id!r}")
-    return conversation_id
-
-
-def check_batch(
-    conversation_id: str, records: list[EventRecord], owner_id: str, epoch: int
-) -> None:
-    """Caller bugs, not store states: an append must be one well-formed, sealed batch.
-
-    Checked before anything is written so a malformed batch can never reach the log (a reader
-    would otherwise see an incomplete batch and treat committed data as a torn tail).
-    """
-    if not records:
-        raise ValueError("append needs at least one record")
-    batch = records[0].batch
-    for i, record in enumerate(records):
-        where = f"record {i} (sequence {record.sequence})"
-        if record.conversation_id != conversation_id:
-            raise ValueError(f"{where} belongs to {record.conversation_id}, not {conversation_id}")
-        if not record.verify():
-            raise ValueError(f"{where} is not sealed or its checksum does not verify")
-        if record.owner_id != owner_id or record.epoch != epoch:
-            raise ValueError(
-                f"{where} written as ({record.owner_id}, epoch {record.epoch}) "
-                f"but appended as ({owner_id}, epoch {epoch})"
-            )
-        if record.batch != batch:
-            raise ValueError(f"{where} is in batch {record.batch}, the append is batch {batch}")
-        if record.last_in_batch != (i == len(records) - 1):
-            raise ValueError(f"{where}: only the last record of a batch has last_in_batch")
-
-
-def check_sequences(records: list[EventRecord], expected_sequence: int, last_sequence: int) -> None:
-    """The optimistic-concurrency check: the batch must continue the log exactly."""
-    if expected_sequence != last_sequence + 1:
-        raise SequenceConflict(
-            f"expected_sequence {expected_sequence}, but the next sequence is {last_sequence + 1}"
-        )
-    for i, record in enumerate(records):
-        if record.sequence != expected_sequence + i:
-            raise SequenceConflict(
-                f"record {i} has sequence {record.sequence}, expected {expected_sequence + i}"
-            )
 
 
 def encode_lease(lease: Lease) -> bytes:
@@ -262,15 +211,10 @@ class FileStore:
         self._atomic_write(directory, LEASE_FILE, encode_lease(lease), durable=True)
 
     def _fence(self, conversation_id: str, owner_id: str, epoch: int) -> None:
-        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease."""
-        lease = self._read_lease(conversation_id)
-        if lease is None:
-            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
-        if lease.owner_id != owner_id or lease.epoch != epoch:
-            raise StaleLease(
-                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
-                f"{owner_id} (epoch {epoch}) is fenced"
-            )
+        """``check_fence`` on ``lease.json``; the caller holds the conversation's lock."""
+        check_fence(
+            self._read_lease(conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
+        )
 
     async def current_lease(self, conversation_id: str) -> Lease | None:
         return self._read_lease(conversation_id)
@@ -532,26 +476,13 @@ class FileStore:
         owner_id: str,
         epoch: int,
     ) -> None:
-        """Fence, check the sequence, then write the whole batch with one ``append`` call, all
-        exclusive across processes (see ``_append``)."""
+        """Check the batch, then fence, check the sequence and write the whole batch with one
+        ``append`` call, exclusive across processes (see ``_append``)."""
+        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
         with self._exclusive(conversation_id):
-            self._append(
-                conversation_id,
-                records,
-                expected_sequence=expected_sequence,
-                owner_id=owner_id,
-                epoch=epoch,
-            )
+            self._append(batch, expected_sequence=expected_sequence)
 
-    def _append(
-        self,
-        conversation_id: str,
-        records: list[EventRecord],
-        *,
-        expected_sequence: int,
-        owner_id: str,
-        epoch: int,
-    ) -> None:
+    def _append(self, batch: Append, *, expected_sequence: int) -> None:
         """Fence, check the sequence, then write the whole batch with one ``append`` call.
 
         One call means a process crash leaves all or nothing of the batch; power loss may tear
@@ -559,9 +490,9 @@ class FileStore:
         before appending, which is safe because the fence proved this writer holds the lease:
         appending after a torn tail would turn it into corruption in the middle of the log.
         """
+        conversation_id, records = batch.conversation_id, batch.records
         path = self._events_path(conversation_id)
-        check_batch(conversation_id, records, owner_id, epoch)
-        self._fence(conversation_id, owner_id, epoch)
+        self._fence(conversation_id, batch.owner_id, batch.epoch)
         created = not self._fs.exists(path)
         if created:
             log = _LogCache(size=0, last_sequence=0)
@@ -576,14 +507,12 @@ class FileStore:
         check_sequences(records, expected_sequence, log.last_sequence)
         data = bytearray()
         new_offsets: list[int] = []
-        lines: list[bytes] = []
-        for record in records:
-            new_offsets.append(log.size + len(data))
-            lines.append(record.to_line().encode("utf-8"))
-            data += lines[-1] + b"\n"
-        self._fs.append(path, bytes(data))
+        lines = [line.encode("utf-8") for line in batch.lines]
         for line in lines:
-            remember_written(line)  # the bytes a reader will slice out of the file
+            new_offsets.append(log.size + len(data))
+            data += line + b"\n"
+        self._fs.append(path, bytes(data))
+        batch.stored(encoded=lines)  # the bytes a reader will slice out of the file
         if self._fsync:
             self._fs.fsync(path)
             if created:
@@ -707,7 +636,7 @@ class FileStore:
             return []
         out: list[str] = []
         for name in self._fs.listdir(self._root):
-            if not _CONVERSATION_ID.fullmatch(name) or name in (".", ".."):
+            if not is_conversation_id(name):
                 continue
             base = f"{self._root}/{name}"
             if self._fs.exists(f"{base}/{EVENTS_FILE}") or self._fs.exists(f"{base}/{LEASE_FILE}"):

@@ -111,7 +111,6 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/file.py:FileStore._ensure_dir",
     "durable/store/file.py:FileStore._atomic_write",
     "durable/store/file.py:FileStore._read_lease",
-    "durable/store/file.py:FileStore._fence",
     "durable/store/file.py:FileStore._acquire_lease",
     "durable/store/file.py:FileStore._renew_lease",
     "durable/store/file.py:FileStore._release_lease",
@@ -129,7 +128,6 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/file.py:FileStore.load_checkpoints",
     "durable/store/sqlite.py:SQLiteStore._transaction",
     "durable/store/sqlite.py:SQLiteStore._corrupt",
-    "durable/store/sqlite.py:SQLiteStore._fence",
     "durable/store/sqlite.py:SQLiteStore.acquire_lease",
     "durable/store/sqlite.py:SQLiteStore.renew_lease",
     "durable/store/sqlite.py:SQLiteStore.release_lease",
@@ -137,6 +135,7 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/sqlite.py:SQLiteStore.append",
     "durable/store/sqlite.py:SQLiteStore.save_checkpoint",
     "durable/store/sqlite.py:SQLiteStore.load_checkpoints",
+    "durable/store/base.py:check_fence",
     "durable/store/base.py:verified_rows",
     "durable/store/base.py:granted_lease",
     "durable/store/base.py:renewed_lease",
@@ -302,18 +301,6 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         _STORAGE,
     ),
     Allowance(
-        "durable/store/file.py:FileStore._fence",
-        "if lease is None:",
-        'raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")',
-        _STORAGE,
-    ),
-    Allowance(
-        "durable/store/file.py:FileStore._fence",
-        "if lease.owner_id != owner_id or lease.epoch != epoch:",
-        "raise StaleLease(",
-        _ONE_CLOCK,
-    ),
-    Allowance(
         "durable/store/file.py:FileStore._release_lease",
         "if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):",
         "return",
@@ -419,18 +406,6 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         _OS_ERROR,
     ),
     Allowance(
-        "durable/store/sqlite.py:SQLiteStore._fence",
-        "if lease is None:",
-        'raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")',
-        _SQLITE_STORAGE,
-    ),
-    Allowance(
-        "durable/store/sqlite.py:SQLiteStore._fence",
-        "if lease.owner_id != owner_id or lease.epoch != epoch:",
-        "raise StaleLease(",
-        _ONE_CLOCK,
-    ),
-    Allowance(
         "durable/store/sqlite.py:SQLiteStore.release_lease",
         "if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):",
         "return",
@@ -447,6 +422,19 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         "if through > last:",
         "raise CorruptStore(",
         _SQLITE_STORAGE,
+    ),
+    # The fence every store's ``_fence`` calls (one definition for the stores).
+    Allowance(
+        "durable/store/base.py:check_fence",
+        "if stored is None:",
+        'raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")',
+        _STORAGE,
+    ),
+    Allowance(
+        "durable/store/base.py:check_fence",
+        "if stored.owner_id != owner_id or stored.epoch != epoch:",
+        "raise StaleLease(",
+        _ONE_CLOCK,
     ),
     # The rows of a database store (SQLite; Postgres is not measured), verified in one place.
     *(
