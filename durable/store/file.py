@@ -14,7 +14,8 @@ Commit rule of the log: a batch (the records of one ``append``) is committed onl
 record (``last_in_batch``) is complete, parses and verifies. Whatever follows the last committed
 batch is a *tail*. A tail is what a crash leaves behind (a torn last write) and is never trusted;
 a damaged record *followed by* valid later records is damage to committed data and is reported as
-``CorruptStore`` instead of being silently dropped.
+``CorruptStore`` instead of being silently dropped. Telling the two apart is a pure function of
+the log's bytes (``durable.store.logscan``); what to do about each is this store's.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from durable.codec import LEASE_FILES, canonical_json, parse_json, sha256_hex
-from durable.events import EventRecord, parse_record
+from durable.events import EventRecord
 from durable.ports import FileSystem
+from durable.store import logscan
 from durable.store.base import (
     Append,
     Checkpoint,
@@ -39,6 +41,7 @@ from durable.store.base import (
     is_conversation_id,
     renewed_lease,
 )
+from durable.store.logscan import LogScan
 
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
 _CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
@@ -90,21 +93,6 @@ class _LogCache:
     size: int
     last_sequence: int
     offsets: list[int] = field(default_factory=list)
-
-
-@dataclass
-class _Scan:
-    """The result of parsing an events file: its committed prefix and what follows it."""
-
-    records: list[EventRecord]
-    offsets: list[int]
-    good_end: int
-    size: int
-    tail_problem: str | None = None
-
-    @property
-    def last_sequence(self) -> int:
-        return self.records[-1].sequence if self.records else 0
 
 
 class FileStore:
@@ -271,117 +259,31 @@ class FileStore:
 
     # -- the event log -------------------------------------------------------------------------
 
-    def _scan(self, conversation_id: str, path: str) -> _Scan:
-        """Parse the whole file: the committed prefix, and a verdict on what follows it."""
-        data = self._fs.read(path)
-        size = len(data)
-        good: list[EventRecord] = []
-        good_offsets: list[int] = []
-        pending: list[EventRecord] = []
-        pending_offsets: list[int] = []
-        pending_line = 0  # line number where the pending (not yet complete) batch starts
-        good_end = 0
-        last_sequence = 0
-        pos = 0
-        line_no = 0
-        problem: str | None = None
-        fail_pos = size  # where the first failing line starts (size: no failing line)
-        while pos < size:
-            line_no += 1
-            newline = data.find(b"\n", pos)
-            if newline < 0:
-                problem = f"line {line_no}: incomplete line (no newline, {size - pos} bytes)"
-                fail_pos = pos
-                break
-            record, why = self._check_line(data[pos:newline], conversation_id)
-            if record is not None:
-                expected = (pending[-1].sequence if pending else last_sequence) + 1
-                if record.sequence != expected:
-                    why = f"sequence {record.sequence}, expected {expected}"
-                elif pending and record.batch != pending[0].batch:
-                    why = f"batch {record.batch} starts before batch {pending[0].batch} completed"
-            if why is not None:
-                problem = f"line {line_no}: {why}"
-                fail_pos = pos
-                break
-            assert record is not None
-            if not pending:
-                pending_line = line_no
-            pending.append(record)
-            pending_offsets.append(pos)
-            pos = newline + 1
-            if record.last_in_batch:
-                good.extend(pending)
-                good_offsets.extend(pending_offsets)
-                pending.clear()
-                pending_offsets.clear()
-                good_end = pos
-                last_sequence = record.sequence
-        if problem is None and pending:
-            problem = (
-                f"line {pending_line}: batch {pending[0].batch} starts here but its last record "
-                "is missing"
-            )
-        if problem is not None:
-            self._check_tail(conversation_id, path, data, fail_pos, line_no, last_sequence, problem)
-        return _Scan(good, good_offsets, good_end, size, problem)
+    def _scan(self, conversation_id: str, path: str) -> LogScan:
+        """Read and scan the whole file (``logscan.scan_log``: the committed prefix and what
+        follows it), refusing damage under this store's durability mode (``_check_tail``)."""
+        scan = logscan.scan_log(self._fs.read(path), conversation_id)
+        if scan.anomaly is not None:
+            self._check_tail(path, scan)
+        return scan
 
-    @staticmethod
-    def _check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, str | None]:
-        """Parse and verify one complete line: (record, None) if good, else (maybe record, why)."""
-        try:
-            record = parse_record(line)
-        except ValueError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return None, f"does not parse ({first})"
-        if not record.verify():
-            return None, f"checksum mismatch (sequence {record.sequence})"
-        if record.conversation_id != conversation_id:
-            return None, f"record of conversation {record.conversation_id}"
-        return record, None
-
-    def _check_tail(
-        self,
-        conversation_id: str,
-        path: str,
-        data: bytes,
-        fail_pos: int,
-        fail_line: int,
-        last_sequence: int,
-        problem: str,
-    ) -> None:
-        """Tell a torn tail from damaged committed data.
-
-        A crash (even power loss) damages only the last, unacknowledged write: the commit that
-        starts right after the committed prefix. A valid record of a *later* commit (one that
-        starts after ``last_sequence + 1``, per its ``batch_index``) proves that commits were made
-        on top of the damaged one: that is corruption of acknowledged data, and truncating it
-        would silently drop it. Valid records of the damaged commit itself are part of the tail.
+    def _check_tail(self, path: str, scan: LogScan) -> None:
+        """Refuse damaged committed data: an anomaly the scan classified as damage (a valid
+        later commit follows it) is ``CorruptStore`` naming the file and both lines; a torn
+        tail passes, for the caller to ignore or truncate.
 
         With ``fsync=False`` a power loss may damage any suffix of acknowledged commits (the
         mode's promise allows losing it), so damage is always treated as a torn suffix there.
         """
-        if not self._fsync:
+        anomaly = scan.anomaly
+        if anomaly is None or anomaly.later is None or not self._fsync:
             return
-        pos = fail_pos
-        line_no = fail_line
-        while pos < len(data):
-            newline = data.find(b"\n", pos)
-            if newline < 0:
-                return
-            record, why = self._check_line(data[pos:newline], conversation_id)
-            later_commit = (
-                record is not None and record.sequence - record.batch_index > last_sequence + 1
-            )
-            if record is not None and why is None and later_commit:
-                raise CorruptStore(
-                    f"{path}: {problem}, but line {line_no} holds a valid later record "
-                    f"(sequence {record.sequence}): committed data is damaged"
-                )
-            pos = newline + 1
-            line_no += 1
+        raise CorruptStore(
+            f"{path}: {anomaly.problem}, but line {anomaly.later.line} holds a valid later "
+            f"record (sequence {anomaly.later.sequence}): committed data is damaged"
+        )
 
-    def _settle(self, conversation_id: str, path: str, scan: _Scan, *, repair: bool) -> None:
+    def _settle(self, conversation_id: str, path: str, scan: LogScan, *, repair: bool) -> None:
         """Cache a clean scan; with ``repair``, truncate a torn tail first (and drop checkpoints
         beyond the log). An unrepaired tail is not cached, so the next call rescans.
 
@@ -457,7 +359,7 @@ class FileStore:
             newline = data.find(b"\n", pos)
             if newline < 0:
                 return None
-            record, why = self._check_line(data[pos:newline], conversation_id)
+            record, why = logscan.check_line(data[pos:newline], conversation_id)
             if record is None or why is not None or record.sequence != expected:
                 return None
             out.append(record)
