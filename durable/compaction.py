@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from durable.codec import canonical_json
+from durable.codec import sha256_hex as _sha256_hex
 from durable.config import RuntimeConfig
-from durable.events import CompactionStarted, Event, TaskCreated, TaskWaiting, canonical_json
-from durable.events import sha256_hex as _sha256_hex
+from durable.events import CompactionStarted, Event, TaskCreated, TaskWaiting
 from durable.ports import Ids
 from durable.state import State, Task
 

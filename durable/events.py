@@ -5,17 +5,14 @@ its position (``sequence``), its commit (``batch``), who wrote it (``owner_id``,
 sha256 ``checksum`` over the canonical JSON of everything else, so a reader can tell a torn or
 corrupted record from a good one without trusting the medium.
 
-Canonical JSON (sorted keys, no whitespace, ASCII with ``\\u`` escapes) is the only
-serialisation used for checksums, so the same record has the same checksum in every process and
-under every ``PYTHONHASHSEED``.
+Canonical JSON is the only serialisation used for checksums (``durable.codec``, the home of
+the encoding and of every memo; ``canonical_json``, ``sha256_hex``, ``parse_json`` and ``Memo``
+are re-exported here, where callers have always imported them).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import weakref
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,6 +20,16 @@ from pydantic import (
     Field,
     TypeAdapter,
 )
+
+from durable.codec import (
+    PARSED_LINES,
+    RECORD_LINES,
+    RECORDS_VERIFIED,
+    canonical_json,
+    parse_json,
+    sha256_hex,
+)
+from durable.codec import Memo as Memo  # re-exported: sim/ and tests import it from here
 
 SCHEMA_VERSION = 1
 
@@ -48,67 +55,6 @@ TaskKind = Literal["generation", "tool", "compensation", "compaction"]
 #: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
 #: running run at its next post-tools boundary; ``reject`` is refused with ``ConversationBusy``.
 InboxMode = Literal["follow_up", "steer", "reject"]
-
-
-def canonical_json(value: Any) -> str:
-    """The one serialisation checksums are computed over (stable across processes).
-
-    ASCII-only: non-ASCII characters are ``\\u`` escapes, so any Python string — even one
-    holding a lone surrogate from a model's or a tool's output — encodes to UTF-8 without error.
-    """
-    return _CANONICAL.encode(value)
-
-
-# ``json.dumps`` with any option builds a new encoder per call; one shared encoder is the same
-# serialisation without that cost (it keeps no state between calls).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-class Memo(Generic[_K, _V]):
-    """A bounded memo of values derived from frozen records, oldest entries evicted first.
-
-    Serialising a record to canonical JSON (for its checksum, its line, its verification) costs
-    more than anything else the runtime does per event, and the same record used to be
-    serialised up to four times (sealed, checked by the store, written, verified on every read).
-    Records are frozen, so a value derived from one never goes stale; the memo only saves the
-    repeats. ``by_identity`` memos key on the object itself (a weak reference checked on every
-    hit: an id reused by a later object never answers for the dead one); the others key on an
-    immutable value (a line's bytes). Bounded so a long-lived process does not grow with its
-    history; a miss only costs the computation it would have cost anyway.
-    """
-
-    def __init__(self, limit: int, *, by_identity: bool) -> None:
-        self._limit = limit
-        self._by_identity = by_identity
-        self._entries: dict[Any, Any] = {}
-
-    def get(self, key: _K) -> _V | None:
-        if not self._by_identity:
-            return self._entries.get(key)
-        entry = self._entries.get(id(key))
-        if entry is None or entry[0]() is not key:
-            return None
-        return entry[1]  # type: ignore[no-any-return]
-
-    def put(self, key: _K, value: _V) -> None:
-        entries = self._entries
-        if len(entries) >= self._limit:
-            del entries[next(iter(entries))]
-        if self._by_identity:
-            entries[id(key)] = (weakref.ref(key), value)
-        else:
-            entries[key] = value
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 class _Event(BaseModel):
@@ -507,25 +453,25 @@ class EventRecord(BaseModel):
         text = canonical_json(self.body())
         checksum = sha256_hex(text)
         record = self.model_copy(update={"checksum": checksum})
-        _LINES.put(record, _line_with_checksum(text, checksum))
+        RECORD_LINES.put(record, _line_with_checksum(text, checksum))
         if record.schema_version == SCHEMA_VERSION:
-            _VERIFIED.put(record, True)
+            RECORDS_VERIFIED.put(record, True)
         return record
 
     def verify(self) -> bool:
         """Whether the checksum matches; computed once per record (records are frozen), so a
         record read once and then checked by the store, the journal and an oracle is
         serialised once."""
-        if _VERIFIED.get(self):
+        if RECORDS_VERIFIED.get(self):
             return True
         ok = self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
         if ok:
-            _VERIFIED.put(self, True)
+            RECORDS_VERIFIED.put(self, True)
         return ok
 
     def to_line(self) -> str:
         """The record's canonical JSON (one line of the log, without its newline)."""
-        line = _LINES.get(self)
+        line = RECORD_LINES.get(self)
         return line if line is not None else canonical_json(self.model_dump(mode="json"))
 
 
@@ -544,26 +490,8 @@ def _line_with_checksum(body_text: str, checksum: str) -> str:
     return f'{body_text[:at]},"checksum":{canonical_json(checksum)}{body_text[at:]}'
 
 
-# Identity-keyed: the line of a sealed record, and records known to verify. Sized for a few
-# thousand records in flight (a conversation's recent log, a recovery's reads).
-_LINES: Memo[EventRecord, str] = Memo(8192, by_identity=True)
-_VERIFIED: Memo[EventRecord, bool] = Memo(65536, by_identity=True)
-
-
 RECORD_ADAPTER: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-
-
-def parse_json(text: str | bytes) -> Any:
-    """``json.loads``: unlike pydantic's JSON parser it accepts the lone-surrogate escapes that
-    canonical JSON may contain (a model or tool can produce any Python string)."""
-    return json.loads(text)
-
-
-# Lines already parsed, by their exact bytes (or text): parsing is a pure function of the line,
-# and records are frozen, so the same line may share one record. A recovery re-reads the whole
-# log; in a forked sweep child every line the parent read is parsed (and verified) already.
-_PARSED: Memo[str | bytes, EventRecord] = Memo(8192, by_identity=False)
 
 
 def remember_written(line: str | bytes) -> None:
@@ -579,8 +507,8 @@ def remember_written(line: str | bytes) -> None:
 def parse_record(line: str | bytes) -> EventRecord:
     """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input.
     Memoised by the line's exact content (a line that fails to parse is not remembered)."""
-    record = _PARSED.get(line)
+    record = PARSED_LINES.get(line)
     if record is None:
         record = RECORD_ADAPTER.validate_python(parse_json(line))
-        _PARSED.put(line, record)
+        PARSED_LINES.put(line, record)
     return record

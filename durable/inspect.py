@@ -43,6 +43,7 @@ from typing import Any, Literal, TextIO
 
 import trio
 
+from durable.errors import UsageError
 from durable.events import EventRecord
 from durable.journal import usable_checkpoint
 from durable.ports import InlineBlocking, OsFileSystem
@@ -57,10 +58,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TEXT_LIMIT = 60
 
 StoreKind = Literal["file", "sqlite"]
-
-
-class UsageError(Exception):
-    """The path is missing or is not a store: exit status 2."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import trio
 
 from durable.config import RuntimeConfig
+from durable.errors import Fenced
 from durable.events import Event as EventT
 from durable.events import EventRecord, LeaseAcquired, RunStopped
 from durable.ports import Ports
@@ -31,11 +32,6 @@ from durable.store.base import (
     Store,
     make_checkpoint,
 )
-
-
-class Fenced(Exception):
-    """This process lost the conversation's lease (a newer epoch exists): it must stop."""
-
 
 Builder = Callable[[State], list[EventT]]
 

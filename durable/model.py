@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable.errors import ModelError
 from durable.events import ToolCall, unset
 
 
@@ -43,26 +44,6 @@ class ModelResponse(BaseModel):
     plan: list[str] | None = None
     cursor: str | None = None
     resumable: bool = False
-
-
-class ModelError(Exception):
-    """The model failed. ``retryable`` errors back off (``retry_after_s`` if given); others stop
-    the run with ``model_error`` -- except ``context_exceeded`` (the request was too long for the
-    model), after which the turn compacts the conversation and tries again
-    (``durable.compaction``)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retryable: bool,
-        retry_after_s: float | None = None,
-        context_exceeded: bool = False,
-    ):
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after_s = retry_after_s
-        self.context_exceeded = context_exceeded
 
 
 class ModelDriver(Protocol):

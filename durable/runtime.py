@@ -20,6 +20,7 @@ import trio
 
 from durable.agent import outcome_events
 from durable.config import RuntimeConfig
+from durable.errors import ConversationBusy
 from durable.events import Event, InboxMode, InputAccepted, TaskSettled, ToolResult
 from durable.journal import Fenced, Journal
 from durable.lease import heartbeat
@@ -33,21 +34,6 @@ from durable.tasks import TaskEnv
 from durable.tools import ToolRegistry
 
 INBOX_MODES: tuple[InboxMode, ...] = ("follow_up", "steer", "reject")
-
-
-class ConversationBusy(Exception):
-    """A ``reject``-mode input arrived while a run is active: it was refused and nothing was
-    written, so the same request id may be sent again later (when idle it is accepted)."""
-
-    def __init__(self, conversation_id: str, run_id: str, request_id: str | None) -> None:
-        request = f" (request {request_id})" if request_id is not None else ""
-        super().__init__(
-            f"{conversation_id}: busy with run {run_id}; reject-mode input{request} refused, "
-            f"nothing written"
-        )
-        self.conversation_id = conversation_id
-        self.run_id = run_id
-        self.request_id = request_id
 
 
 class Runtime:

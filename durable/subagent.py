@@ -18,7 +18,7 @@ from durable.tools import ToolContext, ToolError
 def child_ids(ctx: ToolContext) -> tuple[str, str]:
     """The child conversation's id and its input's request id, derived from the delegating call
     only: every attempt of the call (the first, and each recovery) names the same child. Both
-    are valid ids for every store (``durable.store.file.check_conversation_id``)."""
+    are valid ids for every store (``durable.store.base.check_conversation_id``)."""
     return f"{ctx.conversation_id}.sub.{ctx.call_id}", f"{ctx.call_id}:sub"
 
 

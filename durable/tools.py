@@ -36,7 +36,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from durable.events import PlannedEdit, Policy, sha256_hex
+from durable.codec import sha256_hex
+from durable.errors import ToolError as ToolError  # re-exported: its documented home
+from durable.events import PlannedEdit, Policy
 
 POLICIES: tuple[Policy, ...] = (
     "replay_safe",
@@ -45,10 +47,6 @@ POLICIES: tuple[Policy, ...] = (
     "unsafe",
     "manual",
 )
-
-
-class ToolError(Exception):
-    """A tool failed. The failure becomes the call's (error) result; the run goes on."""
 
 
 @dataclass(frozen=True, kw_only=True)

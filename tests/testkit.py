@@ -20,12 +20,12 @@ from typing import Any, Literal
 import trio
 
 from durable.config import RuntimeConfig
-from durable.events import EventRecord, PlannedEdit
+from durable.events import EventRecord, InputAccepted, LeaseAcquired, PlannedEdit
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from durable.ports import FileSystem, InlineBlocking, OsFileSystem, Ports, TrioClock
 from durable.runtime import Conversation, Runtime
 from durable.state import Submission
-from durable.store import FileStore, SQLiteStore, Store
+from durable.store import FileStore, Lease, SQLiteStore, Store
 from durable.tools import (
     ToolContext,
     ToolError,
@@ -111,6 +111,94 @@ def of_type(records: Iterable[EventRecord], kind: str) -> list[Any]:
 
 def assert_contiguous(records: list[EventRecord]) -> None:
     assert [r.sequence for r in records] == list(range(1, len(records) + 1))
+
+
+# -- hand-built record batches -------------------------------------------------------------------
+
+
+def sealed_batch(
+    events: list[Any],
+    *,
+    start: int,
+    owner_id: str,
+    epoch: int,
+    conversation_id: str = CONV,
+    batch: str | None = None,
+) -> list[EventRecord]:
+    """``events`` as one sealed commit from sequence ``start``, as ``Journal.commit`` seals one:
+    ``batch_index`` counts from 0 and only the last record has ``last_in_batch``. Event ids are
+    ``evt-{sequence}`` and the records are stamped at ``float(sequence)``, so a log built of
+    several batches has unique, deterministic ids. The one builder of hand-made batches for the
+    tests of ``durable/``."""
+    batch_id = batch if batch is not None else f"batch-{epoch}-{start}"
+    return [
+        EventRecord(
+            conversation_id=conversation_id,
+            sequence=start + i,
+            event_id=f"evt-{start + i}",
+            recorded_at_s=float(start + i),
+            batch=batch_id,
+            batch_index=i,
+            last_in_batch=i == len(events) - 1,
+            owner_id=owner_id,
+            epoch=epoch,
+            event=event,
+        ).sealed()
+        for i, event in enumerate(events)
+    ]
+
+
+def input_batch(
+    start: int, count: int, *, lease: Lease, conversation_id: str = CONV, batch: str | None = None
+) -> list[EventRecord]:
+    """A sealed batch of ``count`` ``input_accepted`` records from ``start``, written under
+    ``lease`` (its submission ids name the epoch, so two owners' inputs never collide; the
+    content is not ASCII, so lines carry ``\\u`` escapes)."""
+    events = [
+        InputAccepted(
+            submission_id=f"sub-{lease.epoch}-{start + i}",
+            request_id=None,
+            content=f"hello {start + i} \u2713",
+        )
+        for i in range(count)
+    ]
+    return sealed_batch(
+        events,
+        start=start,
+        owner_id=lease.owner_id,
+        epoch=lease.epoch,
+        conversation_id=conversation_id,
+        batch=batch,
+    )
+
+
+def lease_batch(sequence: int, lease: Lease) -> list[EventRecord]:
+    """The ``lease_acquired`` commit a new owner makes first."""
+    acquired = LeaseAcquired(
+        owner_id=lease.owner_id, epoch=lease.epoch, expires_at_s=lease.expires_at_s
+    )
+    return sealed_batch(
+        [acquired],
+        start=sequence,
+        owner_id=lease.owner_id,
+        epoch=lease.epoch,
+        conversation_id=lease.conversation_id,
+        batch=f"lease-{lease.epoch}",
+    )
+
+
+def one_commit_each(
+    events: list[Any], *, start: int = 1, owner_id: str = "o", epoch: int = 1
+) -> list[EventRecord]:
+    """Each of ``events`` as a commit of its own, from sequence ``start`` (a reducer test's log,
+    where commit boundaries do not matter)."""
+    return [
+        record
+        for i, event in enumerate(events)
+        for record in sealed_batch(
+            [event], start=start + i, owner_id=owner_id, epoch=epoch, batch=f"b{start + i}"
+        )
+    ]
 
 
 # -- crashing ------------------------------------------------------------------------------------

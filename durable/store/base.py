@@ -1,4 +1,5 @@
-"""The store contract shared by ``FileStore`` and ``SQLiteStore``, and its typed errors.
+"""The store contract shared by ``FileStore``, ``SQLiteStore`` and ``PostgresStore``: the protocol,
+the checks every store runs (one definition each), and its typed errors.
 
 A store keeps, per conversation: an append-only log of sealed ``EventRecord``s, up to two
 checkpoints, and one lease. Every mutation is fenced: an append or checkpoint carries the writer's
@@ -10,53 +11,35 @@ Reads verify: ``read_records`` returns only complete batches of records whose ch
 contiguous sequence order, and raises ``CorruptStore`` if a *committed* record (one followed by more
 data) is damaged. A damaged *tail* (a torn last write) is what a crash leaves, not corruption: with
 ``repair=True`` (the lease holder recovering) it is truncated, never trusted.
+
+The typed errors are defined in ``durable.errors`` (under ``DurableError``) and re-exported here.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from durable.events import (
-    SCHEMA_VERSION,
-    EventRecord,
-    Memo,
+from durable.codec import (
+    CHECKPOINT_TEXTS,
+    CHECKPOINTS_VERIFIED,
     canonical_json,
+    dump_state,
     parse_json,
-    parse_record,
     sha256_hex,
 )
-from durable.state import State, dump_state
-
-
-class StoreError(Exception):
-    """Base of every error a store raises on purpose."""
-
-
-class StaleLease(StoreError):
-    """The writer's lease is not the current one: it must stop writing (it is a zombie)."""
-
-
-class LeaseHeld(StoreError):
-    """Another owner holds an unexpired lease on the conversation."""
-
-    def __init__(self, message: str, *, expires_at_s: float) -> None:
-        super().__init__(message)
-        self.expires_at_s = expires_at_s
-
-
-class SequenceConflict(StoreError):
-    """``expected_sequence`` is not the next sequence of the log."""
-
-
-class StoreBusy(StoreError):
-    """Another process held the store's lock longer than the store waits (e.g. a worker stopped
-    by the kernel inside a transaction): nothing was written; the caller may try again later."""
-
-
-class CorruptStore(StoreError):
-    """Committed data fails verification (bad checksum, gap, unparseable committed record)."""
+from durable.errors import (
+    CorruptStore,
+    LeaseHeld,
+    SequenceConflict,
+    StaleLease,
+    StoreBusy,
+    StoreError,
+)
+from durable.events import SCHEMA_VERSION, EventRecord, parse_record, remember_written
+from durable.state import State
 
 
 class Lease(BaseModel):
@@ -83,27 +66,46 @@ class Checkpoint(BaseModel):
 
     def verify(self) -> bool:
         """Whether the checksum matches; once per checkpoint (frozen), as for records."""
-        if _CHECKPOINT_VERIFIED.get(self):
+        if CHECKPOINTS_VERIFIED.get(self):
             return True
         ok = self.schema_version == SCHEMA_VERSION and self.checksum == self.compute_checksum()
         if ok:
-            _CHECKPOINT_VERIFIED.put(self, True)
+            CHECKPOINTS_VERIFIED.put(self, True)
         return ok
 
     def to_text(self) -> str:
         """The checkpoint's canonical JSON, as both stores write it; for a checkpoint from
         ``make_checkpoint`` the body serialised for its checksum is reused, not redone."""
-        text = _CHECKPOINT_TEXT.get(self)
+        text = CHECKPOINT_TEXTS.get(self)
         return text if text is not None else canonical_json(self.model_dump(mode="json"))
 
     def to_state(self) -> State:
         return State.model_validate(self.state)
 
 
-# A checkpoint is the whole reduced state: serialising it twice (checksum, then write) was a
-# fifth of a long run. Identity-keyed memos, as for records (``durable.events.Memo``).
-_CHECKPOINT_TEXT: Memo[Checkpoint, str] = Memo(64, by_identity=True)
-_CHECKPOINT_VERIFIED: Memo[Checkpoint, bool] = Memo(256, by_identity=True)
+__all__ = [
+    "Append",
+    "Checkpoint",
+    "CorruptStore",
+    "Lease",
+    "LeaseHeld",
+    "SequenceConflict",
+    "StaleLease",
+    "Store",
+    "StoreBusy",
+    "StoreError",
+    "check_batch",
+    "check_conversation_id",
+    "check_fence",
+    "check_sequences",
+    "granted_lease",
+    "is_conversation_id",
+    "make_checkpoint",
+    "parsed_checkpoints",
+    "refused_renewal",
+    "renewed_lease",
+    "verified_rows",
+]
 
 
 def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
@@ -119,9 +121,134 @@ def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
     checkpoint = Checkpoint(**body, checksum=checksum)
     # Sorted keys put ``checksum`` first (before ``conversation_id``, the body's first key).
     if text.startswith('{"conversation_id":'):
-        _CHECKPOINT_TEXT.put(checkpoint, f'{{"checksum":{canonical_json(checksum)},{text[1:]}')
-    _CHECKPOINT_VERIFIED.put(checkpoint, True)
+        CHECKPOINT_TEXTS.put(checkpoint, f'{{"checksum":{canonical_json(checksum)},{text[1:]}')
+    CHECKPOINTS_VERIFIED.put(checkpoint, True)
     return checkpoint
+
+
+# -- the contract's checks, one definition for every store -----------------------------------------
+
+_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def is_conversation_id(name: str) -> bool:
+    """Whether ``name`` is a valid conversation id (``check_conversation_id`` without raising):
+    how ``FileStore`` tells a conversation's directory from anything else in its root."""
+    return (
+        isinstance(name, str)
+        and _CONVERSATION_ID.fullmatch(name) is not None
+        and name not in (".", "..")
+    )
+
+
+def check_conversation_id(conversation_id: str) -> str:
+    """Reject ids that could escape the store directory or collide (``..``, ``/``, empty, huge).
+
+    Shared by every store so a conversation id valid for one is valid for the others (a file
+    store names a directory after it).
+    """
+    if not is_conversation_id(conversation_id):
+        pattern = "" if conversation_id in (".", "..") else ": must match [A-Za-z0-9_.-]"
+        raise ValueError(f"invalid conversation id {conversation_id!r}{pattern}")
+    return conversation_id
+
+
+def check_batch(
+    conversation_id: str, records: list[EventRecord], owner_id: str, epoch: int
+) -> None:
+    """Caller bugs, not store states: an append must be one well-formed, sealed batch.
+
+    Checked before anything is written so a malformed batch can never reach the log (a reader
+    would otherwise see an incomplete batch and treat committed data as a torn tail).
+    """
+    if not records:
+        raise ValueError("append needs at least one record")
+    batch = records[0].batch
+    for i, record in enumerate(records):
+        where = f"record {i} (sequence {record.sequence})"
+        if record.conversation_id != conversation_id:
+            raise ValueError(f"{where} belongs to {record.conversation_id}, not {conversation_id}")
+        if not record.verify():
+            raise ValueError(f"{where} is not sealed or its checksum does not verify")
+        if record.owner_id != owner_id or record.epoch != epoch:
+            raise ValueError(
+                f"{where} written as ({record.owner_id}, epoch {record.epoch}) "
+                f"but appended as ({owner_id}, epoch {epoch})"
+            )
+        if record.batch != batch:
+            raise ValueError(f"{where} is in batch {record.batch}, the append is batch {batch}")
+        if record.last_in_batch != (i == len(records) - 1):
+            raise ValueError(f"{where}: only the last record of a batch has last_in_batch")
+
+
+def check_sequences(records: list[EventRecord], expected_sequence: int, last_sequence: int) -> None:
+    """The optimistic-concurrency check: the batch must continue the log exactly
+    (``SequenceConflict``). Each store calls it inside its critical section, on the last
+    sequence it read there."""
+    if expected_sequence != last_sequence + 1:
+        raise SequenceConflict(
+            f"expected_sequence {expected_sequence}, but the next sequence is {last_sequence + 1}"
+        )
+    for i, record in enumerate(records):
+        if record.sequence != expected_sequence + i:
+            raise SequenceConflict(
+                f"record {i} has sequence {record.sequence}, expected {expected_sequence + i}"
+            )
+
+
+def check_fence(stored: Lease | None, conversation_id: str, *, owner_id: str, epoch: int) -> None:
+    """The fence: ``StaleLease`` unless (``owner_id``, ``epoch``) is ``stored``, the lease on
+    record (None: there is none). Every mutation but an acquisition passes it.
+
+    It is only a fence if ``stored`` is read inside the critical section that also writes: each
+    store calls it from its own ``_fence`` method, under the conversation directory's lock
+    (``FileStore``), inside ``BEGIN IMMEDIATE`` (``SQLiteStore``), or on the lease row locked
+    ``FOR UPDATE`` (``PostgresStore``). Read outside, a takeover between the check and the write
+    lets a zombie's write in."""
+    if stored is None:
+        raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
+    if stored.owner_id != owner_id or stored.epoch != epoch:
+        raise StaleLease(
+            f"{conversation_id}: lease is ({stored.owner_id}, epoch {stored.epoch}); "
+            f"{owner_id} (epoch {epoch}) is fenced"
+        )
+
+
+class Append:
+    """One append's batch: checked before anything is written, remembered once it is.
+
+    Every store's ``append`` runs the same steps around its own critical section:
+    ``Append.checked`` first (a bad conversation id or a malformed, unsealed or foreign batch is
+    a caller bug, ``ValueError``, before anything is locked or written); inside the section, the
+    store's ``_fence`` (``check_fence``) and ``check_sequences`` on the log it reads there, then
+    the write of ``lines``; after the write, ``stored`` -- the written-lines memo.
+    """
+
+    def __init__(
+        self, conversation_id: str, records: list[EventRecord], *, owner_id: str, epoch: int
+    ) -> None:
+        self.conversation_id = conversation_id
+        self.records = records
+        self.owner_id = owner_id
+        self.epoch = epoch
+        #: The records' lines (canonical JSON, no newline): a row's text, a file's line.
+        self.lines = [record.to_line() for record in records]
+
+    @classmethod
+    def checked(
+        cls, conversation_id: str, records: list[EventRecord], *, owner_id: str, epoch: int
+    ) -> Append:
+        check_conversation_id(conversation_id)
+        check_batch(conversation_id, records, owner_id, epoch)
+        return cls(conversation_id, records, owner_id=owner_id, epoch=epoch)
+
+    def stored(self, *, encoded: list[bytes] | None = None) -> None:
+        """After the write: each line, in the form a reader gets it back -- a row's text, or
+        ``encoded``, the bytes a reader slices out of a file -- is parsed and verified now,
+        exactly as that reader would (``remember_written``), so the next read (a recovery, an
+        audit, a forked sweep child, which inherits the memo) finds it done."""
+        for line in self.lines if encoded is None else encoded:
+            remember_written(line)
 
 
 class Store(Protocol):

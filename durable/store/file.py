@@ -14,7 +14,8 @@ Commit rule of the log: a batch (the records of one ``append``) is committed onl
 record (``last_in_batch``) is complete, parses and verifies. Whatever follows the last committed
 batch is a *tail*. A tail is what a crash leaves behind (a torn last write) and is never trusted;
 a damaged record *followed by* valid later records is damage to committed data and is reported as
-``CorruptStore`` instead of being silently dropped.
+``CorruptStore`` instead of being silently dropped. Telling the two apart is a pure function of
+the log's bytes (``durable.store.logscan``); what to do about each is this store's.
 """
 
 from __future__ import annotations
@@ -24,84 +25,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from durable.events import (
-    EventRecord,
-    Memo,
-    canonical_json,
-    parse_json,
-    parse_record,
-    remember_written,
-    sha256_hex,
-)
+from durable.codec import LEASE_FILES, canonical_json, parse_json, sha256_hex
+from durable.events import EventRecord
 from durable.ports import FileSystem
+from durable.store import logscan
 from durable.store.base import (
+    Append,
     Checkpoint,
     CorruptStore,
     Lease,
-    SequenceConflict,
-    StaleLease,
+    check_conversation_id,
+    check_fence,
+    check_sequences,
     granted_lease,
+    is_conversation_id,
     renewed_lease,
 )
+from durable.store.logscan import LogScan
 
-_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
 _CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
 EVENTS_FILE = "events.jsonl"
 LEASE_FILE = "lease.json"
-
-
-def check_conversation_id(conversation_id: str) -> str:
-    """Reject ids that could escape the store directory or collide (``..``, ``/``, empty, huge).
-
-    Shared by both stores so a conversation id valid for one is valid for the other.
-    """
-    if not isinstance(conversation_id, str) or not _CONVERSATION_ID.fullmatch(conversation_id):
-        raise ValueError(f"invalid conversation id {conversation_id!r}: must match [A-Za-z0-9_.-]")
-    if conversation_id in (".", ".."):
-        raise ValueError(f"invalid conversation id {conversation_id!r}")
-    return conversation_id
-
-
-def check_batch(
-    conversation_id: str, records: list[EventRecord], owner_id: str, epoch: int
-) -> None:
-    """Caller bugs, not store states: an append must be one well-formed, sealed batch.
-
-    Checked before anything is written so a malformed batch can never reach the log (a reader
-    would otherwise see an incomplete batch and treat committed data as a torn tail).
-    """
-    if not records:
-        raise ValueError("append needs at least one record")
-    batch = records[0].batch
-    for i, record in enumerate(records):
-        where = f"record {i} (sequence {record.sequence})"
-        if record.conversation_id != conversation_id:
-            raise ValueError(f"{where} belongs to {record.conversation_id}, not {conversation_id}")
-        if not record.verify():
-            raise ValueError(f"{where} is not sealed or its checksum does not verify")
-        if record.owner_id != owner_id or record.epoch != epoch:
-            raise ValueError(
-                f"{where} written as ({record.owner_id}, epoch {record.epoch}) "
-                f"but appended as ({owner_id}, epoch {epoch})"
-            )
-        if record.batch != batch:
-            raise ValueError(f"{where} is in batch {record.batch}, the append is batch {batch}")
-        if record.last_in_batch != (i == len(records) - 1):
-            raise ValueError(f"{where}: only the last record of a batch has last_in_batch")
-
-
-def check_sequences(records: list[EventRecord], expected_sequence: int, last_sequence: int) -> None:
-    """The optimistic-concurrency check: the batch must continue the log exactly."""
-    if expected_sequence != last_sequence + 1:
-        raise SequenceConflict(
-            f"expected_sequence {expected_sequence}, but the next sequence is {last_sequence + 1}"
-        )
-    for i, record in enumerate(records):
-        if record.sequence != expected_sequence + i:
-            raise SequenceConflict(
-                f"record {i} has sequence {record.sequence}, expected {expected_sequence + i}"
-            )
 
 
 def encode_lease(lease: Lease) -> bytes:
@@ -113,19 +58,13 @@ def encode_lease(lease: Lease) -> bytes:
     return (canonical_json(doc) + "\n").encode("utf-8")
 
 
-# Lease files read and verified, by their exact bytes: every fenced operation reads the lease,
-# and its bytes change only when it is renewed. Parsing is a pure function of the bytes and a
-# ``Lease`` is frozen, so equal bytes may share one; a file that fails is never remembered.
-_LEASES: Memo[bytes, Lease] = Memo(1024, by_identity=False)
-
-
 def decode_lease(path: str, raw: bytes) -> Lease:
     """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
-    known = _LEASES.get(raw)
+    known = LEASE_FILES.get(raw)
     if known is not None:
         return known
     lease = _decode_lease(path, raw)
-    _LEASES.put(raw, lease)
+    LEASE_FILES.put(raw, lease)
     return lease
 
 
@@ -154,21 +93,6 @@ class _LogCache:
     size: int
     last_sequence: int
     offsets: list[int] = field(default_factory=list)
-
-
-@dataclass
-class _Scan:
-    """The result of parsing an events file: its committed prefix and what follows it."""
-
-    records: list[EventRecord]
-    offsets: list[int]
-    good_end: int
-    size: int
-    tail_problem: str | None = None
-
-    @property
-    def last_sequence(self) -> int:
-        return self.records[-1].sequence if self.records else 0
 
 
 class FileStore:
@@ -275,15 +199,10 @@ class FileStore:
         self._atomic_write(directory, LEASE_FILE, encode_lease(lease), durable=True)
 
     def _fence(self, conversation_id: str, owner_id: str, epoch: int) -> None:
-        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease."""
-        lease = self._read_lease(conversation_id)
-        if lease is None:
-            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
-        if lease.owner_id != owner_id or lease.epoch != epoch:
-            raise StaleLease(
-                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
-                f"{owner_id} (epoch {epoch}) is fenced"
-            )
+        """``check_fence`` on ``lease.json``; the caller holds the conversation's lock."""
+        check_fence(
+            self._read_lease(conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
+        )
 
     async def current_lease(self, conversation_id: str) -> Lease | None:
         return self._read_lease(conversation_id)
@@ -340,117 +259,31 @@ class FileStore:
 
     # -- the event log -------------------------------------------------------------------------
 
-    def _scan(self, conversation_id: str, path: str) -> _Scan:
-        """Parse the whole file: the committed prefix, and a verdict on what follows it."""
-        data = self._fs.read(path)
-        size = len(data)
-        good: list[EventRecord] = []
-        good_offsets: list[int] = []
-        pending: list[EventRecord] = []
-        pending_offsets: list[int] = []
-        pending_line = 0  # line number where the pending (not yet complete) batch starts
-        good_end = 0
-        last_sequence = 0
-        pos = 0
-        line_no = 0
-        problem: str | None = None
-        fail_pos = size  # where the first failing line starts (size: no failing line)
-        while pos < size:
-            line_no += 1
-            newline = data.find(b"\n", pos)
-            if newline < 0:
-                problem = f"line {line_no}: incomplete line (no newline, {size - pos} bytes)"
-                fail_pos = pos
-                break
-            record, why = self._check_line(data[pos:newline], conversation_id)
-            if record is not None:
-                expected = (pending[-1].sequence if pending else last_sequence) + 1
-                if record.sequence != expected:
-                    why = f"sequence {record.sequence}, expected {expected}"
-                elif pending and record.batch != pending[0].batch:
-                    why = f"batch {record.batch} starts before batch {pending[0].batch} completed"
-            if why is not None:
-                problem = f"line {line_no}: {why}"
-                fail_pos = pos
-                break
-            assert record is not None
-            if not pending:
-                pending_line = line_no
-            pending.append(record)
-            pending_offsets.append(pos)
-            pos = newline + 1
-            if record.last_in_batch:
-                good.extend(pending)
-                good_offsets.extend(pending_offsets)
-                pending.clear()
-                pending_offsets.clear()
-                good_end = pos
-                last_sequence = record.sequence
-        if problem is None and pending:
-            problem = (
-                f"line {pending_line}: batch {pending[0].batch} starts here but its last record "
-                "is missing"
-            )
-        if problem is not None:
-            self._check_tail(conversation_id, path, data, fail_pos, line_no, last_sequence, problem)
-        return _Scan(good, good_offsets, good_end, size, problem)
+    def _scan(self, conversation_id: str, path: str) -> LogScan:
+        """Read and scan the whole file (``logscan.scan_log``: the committed prefix and what
+        follows it), refusing damage under this store's durability mode (``_check_tail``)."""
+        scan = logscan.scan_log(self._fs.read(path), conversation_id)
+        if scan.anomaly is not None:
+            self._check_tail(path, scan)
+        return scan
 
-    @staticmethod
-    def _check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, str | None]:
-        """Parse and verify one complete line: (record, None) if good, else (maybe record, why)."""
-        try:
-            record = parse_record(line)
-        except ValueError as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return None, f"does not parse ({first})"
-        if not record.verify():
-            return None, f"checksum mismatch (sequence {record.sequence})"
-        if record.conversation_id != conversation_id:
-            return None, f"record of conversation {record.conversation_id}"
-        return record, None
-
-    def _check_tail(
-        self,
-        conversation_id: str,
-        path: str,
-        data: bytes,
-        fail_pos: int,
-        fail_line: int,
-        last_sequence: int,
-        problem: str,
-    ) -> None:
-        """Tell a torn tail from damaged committed data.
-
-        A crash (even power loss) damages only the last, unacknowledged write: the commit that
-        starts right after the committed prefix. A valid record of a *later* commit (one that
-        starts after ``last_sequence + 1``, per its ``batch_index``) proves that commits were made
-        on top of the damaged one: that is corruption of acknowledged data, and truncating it
-        would silently drop it. Valid records of the damaged commit itself are part of the tail.
+    def _check_tail(self, path: str, scan: LogScan) -> None:
+        """Refuse damaged committed data: an anomaly the scan classified as damage (a valid
+        later commit follows it) is ``CorruptStore`` naming the file and both lines; a torn
+        tail passes, for the caller to ignore or truncate.
 
         With ``fsync=False`` a power loss may damage any suffix of acknowledged commits (the
         mode's promise allows losing it), so damage is always treated as a torn suffix there.
         """
-        if not self._fsync:
+        anomaly = scan.anomaly
+        if anomaly is None or anomaly.later is None or not self._fsync:
             return
-        pos = fail_pos
-        line_no = fail_line
-        while pos < len(data):
-            newline = data.find(b"\n", pos)
-            if newline < 0:
-                return
-            record, why = self._check_line(data[pos:newline], conversation_id)
-            later_commit = (
-                record is not None and record.sequence - record.batch_index > last_sequence + 1
-            )
-            if record is not None and why is None and later_commit:
-                raise CorruptStore(
-                    f"{path}: {problem}, but line {line_no} holds a valid later record "
-                    f"(sequence {record.sequence}): committed data is damaged"
-                )
-            pos = newline + 1
-            line_no += 1
+        raise CorruptStore(
+            f"{path}: {anomaly.problem}, but line {anomaly.later.line} holds a valid later "
+            f"record (sequence {anomaly.later.sequence}): committed data is damaged"
+        )
 
-    def _settle(self, conversation_id: str, path: str, scan: _Scan, *, repair: bool) -> None:
+    def _settle(self, conversation_id: str, path: str, scan: LogScan, *, repair: bool) -> None:
         """Cache a clean scan; with ``repair``, truncate a torn tail first (and drop checkpoints
         beyond the log). An unrepaired tail is not cached, so the next call rescans.
 
@@ -526,7 +359,7 @@ class FileStore:
             newline = data.find(b"\n", pos)
             if newline < 0:
                 return None
-            record, why = self._check_line(data[pos:newline], conversation_id)
+            record, why = logscan.check_line(data[pos:newline], conversation_id)
             if record is None or why is not None or record.sequence != expected:
                 return None
             out.append(record)
@@ -545,26 +378,13 @@ class FileStore:
         owner_id: str,
         epoch: int,
     ) -> None:
-        """Fence, check the sequence, then write the whole batch with one ``append`` call, all
-        exclusive across processes (see ``_append``)."""
+        """Check the batch, then fence, check the sequence and write the whole batch with one
+        ``append`` call, exclusive across processes (see ``_append``)."""
+        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
         with self._exclusive(conversation_id):
-            self._append(
-                conversation_id,
-                records,
-                expected_sequence=expected_sequence,
-                owner_id=owner_id,
-                epoch=epoch,
-            )
+            self._append(batch, expected_sequence=expected_sequence)
 
-    def _append(
-        self,
-        conversation_id: str,
-        records: list[EventRecord],
-        *,
-        expected_sequence: int,
-        owner_id: str,
-        epoch: int,
-    ) -> None:
+    def _append(self, batch: Append, *, expected_sequence: int) -> None:
         """Fence, check the sequence, then write the whole batch with one ``append`` call.
 
         One call means a process crash leaves all or nothing of the batch; power loss may tear
@@ -572,9 +392,9 @@ class FileStore:
         before appending, which is safe because the fence proved this writer holds the lease:
         appending after a torn tail would turn it into corruption in the middle of the log.
         """
+        conversation_id, records = batch.conversation_id, batch.records
         path = self._events_path(conversation_id)
-        check_batch(conversation_id, records, owner_id, epoch)
-        self._fence(conversation_id, owner_id, epoch)
+        self._fence(conversation_id, batch.owner_id, batch.epoch)
         created = not self._fs.exists(path)
         if created:
             log = _LogCache(size=0, last_sequence=0)
@@ -589,14 +409,12 @@ class FileStore:
         check_sequences(records, expected_sequence, log.last_sequence)
         data = bytearray()
         new_offsets: list[int] = []
-        lines: list[bytes] = []
-        for record in records:
-            new_offsets.append(log.size + len(data))
-            lines.append(record.to_line().encode("utf-8"))
-            data += lines[-1] + b"\n"
-        self._fs.append(path, bytes(data))
+        lines = [line.encode("utf-8") for line in batch.lines]
         for line in lines:
-            remember_written(line)  # the bytes a reader will slice out of the file
+            new_offsets.append(log.size + len(data))
+            data += line + b"\n"
+        self._fs.append(path, bytes(data))
+        batch.stored(encoded=lines)  # the bytes a reader will slice out of the file
         if self._fsync:
             self._fs.fsync(path)
             if created:
@@ -720,7 +538,7 @@ class FileStore:
             return []
         out: list[str] = []
         for name in self._fs.listdir(self._root):
-            if not _CONVERSATION_ID.fullmatch(name) or name in (".", ".."):
+            if not is_conversation_id(name):
                 continue
             base = f"{self._root}/{name}"
             if self._fs.exists(f"{base}/{EVENTS_FILE}") or self._fs.exists(f"{base}/{LEASE_FILE}"):

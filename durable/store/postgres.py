@@ -37,20 +37,22 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from durable.events import EventRecord, remember_written
+from durable.events import EventRecord
 from durable.ports import Blocking
 from durable.store.base import (
+    Append,
     Checkpoint,
     CorruptStore,
     Lease,
     SequenceConflict,
-    StaleLease,
+    check_conversation_id,
+    check_fence,
+    check_sequences,
     granted_lease,
     parsed_checkpoints,
     refused_renewal,
     verified_rows,
 )
-from durable.store.file import check_batch, check_conversation_id, check_sequences
 
 if TYPE_CHECKING:
     import psycopg
@@ -292,16 +294,10 @@ class PostgresStore:
     def _fence(
         self, conn: psycopg.Connection[Any], conversation_id: str, owner_id: str, epoch: int
     ) -> None:
-        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease, and keep the lease
-        row locked so it stays the stored lease until this transaction's write commits."""
+        """``check_fence`` on the lease row, locked ``FOR UPDATE`` so it stays the stored lease
+        until this transaction's write commits."""
         lease = self._lease_row(conn, conversation_id, lock=True)
-        if lease is None:
-            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
-        if lease.owner_id != owner_id or lease.epoch != epoch:
-            raise StaleLease(
-                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
-                f"{owner_id} (epoch {epoch}) is fenced"
-            )
+        check_fence(lease, conversation_id, owner_id=owner_id, epoch=epoch)
 
     async def current_lease(self, conversation_id: str) -> Lease | None:
         check_conversation_id(conversation_id)
@@ -490,8 +486,7 @@ class PostgresStore:
         epoch: int,
     ) -> None:
         """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
-        check_conversation_id(conversation_id)
-        check_batch(conversation_id, records, owner_id, epoch)
+        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
 
         def body(conn: psycopg.Connection[Any]) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
@@ -503,8 +498,7 @@ class PostgresStore:
             # Cannot happen while every writer locks the lease row first; the primary key is the
             # backstop that turns a duplicate sequence into the contract's error, not a crash.
             raise SequenceConflict(f"{conversation_id}: sequence already taken: {exc}") from exc
-        for record in records:
-            remember_written(record.to_line())  # the text a reader will get back from the row
+        batch.stored()  # the text a reader will get back from the row
 
     # -- checkpoints ---------------------------------------------------------------------------
 

@@ -20,20 +20,22 @@ from typing import Literal, TypeVar
 import apsw
 import trio
 
-from durable.events import EventRecord, remember_written
+from durable.events import EventRecord
 from durable.ports import Blocking
 from durable.store.base import (
+    Append,
     Checkpoint,
     CorruptStore,
     Lease,
-    StaleLease,
     StoreBusy,
+    check_conversation_id,
+    check_fence,
+    check_sequences,
     granted_lease,
     parsed_checkpoints,
     renewed_lease,
     verified_rows,
 )
-from durable.store.file import check_batch, check_conversation_id, check_sequences
 
 T = TypeVar("T")
 
@@ -305,15 +307,10 @@ class SQLiteStore:
 
     @classmethod
     def _fence(cls, conn: apsw.Connection, conversation_id: str, owner_id: str, epoch: int) -> None:
-        """Raise ``StaleLease`` unless (owner_id, epoch) is the stored lease (inside the write)."""
-        lease = cls._lease_row(conn, conversation_id)
-        if lease is None:
-            raise StaleLease(f"{conversation_id}: no lease; {owner_id} (epoch {epoch}) is fenced")
-        if lease.owner_id != owner_id or lease.epoch != epoch:
-            raise StaleLease(
-                f"{conversation_id}: lease is ({lease.owner_id}, epoch {lease.epoch}); "
-                f"{owner_id} (epoch {epoch}) is fenced"
-            )
+        """``check_fence`` on the lease row, inside the write transaction (``BEGIN IMMEDIATE``)."""
+        check_fence(
+            cls._lease_row(conn, conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
+        )
 
     async def current_lease(self, conversation_id: str) -> Lease | None:
         check_conversation_id(conversation_id)
@@ -421,9 +418,9 @@ class SQLiteStore:
         epoch: int,
     ) -> None:
         """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
-        check_conversation_id(conversation_id)
-        check_batch(conversation_id, records, owner_id, epoch)
-        rows = [(conversation_id, r.sequence, r.to_line()) for r in records]
+        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
+        lines = zip(records, batch.lines, strict=True)
+        rows = [(conversation_id, record.sequence, line) for record, line in lines]
 
         def body(conn: apsw.Connection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
@@ -437,8 +434,7 @@ class SQLiteStore:
             )
 
         await self._run("sqlite.commit", body, write=True)
-        for _, _, line in rows:
-            remember_written(line)  # the text a reader will get back from the row
+        batch.stored()  # the text a reader will get back from the row
 
     # -- checkpoints ---------------------------------------------------------------------------
 

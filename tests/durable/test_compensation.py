@@ -18,6 +18,7 @@ from testkit import (
     call,
     event_types,
     of_type,
+    one_commit_each,
     wait_until,
 )
 
@@ -299,26 +300,11 @@ def test_reduce_refuses_compensations_out_of_the_plan_order() -> None:
             data={"calls": ["c2", "c1"]},
         )
     )
-    records = [
-        EventRecord(
-            conversation_id=CONV,
-            sequence=n,
-            event_id=f"e{n}",
-            recorded_at_s=0.0,
-            batch=f"b{n}",
-            last_in_batch=True,
-            owner_id="o",
-            epoch=1,
-            event=event,
-        )
-        for n, event in enumerate(events, start=1)
-    ]
+    records = one_commit_each(events)
 
     def plus(call_id: str) -> list[EventRecord]:
         undo = CompensationIntent(task_id="u", call_id=call_id, idempotency_key="k", epoch=1)
-        n = len(records) + 1
-        extra = records[0].model_copy(update={"sequence": n, "event_id": f"e{n}", "event": undo})
-        return [*records, extra]
+        return [*records, *one_commit_each([undo], start=len(records) + 1)]
 
     assert reduce(new_state(CONV), plus("c2")).intents["c2"].compensation_sequence is not None
     with pytest.raises(InvariantViolation, match="reverse order"):

@@ -9,6 +9,7 @@ exactly what the plain computation gives, for any content a model or a tool can 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -129,3 +130,29 @@ def test_tool_call_arguments_survive_the_line() -> None:
     assert call.arguments == {"a": [1, 2]}
     sealed = record("b", "c", {"path": "x"}).sealed()
     assert parse_record(sealed.to_line()) == sealed
+
+
+def test_every_memo_and_the_encoding_live_in_the_codec() -> None:
+    """One home (durable/codec.py): no other module of ``durable`` builds a memo or an encoder,
+    and the names other modules re-export are the codec's own objects."""
+    import durable.codec
+    import durable.events
+    import durable.state
+
+    root = Path(durable.codec.__file__).parent
+    elsewhere = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "codec.py"
+        and any(needle in path.read_text(encoding="utf-8") for needle in ("Memo(", "JSONEncoder("))
+    ]
+    assert not elsewhere, f"memos or encoders outside durable/codec.py: {elsewhere}"
+    for module, name in [
+        (durable.events, "canonical_json"),
+        (durable.events, "sha256_hex"),
+        (durable.events, "parse_json"),
+        (durable.events, "Memo"),
+        (durable.state, "dump_state"),
+        (durable.state, "frozen_dump"),
+    ]:
+        assert getattr(module, name) is getattr(durable.codec, name), (module.__name__, name)

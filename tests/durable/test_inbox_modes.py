@@ -16,6 +16,7 @@ from testkit import (
     call,
     event_types,
     of_type,
+    one_commit_each,
     settled,
 )
 
@@ -212,20 +213,6 @@ def test_follow_up_mode_is_not_encoded() -> None:
     assert '"mode":"steer"' in canonical_json(steer.model_dump(mode="json"))
 
 
-def _record(seq: int, event: object, batch: str = "b", epoch: int = 1) -> EventRecord:
-    return EventRecord(
-        conversation_id=CONV,
-        sequence=seq,
-        event_id=f"e{seq}",
-        recorded_at_s=0.0,
-        batch=f"{batch}{seq}",
-        last_in_batch=True,
-        owner_id="o",
-        epoch=epoch,
-        event=event,  # type: ignore[arg-type]
-    )
-
-
 async def test_reduce_refuses_steering_outside_a_post_tools_boundary(
     stores: Stores, autojump_clock: trio.abc.Clock
 ) -> None:
@@ -242,28 +229,21 @@ async def test_reduce_refuses_steering_outside_a_post_tools_boundary(
     (gen,) = [t for t in state.tasks.values() if t.kind == "generation"]
     run_id = state.active_run
     assert run_id is not None
-    mid_tool = _record(
-        state.last_sequence + 1, InputsSteered(run_id=run_id, task_id=gen.id, inputs=[steer.id])
-    )
+
+    def steered(*inputs: str) -> list[EventRecord]:
+        """One placement per input, each its own commit after the state's log."""
+        events = [InputsSteered(run_id=run_id, task_id=gen.id, inputs=[i]) for i in inputs]
+        return one_commit_each(events, start=state.last_sequence + 1)
+
     with pytest.raises(InvariantViolation, match="not a settled generation task"):
-        reduce(state, [mid_tool])
+        reduce(state, steered(steer.id))
     # Pretend the boundary was reached: a follow-up may still not be steered in.
     state.tasks[gen.id].status = "terminal"
     state.tasks[gen.id].outcome = "completed"
     for task in state.tasks.values():
         task.status = "terminal"
-    wrong_mode = _record(
-        state.last_sequence + 1, InputsSteered(run_id=run_id, task_id=gen.id, inputs=[follow.id])
-    )
     with pytest.raises(InvariantViolation, match="steered into a running run"):
-        reduce(state, [wrong_mode])
-    twice = [
-        _record(
-            state.last_sequence + 1, InputsSteered(run_id=run_id, task_id=gen.id, inputs=[steer.id])
-        ),
-        _record(
-            state.last_sequence + 2, InputsSteered(run_id=run_id, task_id=gen.id, inputs=[steer.id])
-        ),
-    ]
+        reduce(state, steered(follow.id))
+    twice = steered(steer.id, steer.id)
     with pytest.raises(InvariantViolation, match="placed twice"):
         reduce(state, twice)

@@ -37,6 +37,7 @@ from testkit import (
     answer,
     call,
     event_types,
+    sealed_batch,
 )
 
 from durable.config import RuntimeConfig
@@ -363,20 +364,11 @@ class _Log:
         self.commit([LeaseAcquired(owner_id=owner, epoch=epoch, expires_at_s=30.0)])
 
     def commit(self, events: list[Any]) -> None:
-        batch = self.ids.new("batch")
         first = self.state.last_sequence + 1
-        for i, event in enumerate(events):
-            record = EventRecord(
-                conversation_id=CONV,
-                sequence=first + i,
-                event_id=self.ids.new("evt"),
-                recorded_at_s=float(first + i),
-                batch=batch,
-                last_in_batch=i == len(events) - 1,
-                owner_id=self.owner,
-                epoch=self.epoch,
-                event=event,
-            ).sealed()
+        batch = self.ids.new("batch")
+        for record in sealed_batch(
+            events, start=first, owner_id=self.owner, epoch=self.epoch, batch=batch
+        ):
             apply(self.state, record)
             self.records.append(record)
 

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from testkit import input_batch, lease_batch
 
-from durable.events import EventRecord, InputAccepted, LeaseAcquired
+from durable.events import EventRecord
 from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import new_state, reduce
 from durable.store import (
@@ -73,55 +74,6 @@ def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Reopen]:
         store.abandon()
 
 
-def records(
-    start: int,
-    count: int,
-    *,
-    lease: Lease,
-    conversation_id: str = CONV,
-    batch: str | None = None,
-) -> list[EventRecord]:
-    """A sealed batch of ``count`` input_accepted records starting at ``start``."""
-    batch_id = batch or f"batch-{lease.epoch}-{start}"
-    return [
-        EventRecord(
-            conversation_id=conversation_id,
-            sequence=start + i,
-            event_id=f"evt-{start + i}",
-            recorded_at_s=float(start + i),
-            batch=batch_id,
-            last_in_batch=i == count - 1,
-            owner_id=lease.owner_id,
-            epoch=lease.epoch,
-            event=InputAccepted(
-                submission_id=f"sub-{lease.epoch}-{start + i}",
-                request_id=None,
-                content=f"hello {start + i} ✓",
-            ),
-        ).sealed()
-        for i in range(count)
-    ]
-
-
-def lease_record(sequence: int, lease: Lease) -> list[EventRecord]:
-    """The lease_acquired record a new owner commits first."""
-    return [
-        EventRecord(
-            conversation_id=lease.conversation_id,
-            sequence=sequence,
-            event_id=f"evt-lease-{lease.epoch}",
-            recorded_at_s=0.0,
-            batch=f"lease-{lease.epoch}",
-            last_in_batch=True,
-            owner_id=lease.owner_id,
-            epoch=lease.epoch,
-            event=LeaseAcquired(
-                owner_id=lease.owner_id, epoch=lease.epoch, expires_at_s=lease.expires_at_s
-            ),
-        ).sealed()
-    ]
-
-
 async def append(store: Store, batch: list[EventRecord], lease: Lease) -> None:
     await store.append(
         batch[0].conversation_id,
@@ -151,11 +103,11 @@ async def test_empty_conversation(reopen: Reopen) -> None:
 async def test_append_and_read_back(reopen: Reopen) -> None:
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    first = lease_record(1, lease)
+    first = lease_batch(1, lease)
     await append(store, first, lease)
-    second = records(2, 3, lease=lease)
+    second = input_batch(2, 3, lease=lease)
     await append(store, second, lease)
-    third = records(5, 1, lease=lease)
+    third = input_batch(5, 1, lease=lease)
     await append(store, third, lease)
     expected = first + second + third
     assert await store.read_records(CONV) == expected
@@ -171,8 +123,8 @@ async def test_append_and_read_back(reopen: Reopen) -> None:
 async def test_read_after_sequence(reopen: Reopen) -> None:
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    await append(store, records(1, 4, lease=lease), lease)
-    await append(store, records(5, 3, lease=lease), lease)
+    await append(store, input_batch(1, 4, lease=lease), lease)
+    await append(store, input_batch(5, 3, lease=lease), lease)
     for s in (reopen(), store):  # without and with this process's cache
         assert sequences(await s.read_records(CONV, after_sequence=0)) == list(range(1, 8))
         assert sequences(await s.read_records(CONV, after_sequence=2)) == [3, 4, 5, 6, 7]
@@ -185,31 +137,31 @@ async def test_read_after_sequence(reopen: Reopen) -> None:
 async def test_sequence_conflict_writes_nothing(reopen: Reopen) -> None:
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    good = records(1, 2, lease=lease)
+    good = input_batch(1, 2, lease=lease)
     await append(store, good, lease)
 
-    again = records(1, 2, lease=lease, batch="again")  # sequence already taken
+    again = input_batch(1, 2, lease=lease, batch="again")  # sequence already taken
     with pytest.raises(SequenceConflict):
         await append(store, again, lease)
-    gap = records(4, 1, lease=lease)  # skips 3
+    gap = input_batch(4, 1, lease=lease)  # skips 3
     with pytest.raises(SequenceConflict):
         await append(store, gap, lease)
     with pytest.raises(SequenceConflict):  # expected_sequence disagrees with the log
         await store.append(
-            CONV, records(3, 1, lease=lease), expected_sequence=4, owner_id="owner-a", epoch=1
+            CONV, input_batch(3, 1, lease=lease), expected_sequence=4, owner_id="owner-a", epoch=1
         )
     with pytest.raises(SequenceConflict):  # records do not start at expected_sequence
         await store.append(
-            CONV, records(4, 1, lease=lease), expected_sequence=3, owner_id="owner-a", epoch=1
+            CONV, input_batch(4, 1, lease=lease), expected_sequence=3, owner_id="owner-a", epoch=1
         )
-    holes = records(3, 3, lease=lease)
+    holes = input_batch(3, 3, lease=lease)
     holes = [holes[0], holes[2]]  # 3 then 5: not contiguous
     with pytest.raises(SequenceConflict):
         await store.append(CONV, holes, expected_sequence=3, owner_id="owner-a", epoch=1)
 
     for s in (store, reopen()):
         assert await s.read_records(CONV) == good
-    nxt = records(3, 1, lease=lease)
+    nxt = input_batch(3, 1, lease=lease)
     await append(store, nxt, lease)
     assert await reopen().read_records(CONV) == good + nxt
 
@@ -217,19 +169,19 @@ async def test_sequence_conflict_writes_nothing(reopen: Reopen) -> None:
 async def test_malformed_batches_are_rejected(reopen: Reopen) -> None:
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    unsealed = [records(1, 1, lease=lease)[0].model_copy(update={"checksum": ""})]
+    unsealed = [input_batch(1, 1, lease=lease)[0].model_copy(update={"checksum": ""})]
     with pytest.raises(ValueError):
         await append(store, unsealed, lease)
     with pytest.raises(ValueError):
         await store.append(CONV, [], expected_sequence=1, owner_id="owner-a", epoch=1)
-    other_conv = records(1, 1, lease=lease, conversation_id="other")
+    other_conv = input_batch(1, 1, lease=lease, conversation_id="other")
     with pytest.raises(ValueError):
         await store.append(CONV, other_conv, expected_sequence=1, owner_id="owner-a", epoch=1)
     with pytest.raises(ValueError):  # records written under another owner than the append's
         await store.append(
-            CONV, records(1, 1, lease=lease), expected_sequence=1, owner_id="owner-b", epoch=1
+            CONV, input_batch(1, 1, lease=lease), expected_sequence=1, owner_id="owner-b", epoch=1
         )
-    half = records(1, 2, lease=lease)[:1]  # last record of the batch missing
+    half = input_batch(1, 2, lease=lease)[:1]  # last record of the batch missing
     with pytest.raises(ValueError):
         await append(store, half, lease)
     assert await reopen().read_records(CONV) == []
@@ -251,7 +203,7 @@ async def test_reopen_after_every_commit(reopen: Reopen) -> None:
         store = reopen()
         last = (await store.read_records(CONV, repair=i % 2 == 0))[-1:] or None
         start = last[0].sequence + 1 if last else 1
-        batch = records(start, 1 + i % 3, lease=lease)
+        batch = input_batch(start, 1 + i % 3, lease=lease)
         await append(store, batch, lease)
         expected += batch
     got = await reopen().read_records(CONV)
@@ -263,11 +215,11 @@ async def test_two_store_objects_interleave(reopen: Reopen) -> None:
     """Another process appending must not confuse this one's cached view of the log."""
     one, two = reopen(), reopen()
     lease = await one.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    await append(one, records(1, 2, lease=lease), lease)
-    await append(two, records(3, 1, lease=lease), lease)
+    await append(one, input_batch(1, 2, lease=lease), lease)
+    await append(two, input_batch(3, 1, lease=lease), lease)
     with pytest.raises(SequenceConflict):
-        await append(one, records(3, 1, lease=lease, batch="dup"), lease)
-    await append(one, records(4, 2, lease=lease), lease)
+        await append(one, input_batch(3, 1, lease=lease, batch="dup"), lease)
+    await append(one, input_batch(4, 2, lease=lease), lease)
     assert sequences(await two.read_records(CONV)) == [1, 2, 3, 4, 5]
     assert sequences(await one.read_records(CONV, after_sequence=3)) == [4, 5]
 
@@ -280,28 +232,30 @@ async def test_stale_owner_or_epoch_writes_nothing(reopen: Reopen) -> None:
     with pytest.raises(StaleLease):  # no lease at all
         await store.append(
             CONV,
-            records(1, 1, lease=Lease(conversation_id=CONV, owner_id="x", epoch=1, expires_at_s=9)),
+            input_batch(
+                1, 1, lease=Lease(conversation_id=CONV, owner_id="x", epoch=1, expires_at_s=9)
+            ),
             expected_sequence=1,
             owner_id="x",
             epoch=1,
         )
     a1 = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    base = lease_record(1, a1)
+    base = lease_batch(1, a1)
     await append(store, base, a1)
     # Owner b takes over after a's lease expired: a is now a zombie.
     b2 = await store.acquire_lease(CONV, "owner-b", ttl_s=TTL, now_s=100.0)
     assert b2.epoch == a1.epoch + 1
     with pytest.raises(StaleLease):
-        await append(store, records(2, 1, lease=a1), a1)
+        await append(store, input_batch(2, 1, lease=a1), a1)
     wrong_owner = Lease(conversation_id=CONV, owner_id="owner-c", epoch=b2.epoch, expires_at_s=1e9)
     with pytest.raises(StaleLease):
-        await append(store, records(2, 1, lease=wrong_owner), wrong_owner)
+        await append(store, input_batch(2, 1, lease=wrong_owner), wrong_owner)
     future = Lease(conversation_id=CONV, owner_id="owner-b", epoch=b2.epoch + 1, expires_at_s=1e9)
     with pytest.raises(StaleLease):
-        await append(store, records(2, 1, lease=future), future)
+        await append(store, input_batch(2, 1, lease=future), future)
     for s in (store, reopen()):
         assert await s.read_records(CONV) == base
-    mine = lease_record(2, b2)
+    mine = lease_batch(2, b2)
     await append(store, mine, b2)
     got = await reopen().read_records(CONV)
     assert got == base + mine
@@ -356,7 +310,7 @@ async def test_leases_are_per_conversation(reopen: Reopen) -> None:
     with pytest.raises(StaleLease):  # a's lease on "one" does not let it write "two"
         await store.append(
             "two",
-            records(1, 1, lease=a, conversation_id="two"),
+            input_batch(1, 1, lease=a, conversation_id="two"),
             expected_sequence=1,
             owner_id="owner-a",
             epoch=1,
@@ -379,9 +333,9 @@ async def _checkpoint_at(
 async def test_checkpoints_keep_newest_two(reopen: Reopen) -> None:
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    await append(store, lease_record(1, lease), lease)
+    await append(store, lease_batch(1, lease), lease)
     for start in range(2, 12, 2):
-        await append(store, records(start, 2, lease=lease), lease)
+        await append(store, input_batch(start, 2, lease=lease), lease)
     cp3 = await _checkpoint_at(store, lease, 3)
     assert await reopen().load_checkpoints(CONV) == [cp3]
     cp5 = await _checkpoint_at(store, lease, 5)
@@ -401,8 +355,8 @@ async def test_checkpoint_beyond_the_saved_one_is_dropped(reopen: Reopen) -> Non
     """A newer checkpoint than the one just saved can only be from a lost suffix."""
     store = reopen()
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    await append(store, lease_record(1, lease), lease)
-    await append(store, records(2, 6, lease=lease), lease)
+    await append(store, lease_batch(1, lease), lease)
+    await append(store, input_batch(2, 6, lease=lease), lease)
     await _checkpoint_at(store, lease, 3)
     cp7 = await _checkpoint_at(store, lease, 7)
     cp5 = await _checkpoint_at(store, lease, 5)
@@ -415,7 +369,7 @@ async def test_checkpoint_beyond_the_saved_one_is_dropped(reopen: Reopen) -> Non
 async def test_checkpoint_is_fenced(reopen: Reopen) -> None:
     store = reopen()
     a = await store.acquire_lease(CONV, "owner-a", ttl_s=1.0, now_s=0.0)
-    await append(store, lease_record(1, a), a)
+    await append(store, lease_batch(1, a), a)
     cp = make_checkpoint(reduce(new_state(CONV), await store.read_records(CONV)), saved_at_s=0.0)
     with pytest.raises(StaleLease):
         await store.save_checkpoint(cp, owner_id="owner-a", epoch=a.epoch + 1)
@@ -437,7 +391,7 @@ async def test_list_conversations(reopen: Reopen) -> None:
     await store.acquire_lease("alpha.2", "owner-a", ttl_s=TTL, now_s=0.0)
     await store.append(
         "zeta",
-        records(1, 1, lease=z, conversation_id="zeta"),
+        input_batch(1, 1, lease=z, conversation_id="zeta"),
         expected_sequence=1,
         owner_id="owner-a",
         epoch=z.epoch,
@@ -460,10 +414,10 @@ async def test_without_shared_memory_the_log_is_checkpointed_and_truncated(tmp_p
         str(path), blocking=InlineBlocking(), shared_memory=False, wal_autocheckpoint=4
     )
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=TTL, now_s=0.0)
-    await append(store, lease_record(1, lease), lease)
+    await append(store, lease_batch(1, lease), lease)
     sizes = []
     for start in range(2, 42, 4):
-        await append(store, records(start, 4, lease=lease), lease)
+        await append(store, input_batch(start, 4, lease=lease), lease)
         sizes.append((tmp_path / "store.db-wal").stat().st_size)
     assert 0 in sizes  # truncated by a checkpoint
     assert max(sizes) < 8 * 4096  # never more than a few pages past the threshold

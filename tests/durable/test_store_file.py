@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from testkit import input_batch
 
-from durable.events import EventRecord, InputAccepted
+from durable.events import EventRecord
 from durable.journal import recover_state
 from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
@@ -28,26 +29,6 @@ from durable.store import (
 
 CONV = "conv-1"
 T = TypeVar("T")
-
-
-def records(start: int, count: int, lease: Lease, *, batch: str | None = None) -> list[EventRecord]:
-    batch_id = batch or f"batch-{start}"
-    return [
-        EventRecord(
-            conversation_id=CONV,
-            sequence=start + i,
-            event_id=f"evt-{start + i}",
-            recorded_at_s=float(start + i),
-            batch=batch_id,
-            last_in_batch=i == count - 1,
-            owner_id=lease.owner_id,
-            epoch=lease.epoch,
-            event=InputAccepted(
-                submission_id=f"sub-{start + i}", request_id=None, content=f"m{start + i}"
-            ),
-        ).sealed()
-        for i in range(count)
-    ]
 
 
 def state_after(log: list[EventRecord]) -> State:
@@ -83,7 +64,7 @@ async def setup_log(tmp_path: Path, fsync: bool) -> tuple[Lease, list[EventRecor
     """A log of two committed batches (sequences 1-3), returning the lease and the records."""
     store = open_store(tmp_path, fsync)
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    good = records(1, 2, lease) + records(3, 1, lease)
+    good = input_batch(1, 2, lease=lease) + input_batch(3, 1, lease=lease)
     await append(store, good[:2], lease)
     await append(store, good[2:], lease)
     return lease, good
@@ -97,7 +78,7 @@ def corrupt_checksum(record: EventRecord) -> bytes:
 
 
 def torn_tails(lease: Lease) -> dict[str, bytes]:
-    nxt = records(4, 3, lease)
+    nxt = input_batch(4, 3, lease=lease)
     return {
         "half-line": line(nxt[0])[:40],
         "line-without-newline": line(nxt[0])[:-1],
@@ -106,7 +87,7 @@ def torn_tails(lease: Lease) -> dict[str, bytes]:
         "bad-checksum-last": b"".join(line(r) for r in nxt[:2]) + corrupt_checksum(nxt[2]),
         "zeros": b"\x00" * 300,
         "garbage-line": b"not json at all\n",
-        "duplicate-old-record": line(records(3, 1, lease, batch="x")[0]),
+        "duplicate-old-record": line(input_batch(3, 1, lease=lease, batch="x")[0]),
     }
 
 
@@ -141,7 +122,7 @@ async def test_torn_tail_ignored_then_repaired(tmp_path: Path, fsync: bool, kind
     assert path.read_bytes() == clean
 
     # Appends continue contiguously after the repaired log.
-    more = records(4, 2, lease)
+    more = input_batch(4, 2, lease=lease)
     await append(store, more, lease)
     assert await open_store(tmp_path, fsync).read_records(CONV) == good + more
 
@@ -153,7 +134,7 @@ async def test_append_repairs_a_torn_tail_first(tmp_path: Path, fsync: bool, kin
     with events_file(tmp_path).open("ab") as f:
         f.write(torn_tails(lease)[kind])
     store = open_store(tmp_path, fsync)
-    more = records(4, 1, lease)
+    more = input_batch(4, 1, lease=lease)
     await append(store, more, lease)
     assert await open_store(tmp_path, fsync).read_records(CONV) == good + more
 
@@ -164,10 +145,10 @@ async def test_tail_appearing_under_a_warm_cache(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     assert await store.read_records(CONV) == good
     with events_file(tmp_path).open("ab") as f:
-        f.write(line(records(4, 2, lease)[0]))
+        f.write(line(input_batch(4, 2, lease=lease)[0]))
     assert await store.read_records(CONV) == good
     assert await store.read_records(CONV, after_sequence=1) == good[1:]
-    more = records(4, 1, lease)
+    more = input_batch(4, 1, lease=lease)
     await append(store, more, lease)
     assert await store.read_records(CONV) == good + more
 
@@ -185,7 +166,12 @@ def _rewrite_line(path: Path, index: int, new: bytes | None) -> None:
 async def test_damage_in_the_middle_is_corruption(tmp_path: Path, damage: str) -> None:
     store = open_store(tmp_path)
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    log = records(1, 1, lease) + records(2, 2, lease) + records(4, 1, lease) + records(5, 1, lease)
+    log = (
+        input_batch(1, 1, lease=lease)
+        + input_batch(2, 2, lease=lease)
+        + input_batch(4, 1, lease=lease)
+        + input_batch(5, 1, lease=lease)
+    )
     for batch in (log[:1], log[1:3], log[3:4], log[4:]):
         await append(store, batch, lease)
     path = events_file(tmp_path)
@@ -205,7 +191,7 @@ async def test_damage_in_the_middle_is_corruption(tmp_path: Path, damage: str) -
         assert "events.jsonl" in message
         assert "line " in message
     with pytest.raises(CorruptStore):
-        await append(open_store(tmp_path), records(6, 1, lease), lease)
+        await append(open_store(tmp_path), input_batch(6, 1, lease=lease), lease)
     assert path.read_bytes() == before  # corruption is reported, never "repaired" away
 
 
@@ -213,8 +199,8 @@ async def test_incomplete_batch_followed_by_a_commit_is_corruption(tmp_path: Pat
     lease, _ = await setup_log(tmp_path, True)
     path = events_file(tmp_path)
     with path.open("ab") as f:
-        f.write(line(records(4, 2, lease)[0]))  # batch 4-5 torn ...
-        f.write(line(records(5, 1, lease, batch="later")[0]))  # ... then a later commit
+        f.write(line(input_batch(4, 2, lease=lease)[0]))  # batch 4-5 torn ...
+        f.write(line(input_batch(5, 1, lease=lease, batch="later")[0]))  # ... then a later commit
     with pytest.raises(CorruptStore, match="line 5"):
         await open_store(tmp_path).read_records(CONV)
 
@@ -287,7 +273,7 @@ async def test_garbage_lease_file_is_corruption(tmp_path: Path) -> None:
     with pytest.raises(CorruptStore):
         await store.acquire_lease(CONV, "owner-b", ttl_s=30.0, now_s=1000.0)
     with pytest.raises(CorruptStore):
-        await append(store, records(4, 1, lease), lease)
+        await append(store, input_batch(4, 1, lease=lease), lease)
     assert await store.read_records(CONV) == good
 
 
@@ -306,7 +292,7 @@ async def test_sqlite_damaged_row_is_corruption(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
     store = SQLiteStore(path, blocking=InlineBlocking())
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    good = records(1, 2, lease) + records(3, 1, lease)
+    good = input_batch(1, 2, lease=lease) + input_batch(3, 1, lease=lease)
     await store.append(CONV, good[:2], expected_sequence=1, owner_id="owner-a", epoch=1)
     await store.append(CONV, good[2:], expected_sequence=3, owner_id="owner-a", epoch=1)
     await store.close()
@@ -337,7 +323,9 @@ async def test_sqlite_calls_go_through_the_blocking_port(tmp_path: Path) -> None
     store = SQLiteStore(str(tmp_path / "store.db"), blocking=blocking)
     assert blocking.labels == []  # the connection is opened lazily
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    await store.append(CONV, records(1, 1, lease), expected_sequence=1, owner_id="owner-a", epoch=1)
+    await store.append(
+        CONV, input_batch(1, 1, lease=lease), expected_sequence=1, owner_id="owner-a", epoch=1
+    )
     log = await store.read_records(CONV)
     cp = make_checkpoint(state_after(log), saved_at_s=0.0)
     await store.save_checkpoint(cp, owner_id="owner-a", epoch=1)
@@ -387,7 +375,7 @@ async def test_write_protocol_in_fsync_mode(tmp_path: Path) -> None:
         ("fsync_dir", CONV),
     ]
     fs.calls.clear()
-    log = records(1, 3, lease)
+    log = input_batch(1, 3, lease=lease)
     await append(store, log, lease)
     assert fs.calls == [
         ("exclusive", CONV),
@@ -396,7 +384,7 @@ async def test_write_protocol_in_fsync_mode(tmp_path: Path) -> None:
         ("fsync_dir", CONV),
     ]
     fs.calls.clear()
-    await append(store, records(4, 1, lease), lease)
+    await append(store, input_batch(4, 1, lease=lease), lease)
     assert fs.calls == [("exclusive", CONV), ("append", "events.jsonl"), ("fsync", "events.jsonl")]
     fs.calls.clear()
     cp = make_checkpoint(state_after(log), saved_at_s=0.0)
@@ -417,7 +405,7 @@ async def test_no_fsync_mode_only_fsyncs_leases(tmp_path: Path) -> None:
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
     assert ("fsync", "lease.json.tmp") in fs.calls
     fs.calls.clear()
-    log = records(1, 3, lease)
+    log = input_batch(1, 3, lease=lease)
     await append(store, log, lease)
     cp = make_checkpoint(state_after(log), saved_at_s=0.0)
     await store.save_checkpoint(cp, owner_id="owner-a", epoch=lease.epoch)
@@ -431,7 +419,7 @@ async def test_one_append_call_per_batch(tmp_path: Path) -> None:
     store = FileStore(str(tmp_path / "store"), fs=fs, fsync=True)
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
     fs.calls.clear()
-    await append(store, records(1, 5, lease), lease)
+    await append(store, input_batch(1, 5, lease=lease), lease)
     assert [op for op, _ in fs.calls].count("append") == 1
     assert len(events_file(tmp_path).read_bytes().splitlines()) == 5
 

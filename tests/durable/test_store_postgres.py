@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from test_store_conformance import CONV, append, lease_record, records, sequences
-from testkit import run_lease_race
+from test_store_conformance import CONV, append, sequences
+from testkit import input_batch, lease_batch, run_lease_race
 
 from durable.events import EventRecord
 from durable.ports import InlineBlocking, ThreadBlocking
@@ -203,7 +203,7 @@ def _stale_append_round(conninfo: str, namespace: str, conv: str, *, mutant: boo
     if mutant:
         check_then_write(a)
     lease_a = trio.run(partial(a.acquire_lease, conv, "owner-a", ttl_s=1.0, now_s=0.0))
-    trio.run(append, a, lease_record(1, lease_a), lease_a)
+    trio.run(append, a, lease_batch(1, lease_a), lease_a)
 
     async def take_over() -> tuple[Lease, int]:
         lease = await b.acquire_lease(conv, "owner-b", ttl_s=30.0, now_s=10.0)
@@ -222,7 +222,7 @@ def _stale_append_round(conninfo: str, namespace: str, conv: str, *, mutant: boo
 
         a._insert_batch = paused_insert  # type: ignore[method-assign]
         try:
-            trio.run(append, a, records(2, 2, lease=lease_a, conversation_id=conv), lease_a)
+            trio.run(append, a, input_batch(2, 2, lease=lease_a, conversation_id=conv), lease_a)
             accepted = True
         except StaleLease:
             accepted = False  # refused: the takeover came first
@@ -265,8 +265,8 @@ def test_append_during_a_takeover_waits_and_is_refused(pg_conninfo: str, pg_name
     a takeover holds the lease row waits for its commit, re-reads the row, and is fenced."""
     a, b = _store(pg_conninfo, pg_namespace), _store(pg_conninfo, pg_namespace)
     lease_a = trio.run(partial(a.acquire_lease, CONV, "owner-a", ttl_s=1.0, now_s=0.0))
-    trio.run(append, a, lease_record(1, lease_a), lease_a)
-    appender = Side(partial(append, a, records(2, 1, lease=lease_a), lease_a))
+    trio.run(append, a, lease_batch(1, lease_a), lease_a)
+    appender = Side(partial(append, a, input_batch(2, 1, lease=lease_a), lease_a))
     waited: list[bool] = []
     acquire_body = b._acquire_body
     with psycopg.connect(pg_conninfo, autocommit=True) as watch:
@@ -324,9 +324,9 @@ async def test_renewal_without_the_epoch_mutant_is_caught(
 async def _written(store: PostgresStore) -> Lease:
     """Seven records in three batches, and a checkpoint through 4."""
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    await append(store, lease_record(1, lease), lease)
-    await append(store, records(2, 3, lease=lease), lease)
-    await append(store, records(5, 3, lease=lease), lease)
+    await append(store, lease_batch(1, lease), lease)
+    await append(store, input_batch(2, 3, lease=lease), lease)
+    await append(store, input_batch(5, 3, lease=lease), lease)
     log = await store.read_records(CONV)
     cp = make_checkpoint(reduce(new_state(CONV), log[:4]), saved_at_s=0.0)
     await store.save_checkpoint(cp, owner_id=lease.owner_id, epoch=lease.epoch)
@@ -420,10 +420,10 @@ async def test_through_worker_threads(pg_conninfo: str, pg_namespace: str) -> No
     connection then serves transactions from several threads, one at a time."""
     store = PostgresStore(pg_conninfo, blocking=ThreadBlocking(), namespace=pg_namespace)
     lease = await store.acquire_lease(CONV, "owner-a", ttl_s=30.0, now_s=0.0)
-    await append(store, lease_record(1, lease), lease)
+    await append(store, lease_batch(1, lease), lease)
     async with trio.open_nursery() as nursery:  # concurrent readers wait their turn
         for _ in range(4):
             nursery.start_soon(store.read_records, CONV)
-    await append(store, records(2, 2, lease=lease), lease)
+    await append(store, input_batch(2, 2, lease=lease), lease)
     assert sequences(await store.read_records(CONV)) == [1, 2, 3]
     await store.close()

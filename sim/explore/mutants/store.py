@@ -4,14 +4,17 @@ what the reader does with damaged synced data (docs/crash-model.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from durable import journal as journal_mod
 from durable.events import SCHEMA_VERSION, canonical_json, sha256_hex
 from durable.store import file as file_store_mod
+from durable.store import logscan as logscan_mod
 from durable.store import sqlite as sqlite_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease
-from durable.store.file import FileStore, _Scan
+from durable.store.file import FileStore
+from durable.store.logscan import LogScan
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 
@@ -136,20 +139,20 @@ def trust_torn_tail(mp: Patcher) -> None:
     """The file store's reader trusts the complete lines of an incomplete (torn) last batch."""
     original = FileStore._scan
 
-    def _scan(self: FileStore, conversation_id: str, path: str) -> _Scan:
+    def _scan(self: FileStore, conversation_id: str, path: str) -> LogScan:
         scan = original(self, conversation_id, path)
         if scan.tail_problem is None:
             return scan
         data = self._fs.read(path)
         records, offsets, pos = list(scan.records), list(scan.offsets), scan.good_end
         while (newline := data.find(b"\n", pos)) >= 0:
-            record, why = self._check_line(data[pos:newline], conversation_id)
+            record, why = logscan_mod.check_line(data[pos:newline], conversation_id)
             if record is None or why is not None or record.sequence != len(records) + 1:
                 break
             records.append(record)
             offsets.append(pos)
             pos = newline + 1
-        return _Scan(records, offsets, pos, scan.size, scan.tail_problem)
+        return dataclasses.replace(scan, records=records, offsets=offsets, good_end=pos)
 
     mp.setattr(FileStore, "_scan", _scan)
 
@@ -167,16 +170,16 @@ def checksums_not_verified(mp: Patcher) -> None:
     """The file store's reader parses records but never checks their checksums, so a damaged
     (partially programmed) sector that still parses is trusted."""
 
-    def _check_line(line: bytes, conversation_id: str) -> tuple[Any, str | None]:
+    def check_line(line: bytes, conversation_id: str) -> tuple[Any, str | None]:
         try:
-            record = file_store_mod.parse_record(line)
+            record = logscan_mod.parse_record(line)
         except ValueError as exc:
             return None, f"does not parse ({type(exc).__name__})"
         if record.conversation_id != conversation_id:
             return None, "another conversation"
         return record, None
 
-    mp.setattr(FileStore, "_check_line", staticmethod(_check_line))
+    mp.setattr(logscan_mod, "check_line", check_line)
 
 
 @mutant(
@@ -346,16 +349,10 @@ def repair_before_refusing(mp: Patcher) -> None:
     line and every acknowledged commit after it) is gone."""
     original = FileStore._check_tail
 
-    def _check_tail(
-        self: FileStore,
-        conversation_id: str,
-        path: str,
-        data: bytes,
-        fail_pos: int,
-        *rest: Any,
-    ) -> None:
-        self._fs.truncate(path, fail_pos)
-        original(self, conversation_id, path, data, fail_pos, *rest)
+    def _check_tail(self: FileStore, path: str, scan: LogScan) -> None:
+        assert scan.anomaly is not None  # the store checks only a log with an anomaly
+        self._fs.truncate(path, scan.anomaly.offset)
+        original(self, path, scan)
 
     mp.setattr(FileStore, "_check_tail", _check_tail)
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from durable.events import EventRecord
-from durable.store.base import Lease
-from durable.store.file import FileStore, check_batch, check_conversation_id, check_sequences
+from durable.store.base import Lease, check_batch, check_conversation_id, check_sequences
+from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
 
