@@ -31,6 +31,7 @@ directory holding a SQLite database instead of conversations).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -620,7 +621,7 @@ database instead of conversations)
 """
 
 
-def add_arguments(parser: Any) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="a FileStore directory or a SQLite file")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
 

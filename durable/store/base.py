@@ -109,7 +109,7 @@ __all__ = [
 
 
 def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
-    body = {
+    body: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "conversation_id": state.conversation_id,
         "through_sequence": state.last_sequence,
