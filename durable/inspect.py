@@ -51,6 +51,7 @@ from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
 from durable.store import CorruptStore, FileStore, SQLiteStore, Store
 from durable.store.file import EVENTS_FILE, LEASE_FILE
+from durable.store.sqlite import SQLConnection
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
@@ -163,7 +164,7 @@ class ReadOnlySQLiteStore(SQLiteStore):
         super().__init__(path, blocking=InlineBlocking())
         self._uri = _read_only_uri(path)
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> SQLConnection:
         if self._conn is None:
             self._conn = sqlite3.connect(
                 self._uri, uri=True, isolation_level=None, check_same_thread=False
