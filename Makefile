@@ -21,6 +21,7 @@ TEST_JOBS ?= auto
 test: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests
 	$(BIN)/ruff format --check durable sim scenarios tests
+	$(BIN)/mypy durable sim
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
 # Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
@@ -31,6 +32,11 @@ sweep: $(STAMP)
 # Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
 coverage: $(STAMP)
 	$(BIN)/durable-sim coverage
+
+# The type checker: strict on durable/, sim/ lenient until tightened ([tool.mypy] in pyproject).
+.PHONY: typecheck
+typecheck: $(STAMP)
+	$(BIN)/mypy durable sim
 
 lint: $(STAMP)
 	$(BIN)/ruff check durable sim scenarios tests

@@ -76,7 +76,7 @@ class Memo(Generic[_K, _V]):
         entry = self._entries.get(id(key))
         if entry is None or entry[0]() is not key:
             return None
-        return entry[1]  # type: ignore[no-any-return]
+        return entry[1]  # type: ignore[no-any-return]  # by identity they hold (ref, _V)
 
     def put(self, key: _K, value: _V) -> None:
         entries = self._entries
@@ -134,8 +134,9 @@ def frozen_dump(part: BaseModel) -> dict[str, Any]:
     return dumped
 
 
-# The fields of ``State`` whose values are frozen models (or collections of them).
-_FROZEN_FIELDS = frozenset({"messages", "tool_results", "pinned"})
+# The fields of ``State`` whose values are frozen models (or collections of them). A ``set``, not
+# a ``frozenset``: pydantic's ``exclude`` is typed as a set (or a mapping). Never changed.
+_FROZEN_FIELDS: set[str] = {"messages", "tool_results", "pinned"}
 
 
 def dump_state(state: State) -> dict[str, Any]:

@@ -51,6 +51,9 @@ StopReason = Literal[
 #: ``compaction``: a task that asks the model to summarise a prefix of the conversation
 #: (``durable.compaction``); the generation turn that needs it waits on it in ``prepare``.
 TaskKind = Literal["generation", "tool", "compensation", "compaction"]
+#: How a task ended (``TaskSettled``); ``superseded``: a compaction found stale, whose turn goes
+#: back to ``prepare`` (docs/architecture.md, 1.8).
+TaskOutcome = Literal["completed", "failed", "aborted", "superseded"]
 #: How an input that arrives while a run is active is treated (``Conversation.submit``):
 #: ``follow_up`` waits for the run to settle and starts the next run; ``steer`` is placed into the
 #: running run at its next post-tools boundary; ``reject`` is refused with ``ConversationBusy``.
@@ -79,7 +82,7 @@ class Budget(BaseModel):
     tokens: int = 200_000
 
 
-def unset(value: Any) -> bool:
+def unset(value: object) -> bool:
     """Whether an optional field added after logs and checkpoints were written holds its unset
     value (None, False, 0, empty): such a field is left out of the serialisation
     (``Field(exclude_if=unset)``), so old data keeps its canonical JSON, checksums and
@@ -89,13 +92,13 @@ def unset(value: Any) -> bool:
     return not value
 
 
-def is_none(value: Any) -> bool:
+def is_none(value: object) -> bool:
     """An unset optional field whose set values include falsy ones (a revision may be 0, a
     pre-image may be empty): left out only while None."""
     return value is None
 
 
-def is_follow_up(value: Any) -> bool:
+def is_follow_up(value: object) -> bool:
     """An inbox mode at its default (``follow_up``), left out of the encoding as in logs
     written before modes existed."""
     return value == "follow_up"
@@ -323,7 +326,7 @@ class CompensationResult(_Event):
 class TaskSettled(_Event):
     type: Literal["task_settled"] = "task_settled"
     task_id: str
-    outcome: Literal["completed", "failed", "aborted", "superseded"]
+    outcome: TaskOutcome
     detail: str = ""
 
 

@@ -31,6 +31,7 @@ directory holding a SQLite database instead of conversations).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -50,6 +51,7 @@ from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
 from durable.store import CorruptStore, FileStore, SQLiteStore, Store
 from durable.store.file import EVENTS_FILE, LEASE_FILE
+from durable.store.sqlite import SQLConnection
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
@@ -162,7 +164,7 @@ class ReadOnlySQLiteStore(SQLiteStore):
         super().__init__(path, blocking=InlineBlocking())
         self._uri = _read_only_uri(path)
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> SQLConnection:
         if self._conn is None:
             self._conn = sqlite3.connect(
                 self._uri, uri=True, isolation_level=None, check_same_thread=False
@@ -620,7 +622,7 @@ database instead of conversations)
 """
 
 
-def add_arguments(parser: Any) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="a FileStore directory or a SQLite file")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON document")
 

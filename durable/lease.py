@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from durable.journal import Fenced, Journal
+from durable.errors import Fenced
+from durable.journal import Journal
 
 
 async def heartbeat(journal: Journal, *, on_fenced: Callable[[], None]) -> None:

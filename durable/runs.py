@@ -26,6 +26,7 @@ from durable.events import (
     RunStopped,
     StopReason,
     TaskCreated,
+    TaskOutcome,
     TaskSettled,
     ToolResult,
 )
@@ -107,7 +108,7 @@ def close_tasks(
         )
     for task in state.tasks.values():
         if task.run_id == run_id and task.status != "terminal" and task.id not in settled:
-            outcome = "completed" if reason == "completed" else "aborted"
+            outcome: TaskOutcome = "completed" if reason == "completed" else "aborted"
             events.append(TaskSettled(task_id=task.id, outcome=outcome, detail=reason))
     return events
 

@@ -20,9 +20,9 @@ import trio
 
 from durable.agent import outcome_events
 from durable.config import RuntimeConfig
-from durable.errors import ConversationBusy
+from durable.errors import ConversationBusy, Fenced
 from durable.events import Event, InboxMode, InputAccepted, TaskSettled, ToolResult
-from durable.journal import Fenced, Journal
+from durable.journal import Journal
 from durable.lease import heartbeat
 from durable.model import ModelDriver
 from durable.ports import Ports, real_ports

@@ -9,9 +9,11 @@ so after a crash every non-terminal task is pending with its checkpoint by const
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
-from durable.journal import Fenced
+from durable.errors import Fenced
 from durable.state import InvariantViolation
 from durable.tasks import TaskEnv
 from durable.tasks.compaction import run_compaction
@@ -19,7 +21,7 @@ from durable.tasks.compensation import run_compensation
 from durable.tasks.generation import run_generation
 from durable.tasks.tool import run_tool
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[TaskEnv, str], Awaitable[None]]] = {
     "generation": run_generation,
     "tool": run_tool,
     "compensation": run_compensation,
@@ -35,7 +37,7 @@ class Scheduler:
         self._wake = trio.Event()
         self._idle = trio.Event()
         self.paused = False
-        self.on_fenced = lambda: None
+        self.on_fenced: Callable[[], None] = lambda: None
 
     def kick(self) -> None:
         self._wake.set()

@@ -13,7 +13,7 @@ Invariant violations (an event that cannot follow the state it is applied to) ra
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from durable.codec import canonical_json, dump_state, frozen_dump, sha256_hex
@@ -533,7 +533,9 @@ def _compaction_settled(state: State, e: CompactionSettled, seq: int) -> None:
     state.pinned.pop(compaction.task_id, None)
 
 
-_APPLY: dict[type, Any] = {
+# Each handler takes events of the class it is filed under; no type ties a key to its value, so
+# the event parameter is ``Any``.
+_APPLY: dict[type, Callable[[State, Any, int], None]] = {
     InputAccepted: _input_accepted,
     RunStarted: _run_started,
     InputsSteered: _inputs_steered,

@@ -13,6 +13,7 @@ data) is damaged. A damaged *tail* (a torn last write) is what a crash leaves, n
 ``repair=True`` (the lease holder recovering) it is truncated, never trusted.
 
 The typed errors are defined in ``durable.errors`` (under ``DurableError``) and re-exported here.
+``SQLCursor`` is what both database stores read their drivers' rows through.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ __all__ = [
     "CorruptStore",
     "Lease",
     "LeaseHeld",
+    "Row",
+    "SQLCursor",
+    "SQLValue",
     "SequenceConflict",
     "StaleLease",
     "Store",
@@ -109,7 +113,7 @@ __all__ = [
 
 
 def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
-    body = {
+    body: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "conversation_id": state.conversation_id,
         "through_sequence": state.last_sequence,
@@ -291,6 +295,21 @@ class Store(Protocol):
     def describe(self) -> str:
         """One line naming the store and its durability mode (for reports)."""
         ...
+
+
+#: A database row: its cells have the types of the store's schema (``_SCHEMA`` in each database
+#: store), which no driver knows.
+Row = tuple[Any, ...]
+#: A value a statement's parameters bind.
+SQLValue = int | float | str | bytes | None
+
+
+class SQLCursor(Protocol):
+    """The rows of one statement, as both database stores' drivers return them."""
+
+    def fetchone(self) -> Row | None: ...
+
+    def fetchall(self) -> list[Row]: ...
 
 
 def verified_rows(

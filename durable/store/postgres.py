@@ -32,8 +32,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -44,7 +45,10 @@ from durable.store.base import (
     Checkpoint,
     CorruptStore,
     Lease,
+    Row,
     SequenceConflict,
+    SQLCursor,
+    SQLValue,
     check_conversation_id,
     check_fence,
     check_sequences,
@@ -53,9 +57,6 @@ from durable.store.base import (
     refused_renewal,
     verified_rows,
 )
-
-if TYPE_CHECKING:
-    import psycopg
 
 T = TypeVar("T")
 
@@ -107,7 +108,55 @@ _CORRUPT_SQLSTATES = ("XX001", "XX002")
 LOCK_TIMEOUT_MS = 5000
 
 
-def import_psycopg() -> Any:
+class PgCursor(SQLCursor, Protocol):
+    """A psycopg cursor: the rows, how many rows a statement changed, and a batch's inserts."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def executemany(self, query: str, params: Iterable[Sequence[SQLValue]], /) -> None: ...
+
+
+class PgConnection(Protocol):
+    """What the store uses of a psycopg connection (``psycopg.Connection`` has it)."""
+
+    def execute(self, query: str, params: Sequence[SQLValue] = ..., /) -> PgCursor: ...
+
+    def cursor(self) -> AbstractContextManager[PgCursor]: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def broken(self) -> bool: ...
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class PgDriver(Protocol):
+    """What the store uses of the ``psycopg`` module. mypy checks the module against it where
+    ``import_psycopg`` returns it, so the store's annotations need no import of the driver (an
+    optional extra), and a driver that lacks something the store uses fails the type check."""
+
+    @property
+    def Error(self) -> type[Exception]: ...
+
+    def connect(
+        self, conninfo: str, /, *, autocommit: bool, connect_timeout: int
+    ) -> PgConnection: ...
+
+
+class PgErrors(Protocol):
+    """What the store uses of ``psycopg.errors``: the one SQLSTATE class it handles by name. A
+    protocol of its own: mypy does not count a submodule as an attribute of its package."""
+
+    @property
+    def UniqueViolation(self) -> type[Exception]: ...
+
+
+def import_psycopg() -> PgDriver:
     """The driver, imported on first use so ``durable`` imports without it."""
     try:
         import psycopg
@@ -116,6 +165,13 @@ def import_psycopg() -> Any:
             f"PostgresStore needs the psycopg 3 driver: pip install '{EXTRA}' ({exc})"
         ) from exc
     return psycopg
+
+
+def psycopg_errors() -> PgErrors:
+    """``psycopg.errors``, once ``import_psycopg`` has found the driver (which imports it)."""
+    import psycopg.errors
+
+    return psycopg.errors
 
 
 def check_namespace(namespace: str) -> str:
@@ -144,12 +200,13 @@ class PostgresStore:
         connect_timeout_s: int = 10,
     ) -> None:
         self._pg = import_psycopg()
+        self._pg_errors = psycopg_errors()
         self._conninfo = conninfo
         self._ns = check_namespace(namespace)
         self._blocking = blocking
         self._connect_timeout_s = connect_timeout_s
         self._schema_ready = False
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conn: PgConnection | None = None
         self._lock = trio.Lock()
 
     @property
@@ -168,7 +225,7 @@ class PostgresStore:
 
     # -- connection and transactions ------------------------------------------------------------
 
-    def _connection(self) -> psycopg.Connection[Any]:
+    def _connection(self) -> PgConnection:
         """Open (once) and set up the schema. Runs inside a blocking call."""
         if self._conn is not None and not self._conn.closed:
             return self._conn
@@ -197,9 +254,7 @@ class PostgresStore:
         self._conn = conn
         return conn
 
-    def _transaction(
-        self, body: Callable[[psycopg.Connection[Any]], T], *, write: bool
-    ) -> Callable[[], T]:
+    def _transaction(self, body: Callable[[PgConnection], T], *, write: bool) -> Callable[[], T]:
         """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""
 
         def run() -> T:
@@ -227,9 +282,7 @@ class PostgresStore:
 
         return run
 
-    async def _run(
-        self, label: str, body: Callable[[psycopg.Connection[Any]], T], *, write: bool
-    ) -> T:
+    async def _run(self, label: str, body: Callable[[PgConnection], T], *, write: bool) -> T:
         async with self._lock:
             return await self._blocking.run(label, self._transaction(body, write=write))
 
@@ -268,16 +321,14 @@ class PostgresStore:
 
     # -- leases --------------------------------------------------------------------------------
 
-    def _lease_row(
-        self, conn: psycopg.Connection[Any], conversation_id: str, *, lock: bool
-    ) -> Lease | None:
+    def _lease_row(self, conn: PgConnection, conversation_id: str, *, lock: bool) -> Lease | None:
         """The stored lease; with ``lock`` the row stays locked until the transaction ends."""
         row = conn.execute(
             self._sql(_LOCK_LEASE if lock else _READ_LEASE), (conversation_id,)
         ).fetchone()
         return None if row is None else self._as_lease(conversation_id, row)
 
-    def _as_lease(self, conversation_id: str, row: tuple[Any, ...]) -> Lease:
+    def _as_lease(self, conversation_id: str, row: Row) -> Lease:
         try:
             return Lease(
                 conversation_id=conversation_id,
@@ -291,9 +342,7 @@ class PostgresStore:
                 f"{self._where()}: leases row ({conversation_id}) is not a lease: {first}"
             ) from exc
 
-    def _fence(
-        self, conn: psycopg.Connection[Any], conversation_id: str, owner_id: str, epoch: int
-    ) -> None:
+    def _fence(self, conn: PgConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
         """``check_fence`` on the lease row, locked ``FOR UPDATE`` so it stays the stored lease
         until this transaction's write commits."""
         lease = self._lease_row(conn, conversation_id, lock=True)
@@ -309,7 +358,7 @@ class PostgresStore:
 
     def _acquire_body(
         self,
-        conn: psycopg.Connection[Any],
+        conn: PgConnection,
         conversation_id: str,
         owner_id: str,
         *,
@@ -360,12 +409,12 @@ class PostgresStore:
         """Take the lease unless another owner holds it unexpired; the epoch always increases."""
         check_conversation_id(conversation_id)
 
-        def body(conn: psycopg.Connection[Any]) -> Lease:
+        def body(conn: PgConnection) -> Lease:
             return self._acquire_body(conn, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
 
         try:
             return await self._run("postgres.lease", body, write=True)
-        except self._pg.errors.UniqueViolation:
+        except self._pg_errors.UniqueViolation:
             # Lost the race to create the row: the winner committed it, so this attempt now finds
             # and locks it (a second unique violation cannot happen: the row is never deleted).
             return await self._run("postgres.lease", body, write=True)
@@ -374,7 +423,7 @@ class PostgresStore:
         """Extend exactly this lease (same owner and epoch); anything else is ``StaleLease``."""
         conversation_id = check_conversation_id(lease.conversation_id)
 
-        def body(conn: psycopg.Connection[Any]) -> Lease:
+        def body(conn: PgConnection) -> Lease:
             row = conn.execute(
                 self._sql(_RENEW), (now_s + ttl_s, conversation_id, lease.owner_id, lease.epoch)
             ).fetchone()
@@ -389,7 +438,7 @@ class PostgresStore:
         release changes nothing (the update matches no row)."""
         conversation_id = check_conversation_id(lease.conversation_id)
 
-        def body(conn: psycopg.Connection[Any]) -> None:
+        def body(conn: PgConnection) -> None:
             conn.execute(
                 self._sql(
                     "UPDATE {ns}.leases SET expires_at_s = -1.0 "
@@ -415,7 +464,7 @@ class PostgresStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[list[tuple[int, str]], int]:
+        def body(conn: PgConnection) -> tuple[list[tuple[int, str]], int]:
             """The rows, and (when repairing) the newest checkpoint, in one snapshot."""
             rows = conn.execute(
                 self._sql(
@@ -453,7 +502,7 @@ class PostgresStore:
 
     def _insert_batch(
         self,
-        conn: psycopg.Connection[Any],
+        conn: PgConnection,
         conversation_id: str,
         records: list[EventRecord],
         expected_sequence: int,
@@ -488,13 +537,13 @@ class PostgresStore:
         """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
         batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
 
-        def body(conn: psycopg.Connection[Any]) -> None:
+        def body(conn: PgConnection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
             self._insert_batch(conn, conversation_id, records, expected_sequence)
 
         try:
             await self._run("postgres.commit", body, write=True)
-        except self._pg.errors.UniqueViolation as exc:
+        except self._pg_errors.UniqueViolation as exc:
             # Cannot happen while every writer locks the lease row first; the primary key is the
             # backstop that turns a duplicate sequence into the contract's error, not a crash.
             raise SequenceConflict(f"{conversation_id}: sequence already taken: {exc}") from exc
@@ -512,7 +561,7 @@ class PostgresStore:
         through = checkpoint.through_sequence
         text = checkpoint.to_text()
 
-        def body(conn: psycopg.Connection[Any]) -> None:
+        def body(conn: PgConnection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
             conn.execute(
                 self._sql(
@@ -539,7 +588,7 @@ class PostgresStore:
         not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
-        def body(conn: psycopg.Connection[Any]) -> list[tuple[str]]:
+        def body(conn: PgConnection) -> list[tuple[str]]:
             return conn.execute(
                 self._sql(
                     "SELECT body FROM {ns}.checkpoints WHERE conversation_id = %s "
@@ -554,7 +603,7 @@ class PostgresStore:
     # -- listing -------------------------------------------------------------------------------
 
     async def list_conversations(self) -> list[str]:
-        def body(conn: psycopg.Connection[Any]) -> list[str]:
+        def body(conn: PgConnection) -> list[str]:
             rows = conn.execute(
                 self._sql(
                     "SELECT conversation_id FROM {ns}.events "

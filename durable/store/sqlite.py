@@ -14,8 +14,8 @@ not used: it is asyncio-only and runs its own thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, Protocol, TypeVar, cast
 
 import apsw
 import trio
@@ -27,6 +27,8 @@ from durable.store.base import (
     Checkpoint,
     CorruptStore,
     Lease,
+    SQLCursor,
+    SQLValue,
     StoreBusy,
     check_conversation_id,
     check_fence,
@@ -68,6 +70,22 @@ DEFAULT_WAL_AUTOCHECKPOINT_PAGES = 1000
 
 #: How long a transaction waits for another process's lock before SQLite reports it busy.
 BUSY_TIMEOUT_MS = 5000
+
+
+class SQLConnection(Protocol):
+    """What a transaction uses of a connection. apsw's, which ``SQLiteStore`` opens, and the
+    standard library's, through which ``durable.inspect`` reads a store without writing, both
+    have it, so every body runs on either. Setting a connection up (pragmas, the WAL hook) and
+    checkpointing its log are apsw's own and stay in ``SQLiteStore``."""
+
+    def execute(self, sql: str, params: Sequence[SQLValue] = ..., /) -> SQLCursor: ...
+
+    def executemany(self, sql: str, params: Iterable[Sequence[SQLValue]], /) -> SQLCursor: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class SQLiteStore:
@@ -118,10 +136,10 @@ class SQLiteStore:
         self._wal_autocheckpoint = wal_autocheckpoint
         self._log_pages = 0  # pages in the log after the last commit (without shared memory)
         self._schema_ready = False
-        self._conn: apsw.Connection | None = None
+        self._conn: SQLConnection | None = None
         # Connections of a process that died inside a transaction: kept referenced, never closed
         # (closing would run SQLite code against files the dead process may no longer touch).
-        self._abandoned: list[apsw.Connection] = []
+        self._abandoned: list[SQLConnection] = []
         self._lock = trio.Lock()
 
     def describe(self) -> str:
@@ -137,7 +155,7 @@ class SQLiteStore:
 
     # -- connection and transactions ------------------------------------------------------------
 
-    def _connection(self) -> apsw.Connection:
+    def _connection(self) -> SQLConnection:
         """Open (once, or once per transaction without shared memory) and set up the database.
         Runs inside a blocking call."""
         if self._conn is not None:
@@ -183,7 +201,7 @@ class SQLiteStore:
         self._log_pages = pages
         return apsw.SQLITE_OK
 
-    def _checkpoint_if_due(self, conn: apsw.Connection) -> None:
+    def _checkpoint_if_due(self, conn: SQLConnection) -> None:
         """Without shared memory, after a write transaction: copy the log into the database and
         truncate it once it holds ``wal_autocheckpoint`` pages.
 
@@ -199,8 +217,11 @@ class SQLiteStore:
         if self._log_pages < threshold:
             return
         self._log_pages = 0
+        # apsw's: only a store without shared memory gets here, and only ``SQLiteStore`` itself
+        # runs without it (``durable.inspect``'s read-only store has it, and never writes).
+        own = cast(apsw.Connection, conn)
         try:
-            conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+            own.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
         except apsw.BusyError:
             pass
 
@@ -217,7 +238,7 @@ class SQLiteStore:
             return CorruptStore(f"{self._path}: not a usable SQLite database: {exc}")
         return None
 
-    def _transaction(self, body: Callable[[apsw.Connection], T], *, write: bool) -> Callable[[], T]:
+    def _transaction(self, body: Callable[[SQLConnection], T], *, write: bool) -> Callable[[], T]:
         """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""
 
         def run() -> T:
@@ -249,7 +270,7 @@ class SQLiteStore:
 
         return run
 
-    async def _run(self, label: str, body: Callable[[apsw.Connection], T], *, write: bool) -> T:
+    async def _run(self, label: str, body: Callable[[SQLConnection], T], *, write: bool) -> T:
         async with self._lock:
             return await self._blocking.run(label, self._transaction(body, write=write))
 
@@ -277,7 +298,7 @@ class SQLiteStore:
     # -- leases --------------------------------------------------------------------------------
 
     @staticmethod
-    def _lease_row(conn: apsw.Connection, conversation_id: str) -> Lease | None:
+    def _lease_row(conn: SQLConnection, conversation_id: str) -> Lease | None:
         row = conn.execute(
             "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?",
             (conversation_id,),
@@ -296,7 +317,7 @@ class SQLiteStore:
             raise CorruptStore(f"leases row ({conversation_id}): not a lease: {first}") from exc
 
     @staticmethod
-    def _put_lease(conn: apsw.Connection, lease: Lease) -> None:
+    def _put_lease(conn: SQLConnection, lease: Lease) -> None:
         conn.execute(
             "INSERT INTO leases (conversation_id, owner_id, epoch, expires_at_s) "
             "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
@@ -306,7 +327,7 @@ class SQLiteStore:
         )
 
     @classmethod
-    def _fence(cls, conn: apsw.Connection, conversation_id: str, owner_id: str, epoch: int) -> None:
+    def _fence(cls, conn: SQLConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
         """``check_fence`` on the lease row, inside the write transaction (``BEGIN IMMEDIATE``)."""
         check_fence(
             cls._lease_row(conn, conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
@@ -324,7 +345,7 @@ class SQLiteStore:
         """Take the lease unless another owner holds it unexpired; the epoch always increases."""
         check_conversation_id(conversation_id)
 
-        def body(conn: apsw.Connection) -> Lease:
+        def body(conn: SQLConnection) -> Lease:
             previous = self._lease_row(conn, conversation_id)
             if (
                 previous is None
@@ -347,7 +368,7 @@ class SQLiteStore:
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         check_conversation_id(lease.conversation_id)
 
-        def body(conn: apsw.Connection) -> Lease:
+        def body(conn: SQLConnection) -> Lease:
             stored = self._lease_row(conn, lease.conversation_id)
             renewed = renewed_lease(stored, lease, ttl_s=ttl_s, now_s=now_s)
             self._put_lease(conn, renewed)
@@ -359,7 +380,7 @@ class SQLiteStore:
         """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
         check_conversation_id(lease.conversation_id)
 
-        def body(conn: apsw.Connection) -> None:
+        def body(conn: SQLConnection) -> None:
             stored = self._lease_row(conn, lease.conversation_id)
             if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
                 return
@@ -382,7 +403,7 @@ class SQLiteStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: apsw.Connection) -> tuple[list[tuple[int, str]], int]:
+        def body(conn: SQLConnection) -> tuple[list[tuple[int, str]], int]:
             """The rows, and (when repairing) the newest checkpoint, in one read transaction."""
             rows = conn.execute(
                 "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
@@ -395,6 +416,7 @@ class SQLiteStore:
                 "SELECT MAX(through_sequence) FROM checkpoints WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
+            assert newest is not None  # an aggregate without GROUP BY returns one row
             return rows, int(newest[0] or 0)
 
         rows, through = await self._run("sqlite.read", body, write=False)
@@ -422,12 +444,14 @@ class SQLiteStore:
         lines = zip(records, batch.lines, strict=True)
         rows = [(conversation_id, record.sequence, line) for record, line in lines]
 
-        def body(conn: apsw.Connection) -> None:
+        def body(conn: SQLConnection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
-            (last,) = conn.execute(
+            row = conn.execute(
                 "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
+            assert row is not None  # an aggregate without GROUP BY returns one row
+            (last,) = row
             check_sequences(records, expected_sequence, last)
             conn.executemany(
                 "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)", rows
@@ -448,7 +472,7 @@ class SQLiteStore:
         through = checkpoint.through_sequence
         text = checkpoint.to_text()
 
-        def body(conn: apsw.Connection) -> None:
+        def body(conn: SQLConnection) -> None:
             self._fence(conn, conversation_id, owner_id, epoch)
             conn.execute(
                 "INSERT OR REPLACE INTO checkpoints (conversation_id, through_sequence, body) "
@@ -473,7 +497,7 @@ class SQLiteStore:
         not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
-        def body(conn: apsw.Connection) -> list[tuple[str]]:
+        def body(conn: SQLConnection) -> list[tuple[str]]:
             return conn.execute(
                 "SELECT body FROM checkpoints WHERE conversation_id = ? "
                 "ORDER BY through_sequence DESC",
@@ -486,7 +510,7 @@ class SQLiteStore:
     # -- listing -------------------------------------------------------------------------------
 
     async def list_conversations(self) -> list[str]:
-        def body(conn: apsw.Connection) -> list[str]:
+        def body(conn: SQLConnection) -> list[str]:
             rows = conn.execute(
                 "SELECT conversation_id FROM events UNION SELECT conversation_id FROM leases"
             ).fetchall()

@@ -12,7 +12,13 @@ task settles and the run stops (``abandoned``) in one commit; queued inputs star
 
 from __future__ import annotations
 
-from durable.events import CompensationIntent, CompensationResult, Event, TaskSettled
+from durable.events import (
+    CompensationIntent,
+    CompensationResult,
+    Event,
+    TaskOutcome,
+    TaskSettled,
+)
 from durable.journal import Builder
 from durable.runs import settle_run
 from durable.state import Intent, State
@@ -107,7 +113,7 @@ def _settle_builder(env: TaskEnv, task_id: str) -> Builder:
         if task is None:
             return []
         failed = [c for c in task.data["calls"] if _failed(state, c)]
-        outcome = "failed" if failed else "completed"
+        outcome: TaskOutcome = "failed" if failed else "completed"
         detail = f"compensations failed: {', '.join(failed)}" if failed else "compensated"
         settled = TaskSettled(task_id=task_id, outcome=outcome, detail=detail)
         stop = settle_run(

@@ -154,7 +154,9 @@ def _on_response(env: TaskEnv, state: State, task_id: str, response: ModelRespon
 def backoff_s(env: TaskEnv, attempt: int, error: ModelError) -> float:
     if error.retry_after_s is not None:
         return error.retry_after_s
-    return min(env.config.backoff_base_s * 2 ** (attempt - 1), env.config.backoff_max_s)
+    # ``int ** int`` is typed ``Any`` (a negative exponent makes a float): the delay is a float.
+    delay_s: float = env.config.backoff_base_s * 2 ** (attempt - 1)
+    return min(delay_s, env.config.backoff_max_s)
 
 
 async def _model_failed(env: TaskEnv, task_id: str, attempt: int, error: ModelError) -> bool:

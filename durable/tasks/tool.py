@@ -15,6 +15,7 @@ from durable.events import (
     Event,
     PlannedEdit,
     ReconciliationRequested,
+    TaskOutcome,
     TaskSettled,
     ToolIntent,
     ToolInterrupted,
@@ -141,7 +142,7 @@ async def execute_and_record(env: TaskEnv, spec: ToolSpec, intent: Intent, *, at
         is_error=is_error,
         source="executed",
     )
-    outcome = "failed" if is_error else "completed"
+    outcome: TaskOutcome = "failed" if is_error else "completed"
     settled = TaskSettled(task_id=intent.task_id, outcome=outcome)
 
     def build(state: State) -> list[Event]:
