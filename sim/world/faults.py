@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from sim.errors import ScheduleError  # also imported from here, next to the schedules
+
 When = Literal["before", "after"]
 CrashKind = Literal["process", "power", "storage"]
 CRASH_KINDS: tuple[CrashKind, ...] = ("process", "power", "storage")
@@ -29,10 +31,6 @@ MAX_TEARS_PER_FILE = 8
 # The boundary kinds after which a storage fault is tried: the store's acknowledged operations
 # (their data is synced by then). Every other point would damage the same synced bytes again.
 STORAGE_FAULT_BOUNDARY_KINDS = ("commit", "checkpoint", "lease")
-
-
-class ScheduleError(ValueError):
-    """A schedule's text form is malformed."""
 
 
 @dataclass(frozen=True, order=True)

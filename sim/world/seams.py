@@ -25,10 +25,7 @@ from typing import Any
 
 from durable.runtime import Runtime
 from durable.store.file import FileStore
-
-
-class SeamError(ValueError):
-    """A seam SPEC that cannot be loaded (one line, names the problem)."""
+from sim.errors import SeamError
 
 
 def reference_file_store(root: str, fs: Any, fsync: bool) -> FileStore:

@@ -9,15 +9,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sim.errors import UsageError  # imported from here by every command module
 from sim.world.faults import CRASH_KINDS
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.seeded import SEED_MAX
 
 EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
-
-
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
