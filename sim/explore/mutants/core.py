@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar
 
 from sim.judgement.invariants import INVARIANTS
 from sim.run.labels import LabelledCrash
@@ -133,7 +133,7 @@ def _problems(m: Mutant) -> Iterator[str]:
 
 
 def _kind_problems(m: Mutant) -> Iterator[str]:
-    kinds = get_args(CrashKind)
+    kinds = tuple(k.value for k in CrashKind)
     if not m.crash_kinds or any(k not in kinds for k in m.crash_kinds):
         yield f"crash_kinds {m.crash_kinds!r} must be some of {kinds}"
     elif m.store in {k.value for k in StoreKind}:
