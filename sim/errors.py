@@ -32,6 +32,10 @@ class ScheduleError(UserError, ValueError):
     or side of a boundary, a bad index or tear (``sim.world.faults``)."""
 
 
+class StoreKindError(UserError, ValueError):
+    """A store kind that does not exist (``sim.world.stores.StoreKind``)."""
+
+
 class SeamError(UserError, ValueError):
     """A seam that cannot be used: its SPEC does not import, names nothing callable, or what it
     builds is not what the seam must return (``sim.world.seams``)."""

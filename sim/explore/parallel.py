@@ -34,6 +34,7 @@ from sim.explore import forking
 from sim.explore.progress import Progress
 from sim.world import tempdirs
 from sim.world.scenario import Scenario
+from sim.world.stores import StoreKind
 
 ProgressFn = Callable[[int], None]
 KILL_GRACE_S = 10.0  # wall time an interrupted worker gets to clean up before it is killed
@@ -52,12 +53,13 @@ class WorkerError(RuntimeError):
     """A worker died or raised; the message holds its traceback."""
 
 
-def estimated_cost(scenario: Scenario, store: str, kinds: Sequence[str]) -> float:
+def estimated_cost(scenario: Scenario, store: StoreKind | str, kinds: Sequence[str]) -> float:
     """A static guess at a sweep's cost, only to start costly sweeps first: the scenario's size
     (its script and inputs, which the number of boundaries follows) squared, since every crash
-    point re-runs the rest of the run, times the crash kinds the store is swept with."""
+    point re-runs the rest of the run, times the crash kinds the store is swept with -- as
+    ``StoreKind.can_inject`` says, the one place that knows."""
     size = len(scenario.model_dump_json())
-    swept = [k for k in kinds if store == "file" or k == "process"]
+    swept = [k for k in kinds if StoreKind(store).can_inject(k)]
     return float(size * size * max(1, len(swept)))
 
 

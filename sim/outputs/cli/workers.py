@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.outputs.cli.common import EXIT, UsageError
-from sim.targets.workers.agent import STORE_NAMES
 from sim.targets.workers.fleet import FleetError, FleetOptions, run_fleet
 from sim.targets.workers.judge import fleet_document, judge_fleet
 from sim.targets.workers.mutants import MUTANTS
+from sim.world.stores import StoreKind
 
 MAX_FLEETS = 100
 #: Where ``--conninfo`` comes from when it is not given (the tests' variable too).
@@ -47,7 +47,7 @@ def add_parsers(sub: Any) -> None:
             "operating system decides the races, so run several fleets (--fleets)."
         ),
     )
-    wp.add_argument("--store", choices=STORE_NAMES, default="file")
+    wp.add_argument("--store", choices=[kind.value for kind in StoreKind], default="file")
     wp.add_argument(
         "--conninfo",
         default=os.environ.get(CONNINFO_ENV, ""),

@@ -1,5 +1,5 @@
-"""Crash schedules' text form: every kind, enumerated tears, and one-line errors; crash points
-and schedules refuse what cannot exist where it is made, naming it."""
+"""Crash schedules' text form: every kind, enumerated tears, and one-line errors; crash points,
+schedules and the sweep refuse what cannot exist where it is given, naming it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sim.errors import UserError
+from sim.errors import StoreKindError, UserError
+from sim.explore import sweep as sweep_module
+from sim.run.runner import run_scenario
 from sim.world.faults import (
     CRASH_KINDS,
     CrashKind,
@@ -20,6 +22,8 @@ from sim.world.faults import (
     parse_schedule,
     tries_kind,
 )
+from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 
 @pytest.mark.parametrize(
@@ -103,3 +107,21 @@ def test_crash_kinds_and_sides_are_enums_that_read_as_their_text() -> None:
     assert f"{point.kind}" == "power" and point.text() == "12:after:power~3"
     assert json.dumps([point.when, point.kind]) == '["after", "power"]'
     assert CRASH_KINDS == ("process", "power", "storage")
+
+
+def test_sweep_refuses_an_unknown_crash_kind_before_it_runs_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def ran(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a run started before the crash kinds were checked")
+
+    monkeypatch.setattr(sweep_module, "run_scenario", ran)
+    scenario = load_scenario("idempotent_payment")
+    for store in StoreKind:
+        with pytest.raises(ScheduleError, match="unknown crash kind 'powr'"):
+            sweep_module.sweep(scenario, store=store, crash_kinds=("powr",))
+
+
+def test_run_scenario_refuses_an_unknown_store_kind_before_it_runs() -> None:
+    with pytest.raises(StoreKindError, match="unknown store kind 'tape'"):
+        run_scenario(load_scenario("idempotent_payment"), seed=0, store="tape")
