@@ -132,7 +132,7 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             f"*durable-sim sweep of scenarios/{SCENARIO} on the file store (seed 0, crash "
-            "process,power,storage): * of * schedules failed",
+            "process,power): * of * schedules failed",
             "verdicts: safety *, pass *",
             "I1 safety at schedule *:*:*",
             "  call call-1 (charge): 2 effects*",
@@ -151,11 +151,28 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
         (("--sim-replay", "garbage"), "'garbage'"),
         (("--sim-seed", "-1"), "-1"),
         (("--sim-seed", str(2**64)), str(2**64)),
+        (("--sim-replay", ""), "empty value"),
+        (("--sim-seed", "x"), "'x'"),
         (("--sim-crash", "process,boom"), "'boom'"),
+        (("--sim-crash", "process,,power"), "'process,,power'"),
         (("--sim-stores", "disk"), "'disk'"),
+        (("--sim-stores", "file,"), "'file,'"),
+        (("--sim-stores", "postgres"), "does not take the postgres store"),
         (("--sim-scenarios", "no/such/dir"), "no/such/dir"),
     ],
-    ids=["replay", "negative-seed", "huge-seed", "crash-kind", "store", "scenario-path"],
+    ids=[
+        "replay",
+        "negative-seed",
+        "huge-seed",
+        "empty-replay",
+        "seed-not-a-number",
+        "crash-kind",
+        "empty-crash-kind",
+        "store",
+        "empty-store",
+        "unsupported-store",
+        "scenario-path",
+    ],
 )
 def test_bad_option_values_are_one_line_usage_errors(
     pytester: pytest.Pytester, args: tuple[str, ...], named: str
