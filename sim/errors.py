@@ -41,6 +41,14 @@ class SeamError(UserError, ValueError):
     builds is not what the seam must return (``sim.world.seams``)."""
 
 
+class SeamFailed(UserError):
+    """User code at a seam raised while the simulator was running it (building a store,
+    opening a runtime). Not the runtime's behaviour under test -- that is judged -- but code the
+    harness could not run: the harness's exit status, never a safety violation's."""
+
+    status = "error"
+
+
 def user_error(exc: BaseException) -> UserError | None:
     """The bad input ``exc`` reports: itself, or the first of an exception group (trio's
     nurseries wrap what a simulated process raised) that holds nothing else; None otherwise."""

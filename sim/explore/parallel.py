@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError, user_error
 from sim.explore import forking
 from sim.explore.progress import Progress
 from sim.world import tempdirs
@@ -197,6 +198,8 @@ class _Pool:
             code = os.waitstatus_to_exitcode(status)
             raise WorkerError(f"{step.label}: worker exited with status {code}: {exc}") from exc
         if not ok:
+            if isinstance(value, UserError):
+                raise value  # bad input found in the worker: the caller's one line, as in-process
             raise WorkerError(f"{step.label}: {value}")
         self.results[worker.index] = value
         if self.progress is not None:
@@ -238,8 +241,9 @@ def _work(step: Step, write_fd: int, path: Path) -> int:
 
     try:
         outcome: tuple[bool, Any] = (True, step.run(progress=advance))
-    except BaseException:  # the worker must report whatever happened, then exit
-        outcome = (False, traceback.format_exc())
+    except BaseException as exc:  # the worker must report whatever happened, then exit
+        # Bad input (a seam's code that raised) is passed on as itself: the caller's one line.
+        outcome = (False, user_error(exc) or traceback.format_exc())
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as file:
         pickle.dump(outcome, file, protocol=pickle.HIGHEST_PROTOCOL)

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 from durable.ports import Blocking, InlineBlocking
 from durable.store.sqlite import SQLiteStore
 from sim.errors import StoreKindError
+from sim.world import seams
 from sim.world.faults import CrashKind
 from sim.world.pgserver import RunDatabase
 from sim.world.process import InstrumentedStore, ProcessFS, SimProcess
-from sim.world.seams import current as current_seams
 
 SQLITE_NAME = "store.sqlite"
 
@@ -104,9 +104,7 @@ class StoreKind(StrEnum):
         """The store ``process`` works on, every operation of it a labelled boundary."""
         port = ProcessFS(process, place.fs, place.root)
         if self is StoreKind.FILE:
-            return InstrumentedStore(
-                current_seams().file_store(place.root, port, place.fsync), process
-            )
+            return InstrumentedStore(seams.file_store(place.root, port, place.fsync), process)
         if self is StoreKind.POSTGRES:
             postgres = _database(place).store(blocking)
             # A simulated kill abandons its connection: the kernel closing a dead process's
@@ -122,7 +120,7 @@ class StoreKind(StrEnum):
         durable once the world has ended (no port of any process: nothing it does is a
         boundary)."""
         if self is StoreKind.FILE:
-            return current_seams().file_store(place.root, place.fs, place.fsync)
+            return seams.file_store(place.root, place.fs, place.fsync)
         if self is StoreKind.POSTGRES:
             return _database(place).store(InlineBlocking())
         return _sqlite_store(place, place.fs, InlineBlocking())

@@ -356,6 +356,48 @@ def test_both_is_file_and_sqlite_and_postgres_is_only_taken_by_name() -> None:
     assert options.crash_kinds(" process , power ") == (CrashKind.PROCESS, CrashKind.POWER)
 
 
+SEAMS = """
+from durable.store.file import FileStore
+
+def raising_store(root, fs, fsync):
+    raise ValueError("boom")
+
+def store_of_the_wrong_type(root, fs, fsync):
+    return 42
+
+def raising_runtime(**keywords):
+    raise ValueError("no runtime today")
+
+def runtime_of_the_wrong_type(**keywords):
+    return "a runtime"
+"""
+
+
+@pytest.mark.parametrize(
+    ("seam", "status", "named"),
+    [
+        ("--file-store=seams.py:raising_store", 5, "the file_store seam"),
+        ("--file-store=seams.py:store_of_the_wrong_type", 2, "not a store"),
+        ("--open-runtime=seams.py:raising_runtime", 5, "raised ValueError: no runtime today"),
+        ("--open-runtime=seams.py:runtime_of_the_wrong_type", 2, "not an async context manager"),
+    ],
+    ids=["store-raises", "store-wrong-type", "runtime-raises", "runtime-wrong-type"],
+)
+def test_user_code_at_a_seam_is_one_line_never_a_safety_verdict(
+    tmp_path: Path, seam: str, status: int, named: str
+) -> None:
+    """Exit 2 for a seam that builds the wrong thing, 5 (the harness's) for one that raises
+    while the simulator runs it -- never 1 (a safety violation), never a traceback."""
+    (tmp_path / "seams.py").write_text(SEAMS)
+    done = _cli(
+        "replay", "--scenario", "idempotent_payment", "--schedule", "none", seam, cwd=tmp_path
+    )
+    assert done.returncode == status, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert named in lines[0] and "seams.py:" in lines[0], lines
+
+
 def test_debug_raises_bad_input_with_its_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ScenarioError, match="unknown scenario"):
         main(["--debug", "run", "no_such_scenario"])
