@@ -44,8 +44,12 @@ Fixtures for your own tests
 ``--sim-seed N`` (the seed fixtures use; default 0) and ``--sim-replay SPEC`` (a crash schedule in
 replay form, e.g. ``14:after:power``, that ``sim_schedule`` returns; validated when pytest
 starts). Fixtures: ``sim_seed``, ``sim_schedule``, ``sim_world`` and ``sim_run`` (run a scenario by
-name or object under the seed and schedule; a failing test ends with the repro command). Under
-``CI=true`` the ``ci`` Hypothesis profile (derandomized, no database) is loaded.
+name, file path or object under the seed and schedule; a failing test ends with the repro
+command, which names a scenario file by its path).
+
+The plugin is loaded into every pytest run of a project that installs durable-sim, so it changes
+no other library's settings (no Hypothesis profile, for one) and keeps its per-test state in
+pytest's stashes, not on pytest's objects.
 """
 
 from __future__ import annotations
@@ -57,7 +61,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import settings
 
 from sim.errors import UserError
 from sim.judgement.repro import replay_command
@@ -70,10 +73,6 @@ if TYPE_CHECKING:
 
     from sim.explore.sweep import ScenarioSweep
     from sim.world.scenario import Scenario
-
-settings.register_profile("ci", derandomize=True, database=None, deadline=None)
-if os.environ.get("CI") == "true":
-    settings.load_profile("ci")
 
 MARKER = "durable_sim_sweep"
 ITEM_TIMEOUT_S = 4 * 3600  # per sweep item, under pytest-timeout (the longest bundled: ~30 min)
@@ -116,6 +115,8 @@ class SweepOptions:
 
 
 OPTIONS_KEY = pytest.StashKey[SweepOptions]()
+#: The repro command of the last ``sim_run`` of a test, shown when the test fails.
+REPRO_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -393,28 +394,57 @@ def sim_world(sim_seed: int) -> Any:
 def sim_run(
     request: pytest.FixtureRequest, sim_seed: int, sim_schedule: Schedule
 ) -> Callable[..., Any]:
-    """``sim_run("read_edit_answer", store="file")`` runs a scenario under the session's seed
-    and schedule and returns the ``RunResult``; a failing test then ends with the repro command
-    of the last run."""
+    """``sim_run("read_edit_answer", store="file")`` runs a scenario -- a bundled name, a file's
+    path, or a ``Scenario`` -- under the session's seed and schedule and returns the
+    ``RunResult``; a failing test then ends with the repro command of the last run."""
     from sim.run.runner import run_scenario
-    from sim.world.scenario import load_scenario
 
-    def run(scenario: str | Scenario, *, store: str = "file", schedule: Schedule | None = None):
-        loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+    options = request.config.stash[OPTIONS_KEY]
+
+    def run(
+        scenario: str | os.PathLike[str] | Scenario,
+        *,
+        store: StoreKind | str = StoreKind.FILE,
+        schedule: Schedule | None = None,
+    ) -> Any:
+        loaded, ref = _scenario_and_ref(scenario, options)
         chosen = schedule if schedule is not None else sim_schedule
-        ref = scenario if isinstance(scenario, str) else loaded.name
-        request.node._sim_repro = replay_command(
-            ref, seed=sim_seed, store=store, schedule=chosen.text()
-        )
-        return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)  # type: ignore[arg-type]
+        if ref is None:
+            request.node.stash[REPRO_KEY] = (
+                f"no durable-sim replay line: the scenario {loaded.name!r} was given as an object "
+                f"that is not a bundled scenario; give sim_run its file's path to get one "
+                f"(seed {sim_seed}, store {store}, schedule {chosen.text()})"
+            )
+        else:
+            request.node.stash[REPRO_KEY] = replay_command(
+                ref, seed=sim_seed, store=store, schedule=chosen.text()
+            )
+        return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)
 
     return run
 
 
-@pytest.hookimpl(hookwrapper=True)
+def _scenario_and_ref(
+    scenario: str | os.PathLike[str] | Scenario, options: SweepOptions
+) -> tuple[Scenario, str | None]:
+    """The scenario ``sim_run`` was given, and how ``durable-sim replay --scenario`` names it: a
+    bundled name as is, a file by its path (a name would be an unknown scenario to replay), an
+    object by its name only if it is that bundled scenario (None: it cannot be named)."""
+    from sim.world.scenario import Scenario, bundled_names, load_scenario, load_scenario_file
+
+    if isinstance(scenario, Scenario):
+        bundled = scenario.name in bundled_names() and load_scenario(scenario.name) == scenario
+        return scenario, scenario.name if bundled else None
+    if isinstance(scenario, str):
+        return load_scenario(scenario), scenario
+    path = Path(scenario)
+    return load_scenario_file(path), options.ref(path)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    outcome = yield
-    report = outcome.get_result()
-    repro = getattr(item, "_sim_repro", None)
+    report = yield
+    repro = item.stash.get(REPRO_KEY, None)
     if report.failed and repro:
         report.sections.append(("durable-sim repro", repro))
+    return report
