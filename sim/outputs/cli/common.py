@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from sim.errors import UsageError  # imported from here by every command module
+from sim.judgement.invariants import INVARIANTS
 from sim.outputs import options
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.seeded import SEED_MAX
@@ -25,6 +26,14 @@ jobs_arg = options.arg_type(options.jobs)
 #: Text that must not be empty (a path, a name, a SPEC): ``--out ''`` is refused.
 text_arg = options.arg_type(options.text)
 SEED_HELP = f"world seed, 0..{SEED_MAX} (default {options.DEFAULT_SEED})"
+
+
+def judged_invariants() -> str:
+    """``21 invariants (I0-I20)``: what a run of the reference runtime is judged on, read from
+    the invariant registry (its order: the runtime's codes first, in sequence), so no help text
+    carries a count that goes stale."""
+    codes = [record.code for record in INVARIANTS if record.scope != "target"]
+    return f"{len(codes)} invariants ({codes[0]}-{codes[-1]})"
 
 
 class Parser(argparse.ArgumentParser):

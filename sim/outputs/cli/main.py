@@ -15,7 +15,7 @@ import threading
 
 from sim.errors import user_error
 from sim.outputs.cli.bench import add_parsers as add_bench
-from sim.outputs.cli.common import EXIT, Parser, swapped_seams
+from sim.outputs.cli.common import EXIT, Parser, judged_invariants, swapped_seams
 from sim.outputs.cli.coverage import add_parsers as add_coverage
 from sim.outputs.cli.fuzz import add_parsers as add_fuzz
 from sim.outputs.cli.mutants import add_parsers as add_mutants
@@ -105,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
             "virtual clock, kills the process at every commit, file, tool, model and lease "
-            "boundary (process kill and power loss), restarts it, and checks seventeen invariants."
+            f"boundary (process kill and power loss), restarts it, and checks "
+            f"{judged_invariants()}."
         ),
         epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
     )

@@ -22,6 +22,7 @@ from sim.outputs.cli.common import (
     determinism_of,
     exit_for,
     jobs_arg,
+    judged_invariants,
     seed_arg,
     text_arg,
     wide_console,
@@ -40,8 +41,7 @@ def add_parsers(sub: Any) -> None:
         description=(
             "For each scenario and store: record the fault-free boundary trace, then run every "
             "schedule (boundary x before/after x crash kind; depth 2 adds a second crash at every "
-            "boundary of the recovery), check the invariants I0-I17, I19 and I20 and write a "
-            "report."
+            f"boundary of the recovery), check the {judged_invariants()} and write a report."
         ),
     )
     sw.add_argument(
