@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 # at the end of a queue does not leave a core idle for its length.
 TEST_JOBS ?= auto
 test: $(STAMP)
-	$(BIN)/ruff check durable sim scenarios tests
-	$(BIN)/ruff format --check durable sim scenarios tests
+	$(BIN)/ruff check durable sim tests
+	$(BIN)/ruff format --check durable sim tests
 	$(BIN)/mypy durable sim
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
 
@@ -39,12 +39,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy durable sim
 
 lint: $(STAMP)
-	$(BIN)/ruff check durable sim scenarios tests
-	$(BIN)/ruff format --check durable sim scenarios tests
+	$(BIN)/ruff check durable sim tests
+	$(BIN)/ruff format --check durable sim tests
 
 format: $(STAMP)
-	$(BIN)/ruff format durable sim scenarios tests
-	$(BIN)/ruff check --fix durable sim scenarios tests
+	$(BIN)/ruff format durable sim tests
+	$(BIN)/ruff check --fix durable sim tests
 
 clean:
 	rm -rf $(VENV) reports/latest

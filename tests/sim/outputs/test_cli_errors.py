@@ -19,7 +19,7 @@ from sim.outputs.cli import main
 from sim.outputs.cli.bench import _sweep_totals
 from sim.outputs.cli.sweep import FAILURES_SHOWN
 from sim.world.faults import CrashKind
-from sim.world.scenario import ScenarioError
+from sim.world.scenario import SCENARIO_DIR, ScenarioError
 from sim.world.stores import StoreKind
 
 
@@ -120,7 +120,7 @@ def test_bench_reads_a_results_document_from_before_folding(tmp_path: Path) -> N
 def _never_settling(tmp_path: Path) -> Path:
     """A valid scenario whose fault-free run cannot settle: the tool takes longer than the
     liveness bound allows."""
-    doc = json.loads((REPO / "scenarios" / "idempotent_payment.json").read_text())
+    doc = json.loads((SCENARIO_DIR / "idempotent_payment.json").read_text())
     doc["name"] = "never_settles"
     doc["tools"][0]["latency_s"] = 100.0
     doc["liveness_bound_s"] = 10.0
