@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-from sim.explore.fuzz import CORPUS_DIR, fuzz_machine, fuzz_schedules, save_case
+from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.sweep import judge
 from sim.run.runner import run_scenario
@@ -63,6 +64,7 @@ def test_findings_are_saved_as_schema_versioned_cases(tmp_path: Path) -> None:
     assert load_scenario_file(path).name == "read_edit_answer"
 
 
+CORPUS_DIR = REPO / "tests" / "corpus"  # this repository's regression corpus
 CASES = sorted(CORPUS_DIR.glob("*.json"))
 
 
