@@ -1,4 +1,4 @@
-"""Reach: every recovery branch of ``durable/`` stays reached (sim/explore/reach.py).
+"""Reach: every recovery branch of ``durable/`` stays reached (sim/explore/reach/).
 
 The full measurement (the default sweep and the fuzzer under coverage.py) takes many minutes, so
 CI replays the *reach corpus* instead: a few schedules chosen from the full measurement so that
@@ -45,7 +45,7 @@ def test_the_reach_corpus_reaches_every_recovery_branch(tmp_path: Path) -> None:
     failing = [b for b in report["unreached"] if b["allowed"] is None]
     problems = [f"{b['branch']} in {b['function']}: {b['from']}  ->  {b['to']}" for b in failing]
     problems += [
-        f"stale allowance in sim/explore/reach.py: {s}" for s in report["stale_allowances"]
+        f"stale allowance in sim/explore/reach/regions.py: {s}" for s in report["stale_allowances"]
     ]
     problems += report["measurement"]["notes"]
     assert not problems and done.returncode == 0, (
@@ -122,7 +122,7 @@ def test_regions_include_their_nested_functions() -> None:
 
 
 def test_the_child_hook_does_nothing_outside_a_measurement() -> None:
-    assert reach._SINK is None
+    assert reach.measurement._SINK is None
     reach.save_child_coverage("3:after:process")  # returns at once: no sink, no coverage import
 
 
