@@ -14,7 +14,9 @@ The pieces:
 
 - ``RECOVERY_REGIONS`` (``regions.py``): the committed, explicit list of functions whose branches
   must all be reached (kept in code, beside the allowances, so a change to either is one reviewed
-  diff). A region is ``path:qualified.name`` and includes the functions nested in it.
+  diff). A region is ``path:qualified.name`` and includes the functions nested in it. The paths
+  are relative to ``durable``'s parent, and ``durable``'s sources are found through the import
+  system, so the measurement works on an installed package as well as in a checkout.
 - ``ALLOWED_UNREACHED`` (``regions.py``): the few recovery branches nothing can reach in a
   simulated run, each with its one-line reason. Keyed by region and source text, not line
   numbers, so unrelated edits do not invalidate it; an allowance that matches no branch any more

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,9 @@ from sim.explore.reach.regions import (
     Arc,
     ReachError,
     durable_dir,
+    package_dir,
     region_filter,
     relative_source,
-    source_root,
 )
 
 CORPUS_SCHEMA_VERSION = 1
@@ -455,6 +455,8 @@ def run_measurement(options: Options) -> Raw:
     """Measure in a fresh interpreter (coverage must start before ``durable`` is imported, or its
     module-level lines would count as missed); stderr is shared, for the progress lines."""
     require_coverage()
+    if options.corpus is not None:  # the child starts elsewhere: a relative path is the caller's
+        options = replace(options, corpus=os.path.abspath(options.corpus))
     with tempfile.TemporaryDirectory(prefix="durable-sim-reach-") as tmp:
         out = Path(tmp, "raw.json")
         command = [
@@ -464,7 +466,11 @@ def run_measurement(options: Options) -> Raw:
             json.dumps(options.to_json()),
             str(out),
         ]
-        child = subprocess.Popen(command, cwd=str(source_root()), stdout=subprocess.DEVNULL)
+        # Started where this ``sim`` package was imported from (a checkout, or site-packages):
+        # ``-m`` imports from the current directory first, and the caller's may hold another one.
+        child = subprocess.Popen(
+            command, cwd=str(package_dir("sim").parent), stdout=subprocess.DEVNULL
+        )
         try:
             code = child.wait()
         except BaseException:

@@ -8,11 +8,13 @@ The catalogue is kept in code, beside the allowances, so a change to either is o
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
-Arc = tuple[str, int, int]  # (path relative to the repository, from line, to line)
+Arc = tuple[str, int, int]  # (path relative to durable's parent, e.g. "durable/x.py"; from; to)
 
 
 #: The recovery regions: every branch of these functions (and of the functions nested in them)
@@ -430,18 +432,27 @@ class ReachError(Exception):
 # -- where durable's sources are ----------------------------------------------------------------
 
 
-#: The checkout: ``durable/`` and ``sim/`` side by side.
-ROOT = Path(__file__).resolve().parents[3]
+@functools.cache
+def package_dir(name: str) -> Path:
+    """A top-level package's directory, wherever it is installed (a checkout, an editable
+    install or a wheel in site-packages), found by the import system *without importing it*: the
+    measuring interpreter must start coverage before ``durable`` runs, or its module-level lines
+    would count as missed. Nothing here reads a checkout's layout."""
+    spec = find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ReachError(f"the {name} package is not importable")
+    return Path(spec.origin).resolve().parent
 
 
 def durable_dir() -> Path:
     """The sources the measurement covers."""
-    return ROOT / "durable"
+    return package_dir("durable")
 
 
 def source_root() -> Path:
-    """The directory arcs and regions are relative to."""
-    return ROOT
+    """The directory arcs and regions are relative to: ``durable``'s parent, so a branch reads
+    ``durable/journal.py:...`` in a checkout and in an installed wheel alike."""
+    return durable_dir().parent
 
 
 def relative_source(filename: str) -> str | None:
