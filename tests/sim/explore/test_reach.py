@@ -56,6 +56,7 @@ def test_the_reach_corpus_reaches_every_recovery_branch(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_empty_corpus_reports_the_unreached_branches(tmp_path: Path) -> None:
     """The check can fail: with nothing replayed, every recovery branch is unreached."""
     empty = tmp_path / "empty.json"
@@ -70,6 +71,7 @@ def test_an_empty_corpus_reports_the_unreached_branches(tmp_path: Path) -> None:
     assert any(b["function"] == "_recover" for b in report["unreached"])
 
 
+@pytest.mark.slow
 def test_forked_sweep_children_report_their_coverage(tmp_path: Path) -> None:
     """The branches only a crash reaches run in forked children, which leave with ``os._exit``:
     without the hook in ``sim.explore.forking`` the re-execution of a verified-not-applied edit
@@ -159,6 +161,7 @@ def test_the_corpus_is_a_greedy_cover_preferring_cheap_cases() -> None:
     assert corpus["uncovered"] == [f"{path}:40->41"]
 
 
+@pytest.mark.slow
 def test_a_written_corpus_replays_to_every_branch_its_measurement_reached(tmp_path: Path) -> None:
     """The whole pipeline on one scenario: forked children's coverage, credit beyond the
     fault-free runs, greedy cover, and the replay CI runs, which must reach the same branches."""
