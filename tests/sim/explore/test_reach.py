@@ -56,7 +56,6 @@ def test_the_reach_corpus_reaches_every_recovery_branch(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.slow
 def test_an_empty_corpus_reports_the_unreached_branches(tmp_path: Path) -> None:
     """The check can fail: with nothing replayed, every recovery branch is unreached."""
     empty = tmp_path / "empty.json"
