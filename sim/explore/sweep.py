@@ -310,6 +310,21 @@ def sweep_part(
     return part
 
 
+def listed_schedules(
+    scenario: Scenario,
+    *,
+    store: StoreKind,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+) -> tuple[int, list[Schedule]]:
+    """The traced run's boundary count and the depth-1 schedules a fast sweep lists from it,
+    before folding: what a campaign's planner splits into units and estimates the cost of."""
+    _, kinds, base = _described(scenario, store, seed, 1, crash_kinds, "off", None)
+    _, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
+    labels = [b.label for b in traced.boundaries]
+    return len(labels), depth1_schedules(labels, kinds, base=base, tears=traced.tear_counts)
+
+
 def record_part(out: ScenarioSweep, part: SweepPart) -> None:
     """Record ``part`` into ``out`` as the one-process sweep records it: the fault-free run's
     outcome first (a failing one stops there), then the prefix check, then every schedule."""

@@ -1,0 +1,94 @@
+"""Executors: how the units a campaign still needs get run. Thin and swappable: an engine takes
+tasks and calls ``done`` in this process once per task, with the unit's document or the error
+that stopped it; the driver verifies and files each result as it arrives
+(``sim.explore.campaign.run``). Nothing here imports an engine's library: ``dask_engine`` does,
+and only when ``--engine dask`` is chosen (``engine_named``).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
+
+from sim.explore import parallel
+from sim.explore.campaign.plan import Unit
+from sim.explore.campaign.unit import run_unit
+from sim.explore.progress import Progress
+
+ENGINES = ("local", "dask")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A unit to run and what a worker needs to run it (``plan.Plan.task``)."""
+
+    unit: Unit
+    payload: dict[str, Any]
+
+
+#: ``done(task, document, error)``: exactly one of the two is None; returns the summary its
+#: progress line ends with.
+Done = Callable[[Task, dict[str, Any] | None, str | None], str]
+
+
+class Engine(Protocol):
+    def run(self, tasks: Sequence[Task], done: Done) -> None: ...
+
+
+class EngineUnavailable(RuntimeError):
+    """An engine that cannot run here (its optional extra is not installed): one line."""
+
+
+@dataclass
+class LocalEngine:
+    """This machine's cores: ``jobs`` units at once, each in a worker forked from this process
+    (``sim.explore.parallel``, the pool ``durable-sim sweep`` runs its sweeps in), costliest
+    first. A unit's own sweep runs one forked child at a time, so ``jobs`` is the cores used."""
+
+    jobs: int
+    progress: Progress | None = None
+
+    def run(self, tasks: Sequence[Task], done: Done) -> None:
+        steps = [
+            parallel.Step(task.unit.label, partial(_guarded, task.payload), task.unit.cost)
+            for task in tasks
+        ]
+        by_step = {id(step): task for step, task in zip(steps, tasks, strict=True)}
+
+        def finished(step: parallel.Step, result: tuple[Any, str | None]) -> str:
+            doc, error = result
+            return done(by_step[id(step)], doc, error)
+
+        # ``finished`` is called as each step ends only through a progress object: a silent one
+        # when nobody watches.
+        progress = self.progress or Progress(command="campaign", unit="schedules", enabled=False)
+        parallel.run_steps(steps, jobs=self.jobs, progress=progress, finished=finished)
+
+
+def _guarded(
+    payload: dict[str, Any], *, progress: Callable[[int], None]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """In a worker: the unit's document, or the traceback of what stopped it -- one unit's
+    failure must not stop the others (an interrupt still does)."""
+    try:
+        return run_unit(payload, progress=progress), None
+    except Exception:
+        return None, traceback.format_exc()
+
+
+def engine_named(
+    name: str, *, jobs: int, scheduler: str | None, progress: Progress | None
+) -> Engine:
+    """The engine ``--engine`` names. Dask is imported here, and only for ``dask``."""
+    if name == "local":
+        if scheduler is not None:
+            raise EngineUnavailable("--scheduler needs --engine dask")
+        return LocalEngine(jobs, progress)
+    if name == "dask":
+        from sim.explore.campaign.dask_engine import DaskEngine
+
+        return DaskEngine.create(jobs=jobs, scheduler=scheduler, progress=progress)
+    raise EngineUnavailable(f"--engine takes {' or '.join(ENGINES)}, got {name!r}")
