@@ -35,6 +35,8 @@ Done = Callable[[Task, dict[str, Any] | None, str | None], str]
 
 
 class Engine(Protocol):
+    progress: Progress | None  # where a line per unit goes (set once the command's is open)
+
     def run(self, tasks: Sequence[Task], done: Done) -> None: ...
 
 

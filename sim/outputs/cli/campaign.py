@@ -1,0 +1,344 @@
+"""``durable-sim campaign``: a sweep as a plan of units (``sim.explore.campaign``), run on this
+machine's cores or a Dask cluster, into a directory of unit files that resumes, shards and merges
+(docs/campaigns.md). A complete campaign writes the same report as ``durable-sim sweep``.
+
+Also the pieces ``merge`` shares: the report of a complete campaign, the exit status, and the
+GitHub Actions output (``::error`` annotations naming the scenario file, a step summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sim.explore.progress import Progress
+from sim.outputs.cli.common import (
+    EXIT,
+    UsageError,
+    check_out_dir,
+    crash_kinds_arg,
+    determinism_of,
+    exit_for,
+    jobs_arg,
+    seed_arg,
+)
+from sim.world.scenario import bundled_names, load_scenario
+from sim.world.seeded import SEED_MAX
+
+FAILURES_SHOWN = 5  # per scenario and store, in the summary and as annotations
+
+
+def add_parsers(sub: Any) -> None:
+    """``campaign``: the sweep as units, resumable, sharded, on local cores or Dask."""
+    cp = sub.add_parser(
+        "campaign",
+        help="a sweep as a plan of units: resumable, sharded, on local cores or a Dask cluster",
+        description=(
+            "Plan every crash schedule of each scenario and store as units (ranges of crash "
+            "points), run the units not yet done into --out (one checksummed file each; "
+            "run again to resume), and once every unit is done write the report `durable-sim "
+            "sweep` would write. --shard K/N runs one share of the units (balanced by "
+            "estimated cost) for a CI matrix; `durable-sim merge` joins the shards' directories."
+        ),
+    )
+    cp.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
+    cp.add_argument(
+        "--store",
+        choices=("file", "sqlite", "both"),
+        default="both",
+        help="file, sqlite or both (default). Postgres is not forked, so not campaigned",
+    )
+    cp.add_argument(
+        "--crash",
+        default="process,power",
+        help="crash kinds, comma-separated: process, power, storage (default process,power)",
+    )
+    cp.add_argument(
+        "--seed", type=seed_arg, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)"
+    )
+    cp.add_argument(
+        "--determinism",
+        choices=("full", "sample", "off"),
+        default="sample",
+        help="I10 as in `durable-sim sweep` (default sample)",
+    )
+    cp.add_argument("--no-determinism-check", action="store_true", help="--determinism off")
+    cp.add_argument("--out", default="reports/campaign", help="the campaign directory")
+    add_execution_options(cp)
+    split = cp.add_mutually_exclusive_group()
+    split.add_argument(
+        "--points-per-unit",
+        type=jobs_arg,
+        default=None,
+        metavar="N",
+        help="at most N crash points per unit (a boundary's points are never split)",
+    )
+    split.add_argument(
+        "--unit-cost",
+        type=float,
+        default=None,
+        metavar="C",
+        help="at most C estimated cost per unit, in boundaries run (default 200000: "
+        "long_horizon ~25 units per store, every other bundled scenario one)",
+    )
+    cp.add_argument("--shard", default=None, metavar="K/N", help="run shard K of N only")
+    cp.set_defaults(handler=run_campaign_command)
+
+
+def add_execution_options(p: argparse.ArgumentParser) -> None:
+    """What ``campaign`` and its reports share with ``merge``: output and CI options, and the
+    engine options."""
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="local: this machine's cores (default); dask: a Dask cluster (the [dask] extra)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="with --engine dask: a running scheduler (tcp://HOST:PORT); default: a local "
+        "cluster of --jobs worker processes",
+    )
+    p.add_argument(
+        "--jobs",
+        type=jobs_arg,
+        default=None,
+        help="units run at once (local), or local Dask workers (default: the machine's cores)",
+    )
+    add_output_options(p)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the results document on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="failures as GitHub Actions annotations and a step summary (on by itself when "
+        "GITHUB_ACTIONS=true)",
+    )
+
+
+def run_campaign_command(args: argparse.Namespace) -> int:
+    from sim.explore.campaign.engines import EngineUnavailable, engine_named
+    from sim.explore.campaign.files import CampaignError
+    from sim.explore.campaign.plan import PlanError, Split, parse_shard, plan_sweeps
+    from sim.explore.campaign.run import run_campaign
+    from sim.explore.parallel import default_jobs
+
+    started = time.perf_counter()
+    kinds = crash_kinds_arg(args.crash)
+    names = args.scenarios or bundled_names()
+    scenarios = [(name, load_scenario(name)) for name in names]
+    stores = ["file", "sqlite"] if args.store == "both" else [args.store]
+    out_dir = Path(args.out)
+    check_out_dir(out_dir)
+    jobs = args.jobs or default_jobs()
+    try:
+        shard = parse_shard(args.shard) if args.shard else None
+        split = Split(points=args.points_per_unit, cost=None) if args.points_per_unit else None
+        if args.unit_cost is not None:
+            split = Split(cost=args.unit_cost)
+        # An engine that cannot run here (a missing extra) is refused before any planning.
+        engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
+        plan = plan_sweeps(
+            scenarios,
+            stores=stores,
+            crash_kinds=kinds,
+            seed=args.seed,
+            determinism=determinism_of(args),
+            split=split,
+            jobs=jobs,
+        )
+        with Progress(command="campaign", unit="schedules", enabled=not args.quiet) as progress:
+            engine.progress = progress
+            _note(args, f"{len(plan.units)} units planned ({_share(shard)})")
+            result = run_campaign(
+                plan, out_dir, engine=engine, shard=shard, notice=lambda t: _note(args, t)
+            )
+    except (PlanError, CampaignError, EngineUnavailable) as exc:
+        raise UsageError(str(exc)) from exc
+    return finish(args, result, out_dir, started=started, shard=shard)
+
+
+def _share(shard: tuple[int, int] | None) -> str:
+    return f"shard {shard[0]}/{shard[1]}" if shard else "every unit"
+
+
+def _note(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(f"campaign: {text}", file=sys.stderr, flush=True)
+
+
+def finish(
+    args: argparse.Namespace,
+    result: Any,
+    out_dir: Path,
+    *,
+    started: float,
+    shard: tuple[int, int] | None = None,
+) -> int:
+    """Report what a campaign or merge found: the report once complete, the errors and
+    conflicts always, the GitHub output when asked; the exit status."""
+    for label, error in result.errors:
+        print(f"durable-sim: unit {label} failed: {error.strip()}", file=sys.stderr)
+    for conflict in result.conflicts:
+        print(f"durable-sim: nondeterminism: {conflict}", file=sys.stderr)
+    if result.merged is None:
+        sweeps = _share_sweeps(result)
+        missing = len(result.missing)
+        print(
+            f"campaign: {len(result.ran)} units run, {result.skipped} were done already; "
+            f"{len(result.plan.units) - missing} of {len(result.plan.units)} units of the plan "
+            f"are in {out_dir} (join shards' directories with `durable-sim merge DIR... --out "
+            "DIR`; run the campaign again to run what is missing)"
+        )
+        document = None
+    else:
+        sweeps = result.merged.sweeps
+        document = _write_report(result, out_dir, started=started)
+    verdicts = _verdicts(sweeps)
+    verdicts["nondeterminism"] += len(result.conflicts)
+    verdicts["error"] += len(result.errors)
+    if _github(args):
+        annotate(sweeps, result.plan)
+        step_summary(sweeps, verdicts, complete=document is not None, shard=shard)
+    if document is not None and args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    elif document is not None:
+        _summary(sweeps, verdicts)
+        print(f"report: {out_dir / 'index.html'}")
+    refused = any(one.reference_failed for one in sweeps)
+    return exit_for(verdicts, refused=refused)
+
+
+def _write_report(result: Any, out_dir: Path, *, started: float) -> dict[str, Any]:
+    from sim.explore.results import results_document
+    from sim.outputs.report import ReportError, write_report
+
+    wall_s = time.perf_counter() - started
+    document = results_document(result.merged.sweeps, wall_s=wall_s, fast=True)
+    try:
+        write_report(out_dir, document)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from exc
+    return document
+
+
+def _share_sweeps(result: Any) -> list[Any]:
+    """An incomplete campaign (a shard): each of its units' outcomes recorded on their own."""
+    from sim.explore.campaign.merge import unit_failures
+
+    chosen = {unit.address for unit in result.selected}
+    return [
+        unit_failures(result.results[unit.address])
+        for unit in result.plan.units
+        if unit.address in chosen and unit.address in result.results
+    ]
+
+
+def _verdicts(sweeps: list[Any]) -> dict[str, int]:
+    counts = dict.fromkeys(EXIT, 0)
+    for one in sweeps:
+        for verdict, n in one.verdicts.items():
+            counts[verdict] += n
+    return counts
+
+
+_VERDICTS = ("pass", "safety", "liveness", "nondeterminism", "error")
+
+
+def _summary(sweeps: list[Any], verdicts: dict[str, int]) -> None:
+    shown = ", ".join(f"{v} {verdicts[v]}" for v in _VERDICTS if verdicts.get(v))
+    print(f"campaign: {sum(s.schedules for s in sweeps)} schedules: {shown or 'none'}")
+    for one in sweeps:
+        for failure in one.failures[:FAILURES_SHOWN]:
+            print(
+                f"{failure.verdict} {failure.invariant} {one.name}[{one.store}] "
+                f"{failure.schedule}: {failure.explanation}"
+            )
+            print(f"  repro: {failure.repro}")
+        if len(one.failures) > FAILURES_SHOWN:
+            more = len(one.failures) - FAILURES_SHOWN
+            print(f"  ... and {more} more failures of {one.name}[{one.store}] (see the report)")
+
+
+# -- GitHub Actions ------------------------------------------------------------------------------
+
+
+def _github(args: argparse.Namespace) -> bool:
+    return bool(args.github) or os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def _escape_data(text: str) -> str:
+    """A workflow command's message: ``%``, CR and LF escaped (GitHub's toolkit rules)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value: also ``:`` and ``,``."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def scenario_file(ref: str) -> str:
+    """The file a scenario came from, relative to the current directory (a CI job's checkout):
+    the path given, or the bundled scenario's file."""
+    if ref.endswith(".json") or "/" in ref:
+        return ref
+    from sim.world import scenario as scenarios
+
+    directory = getattr(scenarios, "SCENARIO_DIR", None)
+    if directory is None:
+        return ref
+    return os.path.relpath(Path(directory) / f"{ref}.json")
+
+
+def annotate(sweeps: list[Any], plan: Any) -> None:
+    """One ``::error`` line per failure (the first ``FAILURES_SHOWN`` per scenario x store),
+    naming the scenario's file, the schedule and the repro line."""
+    del plan
+    for one in sweeps:
+        path = _escape_property(scenario_file(one.ref or one.name))
+        for failure in one.failures[:FAILURES_SHOWN]:
+            title = _escape_property(
+                f"{failure.verdict} {failure.invariant} {one.name}[{one.store}] {failure.schedule}"
+            )
+            message = _escape_data(f"{failure.explanation}\nrepro: {failure.repro}")
+            print(f"::error file={path},title={title}::{message}")
+
+
+def step_summary(
+    sweeps: list[Any],
+    verdicts: dict[str, int],
+    *,
+    complete: bool,
+    shard: tuple[int, int] | None,
+) -> None:
+    """Append a short Markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    from sim.outputs.report.markdown import code, text
+
+    what = "campaign" if complete else f"campaign shard {_share(shard)}"
+    lines = [f"## durable-sim {text(what)}", ""]
+    lines.append(" · ".join(f"{v} {verdicts.get(v, 0)}" for v in _VERDICTS))
+    lines += ["", "| scenario | store | schedules | failures |", "| --- | --- | ---: | ---: |"]
+    for one in sweeps:
+        if one.failures:
+            lines.append(
+                f"| {text(one.name)} | {text(one.store)} | {one.schedules} | {len(one.failures)} |"
+            )
+    for one in sweeps:
+        for failure in one.failures[:FAILURES_SHOWN]:
+            what = f"{text(failure.verdict)} {text(failure.invariant)}"
+            lines.append(f"- {what}: {code(failure.repro)}")
+    with open(target, "a", encoding="utf-8") as summary:
+        summary.write("\n".join(lines) + "\n")
