@@ -314,3 +314,56 @@ def test_a_campaign_refuses_a_directory_of_another_plan(
     status = main(["campaign", SMALL[0], "--store", "file", "--out", str(target), "--quiet"])
     assert status == 2
     assert "holds another campaign's plan" in capsys.readouterr().err
+
+
+# -- engines -----------------------------------------------------------------------------------
+
+
+def test_nothing_imports_dask_unless_it_is_the_engine() -> None:
+    script = (
+        "import sys\n"
+        "from sim.outputs.cli.main import main\n"
+        "import sim.explore.campaign.run, sim.explore.campaign.engines\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_missing_dask_extra_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # ``import distributed`` fails
+    args = ["campaign", SMALL[0], "--engine", "dask", "--out", str(tmp_path), "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'durable-sim[dask]'" in err[0], err
+    assert not (tmp_path / "plan.json").exists()  # refused before any planning
+
+
+def test_github_annotations_name_the_scenario_file_and_a_summary_is_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.explore.mutants import mutant_named, planted
+    from sim.world.scenario import SCENARIO_DIR
+
+    mutant = mutant_named("key-per-attempt")
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    args = ["campaign", mutant.scenario, "--store", "file", "--crash", "process"]
+    with planted(mutant):
+        status = main([*args, "--out", str(tmp_path / "c"), "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 1
+    annotations = [line for line in out.splitlines() if line.startswith("::error ")]
+    path = os.path.relpath(SCENARIO_DIR / f"{mutant.scenario}.json")
+    assert annotations and all(a.startswith(f"::error file={path},title=") for a in annotations)
+    assert "%0Arepro: durable-sim replay --scenario idempotent_payment" in annotations[0]
+    written = summary.read_text()
+    assert written.startswith("earlier step\n## durable-sim campaign\n")
+    assert f"| {mutant.scenario} | file |" in written.replace("\\_", "_")
