@@ -1,5 +1,5 @@
-"""One unit run: its part of a sweep computed (``sim.explore.sweep.sweep_part``) and returned as a
-unit document (``document``).
+"""One unit run: its part of a sweep computed (``sim.explore.sweep.sweep_part``), or its fuzzing
+search (``fuzz_unit``), and returned as a unit document (``document``).
 
 ``python -m sim.explore.campaign.unit --task FILE --out FILE`` runs one unit in a fresh
 interpreter: what a Dask worker does (``run_in_subprocess``), because the sweep forks, and
@@ -28,6 +28,7 @@ from typing import Any
 from sim.explore import forking
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import part_json, unit_document
+from sim.explore.campaign.fuzz_unit import run_fuzz
 from sim.explore.sweep import Roots, sweep_part
 from sim.world import tempdirs
 from sim.world.scenario import Scenario
@@ -53,21 +54,24 @@ def run_unit(
 ) -> dict[str, Any]:
     """Run the unit of ``task`` (``plan.Plan.task``) here; its unit document."""
     spec = task.get("spec")
-    if not isinstance(spec, dict) or spec.get("kind") != "sweep":
-        raise UnitRefused("not a sweep unit's task")
+    if not isinstance(spec, dict) or spec.get("kind") not in ("sweep", "fuzz"):
+        raise UnitRefused("not a campaign unit's task")
     here = project_version()
     if spec.get("version") != here:
         raise UnitRefused(
             f"the unit was planned for durable-sim {spec.get('version')}, this process runs {here}"
         )
     content = task.get("scenario")
-    if digest(content) != spec["scenario_sha256"]:
+    if spec.get("scenario_sha256") is not None and digest(content) != spec["scenario_sha256"]:
         raise UnitRefused("the task's scenario is not the one the unit was planned with")
-    scenario = Scenario.model_validate(content)
     started = time.perf_counter()
+    if spec["kind"] == "fuzz":
+        result = run_fuzz(spec, content, progress or _ignore)
+        result["wall_s"] = round(time.perf_counter() - started, 3)
+        return unit_document(digest(spec), spec, result)
     first, stop = spec["roots"]
     part = sweep_part(
-        scenario,
+        Scenario.model_validate(content),
         store=StoreKind(spec["store"]),
         seed=spec["seed"],
         crash_kinds=tuple(spec["crash"]),
@@ -80,6 +84,10 @@ def run_unit(
     )
     result = part_json(part, wall_s=time.perf_counter() - started)
     return unit_document(digest(spec), spec, result)
+
+
+def _ignore(n: int) -> None:
+    del n
 
 
 def run_in_subprocess(task_text: str, *, timeout_s: float | None = None) -> str:

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -77,7 +78,7 @@ def add_parsers(sub: Any) -> None:
     split = cp.add_mutually_exclusive_group()
     split.add_argument(
         "--points-per-unit",
-        type=jobs_arg,
+        type=count_arg,
         default=None,
         metavar="N",
         help="at most N crash points per unit (a boundary's points are never split)",
@@ -379,3 +380,94 @@ def step_summary(
             lines.append(f"- {what}: {code(failure.repro)}")
     with open(target, "a", encoding="utf-8") as summary:
         summary.write("\n".join(lines) + "\n")
+
+
+# -- fuzz --budget -------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+
+
+def count_arg(text: str) -> int:
+    """A positive whole number (``--points-per-unit``, ``--unit-examples``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a positive integer, got {text!r}")
+    return value
+
+
+def duration_arg(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1h30m``: a positive number of seconds."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None:
+        raise argparse.ArgumentTypeError(f"a duration like 90s, 15m or 1h30m, got {text!r}")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"the duration must be positive, got {text!r}")
+    return float(total)
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """``fuzz --budget``: fuzzing as campaign units on an engine, for a time."""
+    group = p.add_argument_group("a time budget, as campaign units (docs/campaigns.md)")
+    group.add_argument(
+        "--budget",
+        type=duration_arg,
+        default=None,
+        metavar="DURATION",
+        help="fuzz for this long (90s, 15m, 1h30m): every fuzzer again and again with the "
+        "next seed, as units of --unit-examples examples, on --engine",
+    )
+    group.add_argument("--engine", choices=("local", "dask"), default="local")
+    group.add_argument("--scheduler", default=None, metavar="ADDR", help="with --engine dask")
+    group.add_argument(
+        "--unit-examples",
+        type=count_arg,
+        default=None,
+        metavar="N",
+        help="examples per unit with --budget (default 50)",
+    )
+
+
+def run_fuzz_budget(args: argparse.Namespace, scenarios: list[Any], corpus: Path) -> int:
+    """``fuzz --budget``: units until the budget is spent; every failure saved to the corpus."""
+    from sim.explore.campaign.engines import EngineUnavailable, engine_named
+    from sim.explore.campaign.fuzz_budget import UNIT_EXAMPLES, WAVE_PER_JOB, fuzz_for, fuzzers_of
+    from sim.explore.fuzz import save_case
+    from sim.explore.parallel import default_jobs
+
+    jobs = args.jobs or default_jobs()
+    try:
+        engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
+    except EngineUnavailable as exc:
+        raise UsageError(str(exc)) from exc
+    fuzzers = fuzzers_of(scenarios, machine=not args.no_machine)
+    with _stoppable(), Progress(command="fuzz", unit="examples") as progress:
+        engine.progress = progress
+        run = fuzz_for(
+            fuzzers,
+            budget_s=args.budget,
+            engine=engine,
+            store=args.store,
+            examples=args.unit_examples or UNIT_EXAMPLES,
+            seed=args.seed,
+            wave=jobs * WAVE_PER_JOB,
+        )
+    for label, error in run.errors:
+        print(f"durable-sim: unit {label} failed: {error.strip()}", file=sys.stderr)
+    for finding in run.findings:
+        path = save_case(finding, corpus)
+        print("\n".join(finding.describe()))
+        print(f"saved: {path}")
+        print(f"repro: {finding.repro(str(path))}")
+    rate = run.examples / run.wall_s if run.wall_s else 0.0
+    print(
+        f"fuzz: {run.examples} examples in {run.units} units, {run.wall_s:.1f}s ({rate:.1f}/s), "
+        f"{len(run.findings)} failure(s)"
+    )
+    if run.findings:
+        return EXIT["safety"]
+    return EXIT["error"] if run.errors else EXIT["pass"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore.progress import Progress
+from sim.outputs.cli.campaign import add_budget_options, run_fuzz_budget
 from sim.outputs.cli.common import (
     UsageError,
     jobs_arg,
@@ -68,7 +69,7 @@ def add_parsers(sub: Any) -> None:
             "Hypothesis run, so what is found does not depend on it"
         ),
     )
-
+    add_budget_options(fz)
     fz.set_defaults(handler=run_fuzz)
 
 
@@ -84,6 +85,8 @@ def run_fuzz(args: argparse.Namespace) -> int:
     scenarios = [load_scenario(n) for n in names]
     corpus = _corpus_dir(args.corpus)
     set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
+    if args.budget is not None:  # docs/campaigns.md: fuzz units on an engine, for a time
+        return run_fuzz_budget(args, list(zip(names, scenarios, strict=True)), corpus)
     started = time.perf_counter()
     steps = fuzz_steps(
         scenarios,

@@ -367,3 +367,44 @@ def test_github_annotations_name_the_scenario_file_and_a_summary_is_appended(
     written = summary.read_text()
     assert written.startswith("earlier step\n## durable-sim campaign\n")
     assert f"| {mutant.scenario} | file |" in written.replace("\\_", "_")
+
+
+# -- fuzzing for a budget ------------------------------------------------------------------------
+
+
+def _ticks() -> Any:
+    """A clock that moves one second each time it is read: the budget counts driver checks."""
+    counter = itertools.count()
+    return lambda: float(next(counter))
+
+
+def test_a_fuzz_budget_runs_units_until_it_is_spent() -> None:
+    from sim.explore.campaign.fuzz_budget import fuzz_for, fuzzers_of
+
+    name = "idempotent_payment"
+    fuzzers = fuzzers_of([(name, load_scenario(name))], machine=False)
+    run = fuzz_for(fuzzers, budget_s=2.5, engine=LocalEngine(2), examples=5, wave=2, clock=_ticks())
+    assert (run.units, run.examples, run.findings, run.errors) == (4, 20, [], [])  # two waves
+
+
+def test_a_fuzz_budget_finds_and_shrinks_what_its_unit_alone_finds() -> None:
+    from sim.explore.campaign.fuzz_budget import fuzz_for, fuzzers_of
+    from sim.explore.fuzz import fuzz_schedules
+    from sim.explore.mutants import mutant_named, planted
+
+    mutant = mutant_named("key-per-attempt")
+    scenario = load_scenario(mutant.scenario)
+    fuzzers = fuzzers_of([(mutant.scenario, scenario)], machine=False)
+    with planted(mutant):
+        run = fuzz_for(
+            fuzzers, budget_s=100.0, engine=LocalEngine(2), examples=30, wave=4, clock=_ticks()
+        )
+        alone = fuzz_schedules(scenario, store="file", examples=30, fuzz_seed=0)
+    assert alone is not None and len(run.findings) == 1
+    found = run.findings[0]
+    assert (found.fuzzer, found.schedule, found.labels) == (
+        "schedules",
+        alone.schedule,
+        alone.labels,
+    )
+    assert [v.invariant for v in found.violations] == [v.invariant for v in alone.violations]
