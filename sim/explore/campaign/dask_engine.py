@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.explore import forking
-from sim.explore.campaign.engines import Done, EngineUnavailable, Task
+from sim.explore.campaign.tasks import Done, EngineUnavailable, Task
 from sim.explore.campaign.unit import run_in_subprocess
 from sim.explore.progress import Progress
 

@@ -11,37 +11,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from sim.explore import forking, parallel
-from sim.explore.campaign.plan import Unit
+from sim.explore.campaign.tasks import Done, Engine, EngineUnavailable, Task
 from sim.explore.campaign.unit import run_unit
 from sim.explore.progress import Progress
 
 ENGINES = ("local", "dask")
-
-
-@dataclass(frozen=True)
-class Task:
-    """A unit to run and what a worker needs to run it (``plan.Plan.task``)."""
-
-    unit: Unit
-    payload: dict[str, Any]
-
-
-#: ``done(task, document, error)``: exactly one of the two is None; returns the summary its
-#: progress line ends with.
-Done = Callable[[Task, dict[str, Any] | None, str | None], str]
-
-
-class Engine(Protocol):
-    progress: Progress | None  # where a line per unit goes (set once the command's is open)
-
-    def run(self, tasks: Sequence[Task], done: Done) -> None: ...
-
-
-class EngineUnavailable(RuntimeError):
-    """An engine that cannot run here (its optional extra is not installed): one line."""
+__all__ = ["ENGINES", "Done", "Engine", "EngineUnavailable", "LocalEngine", "Task", "engine_named"]
 
 
 @dataclass

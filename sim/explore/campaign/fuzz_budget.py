@@ -24,9 +24,9 @@ from typing import Any
 
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import UnitFileError, verified
-from sim.explore.campaign.engines import Engine, Task
 from sim.explore.campaign.fuzz_unit import finding_from_json
 from sim.explore.campaign.plan import Unit
+from sim.explore.campaign.tasks import Engine, Task
 from sim.explore.fuzz import Finding
 from sim.world.scenario import Scenario
 

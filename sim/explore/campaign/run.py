@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore.campaign.document import UnitFileError, verified
-from sim.explore.campaign.engines import Engine, Task
 from sim.explore.campaign.files import CampaignDir, open_directories
 from sim.explore.campaign.merge import Merged, merge
 from sim.explore.campaign.plan import Plan, Unit, shard_of
+from sim.explore.campaign.tasks import Engine, Task
 from sim.judgement.oracles import VERDICT_ORDER
 
 Notice = Callable[[str], None]

@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.outputs.cli import campaign
 from sim.outputs.cli.campaign import add_output_options, finish
+from sim.outputs.cli.campaign import add_parsers as add_campaign
 from sim.outputs.cli.common import EXIT, UsageError, check_out_dir
 
 
 def add_parsers(sub: Any) -> None:
     """``campaign`` and ``merge``, the two commands of a campaign, in that order (one entry in
     ``main.COMMANDS``)."""
-    campaign.add_parsers(sub)
+    add_campaign(sub)
     mg = sub.add_parser(
         "merge",
         help="join campaign shard directories into one report",
