@@ -156,6 +156,10 @@ def plan_sweeps(
     bad = [kind for kind in crash_kinds if kind not in CRASH_KINDS]
     if bad or not crash_kinds:
         raise PlanError(f"crash kinds must be some of {', '.join(CRASH_KINDS)}: {bad}")
+    refs = [ref for ref, _ in scenarios]
+    twice = sorted({ref for ref in refs if refs.count(ref) > 1})
+    if twice or len(set(stores)) != len(stores):
+        raise PlanError(f"a scenario or store is named twice: {', '.join(twice) or stores}")
     for store in stores:
         if not StoreKind(store).forks:
             raise PlanError(f"a campaign forks its sweeps; the {store} store cannot be forked")

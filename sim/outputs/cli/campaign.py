@@ -231,12 +231,13 @@ def finish(
         print(f"durable-sim: nondeterminism: {conflict}", file=sys.stderr)
     if result.merged is None:
         sweeps = _share_sweeps(result)
-        missing = len(result.missing)
+        total = len(result.plan.units)
+        ran = f"{len(result.ran)} units run, {result.skipped} were done already; "
         print(
-            f"campaign: {len(result.ran)} units run, {result.skipped} were done already; "
-            f"{len(result.plan.units) - missing} of {len(result.plan.units)} units of the plan "
-            f"are in {out_dir} (join shards' directories with `durable-sim merge DIR... --out "
-            "DIR`; run the campaign again to run what is missing)"
+            f"{args.command}: {ran if args.command == 'campaign' else ''}"
+            f"{total - len(result.missing)} of {total} units of the plan are in {out_dir} "
+            "(join shards' directories with `durable-sim merge DIR... --out DIR`; run the "
+            "campaign again to run what is missing)"
         )
         document = None
     else:
@@ -246,7 +247,7 @@ def finish(
     verdicts["nondeterminism"] += len(result.conflicts)
     verdicts["error"] += len(result.errors)
     if _github(args):
-        annotate(sweeps, result.plan)
+        annotate(sweeps)
         step_summary(sweeps, verdicts, complete=document is not None, shard=shard)
     if document is not None and args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
@@ -338,10 +339,9 @@ def scenario_file(ref: str) -> str:
     return os.path.relpath(Path(directory) / f"{ref}.json")
 
 
-def annotate(sweeps: list[Any], plan: Any) -> None:
+def annotate(sweeps: list[Any]) -> None:
     """One ``::error`` line per failure (the first ``FAILURES_SHOWN`` per scenario x store),
     naming the scenario's file, the schedule and the repro line."""
-    del plan
     for one in sweeps:
         path = _escape_property(scenario_file(one.ref or one.name))
         for failure in one.failures[:FAILURES_SHOWN]:

@@ -306,6 +306,20 @@ def test_two_differing_results_of_one_unit_are_nondeterminism(
     assert len(kept) == 1
 
 
+def test_a_merge_missing_units_writes_no_report_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], finished: tuple[Plan, Path, CampaignResult]
+) -> None:
+    plan, directory, _ = finished
+    partial_dir = _copy(directory, tmp_path, "partial")
+    CampaignDir(partial_dir).unit_path(plan.units[-1].address).unlink()
+    status = main(["merge", str(partial_dir), "--out", str(tmp_path / "merged"), "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert f"1 of {len(plan.units)} units have no result" in err
+    assert not (tmp_path / "merged" / "results.json").exists()
+    assert len(list((tmp_path / "merged" / "units").glob("*.json"))) == len(plan.units) - 1
+
+
 def test_a_campaign_refuses_a_directory_of_another_plan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], finished: tuple[Plan, Path, CampaignResult]
 ) -> None:
