@@ -36,6 +36,7 @@ from durable.store.base import (
     Lease,
     check_conversation_id,
     check_fence,
+    check_lease_follows_log,
     check_sequences,
     granted_lease,
     is_conversation_id,
@@ -69,17 +70,22 @@ def decode_lease(path: str, raw: bytes) -> Lease:
 
 
 def _decode_lease(path: str, raw: bytes) -> Lease:
+    """Parse, check the checksum over the lease as stored, then validate it: a lease that
+    verifies but holds an empty owner or an epoch below 1 is no lease any store grants."""
     try:
         doc = parse_json(raw)
         if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
             raise ValueError("expected an object with exactly 'checksum' and 'lease'")
-        lease = Lease.model_validate(doc["lease"])
     except ValueError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CorruptStore(f"{path}: lease file does not parse: {first}") from exc
-    if doc["checksum"] != sha256_hex(canonical_json(lease.model_dump(mode="json"))):
+    if doc["checksum"] != sha256_hex(canonical_json(doc["lease"])):
         raise CorruptStore(f"{path}: lease file fails its checksum (damaged storage?)")
-    return lease
+    try:
+        return Lease.model_validate(doc["lease"])
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise CorruptStore(f"{path}: lease file holds no valid lease: {first}") from exc
 
 
 @dataclass
@@ -220,7 +226,8 @@ class FileStore:
     def _acquire_lease(
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
     ) -> Lease:
-        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
+        """Take the lease unless another owner holds it unexpired; the epoch always increases.
+        Nothing is written unless the new owner's recovery can go on (``_check_recoverable``)."""
         previous = self._read_lease(conversation_id)
         if previous is None and self._fs.exists(self._events_path(conversation_id)):
             # The lease is written, durably, before the first commit and never removed: a log
@@ -231,9 +238,31 @@ class FileStore:
                 f"{self._events_path(conversation_id)} holds commits: the lease file was lost "
                 "(nothing was written)"
             )
+        self._check_recoverable(conversation_id, previous)
         lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
         self._write_lease(lease)
         return lease
+
+    def _check_recoverable(self, conversation_id: str, previous: Lease | None) -> None:
+        """Before an acquisition writes the lease, refuse what the new owner's recovery
+        (``read_records(repair=True)``, ``load_checkpoints``) would refuse, and a stored lease
+        that went back behind the log (``check_lease_follows_log``). A refusal then changes
+        nothing on disk, so every retry refuses the same way and the evidence stays as found;
+        written first, the lease would hide that anything was refused. Reads only."""
+        path = self._events_path(conversation_id)
+        last_sequence = 0
+        if self._fs.exists(path):
+            scan = self._scan(conversation_id, path)
+            if previous is not None and scan.records:
+                check_lease_follows_log(
+                    previous,
+                    scan.records[-1],
+                    lease_place=self._lease_path(conversation_id),
+                    log_place=path,
+                )
+            last_sequence = scan.last_sequence
+        self._load_checkpoints(conversation_id)
+        self._check_no_lost_commits(conversation_id, last_sequence)
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         with self._exclusive(lease.conversation_id):
@@ -262,10 +291,20 @@ class FileStore:
     def _scan(self, conversation_id: str, path: str) -> LogScan:
         """Read and scan the whole file (``logscan.scan_log``: the committed prefix and what
         follows it), refusing damage under this store's durability mode (``_check_tail``)."""
-        scan = logscan.scan_log(self._fs.read(path), conversation_id)
+        scan = logscan.scan_log(self._read_file(path), conversation_id)
         if scan.anomaly is not None:
             self._check_tail(path, scan)
         return scan
+
+    def _read_file(self, path: str) -> bytes:
+        """A file of the store, whole. A directory where the store keeps a file is damage the
+        store did not make (``CorruptStore``), not an error of the host."""
+        try:
+            return self._fs.read(path)
+        except IsADirectoryError as exc:
+            raise CorruptStore(
+                f"{path} is a directory, not a file of the store (nothing was read or written)"
+            ) from exc
 
     def _check_tail(self, path: str, scan: LogScan) -> None:
         """Refuse damaged committed data: an anomaly the scan classified as damage (a valid
@@ -515,12 +554,21 @@ class FileStore:
         ``CorruptStore`` names it rather than dropping it in silence. With ``fsync=False`` power
         loss can leave the renamed file empty or torn; it is skipped and the caller falls back.
         """
+        return self._load_checkpoints(conversation_id)
+
+    def _load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        """``load_checkpoints``: also what an acquisition checks before it writes the lease.
+
+        A checkpoint that verifies under another sequence's name is damage too (the atomic
+        write names a checkpoint after what it holds; the name is metadata no checksum covers):
+        ``CorruptStore`` with ``fsync=True``, skipped without. One that does not verify is the
+        caller's to skip, whatever its name says."""
         directory, found, _ = self._checkpoint_files(conversation_id)
         out: list[Checkpoint] = []
-        for _, name in found:
+        for through, name in found:
             path = f"{directory}/{name}"
             try:
-                out.append(Checkpoint.model_validate(parse_json(self._fs.read(path))))
+                checkpoint = Checkpoint.model_validate(parse_json(self._read_file(path)))
             except ValueError as exc:
                 if self._fsync:
                     raise CorruptStore(
@@ -528,6 +576,14 @@ class FileStore:
                         f"synced (damaged storage?): {str(exc).splitlines()[0]}"
                     ) from exc
                 continue  # torn by power loss without fsync: expected, the caller falls back
+            if checkpoint.through_sequence != through and checkpoint.verify():
+                if self._fsync:
+                    raise CorruptStore(
+                        f"{path} holds a checkpoint through {checkpoint.through_sequence}: its "
+                        "name is damaged (nothing was repaired or deleted)"
+                    )
+                continue
+            out.append(checkpoint)
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)
         return out
 
