@@ -11,6 +11,7 @@ from test_inspect import build
 from testkit import CONV, Stores
 
 from durable.ports import OsFileSystem
+from durable.store.base import make_checkpoint
 from durable.store.file import FileStore, is_quarantine
 
 #: Newest first: the order recovery moves them aside in.
@@ -72,3 +73,32 @@ def test_a_torn_tail_is_cut_without_a_copy(tmp_path: Path) -> None:
     assert _recover(stores.path) == 27
     assert (conv / "events.jsonl").read_bytes() == log
     assert not [p for p in conv.iterdir() if is_quarantine(p.name)]
+
+
+def test_a_save_sets_a_damaged_checkpoint_aside_instead_of_rotating_it_out(tmp_path: Path) -> None:
+    """A save keeps two checkpoints and deletes older ones it rotates out -- if they verify (a
+    copy of what the log and the newer ones hold); one that does not is evidence, moved aside."""
+    stores: Stores = build("file", tmp_path)
+    conv = stores.path / CONV
+    older = conv / "checkpoint-000000000023.json"
+    damaged = older.read_bytes().replace(b"pay req-1", b"pay req-9")
+    assert damaged != older.read_bytes()
+    older.write_bytes(damaged)
+    store = FileStore(str(stores.path), fs=OsFileSystem(), fsync=True)
+
+    async def save(*throughs: int) -> None:
+        lease = await store.acquire_lease(CONV, "owner-q", ttl_s=60.0, now_s=1e9)
+        state = (await store.load_checkpoints(CONV))[0].to_state()
+        for through in throughs:
+            checkpoint = make_checkpoint(state.model_copy(update={"last_sequence": through}), 0.0)
+            await store.save_checkpoint(checkpoint, owner_id="owner-q", epoch=lease.epoch)
+
+    trio.run(save, 28, 29)  # 28 rotates out the damaged 23; 29 the verified 27
+    aside = conv / "quarantine-0001.checkpoint-000000000023.json"
+    assert aside.read_bytes() == damaged
+    names = sorted(p.name for p in conv.iterdir() if "checkpoint" in p.name)
+    assert names == [
+        "checkpoint-000000000028.json",
+        "checkpoint-000000000029.json",
+        aside.name,
+    ]
