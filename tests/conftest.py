@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pgcluster
 import pytest
+from hypothesis import settings
 from testkit import STORE_KINDS, Stores
+
+# This repository's CI runs Hypothesis derandomized, without an example database and without
+# deadlines (a loaded runner is slow, not wrong). Set here, for this repository's tests only:
+# the pytest plugin every install of durable-sim loads must not change other projects' settings.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 
 @pytest.fixture(params=STORE_KINDS)

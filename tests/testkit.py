@@ -34,13 +34,14 @@ from durable.tools import (
     Verification,
     content_hash,
 )
+from sim.world.stores import StoreKind
 
 CONV = "conv-1"
 # Virtual seconds: a test that deadlocks fails here instead of spinning the mock clock forever.
 TIMEOUT_S = 10_000.0
 
-StoreKind = Literal["file", "sqlite"]
-STORE_KINDS: tuple[StoreKind, ...] = ("file", "sqlite")
+# The runtime's tests run on the two stores that need no server (Postgres has its own tests).
+STORE_KINDS: tuple[StoreKind, ...] = (StoreKind.FILE, StoreKind.SQLITE)
 
 
 class SimulatedCrash(BaseException):

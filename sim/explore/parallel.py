@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError, user_error
 from sim.explore import forking
 from sim.explore.progress import Progress
 from sim.world import tempdirs
 from sim.world.scenario import Scenario
+from sim.world.stores import StoreKind
 
 ProgressFn = Callable[[int], None]
 KILL_GRACE_S = 10.0  # wall time an interrupted worker gets to clean up before it is killed
@@ -52,12 +54,13 @@ class WorkerError(RuntimeError):
     """A worker died or raised; the message holds its traceback."""
 
 
-def estimated_cost(scenario: Scenario, store: str, kinds: Sequence[str]) -> float:
+def estimated_cost(scenario: Scenario, store: StoreKind | str, kinds: Sequence[str]) -> float:
     """A static guess at a sweep's cost, only to start costly sweeps first: the scenario's size
     (its script and inputs, which the number of boundaries follows) squared, since every crash
-    point re-runs the rest of the run, times the crash kinds the store is swept with."""
+    point re-runs the rest of the run, times the crash kinds the store is swept with -- as
+    ``StoreKind.can_inject`` says, the one place that knows."""
     size = len(scenario.model_dump_json())
-    swept = [k for k in kinds if store == "file" or k == "process"]
+    swept = [k for k in kinds if StoreKind(store).can_inject(k)]
     return float(size * size * max(1, len(swept)))
 
 
@@ -195,6 +198,8 @@ class _Pool:
             code = os.waitstatus_to_exitcode(status)
             raise WorkerError(f"{step.label}: worker exited with status {code}: {exc}") from exc
         if not ok:
+            if isinstance(value, UserError):
+                raise value  # bad input found in the worker: the caller's one line, as in-process
             raise WorkerError(f"{step.label}: {value}")
         self.results[worker.index] = value
         if self.progress is not None:
@@ -236,8 +241,9 @@ def _work(step: Step, write_fd: int, path: Path) -> int:
 
     try:
         outcome: tuple[bool, Any] = (True, step.run(progress=advance))
-    except BaseException:  # the worker must report whatever happened, then exit
-        outcome = (False, traceback.format_exc())
+    except BaseException as exc:  # the worker must report whatever happened, then exit
+        # Bad input (a seam's code that raised) is passed on as itself: the caller's one line.
+        outcome = (False, user_error(exc) or traceback.format_exc())
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as file:
         pickle.dump(outcome, file, protocol=pickle.HIGHEST_PROTOCOL)

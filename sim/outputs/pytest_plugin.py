@@ -31,20 +31,25 @@ Which tests run:
   configured scenario path become items (so ``pytest tests/test_x.py`` stays quick). The command
   line option, when given, replaces the ini option.
 
-``--sim-stores file,sqlite`` (default both) chooses the stores, ``--sim-crash
-process,power,storage`` (default all three) the crash kinds, ``--sim-seed N`` the seed. Every
-item carries the marker ``durable_sim_sweep`` (``-m durable_sim_sweep`` or
-``-m "not durable_sim_sweep"``). A path that does not exist, or a bad option value, is a
-one-line usage error (exit status 4); a scenario file that does not load is a one-line
-collection error naming the file.
+``--sim-stores file,sqlite`` (default ``file,sqlite``; ``both`` is its alias) chooses the
+stores, ``--sim-crash process,power,storage`` (default ``process,power``, as ``durable-sim
+sweep``'s) the crash kinds, ``--sim-seed N`` the seed: parsed by ``sim.outputs.options``, the
+command line's parser, with its defaults. Every item carries the marker ``durable_sim_sweep``
+(``-m durable_sim_sweep`` or ``-m "not durable_sim_sweep"``). A path that does not exist, or a
+bad option value, is a one-line usage error (exit status 4); a scenario file that does not load
+is a one-line collection error naming the file.
 
 Fixtures for your own tests
 ---------------------------
 ``--sim-seed N`` (the seed fixtures use; default 0) and ``--sim-replay SPEC`` (a crash schedule in
 replay form, e.g. ``14:after:power``, that ``sim_schedule`` returns; validated when pytest
 starts). Fixtures: ``sim_seed``, ``sim_schedule``, ``sim_world`` and ``sim_run`` (run a scenario by
-name or object under the seed and schedule; a failing test ends with the repro command). Under
-``CI=true`` the ``ci`` Hypothesis profile (derandomized, no database) is loaded.
+name, file path or object under the seed and schedule; a failing test ends with the repro
+command, which names a scenario file by its path).
+
+The plugin is loaded into every pytest run of a project that installs durable-sim, so it changes
+no other library's settings (no Hypothesis profile, for one) and keeps its per-test state in
+pytest's stashes, not on pytest's objects.
 """
 
 from __future__ import annotations
@@ -56,12 +61,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import settings
 
+from sim.errors import UserError
 from sim.judgement.repro import replay_command
-from sim.world.faults import CRASH_KINDS as FAULT_KINDS
-from sim.world.faults import Schedule, ScheduleError, parse_schedule
-from sim.world.seeded import SEED_MAX
+from sim.outputs import options as shared
+from sim.world.faults import CrashKind, Schedule
+from sim.world.stores import StoreKind
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -69,15 +74,12 @@ if TYPE_CHECKING:
     from sim.explore.sweep import ScenarioSweep
     from sim.world.scenario import Scenario
 
-settings.register_profile("ci", derandomize=True, database=None, deadline=None)
-if os.environ.get("CI") == "true":
-    settings.load_profile("ci")
-
 MARKER = "durable_sim_sweep"
 ITEM_TIMEOUT_S = 4 * 3600  # per sweep item, under pytest-timeout (the longest bundled: ~30 min)
-STORES: tuple[str, ...] = ("file", "sqlite")
-CRASH_KINDS: tuple[str, ...] = FAULT_KINDS  # every kind the simulator has, storage faults too
-MAX_SEED = SEED_MAX  # the simulator's seed range, as on the command line
+#: The stores the plugin sweeps: those on the simulated disk (a Postgres sweep needs a server,
+#: which ``durable-sim sweep --store postgres`` checks for before it starts).
+STORES: tuple[StoreKind, ...] = shared.FILE_STORES
+COMMAND = "the durable-sim pytest plugin"  # how a refusal of an unsupported store names it
 SHOWN_FAILURES = 5
 
 
@@ -86,9 +88,10 @@ class SweepOptions:
     """The validated sweep options of one pytest run (kept in ``config.stash``)."""
 
     roots: tuple[Path, ...]  # resolved scenario files and directories
-    stores: tuple[str, ...]
-    crash_kinds: tuple[str, ...]
+    stores: tuple[StoreKind, ...]
+    crash_kinds: tuple[CrashKind, ...]
     seed: int
+    schedule: Schedule  # --sim-replay's, for the fixtures
     invocation_dir: Path
 
     def claims(self, path: Path) -> bool:
@@ -112,12 +115,17 @@ class SweepOptions:
 
 
 OPTIONS_KEY = pytest.StashKey[SweepOptions]()
+#: The repro command of the last ``sim_run`` of a test, shown when the test fails.
+REPRO_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("durable-sim")
     group.addoption(
-        "--sim-seed", type=int, default=0, help="seed for simulator fixtures and sweeps"
+        "--sim-seed",
+        default=str(shared.DEFAULT_SEED),
+        metavar="N",
+        help=f"seed for simulator fixtures and sweeps, 0..2**64-1 (default {shared.DEFAULT_SEED})",
     )
     group.addoption(
         "--sim-replay",
@@ -134,15 +142,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--sim-stores",
-        default=",".join(STORES),
+        default=",".join(shared.DEFAULT_STORES),
         metavar="STORES",
-        help="stores to sweep each scenario on, comma-separated (default: file,sqlite)",
+        help="stores to sweep each scenario on, comma-separated: "
+        + shared.store_help(STORES, shared.DEFAULT_STORES),
     )
     group.addoption(
         "--sim-crash",
-        default=",".join(CRASH_KINDS),
+        default=",".join(shared.DEFAULT_CRASH_KINDS),
         metavar="KINDS",
-        help="crash kinds of the sweeps, comma-separated (default: process,power,storage)",
+        help="crash kinds of the sweeps, comma-separated: process, power, storage (default "
+        f"{','.join(shared.DEFAULT_CRASH_KINDS)}, as durable-sim sweep's)",
     )
     parser.addini(
         "sim_scenarios",
@@ -153,19 +163,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _choices(option: str, value: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
-    """A comma-separated subset of ``allowed`` (order kept, duplicates dropped) or a usage
-    error naming the bad value."""
-    chosen: list[str] = []
-    for part in value.split(","):
-        name = part.strip()
-        if name not in allowed:
-            raise pytest.UsageError(
-                f"{option}: unknown value {name!r} in {value!r} (choose from {', '.join(allowed)})"
-            )
-        if name not in chosen:
-            chosen.append(name)
-    return tuple(chosen)
+def _parsed(option: str, parse: Any, value: str, **keywords: Any) -> Any:
+    """``value`` parsed by the command line's parser (``sim.outputs.options``); what it refuses
+    is a one-line usage error naming the option."""
+    try:
+        return parse(value, **keywords)
+    except UserError as exc:
+        raise pytest.UsageError(f"{option}: {exc}") from None
 
 
 def _scenario_paths(option: str, values: list[str], base: Path) -> list[Path]:
@@ -193,16 +197,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{MARKER}: a durable-sim crash sweep of one scenario file on one store"
     )
     spec = config.getoption("--sim-replay")
-    if spec is not None:
-        try:
-            parse_schedule(spec)
-        except ScheduleError as exc:
-            raise pytest.UsageError(f"--sim-replay: invalid schedule {spec!r}: {exc}") from None
-    seed = config.getoption("--sim-seed")
-    if not 0 <= seed <= MAX_SEED:
-        raise pytest.UsageError(f"--sim-seed: {seed} is outside 0..{MAX_SEED}")
-    stores = _choices("--sim-stores", config.getoption("--sim-stores"), STORES)
-    kinds = _choices("--sim-crash", config.getoption("--sim-crash"), CRASH_KINDS)
+    schedule = Schedule() if spec is None else _parsed("--sim-replay", shared.schedule, spec)
+    seed = _parsed("--sim-seed", shared.seed, config.getoption("--sim-seed"))
+    stores = _parsed(
+        "--sim-stores",
+        shared.stores,
+        config.getoption("--sim-stores"),
+        command=COMMAND,
+        supported=STORES,
+    )
+    kinds = _parsed("--sim-crash", shared.crash_kinds, config.getoption("--sim-crash"))
 
     invocation_dir = config.invocation_params.dir.resolve()
     cli = _scenario_paths("--sim-scenarios", config.getoption("--sim-scenarios"), invocation_dir)
@@ -217,6 +221,7 @@ def pytest_configure(config: pytest.Config) -> None:
         stores=stores,
         crash_kinds=kinds,
         seed=seed,
+        schedule=schedule,
         invocation_dir=invocation_dir,
     )
     if not chosen:
@@ -262,7 +267,9 @@ class ScenarioFile(pytest.File):
             # CollectError is shown as its message alone: one line naming the file and problem.
             raise self.CollectError(str(exc)) from exc
         for store in options.stores:
-            item = SweepItem.from_parent(self, name=store, scenario=scenario, store=store)
+            # The name as plain text: pytest-xdist sends an item's keywords (its name among them)
+            # through execnet, which serializes built-in types only, not a str subclass.
+            item = SweepItem.from_parent(self, name=store.value, scenario=scenario, store=store)
             item.add_marker(MARKER)
             # A whole sweep is not a unit test: a suite-wide pytest-timeout (this repository's
             # is 15 min) would cut long scenarios off. Its own bound replaces it; the sweep also
@@ -283,7 +290,7 @@ class SweepFailed(Exception):
 class SweepItem(pytest.Item):
     """The depth-1 crash sweep of one scenario on one store."""
 
-    def __init__(self, *, scenario: Scenario, store: str, **kwargs: Any) -> None:
+    def __init__(self, *, scenario: Scenario, store: StoreKind, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
         self.store = store
@@ -300,9 +307,9 @@ class SweepItem(pytest.Item):
 
         result = sweep(
             self.scenario,
-            store=self.store,  # type: ignore[arg-type]
+            store=self.store,
             seed=self.seed,
-            crash_kinds=self.crash_kinds,  # type: ignore[arg-type]
+            crash_kinds=self.crash_kinds,
             ref=self.ref,
             jobs=_jobs_per_item(),
         )
@@ -367,13 +374,12 @@ def failure_report(result: ScenarioSweep) -> str:
 
 @pytest.fixture
 def sim_seed(request: pytest.FixtureRequest) -> int:
-    return int(request.config.getoption("--sim-seed"))
+    return request.config.stash[OPTIONS_KEY].seed
 
 
 @pytest.fixture
 def sim_schedule(request: pytest.FixtureRequest) -> Schedule:
-    spec = request.config.getoption("--sim-replay")
-    return parse_schedule(spec) if spec else Schedule()
+    return request.config.stash[OPTIONS_KEY].schedule
 
 
 @pytest.fixture
@@ -388,28 +394,57 @@ def sim_world(sim_seed: int) -> Any:
 def sim_run(
     request: pytest.FixtureRequest, sim_seed: int, sim_schedule: Schedule
 ) -> Callable[..., Any]:
-    """``sim_run("read_edit_answer", store="file")`` runs a scenario under the session's seed
-    and schedule and returns the ``RunResult``; a failing test then ends with the repro command
-    of the last run."""
+    """``sim_run("read_edit_answer", store="file")`` runs a scenario -- a bundled name, a file's
+    path, or a ``Scenario`` -- under the session's seed and schedule and returns the
+    ``RunResult``; a failing test then ends with the repro command of the last run."""
     from sim.run.runner import run_scenario
-    from sim.world.scenario import load_scenario
 
-    def run(scenario: str | Scenario, *, store: str = "file", schedule: Schedule | None = None):
-        loaded = load_scenario(scenario) if isinstance(scenario, str) else scenario
+    options = request.config.stash[OPTIONS_KEY]
+
+    def run(
+        scenario: str | os.PathLike[str] | Scenario,
+        *,
+        store: StoreKind | str = StoreKind.FILE,
+        schedule: Schedule | None = None,
+    ) -> Any:
+        loaded, ref = _scenario_and_ref(scenario, options)
         chosen = schedule if schedule is not None else sim_schedule
-        ref = scenario if isinstance(scenario, str) else loaded.name
-        request.node._sim_repro = replay_command(
-            ref, seed=sim_seed, store=store, schedule=chosen.text()
-        )
-        return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)  # type: ignore[arg-type]
+        if ref is None:
+            request.node.stash[REPRO_KEY] = (
+                f"no durable-sim replay line: the scenario {loaded.name!r} was given as an object "
+                f"that is not a bundled scenario; give sim_run its file's path to get one "
+                f"(seed {sim_seed}, store {store}, schedule {chosen.text()})"
+            )
+        else:
+            request.node.stash[REPRO_KEY] = replay_command(
+                ref, seed=sim_seed, store=store, schedule=chosen.text()
+            )
+        return run_scenario(loaded, seed=sim_seed, store=store, schedule=chosen)
 
     return run
 
 
-@pytest.hookimpl(hookwrapper=True)
+def _scenario_and_ref(
+    scenario: str | os.PathLike[str] | Scenario, options: SweepOptions
+) -> tuple[Scenario, str | None]:
+    """The scenario ``sim_run`` was given, and how ``durable-sim replay --scenario`` names it: a
+    bundled name as is, a file by its path (a name would be an unknown scenario to replay), an
+    object by its name only if it is that bundled scenario (None: it cannot be named)."""
+    from sim.world.scenario import Scenario, bundled_names, load_scenario, load_scenario_file
+
+    if isinstance(scenario, Scenario):
+        bundled = scenario.name in bundled_names() and load_scenario(scenario.name) == scenario
+        return scenario, scenario.name if bundled else None
+    if isinstance(scenario, str):
+        return load_scenario(scenario), scenario
+    path = Path(scenario)
+    return load_scenario_file(path), options.ref(path)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    outcome = yield
-    report = outcome.get_result()
-    repro = getattr(item, "_sim_repro", None)
+    report = yield
+    repro = item.stash.get(REPRO_KEY, None)
     if report.failed and repro:
         report.sections.append(("durable-sim repro", repro))
+    return report

@@ -10,7 +10,6 @@ at the moment it runs: the fault-free trace, or the run under the crashes alread
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import get_args
 
 from sim.run.runner import RunResult
 from sim.world.faults import CrashKind, CrashPoint, Schedule, When
@@ -39,10 +38,11 @@ class LabelledCrash:
     def __post_init__(self) -> None:
         if not self.label:
             raise ValueError("a labelled crash needs a label (a prefix of a boundary label)")
-        if self.when not in get_args(When):
-            raise ValueError(f"when must be one of {get_args(When)}, not {self.when!r}")
-        if self.kind not in get_args(CrashKind):
-            raise ValueError(f"kind must be one of {get_args(CrashKind)}, not {self.kind!r}")
+        sides, kinds = tuple(w.value for w in When), tuple(k.value for k in CrashKind)
+        if self.when not in sides:
+            raise ValueError(f"when must be one of {sides}, not {self.when!r}")
+        if self.kind not in kinds:
+            raise ValueError(f"kind must be one of {kinds}, not {self.kind!r}")
         if self.nth < 1:
             raise ValueError(f"nth counts from 1, not {self.nth}")
         if self.tear and self.kind != "power":

@@ -41,7 +41,7 @@ from sim.world.realhost import (
 )
 from sim.world.scenario import Scenario
 from sim.world.sqlite_services import SQLiteServices
-from sim.world.stores import StoreKind, StoreName
+from sim.world.stores import StoreKind
 
 DEFAULT_SPEEDUP = 50.0
 BLOCKING_MODES = ("thread", "inline")
@@ -97,7 +97,7 @@ def timed_points(sim_result: RunResult) -> tuple[CrashPoint, ...]:
 def run_real(
     scenario: Scenario,
     *,
-    store: StoreKind | StoreName,
+    store: StoreKind | str,
     seed: int,
     schedule: Schedule,
     options: RealOptions = RealOptions(),

@@ -56,7 +56,7 @@ from sim.world.seeded import World, fake_workspace, seed_trio_scheduler
 from sim.world.services import Effect, Services
 from sim.world.session import run_process
 from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
-from sim.world.stores import StoreKind, StoreName, StorePlace
+from sim.world.stores import StoreKind, StorePlace
 
 STORE_ROOT = "/store"
 MAX_PROCESSES = 32
@@ -123,7 +123,7 @@ def run_scenario(
     scenario: Scenario,
     *,
     seed: int,
-    store: StoreKind | StoreName,
+    store: StoreKind | str,
     schedule: Schedule | None = None,
     fork: ForkHook | None = None,
     count_tears: bool = False,

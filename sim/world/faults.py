@@ -16,14 +16,51 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
+from typing import NoReturn
 
-When = Literal["before", "after"]
-CrashKind = Literal["process", "power", "storage"]
-CRASH_KINDS: tuple[CrashKind, ...] = ("process", "power", "storage")
+from sim.errors import ScheduleError  # also imported from here, next to the schedules
+
+
+class When(StrEnum):
+    """Which side of a boundary a crash is at: ``before`` the port call or ``after`` it. A
+    ``StrEnum``, so a member is also its text (``"after"``): schedules, results and repro lines
+    read as they always have, and a caller may pass either."""
+
+    BEFORE = "before"
+    AFTER = "after"
+
+    @classmethod
+    def _missing_(cls, value: object) -> NoReturn:
+        # Enum raises what ``_missing_`` raises: the package's error, naming the bad value.
+        raise ScheduleError(f"unknown side of a boundary {value!r} (before or after)")
+
+
+class CrashKind(StrEnum):
+    """A crash kind (docs/crash-model.md): ``process`` (kill -9), ``power`` (power loss) or
+    ``storage`` (kill -9, then damage to synced data). Which kinds a store can take is
+    ``sim.world.stores.StoreKind.can_inject``'s to say, nobody else's."""
+
+    PROCESS = "process"
+    POWER = "power"
+    STORAGE = "storage"
+
+    @classmethod
+    def _missing_(cls, value: object) -> NoReturn:
+        kinds = ", ".join(kind.value for kind in cls)
+        raise ScheduleError(f"unknown crash kind {value!r} (kinds: {kinds})")
+
+
+CRASH_KINDS: tuple[CrashKind, ...] = tuple(CrashKind)
 MAX_SCHEDULE_DEPTH = 8
+#: The largest boundary index and tear a crash point may have: what its text form can write.
+MAX_INDEX = 9_999_999
+MAX_TEAR = 999
 
-_POINT = re.compile(r"^(\d{1,7}):(before|after):(process|power|storage)(?:~([1-9]\d{0,2}))?$")
+_POINT = re.compile(
+    rf"^(\d{{1,{len(str(MAX_INDEX))}}}):({'|'.join(When)}):({'|'.join(CrashKind)})"
+    rf"(?:~([1-9]\d{{0,{len(str(MAX_TEAR)) - 1}}}))?$"
+)
 # At most this many enumerated tears per file and power-crash point (see SimFS.tear_points).
 MAX_TEARS_PER_FILE = 8
 # The boundary kinds after which a storage fault is tried: the store's acknowledged operations
@@ -31,8 +68,11 @@ MAX_TEARS_PER_FILE = 8
 STORAGE_FAULT_BOUNDARY_KINDS = ("commit", "checkpoint", "lease")
 
 
-class ScheduleError(ValueError):
-    """A schedule's text form is malformed."""
+def _count(value: object, name: str, top: int) -> int:
+    """``value`` if it is an integer in 0..``top`` (a bool is not), else ``ScheduleError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+        raise ScheduleError(f"a crash point's {name} must be an integer in 0..{top}, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True, order=True)
@@ -48,6 +88,13 @@ class CrashPoint:
     tear: int = 0
 
     def __post_init__(self) -> None:
+        # Eagerly, where the point is made: a point that cannot exist is refused naming the bad
+        # value, not found deep inside a run (or, for an unknown kind, never). ``when`` and
+        # ``kind`` given as text are kept as members (equal to the text, so nothing else sees it).
+        _count(self.index, "index", MAX_INDEX)
+        object.__setattr__(self, "when", When(self.when))
+        object.__setattr__(self, "kind", CrashKind(self.kind))
+        _count(self.tear, "tear", MAX_TEAR)
         if self.tear and self.kind != "power":
             raise ScheduleError(f"only a power crash can tear a file, not a {self.kind} crash")
 
@@ -66,6 +113,9 @@ class Schedule:
     points: tuple[CrashPoint, ...] = ()
 
     def __post_init__(self) -> None:
+        strays = [p for p in self.points if not isinstance(p, CrashPoint)]
+        if strays:
+            raise ScheduleError(f"a schedule holds crash points, not {strays[0]!r}")
         if len(self.points) > MAX_SCHEDULE_DEPTH:
             raise ScheduleError(f"a schedule has at most {MAX_SCHEDULE_DEPTH} crash points")
         indexes = [p.index for p in self.points]
@@ -101,10 +151,10 @@ def parse_schedule(text: str) -> Schedule:
         if match is None:
             raise ScheduleError(
                 f"malformed crash point {part.strip()!r}: "
-                "expected INDEX:before|after:process|power|storage (power may add ~TEAR)"
+                f"expected INDEX:{'|'.join(When)}:{'|'.join(CrashKind)} (power may add ~TEAR)"
             )
         index, when, kind, tear = match.groups()
-        points.append(CrashPoint(int(index), when, kind, int(tear or 0)))  # type: ignore[arg-type]
+        points.append(CrashPoint(int(index), When(when), CrashKind(kind), int(tear or 0)))
     indexes = [p.index for p in points]
     if len(set(indexes)) != len(indexes):
         raise ScheduleError("two crash points at the same boundary index")

@@ -20,6 +20,7 @@ from typing import Any, Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from durable.events import Budget, InboxMode, Policy
+from sim.errors import UserError
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -81,7 +82,7 @@ ACTION_STEP_BASE = 1000
 RESEND_STEP_BASE = 2000
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserError, ValueError):
     """A scenario that does not exist or fails validation (one line, names the problem).
 
     The command line prints the message as is, so it is made one printable line here, whatever

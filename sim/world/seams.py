@@ -8,6 +8,12 @@ the command line can load: ``path/to/file.py:name`` (a file, relative to the cur
 when it is below it) or ``package.module:name``. A seam that cannot be named that way (a lambda,
 a function defined inside another) has no command-line repro; the repro line says so and, under
 pytest, names the test to re-run instead.
+
+User code at a seam is called through ``file_store`` and ``open_runtime`` below, which tell a
+seam that cannot be used from the code under test: one that raises while it *builds* the store
+or the runtime's context manager is ``SeamFailed`` (the harness could not run it: exit 5), one
+that builds the wrong kind of object is ``SeamError`` (bad input: exit 2). What the runtime does
+once opened -- its recovery included -- is the behaviour under test, and is judged as always.
 """
 
 from __future__ import annotations
@@ -24,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from durable.runtime import Runtime
+from durable.store.base import Store
 from durable.store.file import FileStore
+from sim.errors import SeamError, SeamFailed
 
-
-class SeamError(ValueError):
-    """A seam SPEC that cannot be loaded (one line, names the problem)."""
+#: What a store built by the ``file_store`` seam must have: the methods of the store contract.
+STORE_METHODS = tuple(
+    name for name, value in vars(Store).items() if callable(value) and not name.startswith("_")
+)
 
 
 def reference_file_store(root: str, fs: Any, fsync: bool) -> FileStore:
@@ -74,6 +83,55 @@ def seams(**changes: Any) -> Iterator[Seams]:
         yield chosen
     finally:
         _STACK.pop()
+
+
+def file_store(root: str, fs: Any, fsync: bool) -> Any:
+    """The store of the ``file`` store kind, built by the seam in force (the reference
+    ``FileStore`` unless swapped); a swapped seam's store is checked to be one."""
+    seam = current().file_store
+    if seam is reference_file_store:
+        return seam(root, fs, fsync)
+    store = _called("file_store", seam, root, fs, fsync)
+    missing = [name for name in STORE_METHODS if not callable(getattr(store, name, None))]
+    if missing:
+        raise SeamError(
+            f"the file_store seam {_named(seam)} returned a {type(store).__name__!r} object, not "
+            f"a store (durable.store.base.Store): it has no {', '.join(missing)}"
+        )
+    return store
+
+
+def open_runtime(**keywords: Any) -> Any:
+    """The async context manager that opens a runtime (``durable.Runtime.open``'s keywords),
+    from the seam in force; a swapped seam's is checked to be one."""
+    seam = current().open_runtime
+    if seam == REFERENCE.open_runtime:
+        return seam(**keywords)
+    opener = _called("open_runtime", seam, **keywords)
+    if not (hasattr(opener, "__aenter__") and hasattr(opener, "__aexit__")):
+        raise SeamError(
+            f"the open_runtime seam {_named(seam)} returned a {type(opener).__name__!r} object, "
+            "not an async context manager (as durable.Runtime.open does)"
+        )
+    return opener
+
+
+def _called(name: str, seam: Callable[..., Any], *args: Any, **keywords: Any) -> Any:
+    """``seam(...)``; an exception it raises is ``SeamFailed`` naming the seam and the exception
+    in one line. Only ``Exception``: a simulated crash or a cancellation passes through."""
+    try:
+        return seam(*args, **keywords)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[:1]
+        raise SeamFailed(
+            f"the {name} seam {_named(seam)} raised {type(exc).__name__}"
+            + (f": {first[0]}" if first else "")
+        ) from exc
+
+
+def _named(seam: Any) -> str:
+    """How a message names a seam: its SPEC, or its qualified name if it has none."""
+    return spec_of(seam) or getattr(seam, "__qualname__", None) or repr(seam)
 
 
 def load(spec: str) -> Callable[..., Any]:

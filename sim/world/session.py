@@ -20,6 +20,8 @@ from durable.ports import Ports
 from durable.runtime import Conversation, ConversationBusy, SubmissionHandle
 from durable.state import InvariantViolation, new_state, reduce
 from durable.store.base import CorruptStore, LeaseHeld
+from sim.errors import UserError
+from sim.world import seams
 from sim.world.host import Host, shutdown_at_s
 from sim.world.model import FakeModel
 from sim.world.process import (
@@ -42,7 +44,6 @@ from sim.world.scenario import (
     InputDef,
     ResendDef,
 )
-from sim.world.seams import current as current_seams
 from sim.world.tools import build_tools
 
 #: How a process's life ended: its client session ended, it crashed, the runtime raised, or it
@@ -71,7 +72,7 @@ async def run_process(host: Host, process: SimProcess) -> Outcome:
     tools = build_tools(scenario, host.services, process)
     try:
         with process.scope:
-            async with current_seams().open_runtime(
+            async with seams.open_runtime(
                 store=store,
                 model=model,
                 tools=tools,
@@ -86,6 +87,8 @@ async def run_process(host: Host, process: SimProcess) -> Outcome:
             return "crashed"
         if is_cancel_only(exc):
             raise  # the world's liveness bound (or the world ending): not the process's doing
+        if only(exc, UserError):
+            raise  # user code at a seam could not be run (sim.world.seams): not the runtime's act
         if only(exc, (Exception, SimulatedCrash, ProcessDead, trio.Cancelled)):
             process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
             if host.machine.damaged is not None and only(exc, (CorruptStore, trio.Cancelled)):

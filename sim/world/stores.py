@@ -14,17 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, NoReturn
 
 from durable.ports import Blocking, InlineBlocking
 from durable.store.sqlite import SQLiteStore
+from sim.errors import StoreKindError
+from sim.world import seams
 from sim.world.faults import CrashKind
 from sim.world.pgserver import RunDatabase
 from sim.world.process import InstrumentedStore, ProcessFS, SimProcess
-from sim.world.seams import current as current_seams
-from sim.world.sqlite_vfs import SimSQLiteVFS
 
-StoreName = Literal["file", "sqlite", "postgres"]
 SQLITE_NAME = "store.sqlite"
 
 #: The log size (pages) at which a SQLite commit checkpoints the log into the database file.
@@ -62,16 +61,27 @@ class StoreKind(StrEnum):
     SQLITE = "sqlite"
     POSTGRES = "postgres"
 
-    def can_inject(self, kind: CrashKind) -> bool:
+    @classmethod
+    def _missing_(cls, value: object) -> NoReturn:
+        # ``StoreKind("tape")`` raises this (Enum raises what ``_missing_`` raises): every entry
+        # point that takes a store's name refuses an unknown one eagerly, in the package's error.
+        kinds = ", ".join(kind.value for kind in cls)
+        raise StoreKindError(f"unknown store kind {value!r} (kinds: {kinds})")
+
+    def can_inject(self, kind: CrashKind | str) -> bool:
         """Whether the simulator can inject a crash of ``kind`` under this store. Process kills:
         every store. Power loss: the file store and SQLite (their files are on ``SimFS``), not
         Postgres -- the server is the durable service, outside the simulated machine, and is not
         power-crashed here. Storage faults (damage to synced data): the file store only -- SQLite
         keeps no checksum of its pages, so a flipped bit in a row is read back as data (no
-        single-copy store can promise to notice it; docs/crash-model.md)."""
+        single-copy store can promise to notice it; docs/crash-model.md).
+
+        The one authority on what a store can take (sweeps, replay, the sweep's cost estimate
+        ask it): an unknown ``kind`` is refused here (``ScheduleError``), not answered."""
+        kind = CrashKind(kind)
         if self is StoreKind.POSTGRES:
-            return kind == "process"
-        return kind != "storage" or self is StoreKind.FILE
+            return kind is CrashKind.PROCESS
+        return kind is not CrashKind.STORAGE or self is StoreKind.FILE
 
     @property
     def forks(self) -> bool:
@@ -94,9 +104,7 @@ class StoreKind(StrEnum):
         """The store ``process`` works on, every operation of it a labelled boundary."""
         port = ProcessFS(process, place.fs, place.root)
         if self is StoreKind.FILE:
-            return InstrumentedStore(
-                current_seams().file_store(place.root, port, place.fsync), process
-            )
+            return InstrumentedStore(seams.file_store(place.root, port, place.fsync), process)
         if self is StoreKind.POSTGRES:
             postgres = _database(place).store(blocking)
             # A simulated kill abandons its connection: the kernel closing a dead process's
@@ -112,7 +120,7 @@ class StoreKind(StrEnum):
         durable once the world has ended (no port of any process: nothing it does is a
         boundary)."""
         if self is StoreKind.FILE:
-            return current_seams().file_store(place.root, place.fs, place.fsync)
+            return seams.file_store(place.root, place.fs, place.fsync)
         if self is StoreKind.POSTGRES:
             return _database(place).store(InlineBlocking())
         return _sqlite_store(place, place.fs, InlineBlocking())
@@ -142,6 +150,11 @@ def _sqlite_store(
     system for a reader): no shared memory, so a connection per transaction; ``synchronous``
     FULL, or NORMAL when the scenario does not sync every commit (``StoreKind.promises_power``);
     checkpoints every ``WAL_AUTOCHECKPOINT_PAGES``."""
+    # Imported here, not with this module: importing the VFS wraps ``sys.unraisablehook`` (see
+    # ``sim.world.sqlite_vfs``), which must come after pytest installs its own hook -- and the
+    # store kinds are imported before that, by the pytest plugin's options and the test kit.
+    from sim.world.sqlite_vfs import SimSQLiteVFS
+
     vfs = SimSQLiteVFS(files, alive=alive)
     return SQLiteStore(
         f"{place.root}/{SQLITE_NAME}",
@@ -154,9 +167,6 @@ def _sqlite_store(
 
 
 def store_kind(name: str) -> StoreKind:
-    """The store kind called ``name`` (a ``ValueError`` naming the kinds if there is none)."""
-    try:
-        return StoreKind(name)
-    except ValueError:
-        kinds = ", ".join(k.value for k in StoreKind)
-        raise ValueError(f"unknown store kind {name!r} (kinds: {kinds})") from None
+    """The store kind called ``name``: ``StoreKind(name)``, which refuses an unknown one with a
+    ``StoreKindError`` (a ``ValueError`` too) naming the kinds."""
+    return StoreKind(name)

@@ -81,8 +81,17 @@ def test_the_cycle_check_can_fail() -> None:
 
 
 #: sim's layers, bottom first (docs/architecture.md, "Layers"). A module may import its own layer
-#: and the layers before it, never one after.
-LAYERS = ("sim.world", "sim.run", "sim.judgement", "sim.explore", "sim.targets", "sim.outputs")
+#: and the layers before it, never one after. ``sim.errors`` (the root of the errors for bad input)
+#: is below them all: every layer raises its errors, so it imports nothing of ``sim``.
+LAYERS = (
+    "sim.errors",
+    "sim.world",
+    "sim.run",
+    "sim.judgement",
+    "sim.explore",
+    "sim.targets",
+    "sim.outputs",
+)
 
 
 def _layer(module: str) -> int | None:
@@ -117,3 +126,6 @@ def test_sim_never_imports_a_layer_above() -> None:
 def test_the_layer_check_can_fail() -> None:
     graph = {"sim.world.fs": {"sim.run.runner"}, "sim.run.runner": {"sim.world.fs"}}
     assert _upward_imports(graph) == ["sim.world.fs -> sim.run.runner"]
+    assert _upward_imports({"sim.errors": {"sim.world.faults"}}) == [
+        "sim.errors -> sim.world.faults"
+    ]

@@ -15,13 +15,13 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar
 
 from sim.judgement.invariants import INVARIANTS
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, ScheduleError, parse_schedule
 from sim.world.scenario import bundled_names
-from sim.world.stores import StoreKind, StoreName
+from sim.world.stores import StoreKind
 
 #: The codes a mutant of the reference runtime may be caught by (the registry's, not a target's).
 RUNTIME_CODES = frozenset(i.code for i in INVARIANTS if i.scope in ("runtime", "both"))
@@ -95,7 +95,7 @@ class Mutant:
     bug_class: str
     apply: Callable[[Patcher], None]
     scenario: str
-    store: StoreName = "file"
+    store: StoreKind = StoreKind.FILE
     crash_kinds: tuple[CrashKind, ...] = ("process", "power")
     caught_by: tuple[str, ...]
     also: tuple[str, ...] = ()
@@ -133,7 +133,7 @@ def _problems(m: Mutant) -> Iterator[str]:
 
 
 def _kind_problems(m: Mutant) -> Iterator[str]:
-    kinds = get_args(CrashKind)
+    kinds = tuple(k.value for k in CrashKind)
     if not m.crash_kinds or any(k not in kinds for k in m.crash_kinds):
         yield f"crash_kinds {m.crash_kinds!r} must be some of {kinds}"
     elif m.store in {k.value for k in StoreKind}:
@@ -188,7 +188,7 @@ def mutant(
     witness: LabelledCrash | tuple[LabelledCrash, ...] | None,
     first_kill: str | None,
     also: tuple[str, ...] = (),
-    store: StoreName = "file",
+    store: StoreKind = StoreKind.FILE,
     crash_kinds: tuple[CrashKind, ...] = ("process", "power"),
 ) -> Callable[[F], F]:
     """Register the decorated function as a mutant (the fields: ``Mutant``). ``witness``: one

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.outputs.cli.common import (
-    UsageError,
-)
-from sim.world.scenario import load_scenario
+from sim.outputs import options
+from sim.outputs.cli.common import UsageError, text_arg
+
+MAX_REPEATS = 50
+MAX_GROWTH_TURNS = 200  # long_horizon's tool turns
+MAX_REALCRASH_POINTS = 1000
 
 
 def add_parsers(sub: Any) -> None:
@@ -29,20 +31,40 @@ def add_parsers(sub: Any) -> None:
             "goes to stderr, also with --json."
         ),
     )
-    bn.add_argument("--repeats", type=int, default=3)
-    bn.add_argument("--scenarios", default="read_edit_answer,idempotent_payment")
+    bn.add_argument(
+        "--repeats",
+        type=options.arg_type(options.integer, 1, MAX_REPEATS),
+        default=3,
+        help=f"runs each figure is the median of, 1..{MAX_REPEATS} (default 3)",
+    )
+    bn.add_argument(
+        "--scenarios",
+        type=options.arg_type(options.scenario_refs),
+        default=("read_edit_answer", "idempotent_payment"),
+        metavar="LIST",
+        help="scenarios swept, comma-separated (default read_edit_answer,idempotent_payment)",
+    )
     bn.add_argument(
         "--growth-turns",
-        default="10,25,50",
+        type=options.arg_type(options.integers, 1, MAX_GROWTH_TURNS),
+        default=(10, 25, 50),
+        metavar="LIST",
         help=(
-            "long_horizon cut to these tool turns, up to 200 (default 10,25,50; the issue's "
-            "goal is fitted over 10,25,50,100,200, whose 200-turn sweep takes hours while the "
-            "sweep stays quadratic)"
+            f"long_horizon cut to these tool turns, each 1..{MAX_GROWTH_TURNS} (default "
+            "10,25,50; the issue's goal is fitted over 10,25,50,100,200, whose 200-turn sweep "
+            "takes hours while the sweep stays quadratic)"
         ),
     )
-    bn.add_argument("--realcrash-points", type=int, default=6, help="0 skips the comparison")
+    bn.add_argument(
+        "--realcrash-points",
+        type=options.arg_type(options.integer, 0, MAX_REALCRASH_POINTS),
+        default=6,
+        help=f"crash points of the realcrash comparison, 0..{MAX_REALCRASH_POINTS} (default 6; "
+        "0 skips it)",
+    )
     bn.add_argument(
         "--sweep-results",
+        type=text_arg,
         default="reports/latest/results.json",
         metavar="PATH",
         help=(
@@ -59,17 +81,8 @@ def add_parsers(sub: Any) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     from sim.outputs.bench import bench
 
-    names = tuple(n.strip() for n in args.scenarios.split(",") if n.strip())
-    for name in names:
-        load_scenario(name)  # unknown names fail here, as a usage error
-    try:
-        turns = tuple(int(t) for t in args.growth_turns.split(","))
-    except ValueError as exc:
-        raise UsageError(f"--growth-turns takes integers, got {args.growth_turns!r}") from exc
-    if not 1 <= args.repeats <= 50:
-        raise UsageError("--repeats must be between 1 and 50")
-    if any(not 1 <= t <= 200 for t in turns):
-        raise UsageError("--growth-turns values must be between 1 and 200")
+    names, turns = args.scenarios, args.growth_turns
+    options.load_scenarios(names)  # unknown names fail here, as a usage error
     make_sweep = _sweep_totals(Path(args.sweep_results))  # eagerly: a bad file fails at once
     doc = bench(
         scenarios=names,

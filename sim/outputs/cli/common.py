@@ -1,5 +1,6 @@
-"""What every command shares: the exit statuses, the one-line usage error, option types
-(seed, crash kinds, determinism), the seam options, the wide console for tables."""
+"""What every command shares: the exit statuses, the argument parser whose usage error is one
+line, the seam options, the single-run options, the wide console for tables. The options
+themselves (stores, crash kinds, seeds, jobs, bounds) are parsed by ``sim.outputs.options``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,30 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sim.world.faults import CRASH_KINDS
+from sim.errors import UsageError  # imported from here by every command module
+from sim.judgement.invariants import INVARIANTS
+from sim.outputs import options
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.seeded import SEED_MAX
+from sim.world.stores import StoreKind
 
 EXIT = {"pass": 0, "safety": 1, "usage": 2, "liveness": 3, "nondeterminism": 4, "error": 5}
 
+#: ``--seed`` of every command (``sim.outputs.options.seed``), as an argparse type.
+seed_arg = options.arg_type(options.seed)
+#: ``--jobs`` of every command that runs workers (``sim.outputs.options.jobs``).
+jobs_arg = options.arg_type(options.jobs)
+#: Text that must not be empty (a path, a name, a SPEC): ``--out ''`` is refused.
+text_arg = options.arg_type(options.text)
+SEED_HELP = f"world seed, 0..{SEED_MAX} (default {options.DEFAULT_SEED})"
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit status 2."""
+
+def judged_invariants() -> str:
+    """``21 invariants (I0-I20)``: what a run of the reference runtime is judged on, read from
+    the invariant registry (its order: the runtime's codes first, in sequence), so no help text
+    carries a count that goes stale."""
+    codes = [record.code for record in INVARIANTS if record.scope != "target"]
+    return f"{len(codes)} invariants ({codes[0]}-{codes[-1]})"
 
 
 class Parser(argparse.ArgumentParser):
@@ -28,28 +44,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT["usage"], f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def seed_arg(text: str) -> int:
-    """A world seed: an integer in the documented range (see ``sim.world.seeded.SEED_MAX``)."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
-    if not 0 <= value <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0..{SEED_MAX} (2**64-1)")
-    return value
-
-
-def jobs_arg(text: str) -> int:
-    """``--jobs``: a positive number of worker processes (argparse reports anything else)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--jobs takes a positive integer, got {text!r}")
-    return value
-
-
 def add_seam_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
         "your own runtime or store (see sim.world.seams; repro lines of a failure found with "
@@ -57,11 +51,13 @@ def add_seam_options(p: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--open-runtime",
+        type=text_arg,
         metavar="SPEC",
         help="FILE.py:NAME or MODULE:NAME of a callable with durable.Runtime.open's keywords",
     )
     group.add_argument(
         "--file-store",
+        type=text_arg,
         metavar="SPEC",
         help="FILE.py:NAME or MODULE:NAME of a callable (root, fs, fsync) -> store",
     )
@@ -78,24 +74,27 @@ def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
     return chosen
 
 
-def add_single_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--seed", type=seed_arg, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)"
-    )
+def add_single_run_options(p: argparse.ArgumentParser, *, command: str) -> None:
+    """``--seed``, ``--store`` (one store: a single run) and ``--json`` of ``run`` and
+    ``replay``."""
+    p.add_argument("--seed", type=seed_arg, default=options.DEFAULT_SEED, help=SEED_HELP)
     p.add_argument(
         "--store",
-        choices=("file", "sqlite", "postgres"),
-        default="file",
-        help=f"default file; postgres runs on the server named by ${CONNINFO_ENV}",
+        type=options.arg_type(options.store, command=command),
+        default=options.DEFAULT_STORE,
+        help=(
+            f"{options.store_help(options.SWEEP_STORES, options.DEFAULT_STORE)} (one store); "
+            f"postgres runs on the server named by ${CONNINFO_ENV}"
+        ),
     )
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
 
 
-def check_stores(stores: Iterable[str]) -> None:
+def check_stores(stores: Iterable[StoreKind]) -> None:
     """Fail at once, in one line, if a store asked for cannot run here (Postgres: the server
     named by ``DURABLE_SIM_PG_CONNINFO`` unset, its driver missing or the server unreachable),
     before any run rather than in the middle of a sweep."""
-    if "postgres" not in stores:
+    if StoreKind.POSTGRES not in stores:
         return
     from sim.world.pgserver import ServerUnavailable, server_conninfo
 
@@ -132,14 +131,6 @@ def exit_for(verdicts: dict[str, int], *, refused: bool = False) -> int:
         return EXIT["usage"]
     worst = worst_verdict(verdicts)
     return 0 if worst == "pass" else EXIT[worst]
-
-
-def crash_kinds_arg(text: str) -> list[str]:
-    kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in CRASH_KINDS]
-    if bad or not kinds:
-        raise UsageError(f"--crash takes any of {','.join(CRASH_KINDS)}, got {text!r}")
-    return kinds
 
 
 def determinism_of(args: argparse.Namespace) -> str:

@@ -9,14 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
     UsageError,
-    crash_kinds_arg,
     seed_arg,
+    text_arg,
     wide_console,
 )
-from sim.world.scenario import load_scenario
+
+#: The stores ``coverage`` measures: the default sweep's (Postgres needs a server, and the
+#: recovery branches it reaches are the store-independent ones the file kinds reach too).
+STORES = options.FILE_STORES
 
 
 def add_parsers(sub: Any) -> None:
@@ -38,27 +42,45 @@ def add_parsers(sub: Any) -> None:
     cv.add_argument(
         "--scenario",
         action="append",
+        type=text_arg,
         default=[],
         metavar="NAME",
         help="sweep only this bundled scenario (repeatable; default: all)",
     )
-    cv.add_argument("--store", choices=("file", "sqlite", "both"), default="both")
+    cv.add_argument(
+        "--store",
+        type=options.arg_type(options.stores, command="coverage", supported=STORES),
+        default=options.DEFAULT_STORES,
+        metavar="STORES",
+        help=f"comma-separated: {options.store_help(STORES, options.DEFAULT_STORES)}",
+    )
     cv.add_argument(
         "--crash",
-        default="process,power",
+        type=options.arg_type(options.crash_kinds),
+        default=options.DEFAULT_CRASH_KINDS,
+        metavar="KINDS",
         help="crash kinds of the sweep, as for sweep --crash (default process,power: the default "
         "sweep; add storage to see which allowed branches storage faults reach)",
     )
     cv.add_argument("--no-fuzz", action="store_true", help="skip the fuzzer (the sweep only)")
     cv.add_argument(
-        "--examples", type=int, default=300, help="fuzzer examples per scenario (default 300)"
+        "--examples",
+        type=options.arg_type(options.integer, 1, options.MAX_EXAMPLES),
+        default=300,
+        help=f"fuzzer examples per scenario, 1..{options.MAX_EXAMPLES} (default 300)",
     )
     cv.add_argument(
-        "--seed", type=seed_arg, default=0, help="world and Hypothesis seed (default 0)"
+        "--seed",
+        type=seed_arg,
+        default=options.DEFAULT_SEED,
+        help="world and Hypothesis seed, 0..2**64-1 (default 0)",
     )
-    cv.add_argument("--json", metavar="PATH", help="also write the full report as JSON to PATH")
+    cv.add_argument(
+        "--json", type=text_arg, metavar="PATH", help="also write the full report as JSON to PATH"
+    )
     cv.add_argument(
         "--write-corpus",
+        type=text_arg,
         metavar="PATH",
         help=(
             "write the reach corpus (a small set of schedules that reaches every recovery branch "
@@ -67,6 +89,7 @@ def add_parsers(sub: Any) -> None:
     )
     cv.add_argument(
         "--from-corpus",
+        type=text_arg,
         metavar="PATH",
         help="instead of sweeping, replay the cases of a reach corpus (what CI does)",
     )
@@ -83,28 +106,26 @@ def run_coverage(args: argparse.Namespace) -> int:
         reach.require_coverage()
     except reach.ReachUnavailable as exc:
         raise UsageError(str(exc)) from exc
-    if not 1 <= args.examples <= 100_000:
-        raise UsageError("--examples must be between 1 and 100000")
     if args.from_corpus and args.write_corpus:
         raise UsageError("--write-corpus needs a measurement, not a corpus replay (--from-corpus)")
-    for name in args.scenario:
-        load_scenario(name)  # unknown names fail here, as a usage error
+    if args.scenario:
+        options.load_scenarios(args.scenario)  # unknown names fail here, as a usage error
     if args.from_corpus:
         try:
             reach.load_corpus(args.from_corpus)
         except reach.ReachError as exc:
             raise UsageError(str(exc)) from exc
-    options = reach.Options(
+    measurement = reach.Options(
         scenarios=tuple(args.scenario),
-        stores=("file", "sqlite") if args.store == "both" else (args.store,),
-        crash_kinds=tuple(crash_kinds_arg(args.crash)),
+        stores=args.store,
+        crash_kinds=args.crash,
         fuzz_examples=0 if args.no_fuzz else args.examples,
         seed=args.seed,
         corpus=args.from_corpus,
         quiet=args.quiet,
     )
     try:
-        raw = reach.run_measurement(options)
+        raw = reach.run_measurement(measurement)
         report = reach.analyze(raw)
     except reach.ReachError as exc:
         print(f"durable-sim: {exc}", file=sys.stderr)
@@ -114,7 +135,7 @@ def run_coverage(args: argparse.Namespace) -> int:
         Path(args.write_corpus).write_text(json.dumps(corpus, indent=1) + "\n", encoding="utf-8")
         # What CI will see: replay the corpus just written (a forked child can take a path its
         # plain replay does not, so the credit the corpus was built on is checked here).
-        check = reach.analyze(reach.run_measurement(replace(options, corpus=args.write_corpus)))
+        check = reach.analyze(reach.run_measurement(replace(measurement, corpus=args.write_corpus)))
         allowed = {b["branch"] for b in report["reached_allowed"]}
         missed = set(report["reached_keys"]) - set(check["reached_keys"]) - allowed
         report["corpus"] = {

@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore.progress import Progress
+from sim.outputs import options
 from sim.outputs.cli.common import (
     UsageError,
     jobs_arg,
     seed_arg,
+    text_arg,
 )
-from sim.world.scenario import bundled_names, load_scenario
+
+#: The stores ``fuzz`` takes: its fuzzers run thousands of short worlds on the simulated disk.
+STORES = options.FILE_STORES
 
 
 def add_parsers(sub: Any) -> None:
@@ -31,15 +35,33 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     fz.add_argument(
-        "scenarios", nargs="*", metavar="scenario", help="default: every bundled scenario"
+        "scenarios",
+        nargs="*",
+        type=text_arg,
+        metavar="scenario",
+        help="default: every bundled scenario",
     )
-    fz.add_argument("--examples", type=int, default=300, help="examples per fuzzer and scenario")
     fz.add_argument(
-        "--seed", type=seed_arg, default=0, help="Hypothesis seed (the world seed is 0); 0..2**64-1"
+        "--examples",
+        type=options.arg_type(options.integer, 1, options.MAX_EXAMPLES),
+        default=300,
+        help=f"examples per fuzzer and scenario, 1..{options.MAX_EXAMPLES} (default 300)",
     )
-    fz.add_argument("--store", choices=("file", "sqlite"), default="file")
+    fz.add_argument(
+        "--seed",
+        type=seed_arg,
+        default=options.DEFAULT_SEED,
+        help="Hypothesis seed (the world seed is 0); 0..2**64-1 (default 0)",
+    )
+    fz.add_argument(
+        "--store",
+        type=options.arg_type(options.store, command="fuzz", supported=STORES),
+        default=options.DEFAULT_STORE,
+        help=f"{options.store_help(STORES, options.DEFAULT_STORE)} (one store)",
+    )
     fz.add_argument(
         "--corpus",
+        type=text_arg,
         default=None,
         metavar="DIR",
         help=(
@@ -50,6 +72,7 @@ def add_parsers(sub: Any) -> None:
     )
     fz.add_argument(
         "--hypothesis-dir",
+        type=text_arg,
         default=None,
         metavar="DIR",
         help=(
@@ -62,10 +85,10 @@ def add_parsers(sub: Any) -> None:
         "--jobs",
         type=jobs_arg,
         default=None,
-        help=(
+        help=options.jobs_help(
             "fuzzers (one per scenario, and the world machine) run at once, each in a worker "
-            "process (default: the machine's cores). Each fuzzer's search is its own seeded "
-            "Hypothesis run, so what is found does not depend on it"
+            "process. Each fuzzer's search is its own seeded Hypothesis run, so what is found "
+            "does not depend on it"
         ),
     )
 
@@ -78,10 +101,7 @@ def run_fuzz(args: argparse.Namespace) -> int:
     from sim.explore.fuzz import fuzz_steps, save_case
     from sim.explore.parallel import default_jobs, run_steps
 
-    if not 1 <= args.examples <= 100_000:
-        raise UsageError("--examples must be between 1 and 100000")
-    names = args.scenarios or bundled_names()
-    scenarios = [load_scenario(n) for n in names]
+    scenarios = [scenario for _, scenario in options.load_scenarios(args.scenarios)]
     corpus = _corpus_dir(args.corpus)
     set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
     started = time.perf_counter()

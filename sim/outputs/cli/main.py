@@ -1,5 +1,9 @@
 """``durable-sim``'s entry point: parse, install the signal policy, run the command, and turn
-every bad input into one line and an exit status (docs/architecture.md, 3)."""
+every bad input into one line and an exit status (docs/architecture.md, 3).
+
+Bad input is a ``sim.errors.UserError``, whichever layer found it (an option, a scenario, a
+schedule, a store kind, user code at a seam), caught here once: one line on stderr, the status
+its class names (2; 5 for a seam's code that raised), no traceback -- unless ``--debug``."""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ import signal
 import sys
 import threading
 
+from sim.errors import user_error
 from sim.outputs.cli.bench import add_parsers as add_bench
-from sim.outputs.cli.common import EXIT, Parser, UsageError, swapped_seams
+from sim.outputs.cli.common import EXIT, Parser, judged_invariants, swapped_seams
 from sim.outputs.cli.coverage import add_parsers as add_coverage
 from sim.outputs.cli.fuzz import add_parsers as add_fuzz
 from sim.outputs.cli.mutants import add_parsers as add_mutants
@@ -19,9 +24,7 @@ from sim.outputs.cli.single_run import add_parsers as add_single_run
 from sim.outputs.cli.sweep import add_parsers as add_sweep
 from sim.outputs.cli.target import add_parsers as add_target
 from sim.outputs.cli.workers import add_parsers as add_workers
-from sim.world.faults import ScheduleError
-from sim.world.scenario import ScenarioError
-from sim.world.seams import SeamError, seams
+from sim.world.seams import seams
 
 #: Each command module's ``add_parsers``, in the order ``--help`` lists the commands.
 COMMANDS = (
@@ -55,15 +58,16 @@ def main(argv: list[str] | None = None) -> int:
             print("durable-sim: interrupted", file=sys.stderr)
             return 130
         return status
-    except (UsageError, ScenarioError, ScheduleError, SeamError) as exc:
-        print(f"durable-sim: {exc}", file=sys.stderr)
-        return EXIT["usage"]
     except BrokenPipeError:
         # The reader went away (`durable-sim replay ... | head`): stop quietly, as Unix tools
         # do; point stdout at /dev/null so the interpreter's final flush cannot raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except BaseException as exc:  # re-raised unless it is only the user's interrupt
+    except BaseException as exc:  # re-raised unless it is bad input or only the user's interrupt
+        user = user_error(exc)
+        if user is not None and not args.debug:
+            print(f"durable-sim: {user}", file=sys.stderr)
+            return EXIT[user.status]
         if not _interrupt_only(exc):
             raise
         print("durable-sim: interrupted", file=sys.stderr)
@@ -101,9 +105,15 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Deterministic crash testing for durable agent runtimes. Runs scenarios under a "
             "virtual clock, kills the process at every commit, file, tool, model and lease "
-            "boundary (process kill and power loss), restarts it, and checks seventeen invariants."
+            f"boundary (process kill and power loss), restarts it, and checks "
+            f"{judged_invariants()}."
         ),
         epilog="Exit status: 0 pass, 1 safety, 2 usage, 3 liveness, 4 nondeterminism, 5 error.",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on bad input, raise with the traceback instead of printing one line",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_parsers in COMMANDS:

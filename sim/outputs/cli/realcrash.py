@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from sim.outputs import options
+from sim.outputs.cli.common import SEED_HELP, UsageError, seed_arg, text_arg
 from sim.outputs.realcrash import RealcrashError, realcrash
 from sim.run.realrun import BLOCKING_MODES, CLOCKS, DEFAULT_SPEEDUP
-from sim.world.scenario import ScenarioError
-from sim.world.stores import FILE_KINDS, StoreKind
+
+#: The stores ``realcrash`` takes: those whose store lives in files beside a real process.
+STORES = options.FILE_STORES
+MAX_POINTS = 100_000
 
 
 def add_parsers(sub: Any) -> None:
@@ -35,16 +38,24 @@ def add_parsers(sub: Any) -> None:
 
 def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``realcrash`` subcommand's arguments."""
-    parser.add_argument("scenario", help="a bundled scenario name or a .json path")
-    parser.add_argument("--store", choices=FILE_KINDS, default=StoreKind.FILE)
+    parser.add_argument("scenario", type=text_arg, help="a bundled scenario name or a .json path")
+    parser.add_argument(
+        "--store",
+        type=options.arg_type(options.store, command="realcrash", supported=STORES),
+        default=options.DEFAULT_STORE,
+        help=f"{options.store_help(STORES, options.DEFAULT_STORE)} (one store)",
+    )
     parser.add_argument(
         "--points",
-        type=int,
+        type=options.arg_type(options.integer, 1, MAX_POINTS),
         default=None,
         metavar="N",
-        help="run at most N crash points, covering every boundary kind first (default: all)",
+        help=(
+            f"run at most N crash points, 1..{MAX_POINTS}, covering every boundary kind first "
+            "(default: all)"
+        ),
     )
-    parser.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    parser.add_argument("--seed", type=seed_arg, default=options.DEFAULT_SEED, help=SEED_HELP)
     parser.add_argument(
         "--clock",
         choices=CLOCKS,
@@ -59,7 +70,10 @@ def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
         "--speedup",
         type=float,
         default=None,
-        help=f"with --clock scaled: scenario seconds per real second (default {DEFAULT_SPEEDUP:g})",
+        help=(
+            "with --clock scaled: scenario seconds per real second, a number > 0 (default "
+            f"{DEFAULT_SPEEDUP:g})"
+        ),
     )
     parser.add_argument(
         "--blocking",
@@ -75,8 +89,8 @@ def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main_realcrash(args: argparse.Namespace) -> int:
     """Run ``realcrash`` from parsed arguments (see ``add_realcrash_arguments``). Exit 0: total
-    agreement (and identical fault-free label sequences), 1: any disagreement, 2: usage error
-    (one line on stderr, no traceback)."""
+    agreement (and identical fault-free label sequences), 1: any disagreement. Bad input raises
+    ``UserError`` (``main`` prints it: one line on stderr, exit 2)."""
     live = not args.json
     shown: list[dict[str, Any]] = []
 
@@ -104,9 +118,8 @@ def main_realcrash(args: argparse.Namespace) -> int:
             blocking=args.blocking,
             progress=show if live else None,
         )
-    except (ScenarioError, RealcrashError) as exc:
-        print(f"durable-sim: {exc}", file=sys.stderr)
-        return 2
+    except RealcrashError as exc:
+        raise UsageError(str(exc)) from exc
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:

@@ -7,16 +7,16 @@ import json
 import sys
 from typing import Any
 
+from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
     UsageError,
     add_seam_options,
     add_single_run_options,
     check_stores,
+    text_arg,
 )
-from sim.world.faults import parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
-from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -29,8 +29,8 @@ def add_parsers(sub: Any) -> None:
         help="run one scenario fault-free and print its fingerprint, boundaries and outcome",
         description="Run SCENARIO once without faults. SCENARIO is a bundled name or a .json path.",
     )
-    run.add_argument("scenario")
-    add_single_run_options(run)
+    run.add_argument("scenario", type=text_arg)
+    add_single_run_options(run, command="run")
     run.add_argument("--timeline", action="store_true", help="print every boundary of the run")
     add_seam_options(run)
     run.set_defaults(handler=run_once)
@@ -40,9 +40,16 @@ def add_parsers(sub: Any) -> None:
         help="re-run one crash schedule (as printed by a failure) and judge it",
         description="Replay a schedule such as 14:after:power,20:before:process.",
     )
-    rp.add_argument("--scenario", required=True)
-    rp.add_argument("--schedule", required=True, help="INDEX:before|after:process|power,...")
-    add_single_run_options(rp)
+    rp.add_argument(
+        "--scenario", required=True, type=text_arg, help="a bundled name or a .json path"
+    )
+    rp.add_argument(
+        "--schedule",
+        required=True,
+        type=options.arg_type(options.schedule),
+        help="INDEX:before|after:process|power|storage[~TEAR],... or none",
+    )
+    add_single_run_options(rp, command="replay")
     rp.add_argument("--timeline", action="store_true", help="print the run with crashes marked")
     add_seam_options(rp)
     rp.set_defaults(handler=replay)
@@ -92,9 +99,8 @@ def replay(args: argparse.Namespace) -> int:
     from sim.explore.sweep import base_schedule, judge, timeline
     from sim.run.runner import run_scenario
 
-    schedule = parse_schedule(args.schedule)
+    schedule, store = args.schedule, args.store
     scenario = load_scenario(args.scenario)
-    store = StoreKind(args.store)
     refused = sorted({p.kind for p in schedule.points if not store.can_inject(p.kind)})
     if refused:
         why = {
@@ -105,7 +111,7 @@ def replay(args: argparse.Namespace) -> int:
             f"{'/'.join(refused)} faults are not simulated for the {store} store ({why}: see "
             "docs/crash-model.md)"
         )
-    check_stores([args.store])
+    check_stores([store])
     # Judged as the sweep judges: against the fault-free run (without the scenario's timed
     # crashes, with its base crash), so a repro line gives the verdict the sweep gave.
     reference = run_scenario(

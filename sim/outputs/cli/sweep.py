@@ -12,22 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore.progress import Progress
+from sim.outputs import options
 from sim.outputs.cli.common import (
+    SEED_HELP,
     UsageError,
     add_seam_options,
     check_out_dir,
     check_stores,
-    crash_kinds_arg,
     determinism_of,
     exit_for,
     jobs_arg,
+    judged_invariants,
     seed_arg,
+    text_arg,
     wide_console,
 )
 from sim.world.pgserver import CONNINFO_ENV
-from sim.world.scenario import Scenario, bundled_names, load_scenario
-from sim.world.seeded import SEED_MAX
-from sim.world.stores import StoreKind
+
+#: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
+STORES = options.SWEEP_STORES
 
 
 def add_parsers(sub: Any) -> None:
@@ -38,40 +41,20 @@ def add_parsers(sub: Any) -> None:
         description=(
             "For each scenario and store: record the fault-free boundary trace, then run every "
             "schedule (boundary x before/after x crash kind; depth 2 adds a second crash at every "
-            "boundary of the recovery), check the invariants I0-I17, I19 and I20 and write a "
-            "report."
-        ),
-    )
-    sw.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
-    sw.add_argument(
-        "--store",
-        choices=("file", "sqlite", "postgres", "both"),
-        default="both",
-        help=(
-            "file (FileStore), sqlite (SQLiteStore in WAL mode) or both (default: file and "
-            "sqlite). A scenario's fsync picks the mode: true = fsync / synchronous=FULL, "
-            "nothing acknowledged may be lost; false = no fsync / synchronous=NORMAL, power loss "
-            "may lose a suffix. postgres: PostgresStore on the server named by "
-            f"${CONNINFO_ENV}, an empty schema per run; worker-process kills only (the server "
-            "is the durable service: no power or storage faults), and never forked: every "
-            "schedule runs from scratch, as with --naive"
+            f"boundary of the recovery), check the {judged_invariants()} and write a report."
         ),
     )
     sw.add_argument(
-        "--crash",
-        default="process,power",
-        help=(
-            "crash kinds, comma-separated: process (kill -9), power (power loss: un-synced data "
-            "lost or torn), storage (kill -9, then damage to synced data: a flipped bit, a "
-            "zeroed or misdirected block, a truncated or deleted file; tried after every "
-            "acknowledged store operation). Default process,power; `make sweep` adds storage"
-        ),
+        "scenarios", nargs="*", type=text_arg, metavar="SCENARIO", help="default: all bundled"
     )
-    sw.add_argument("--depth", type=int, choices=(1, 2), default=1)
+    _add_fault_options(sw)
     sw.add_argument(
-        "--seed", type=seed_arg, default=0, help=f"world seed, 0..{SEED_MAX} (default 0)"
+        "--depth", type=int, choices=(1, 2), default=1, help="crashes per schedule, 1..2 (1)"
     )
-    sw.add_argument("--out", default="reports/latest", help="report directory")
+    sw.add_argument("--seed", type=seed_arg, default=options.DEFAULT_SEED, help=SEED_HELP)
+    sw.add_argument(
+        "--out", type=text_arg, default="reports/latest", help="report directory (reports/latest)"
+    )
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
     sw.add_argument(
         "--naive",
@@ -101,13 +84,44 @@ def add_parsers(sub: Any) -> None:
         "--jobs",
         type=jobs_arg,
         default=None,
-        help=(
+        help=options.jobs_help(
             "sweeps (scenario x store) run at once, each in a worker process; within a sweep, "
-            "up to this many schedules run at once too (default: the machine's cores). Results "
-            "and reports do not depend on it"
+            "up to this many schedules run at once too. Results and reports do not depend on it"
         ),
     )
     sw.set_defaults(handler=run_sweep)
+
+
+def _add_fault_options(sw: argparse.ArgumentParser) -> None:
+    """``--store`` and ``--crash``: what is swept, and with which faults."""
+    sw.add_argument(
+        "--store",
+        type=options.arg_type(options.stores, command="sweep", supported=STORES),
+        default=options.DEFAULT_STORES,
+        metavar="STORES",
+        help=(
+            f"comma-separated: {options.store_help(STORES, options.DEFAULT_STORES)}. file "
+            "(FileStore), sqlite (SQLiteStore in WAL mode). A scenario's fsync picks the mode: "
+            "true = fsync / synchronous=FULL, nothing acknowledged may be lost; false = no fsync "
+            "/ synchronous=NORMAL, power loss may lose a suffix. postgres, only by name: "
+            f"PostgresStore on the server named by ${CONNINFO_ENV}, an empty schema per run; "
+            "worker-process kills only (the server is the durable service: no power or storage "
+            "faults), and never forked: every schedule runs from scratch, as with --naive"
+        ),
+    )
+    sw.add_argument(
+        "--crash",
+        type=options.arg_type(options.crash_kinds),
+        default=options.DEFAULT_CRASH_KINDS,
+        metavar="KINDS",
+        help=(
+            "crash kinds, comma-separated: process (kill -9), power (power loss: un-synced data "
+            "lost or torn), storage (kill -9, then damage to synced data: a flipped bit, a "
+            "zeroed or misdirected block, a truncated or deleted file; tried after every "
+            "acknowledged store operation). Default "
+            f"{','.join(options.DEFAULT_CRASH_KINDS)}; `make sweep` adds storage"
+        ),
+    )
 
 
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
@@ -141,10 +155,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
     from sim.explore.sweep import sweep
 
-    kinds = crash_kinds_arg(args.crash)
-    names = args.scenarios or bundled_names()
-    scenarios: list[tuple[str, Scenario]] = [(n, load_scenario(n)) for n in names]
-    stores = ["file", "sqlite"] if args.store == "both" else [args.store]
+    kinds, stores = args.crash, args.store
+    scenarios = options.load_scenarios(args.scenarios)
     check_stores(stores)
     out_dir = Path(args.out)
     check_out_dir(out_dir)
@@ -175,7 +187,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     from sim.explore.results import results_document
 
     # A store that cannot be forked (Postgres) is swept naively whatever --naive says.
-    fast = not args.naive and all(StoreKind(store).forks for store in stores)
+    fast = not args.naive and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
     from sim.outputs.report import ReportError, write_report
 

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.outputs.cli.common import EXIT, UsageError, check_out_dir, exit_for
+from sim.outputs import options
+from sim.outputs.cli.common import EXIT, UsageError, check_out_dir, exit_for, text_arg
 
 FAILURES_SHOWN = 5
+MAX_TIMEOUT_S = 3600.0  # one child's run
 
 
 def add_parsers(sub: Any) -> None:
@@ -43,11 +45,13 @@ def add_parsers(sub: Any) -> None:
     _common(sw)
     sw.add_argument(
         "--out",
+        type=text_arg,
         default=None,
         help="report directory (default reports/target-NAME-SAVER[-DURABILITY])",
     )
     sw.add_argument(
         "--points",
+        type=text_arg,
         default=None,
         metavar="LIST",
         help="only these schedules, comma-separated (7:after,6:before); default: all",
@@ -58,14 +62,23 @@ def add_parsers(sub: Any) -> None:
 
     rp = tsub.add_parser("replay", help="run one schedule of a target and show its verdict")
     _common(rp)
-    rp.add_argument("--schedule", required=True, metavar="INDEX:WHEN", help="e.g. 7:after")
-    rp.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and leave its files")
+    rp.add_argument(
+        "--schedule", required=True, type=text_arg, metavar="INDEX:WHEN", help="e.g. 7:after"
+    )
+    rp.add_argument(
+        "--keep", type=text_arg, default=None, metavar="DIR", help="run in DIR and leave its files"
+    )
     rp.add_argument("--json", action="store_true", help="print the verdict as JSON")
     rp.set_defaults(handler=_run_replay)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="TARGET", help="a target name (see: durable-sim target list)")
+    p.add_argument(
+        "target",
+        type=text_arg,
+        metavar="TARGET",
+        help="a target name (see: durable-sim target list)",
+    )
     p.add_argument(
         "--durability",
         default="",
@@ -94,7 +107,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds one child may run (default 60)"
+        "--timeout",
+        type=options.arg_type(options.number, 0.0, MAX_TIMEOUT_S),
+        default=60.0,
+        help=f"seconds one child may run, > 0 and <= {MAX_TIMEOUT_S:g} (default 60)",
     )
 
 
@@ -103,8 +119,6 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     from sim.targets.registry import get_target
     from sim.targets.sweep import check_options
 
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
     try:
         target = get_target(args.target)
         options = check_options(

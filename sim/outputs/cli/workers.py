@@ -15,9 +15,12 @@ import shutil
 import sys
 from typing import Any
 
-from sim.outputs.cli.common import EXIT, UsageError
-from sim.targets.workers.agent import STORE_NAMES
+from sim.outputs import options
+from sim.outputs.cli.common import EXIT, SEED_HELP, UsageError, seed_arg
 from sim.targets.workers.fleet import (
+    MAX_CONVERSATIONS,
+    MAX_INCARNATIONS,
+    MAX_WORKERS,
     FleetError,
     FleetOptions,
     keep_fleet_dir,
@@ -28,6 +31,9 @@ from sim.targets.workers.judge import fleet_document, judge_fleet
 from sim.targets.workers.mutants import MUTANTS
 
 MAX_FLEETS = 100
+MAX_DEADLINE_S = 3600.0
+#: The stores ``workers`` takes: every kind (Postgres by name, with ``--conninfo``).
+STORES = options.SWEEP_STORES
 #: Where ``--conninfo`` comes from when it is not given (the tests' variable too).
 CONNINFO_ENV = "DURABLE_SIM_PG_CONNINFO"
 
@@ -51,26 +57,26 @@ def add_parsers(sub: Any) -> None:
             "operating system decides the races, so run several fleets (--fleets)."
         ),
     )
-    wp.add_argument("--store", choices=STORE_NAMES, default="file")
+    wp.add_argument(
+        "--store",
+        type=options.arg_type(options.store, command="workers", supported=STORES),
+        default=options.DEFAULT_STORE,
+        help=f"{options.store_help(STORES, options.DEFAULT_STORE)} (one store per fleet)",
+    )
     wp.add_argument(
         "--conninfo",
         default=os.environ.get(CONNINFO_ENV, ""),
         help=f"the PostgreSQL server of --store postgres (default: ${CONNINFO_ENV}); each fleet "
         "gets a schema of its own",
     )
-    wp.add_argument("--workers", type=int, default=3, help="concurrent workers (default 3)")
-    wp.add_argument("--conversations", type=int, default=6, help="conversations (default 6)")
-    wp.add_argument("--kills", type=int, default=4, help="planned self-kills per fleet (4)")
-    wp.add_argument("--pauses", type=int, default=2, help="SIGSTOP pauses per fleet (2)")
+    _add_plan_options(wp)
+    wp.add_argument("--seed", type=seed_arg, default=options.DEFAULT_SEED, help=SEED_HELP)
     wp.add_argument(
-        "--fenced-pauses",
-        type=int,
+        "--fleets",
+        type=_count(1, MAX_FLEETS),
         default=1,
-        help="workers that stop themselves between an append's fence check and its write, "
-        "continued after another worker took the lease over (default 1)",
+        help=f"fleets, seeds SEED.., 1..{MAX_FLEETS} (default 1)",
     )
-    wp.add_argument("--seed", type=int, default=0, help="the first fleet's seed (default 0)")
-    wp.add_argument("--fleets", type=int, default=1, help="fleets, seeds SEED.. (default 1)")
     wp.add_argument(
         "--mutant",
         choices=sorted(MUTANTS),
@@ -78,7 +84,10 @@ def add_parsers(sub: Any) -> None:
         help="run a deliberately broken store (the fleet must fail)",
     )
     wp.add_argument(
-        "--deadline", type=float, default=90.0, help="seconds a fleet may take (default 90)"
+        "--deadline",
+        type=options.arg_type(options.number, 0.0, MAX_DEADLINE_S),
+        default=90.0,
+        help=f"seconds a fleet may take, > 0 and <= {MAX_DEADLINE_S:g} (default 90)",
     )
     wp.add_argument(
         "--first-failure",
@@ -90,12 +99,50 @@ def add_parsers(sub: Any) -> None:
     wp.set_defaults(handler=_run_workers)
 
 
+def _add_plan_options(wp: argparse.ArgumentParser) -> None:
+    """How big a fleet is and what its plan does to it: workers, conversations, kills, pauses."""
+    wp.add_argument(
+        "--workers",
+        type=_count(1, MAX_WORKERS),
+        default=3,
+        help=f"concurrent workers, 1..{MAX_WORKERS} (default 3)",
+    )
+    wp.add_argument(
+        "--conversations",
+        type=_count(1, MAX_CONVERSATIONS),
+        default=6,
+        help=f"conversations, 1..{MAX_CONVERSATIONS} (default 6)",
+    )
+    wp.add_argument(
+        "--kills",
+        type=_count(0, MAX_INCARNATIONS),
+        default=4,
+        help=f"planned self-kills per fleet, 0..{MAX_INCARNATIONS} less --workers (default 4)",
+    )
+    wp.add_argument(
+        "--pauses",
+        type=_count(0, MAX_INCARNATIONS),
+        default=2,
+        help=f"SIGSTOP pauses per fleet, 0..{MAX_INCARNATIONS} (default 2)",
+    )
+    wp.add_argument(
+        "--fenced-pauses",
+        type=_count(0, MAX_WORKERS),
+        default=1,
+        help="workers that stop themselves between an append's fence check and its write, "
+        "continued after another worker took the lease over, 0..--workers (default 1)",
+    )
+
+
+def _count(low: int, high: int) -> Any:
+    """An argparse type: an integer in ``low..high`` (``sim.outputs.options.integer``)."""
+    return options.arg_type(options.integer, low, high)
+
+
 def _run_workers(args: argparse.Namespace) -> int:
-    if not 1 <= args.fleets <= MAX_FLEETS:
-        raise UsageError(f"--fleets must be 1..{MAX_FLEETS}, not {args.fleets}")
     docs: list[dict[str, Any]] = []
     for seed in range(args.seed, args.seed + args.fleets):
-        options = FleetOptions(
+        fleet = FleetOptions(
             store=args.store,
             workers=args.workers,
             conversations=args.conversations,
@@ -108,10 +155,10 @@ def _run_workers(args: argparse.Namespace) -> int:
             conninfo=args.conninfo,
         )
         try:
-            options.validate()
+            fleet.validate()
         except FleetError as exc:
             raise UsageError(str(exc)) from exc
-        docs.append(_one_fleet(options, keep=args.keep, live=not args.json))
+        docs.append(_one_fleet(fleet, keep=args.keep, live=not args.json))
         if args.first_failure and docs[-1]["verdict"] != "pass":
             break
     if args.json:

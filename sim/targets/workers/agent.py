@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -28,11 +28,10 @@ from durable.tools import ToolContext, ToolRegistry, ToolSpec
 from sim.targets.boundaries import Boundaries
 from sim.targets.ledger import Ledger
 from sim.targets.workers.takeover import WorkerPauses
+from sim.world.stores import StoreKind
 
 T = TypeVar("T")
 
-StoreName = Literal["file", "sqlite", "postgres"]
-STORE_NAMES: tuple[StoreName, ...] = ("file", "sqlite", "postgres")
 #: How long the scripted model takes to answer: long enough that a pause or a kill often lands
 #: while a call is in flight, short enough that a fleet finishes in seconds.
 MODEL_LATENCY_S = 0.05
@@ -41,7 +40,7 @@ TOOL_PROMISES = {"charge_card": "exactly_once", "send_receipt": "at_most_once"}
 
 
 def open_store(
-    kind: StoreName, store_path: Path, *, conninfo: str = "", namespace: str = ""
+    kind: StoreKind | str, store_path: Path, *, conninfo: str = "", namespace: str = ""
 ) -> Store:
     """The worker's store, as a production worker opens it: a ``FileStore`` directory (fsync
     on), a ``SQLiteStore`` database (WAL, synchronous=FULL) at ``store_path``, or the schema

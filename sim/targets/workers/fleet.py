@@ -25,11 +25,11 @@ from typing import Any
 
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
-from sim.targets.workers.agent import STORE_NAMES, StoreName
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
 from sim.targets.workers.mutants import MUTANTS
 from sim.targets.workers.takeover import LOCK_WAIT_S, TakeoverDirector
 from sim.world import tempdirs
+from sim.world.stores import StoreKind
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
 #: at the first few crossings of a process (a worker crosses dozens per conversation).
@@ -76,7 +76,7 @@ def keep_fleet_dir(fleet_dir: Path) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class FleetOptions:
-    store: StoreName = "file"
+    store: StoreKind = StoreKind.FILE
     workers: int = 3
     conversations: int = 6
     kills: int = 4
@@ -92,8 +92,8 @@ class FleetOptions:
 
     def validate(self) -> None:
         """Eagerly, before any process starts: every bound the fleet relies on."""
-        if self.store not in STORE_NAMES:
-            raise FleetError(f"unknown store {self.store!r} (choose from {', '.join(STORE_NAMES)})")
+        if self.store not in tuple(StoreKind):
+            raise FleetError(f"unknown store {self.store!r} (choose from {', '.join(StoreKind)})")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise FleetError(f"--workers must be 1..{MAX_WORKERS}, not {self.workers}")
         if not 1 <= self.conversations <= MAX_CONVERSATIONS:

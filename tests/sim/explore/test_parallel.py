@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from sim.explore import parallel
-from sim.explore.parallel import Step, WorkerError, run_steps
+from sim.explore.parallel import Step, WorkerError, estimated_cost, run_steps
 from sim.explore.progress import Progress
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
+from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 pytestmark = pytest.mark.skipif(not parallel.forking.AVAILABLE, reason="needs fork and epoll")
 
@@ -83,3 +85,19 @@ def test_the_results_document_does_not_depend_on_jobs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _document(tmp_path, "1", capsys) == _document(tmp_path, "2", capsys)
+
+
+def test_the_cost_estimate_counts_what_the_store_can_take() -> None:
+    """``StoreKind.can_inject`` alone says which crash kinds a store is swept with; the estimate
+    that orders the steps counts those (a SQLite sweep takes power losses too)."""
+    scenario = load_scenario("idempotent_payment")
+    unit = estimated_cost(scenario, StoreKind.FILE, [CrashKind.PROCESS])
+    for store in StoreKind:
+        for kind in CrashKind:
+            kinds = _unique([CrashKind.PROCESS, kind])
+            taken = sum(store.can_inject(k) for k in kinds)
+            assert estimated_cost(scenario, store, kinds) == unit * taken, (store, kind)
+
+
+def _unique(kinds: list[CrashKind]) -> list[CrashKind]:
+    return list(dict.fromkeys(kinds))

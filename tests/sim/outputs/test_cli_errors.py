@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
+from sim.outputs import options
 from sim.outputs.cli import main
 from sim.outputs.cli.bench import _sweep_totals
 from sim.outputs.cli.sweep import FAILURES_SHOWN
+from sim.world.faults import CrashKind
+from sim.world.scenario import ScenarioError
+from sim.world.stores import StoreKind
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -283,3 +287,118 @@ def test_a_reader_that_goes_away_gets_no_traceback() -> None:
         os.close(write_end)
     assert done.returncode == 141, done.stderr.decode()
     assert b"Traceback" not in done.stderr
+
+
+def _refused_in_one_line(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``main`` in this process: exit 2, one line on stderr, no traceback."""
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+TOO_MANY_JOBS = str(options.max_jobs() + 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["sweep", "--store", "tape"], "unknown store kind 'tape'"),
+        (["sweep", "--store", "file,,sqlite"], "an empty item in 'file,,sqlite'"),
+        (["sweep", "--store", ""], "--store"),
+        (["sweep", "--crash", "process,,power"], "an empty item in 'process,,power'"),
+        (["sweep", "--crash", "powr"], "unknown crash kind 'powr'"),
+        (["sweep", "--out", ""], "--out"),
+        (["sweep", ""], "SCENARIO"),
+        (["sweep", "--file-store", ""], "--file-store"),
+        (["sweep", "--jobs", "0"], "--jobs"),
+        (["sweep", "--jobs", TOO_MANY_JOBS], f"{TOO_MANY_JOBS} is outside 1..{options.max_jobs()}"),
+        (["sweep", "--depth", "3"], "--depth"),
+        (["replay", "--scenario", "idempotent_payment", "--schedule", ""], "--schedule"),
+        (["replay", "--scenario", "", "--schedule", "none"], "--scenario"),
+        (["replay", "--scenario", "x", "--schedule", "3:after:powr"], "'3:after:powr'"),
+        (["run", "idempotent_payment", "--store", "file,sqlite"], "run runs one store"),
+        (["run", "idempotent_payment", "--store", "both"], "run runs one store"),
+        (["realcrash", "read_edit_answer", "--store", "postgres"], "realcrash does not take"),
+        (["realcrash", "read_edit_answer", "--points", "0"], "--points"),
+        (["fuzz", "--store", "postgres"], "fuzz does not take the postgres store"),
+        (["fuzz", "--examples", "0"], "--examples"),
+        (["fuzz", "--corpus", ""], "--corpus"),
+        (["coverage", "--store", "postgres"], "coverage does not take the postgres store"),
+        (["coverage", "--crash", "process,"], "--crash"),
+        (["bench", "--repeats", "51"], "--repeats"),
+        (["bench", "--growth-turns", "10,,25"], "--growth-turns"),
+        (["bench", "--growth-turns", "201"], "--growth-turns"),
+        (["bench", "--scenarios", ""], "--scenarios"),
+        (["workers", "--workers", "17"], "--workers"),
+        (["workers", "--seed", "-1"], "--seed"),
+        (["workers", "--deadline", "0"], "--deadline"),
+        (["workers", "--store", "tape"], "unknown store kind 'tape'"),
+        (["target", "sweep", "langgraph", "--timeout", "0"], "--timeout"),
+        (["target", "replay", "langgraph", "--schedule", ""], "--schedule"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_every_refusal_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], named: str
+) -> None:
+    line = _refused_in_one_line(capsys, *args)
+    assert named in line, line
+
+
+def test_both_is_file_and_sqlite_and_postgres_is_only_taken_by_name() -> None:
+    both = (StoreKind.FILE, StoreKind.SQLITE)
+    assert options.stores("both", command="sweep") == both
+    assert options.stores("file,sqlite,file", command="sweep") == both
+    assert options.stores("postgres,both", command="sweep") == (StoreKind.POSTGRES, *both)
+    assert StoreKind.POSTGRES not in options.DEFAULT_STORES
+    assert options.crash_kinds(" process , power ") == (CrashKind.PROCESS, CrashKind.POWER)
+
+
+SEAMS = """
+from durable.store.file import FileStore
+
+def raising_store(root, fs, fsync):
+    raise ValueError("boom")
+
+def store_of_the_wrong_type(root, fs, fsync):
+    return 42
+
+def raising_runtime(**keywords):
+    raise ValueError("no runtime today")
+
+def runtime_of_the_wrong_type(**keywords):
+    return "a runtime"
+"""
+
+
+@pytest.mark.parametrize(
+    ("seam", "status", "named"),
+    [
+        ("--file-store=seams.py:raising_store", 5, "the file_store seam"),
+        ("--file-store=seams.py:store_of_the_wrong_type", 2, "not a store"),
+        ("--open-runtime=seams.py:raising_runtime", 5, "raised ValueError: no runtime today"),
+        ("--open-runtime=seams.py:runtime_of_the_wrong_type", 2, "not an async context manager"),
+    ],
+    ids=["store-raises", "store-wrong-type", "runtime-raises", "runtime-wrong-type"],
+)
+def test_user_code_at_a_seam_is_one_line_never_a_safety_verdict(
+    tmp_path: Path, seam: str, status: int, named: str
+) -> None:
+    """Exit 2 for a seam that builds the wrong thing, 5 (the harness's) for one that raises
+    while the simulator runs it -- never 1 (a safety violation), never a traceback."""
+    (tmp_path / "seams.py").write_text(SEAMS)
+    done = _cli(
+        "replay", "--scenario", "idempotent_payment", "--schedule", "none", seam, cwd=tmp_path
+    )
+    assert done.returncode == status, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert named in lines[0] and "seams.py:" in lines[0], lines
+
+
+def test_debug_raises_bad_input_with_its_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ScenarioError, match="unknown scenario"):
+        main(["--debug", "run", "no_such_scenario"])
+    assert "unknown scenario" in _refused_in_one_line(capsys, "run", "no_such_scenario")

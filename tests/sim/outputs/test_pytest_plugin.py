@@ -3,6 +3,7 @@ sweeps collected as pytest items (plain, failing under a planted bug, and under 
 
 from __future__ import annotations
 
+import json
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -36,6 +37,66 @@ def test_fixtures_and_repro_line(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1, failed=1)
     repro = "durable-sim replay --scenario idempotent_payment --seed 3 --store sqlite"
     result.stdout.fnmatch_lines(["*durable-sim repro*", f"{repro} --schedule none*"])
+
+
+def test_the_repro_line_names_a_scenario_file_by_its_path(pytester: pytest.Pytester) -> None:
+    """``durable-sim replay --scenario NAME`` of a scenario loaded from a file would be an
+    unknown scenario: the line names the file, and says so when it cannot (an object)."""
+    target = pytester.mkdir("mine")
+    doc = json.loads((SCENARIO_DIR / SCENARIO).read_text())
+    doc["name"] = "my_payment"
+    (target / "my_payment.json").write_text(json.dumps(doc))
+    pytester.makepyfile(
+        """
+        from pathlib import Path
+
+        from sim.world.scenario import load_scenario_file
+
+        def test_by_path(sim_run):
+            sim_run(Path("mine/my_payment.json"))
+            assert False, "deliberate"
+
+        def test_by_object(sim_run):
+            sim_run(load_scenario_file(Path("mine/my_payment.json")))
+            assert False, "deliberate"
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["durable-sim replay --scenario mine/my_payment.json --seed 0 --store file --schedule none"]
+    )
+    result.stdout.fnmatch_lines(
+        ["no durable-sim replay line: the scenario 'my_payment' was given as an object*"]
+    )
+    result.stdout.no_fnmatch_line("*--scenario my_payment *")
+
+
+def test_the_plugin_changes_no_hypothesis_settings(pytester: pytest.Pytester) -> None:
+    """Every project that installs durable-sim loads the plugin: under CI=true it must leave the
+    Hypothesis profile the project chose (this repository sets its own in tests/conftest.py).
+    The project's choice is made by a plugin pytest loads before durable-sim's entry point."""
+    pytester.makepyfile(
+        project_profile="""
+        from hypothesis import settings
+
+        settings.register_profile("project", max_examples=7)
+        settings.load_profile("project")
+        """,
+        test_profile="""
+        from hypothesis import settings
+
+        def test_profile():
+            assert settings._current_profile == "project"
+            assert settings.default.max_examples == 7
+        """,
+    )
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CI", "true")
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "-p", "project_profile", "test_profile.py"
+        )
+    result.assert_outcomes(passed=1)
 
 
 def test_replay_option_sets_the_schedule(pytester: pytest.Pytester) -> None:
@@ -132,7 +193,7 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             f"*durable-sim sweep of scenarios/{SCENARIO} on the file store (seed 0, crash "
-            "process,power,storage): * of * schedules failed",
+            "process,power): * of * schedules failed",
             "verdicts: safety *, pass *",
             "I1 safety at schedule *:*:*",
             "  call call-1 (charge): 2 effects*",
@@ -151,11 +212,28 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
         (("--sim-replay", "garbage"), "'garbage'"),
         (("--sim-seed", "-1"), "-1"),
         (("--sim-seed", str(2**64)), str(2**64)),
+        (("--sim-replay", ""), "empty value"),
+        (("--sim-seed", "x"), "'x'"),
         (("--sim-crash", "process,boom"), "'boom'"),
+        (("--sim-crash", "process,,power"), "'process,,power'"),
         (("--sim-stores", "disk"), "'disk'"),
+        (("--sim-stores", "file,"), "'file,'"),
+        (("--sim-stores", "postgres"), "does not take the postgres store"),
         (("--sim-scenarios", "no/such/dir"), "no/such/dir"),
     ],
-    ids=["replay", "negative-seed", "huge-seed", "crash-kind", "store", "scenario-path"],
+    ids=[
+        "replay",
+        "negative-seed",
+        "huge-seed",
+        "empty-replay",
+        "seed-not-a-number",
+        "crash-kind",
+        "empty-crash-kind",
+        "store",
+        "empty-store",
+        "unsupported-store",
+        "scenario-path",
+    ],
 )
 def test_bad_option_values_are_one_line_usage_errors(
     pytester: pytest.Pytester, args: tuple[str, ...], named: str

@@ -1,10 +1,29 @@
-"""Crash schedules' text form: every kind, enumerated tears, and one-line errors."""
+"""Crash schedules' text form: every kind, enumerated tears, and one-line errors; crash points,
+schedules and the sweep refuse what cannot exist where it is given, naming it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 import pytest
 
-from sim.world.faults import CrashPoint, ScheduleError, crash_points, parse_schedule, tries_kind
+from sim.errors import StoreKindError, UserError
+from sim.explore import sweep as sweep_module
+from sim.run.runner import run_scenario
+from sim.world.faults import (
+    CRASH_KINDS,
+    CrashKind,
+    CrashPoint,
+    Schedule,
+    ScheduleError,
+    When,
+    crash_points,
+    parse_schedule,
+    tries_kind,
+)
+from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 
 @pytest.mark.parametrize(
@@ -57,3 +76,52 @@ def test_storage_faults_are_tried_after_acknowledged_store_operations_only() -> 
     assert not tries_kind("storage", "after", "fs.fsync:c1/events.jsonl")
     assert not tries_kind("storage", "after", "tool.effect:payments.charge#call-1")
     assert tries_kind("power", "before", "fs.fsync:c1/events.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("make", "named"),
+    [
+        (lambda: CrashPoint(1, "sideways", "powr"), "'sideways'"),
+        (lambda: CrashPoint(1, "after", "powr"), "'powr'"),
+        (lambda: CrashPoint(-1, "after", "power"), "-1"),
+        (lambda: CrashPoint(True, "after", "power"), "True"),  # a bool is not an index
+        (lambda: CrashPoint(1, "after", "power", -2), "-2"),
+        (lambda: CrashPoint(1, "after", "power", 1000), "1000"),
+        (lambda: Schedule(("3:after:power",)), "'3:after:power'"),
+    ],
+    ids=["when", "kind", "index", "bool-index", "tear", "big-tear", "not-a-point"],
+)
+def test_a_crash_point_that_cannot_exist_is_refused_where_it_is_made(
+    make: Callable[[], object], named: str
+) -> None:
+    with pytest.raises(ScheduleError) as refused:
+        make()
+    assert named in str(refused.value)
+    assert isinstance(refused.value, UserError)  # one line and exit 2 on the command line
+
+
+def test_crash_kinds_and_sides_are_enums_that_read_as_their_text() -> None:
+    point = parse_schedule("12:after:power~3").points[0]
+    assert point.when is When.AFTER and point.kind is CrashKind.POWER
+    assert point == CrashPoint(12, "after", "power", 3)  # text is still accepted, and equal
+    assert f"{point.kind}" == "power" and point.text() == "12:after:power~3"
+    assert json.dumps([point.when, point.kind]) == '["after", "power"]'
+    assert CRASH_KINDS == ("process", "power", "storage")
+
+
+def test_sweep_refuses_an_unknown_crash_kind_before_it_runs_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def ran(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a run started before the crash kinds were checked")
+
+    monkeypatch.setattr(sweep_module, "run_scenario", ran)
+    scenario = load_scenario("idempotent_payment")
+    for store in StoreKind:
+        with pytest.raises(ScheduleError, match="unknown crash kind 'powr'"):
+            sweep_module.sweep(scenario, store=store, crash_kinds=("powr",))
+
+
+def test_run_scenario_refuses_an_unknown_store_kind_before_it_runs() -> None:
+    with pytest.raises(StoreKindError, match="unknown store kind 'tape'"):
+        run_scenario(load_scenario("idempotent_payment"), seed=0, store="tape")
