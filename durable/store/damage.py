@@ -3,8 +3,8 @@
 One record per kind of damage (``DAMAGE``), with, per store mode, the promised **response**
 (``Response``: refuse, repair -- and how, ``Repair`` -- proceed, or cannot arise), what the
 refusal says or what recovery keeps, and what ``python -m durable inspect`` says before recovery
-and after it. The README's table ("What each store mode does with damaged storage") is rendered
-from it (``readme_table``); tests/durable/test_damage_table.py checks that the README holds
+and after it. The table of docs/stores.md ("What each store mode does with damaged storage") is
+rendered from it (``markdown_table``); tests/durable/test_damage_table.py checks that the page holds
 exactly that rendering and runs every record on real stores, each mode twice in a row. The
 records are data a program can check -- a sweep under storage faults can read a schedule's
 outcome against them -- so a promise lives here once, not in prose and tests separately.
@@ -33,7 +33,7 @@ class Mode(StrEnum):
     POSTGRES = "postgres"
 
 
-#: The README's column heading of each mode.
+#: The table's column heading of each mode.
 MODE_TITLES: Mapping[Mode, str] = {
     Mode.FILE_FSYNC: "`FileStore(fsync=True)`",
     Mode.FILE_NOFSYNC: "`FileStore(fsync=False)`",
@@ -88,7 +88,7 @@ class Said:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One mode's promise for one kind of damage. ``doc`` is the README's cell; ``says`` a
+    """One mode's promise for one kind of damage. ``doc`` is the table's cell; ``says`` a
     phrase of the refusal's message (``REFUSE``); ``repairs`` how it repairs (``REPAIR``);
     ``kept`` what recovery keeps and ``after`` what ``inspect`` says once it has (``REPAIR``,
     ``PROCEED``)."""
@@ -110,7 +110,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Damage:
-    """One kind of damage: ``kind`` (an id), ``title`` (the README row), each mode's
+    """One kind of damage: ``kind`` (an id), ``title`` (the table's row), each mode's
     ``outcomes`` (a mode left out: the damage is about something the mode does not have, "n/a"),
     and what ``inspect`` says before recovery, per kind of store (``"file"``, ``"sqlite"``)."""
 
@@ -507,7 +507,7 @@ _SIDE_FILES: tuple[Damage, ...] = (
     ),
 )
 
-#: Every kind of damage, in the README's order.
+#: Every kind of damage, in the table's order.
 DAMAGE: tuple[Damage, ...] = _LOG_DAMAGE + _CHECKPOINT_DAMAGE + _LEASE_DAMAGE + _SIDE_FILES
 
 
@@ -534,8 +534,8 @@ def _inspect_cell(damage: Damage) -> str:
     )
 
 
-def readme_table() -> str:
-    """The README's table "What each store mode does with damaged storage", row by row."""
+def markdown_table() -> str:
+    """The table "What each store mode does with damaged storage" of docs/stores.md, row by row."""
     modes = list(Mode)
     lines = [
         "| damage | "

@@ -15,7 +15,8 @@ a restarted process would:
   open finds nothing more to repair (the quarantine files are the same);
 - for a store that went on, runs ``inspect`` again: what the table says it reports afterwards.
 
-The README's table is this registry's rendering, and nothing else (``test_the_readme_table...``).
+The table of docs/stores.md is this registry's rendering, and nothing else
+(``test_the_table_of_docs_stores_md_is_the_registry``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from durable.inspect import run as inspect_run
 from durable.ports import InlineBlocking
 from durable.store import PostgresStore, SQLiteStore, Store
 from durable.store.base import CorruptStore
-from durable.store.damage import DAMAGE, Damage, Kept, Mode, Repair, Response, readme_table
+from durable.store.damage import DAMAGE, Damage, Kept, Mode, Repair, Response, markdown_table
 from durable.store.file import is_quarantine
 from durable.store.logscan import scan_log
 
@@ -540,20 +541,21 @@ def test_every_record_has_its_damage_and_every_damage_its_record() -> None:
     assert len({d.kind for d in DAMAGE}) == len(DAMAGE)
 
 
-def test_the_readme_table_is_the_registry() -> None:
-    """README.md, "What each store mode does with damaged storage", holds exactly the registry's
-    rendering: a row without its record, a record without its row, or an edited cell fails."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### What each store mode does with damaged storage\n", 1)[1]
+def test_the_table_of_docs_stores_md_is_the_registry() -> None:
+    """docs/stores.md, "What each store mode does with damaged storage", holds exactly the
+    registry's rendering: a row without its record, a record without its row, or an edited cell
+    fails."""
+    text = (REPO / "docs" / "stores.md").read_text(encoding="utf-8")
+    section = text.split("## What each store mode does with damaged storage\n", 1)[1]
     section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
     lines = section.split("\n")
-    rendered = readme_table()
+    rendered = markdown_table()
     start = lines.index(rendered.split("\n", 1)[0])
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1
     assert "\n".join(lines[start:end]) + "\n" == rendered, (
-        "README.md: paste durable.store.damage.readme_table()"
+        "docs/stores.md: paste durable.store.damage.markdown_table()"
     )
 
 
