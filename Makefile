@@ -1,10 +1,10 @@
-# Both targets bootstrap .venv on a fresh machine that has only python3 and make.
+# Every target bootstraps .venv on a fresh machine that has only python3 and make.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test sweep coverage lint format clean
+.PHONY: test check sweep coverage lint format clean
 
 # The postgres extra (PostgresStore's driver; its tests start a throw-away cluster) and the
 # langgraph, dbos and pydantic-ai extras: tests/sim/targets crash-test real installs; the dask
@@ -17,13 +17,18 @@ $(STAMP): pyproject.toml Makefile
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
 # worksteal: a worker that runs out of tests takes queued ones from the other, so one long test
-# at the end of a queue does not leave a core idle for its length.
+# at the end of a queue does not leave a core idle for its length. The 20 slowest tests are
+# printed, so a test that grows into the slow tier shows up (CONTRIBUTING.md, "Tests").
 TEST_JOBS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal --durations=20
+
+# The fast tier: everything not marked slow (under 5 minutes on 2 cores).
 test: $(STAMP)
-	$(BIN)/ruff check durable sim scenarios tests
-	$(BIN)/ruff format --check durable sim scenarios tests
-	$(BIN)/mypy durable sim
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal
+	$(PYTEST)
+
+# What CI runs (.ci/run): the lint, the type checker, then the whole suite, slow tier included.
+check: lint typecheck
+	$(PYTEST) --run-slow
 
 # Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
 JOBS ?=
@@ -40,12 +45,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy durable sim
 
 lint: $(STAMP)
-	$(BIN)/ruff check durable sim scenarios tests
-	$(BIN)/ruff format --check durable sim scenarios tests
+	$(BIN)/ruff check durable sim tests
+	$(BIN)/ruff format --check durable sim tests
 
 format: $(STAMP)
-	$(BIN)/ruff format durable sim scenarios tests
-	$(BIN)/ruff check --fix durable sim scenarios tests
+	$(BIN)/ruff format durable sim tests
+	$(BIN)/ruff check --fix durable sim tests
 
 clean:
 	rm -rf $(VENV) reports/latest

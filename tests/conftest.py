@@ -1,4 +1,10 @@
-"""Shared fixtures of the runtime tests."""
+"""Shared fixtures of the runtime tests, and the test tiers.
+
+Tiers: a test marked ``slow`` (``pytest.mark.slow``, or a slow parameter's
+``pytest.param(..., marks=pytest.mark.slow)``) is skipped unless ``--run-slow`` is given. ``make
+test`` runs the fast tier (every invariant, store, mutant registry, target and the CLI, each at
+least once); ``make check`` runs everything. See CONTRIBUTING.md, "Tests".
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,26 @@ from testkit import STORE_KINDS, Stores
 settings.register_profile("ci", derandomize=True, database=None, deadline=None)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (make check does; make test does not)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the slow tier unless asked for: skipped, not deselected, so the summary's count says
+    how much of the suite the fast tier left out."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (make check)")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -48,7 +48,6 @@ from sim.world.faults import CrashPoint, Schedule, boundary_kind
 from sim.world.scenario import Scenario
 
 CORPUS_SCHEMA_VERSION = 1
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "corpus"
 INTERESTING_KINDS = ("commit", "tool", "model", "lease")
 MAX_GAP = 40  # how far after one crash the next one is drawn (the recovery region)
 
@@ -423,8 +422,10 @@ def _counted(
 # -- corpus ---------------------------------------------------------------------------------------
 
 
-def save_case(finding: Finding, directory: Path = CORPUS_DIR) -> Path:
-    """Write ``finding`` as a corpus case (JSON, schema-versioned); returns its path."""
+def save_case(finding: Finding, directory: Path) -> Path:
+    """Write ``finding`` as a corpus case (JSON, schema-versioned) into ``directory``; returns its
+    path. The directory is the caller's to choose (``durable-sim fuzz --corpus``, whose default is
+    documented in its help): an installed package has no corpus of its own to write into."""
     directory.mkdir(parents=True, exist_ok=True)
     invariant = finding.violations[0].invariant if finding.violations else "none"
     stem = (

@@ -59,6 +59,8 @@ import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sim.world.fs_nodes import Dir, Inode, settle
+
 __all__ = ["SimFS"]
 
 _OPS = (
@@ -81,74 +83,6 @@ _OPS = (
 )
 
 _SPLIT_CACHE_MAX = 8192
-
-
-class _Inode:
-    """A file. Durable content is ``durable_bytes`` if set, else ``data[:durable_len]``."""
-
-    __slots__ = (
-        "appended",
-        "data",
-        "durable_bytes",
-        "durable_len",
-        "ino",
-        "overwritten",
-        "proven_len",
-        "rewritten",
-    )
-
-    def __init__(self, ino: int) -> None:
-        self.ino = ino
-        self.data = bytearray()
-        self.durable_len = 0
-        self.durable_bytes: bytes | None = None
-        # Truncated to zero since the last fsync: the content is being rewritten in place.
-        self.rewritten = False
-        # For a file extended by more than one fsync (a log): the durable length before its
-        # latest extending fsync. Bytes below it are proven complete by a later sync; the last
-        # synced extension is not (storage faults leave it alone: see ``SimFS.damage_synced``).
-        # 0: nothing proven (never extended by a second fsync).
-        self.proven_len = 0
-        # Grown by ``append`` (a log): a single copy cannot prove its own end, so its last
-        # synced extension is never damaged, nor is the file cut or deleted (see damage_synced).
-        self.appended = False
-        # Written in place below its end by ``write_at`` since the last fsync (a database page,
-        # a reused WAL frame): a power loss leaves each block of it old or new, in any mix.
-        self.overwritten = False
-
-    def durable_content(self) -> bytes:
-        if self.durable_bytes is not None:
-            return self.durable_bytes
-        return bytes(self.data[: self.durable_len])
-
-    def preserve_durable(self, keep: int) -> None:
-        """Materialise the durable bytes before the current data loses its first ``keep`` bytes."""
-        if self.durable_bytes is None and keep < self.durable_len:
-            self.durable_bytes = bytes(self.data[: self.durable_len])
-
-    def mark_synced(self) -> None:
-        old_len = self.durable_len if self.durable_bytes is None else -1
-        if 0 < old_len < len(self.data) and not self.rewritten:
-            self.proven_len = old_len
-        elif self.rewritten or self.durable_bytes is not None:
-            self.proven_len = 0
-        self.durable_len = len(self.data)
-        self.durable_bytes = None
-        self.rewritten = False
-        self.overwritten = False
-
-
-class _Dir:
-    """A directory: current entries, durable entries, and the names changed in between."""
-
-    __slots__ = ("durable", "entries", "key", "pending")
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.entries: dict[str, _Inode | _Dir] = {}
-        self.durable: dict[str, _Inode | _Dir] = {}
-        # Names whose current entry may differ from the durable one (a dict used as an ordered set).
-        self.pending: dict[str, None] = {}
 
 
 def _display(key: str) -> str:
@@ -184,11 +118,11 @@ class SimFS:
             raise ValueError("block_size_bytes must be positive")
         self.block_size_bytes = block_size_bytes
         self.stats: dict[str, int] = dict.fromkeys(_OPS, 0)
-        self._root = _Dir("")
+        self._root = Dir("")
         # Every directory by key ("" is the root, "a/b" is /a/b). Directories never move or vanish.
-        self._dirs: dict[str, _Dir] = {"": self._root}
+        self._dirs: dict[str, Dir] = {"": self._root}
         # Inodes whose current data may differ from their durable data, by inode number.
-        self._dirty: dict[int, _Inode] = {}
+        self._dirty: dict[int, Inode] = {}
         self._next_ino = 1
         self._split_cache: dict[str, tuple[str, str]] = {}
         # Paths locked by ``exclusive`` right now (kernel state: never on disk, never synced).
@@ -210,14 +144,14 @@ class SimFS:
         self._split_cache[path] = result
         return result
 
-    def _parent(self, parent_key: str, path: str) -> _Dir:
+    def _parent(self, parent_key: str, path: str) -> Dir:
         d = self._dirs.get(parent_key)
         if d is not None:
             return d
         # Say why, like the OS would: a missing component, or a file used as a directory.
-        node: _Inode | _Dir = self._root
+        node: Inode | Dir = self._root
         for part in parent_key.split("/"):
-            if isinstance(node, _Inode):
+            if isinstance(node, Inode):
                 raise _not_dir(path)
             child = node.entries.get(part)
             if child is None:
@@ -225,7 +159,7 @@ class SimFS:
             node = child
         raise _not_dir(path)
 
-    def _file(self, path: str) -> tuple[_Dir, str, _Inode]:
+    def _file(self, path: str) -> tuple[Dir, str, Inode]:
         parent_key, name = self._split(path)
         if not name:
             raise _is_dir(path)
@@ -233,11 +167,11 @@ class SimFS:
         node = d.entries.get(name)
         if node is None:
             raise _not_found(path)
-        if isinstance(node, _Dir):
+        if isinstance(node, Dir):
             raise _is_dir(path)
         return d, name, node
 
-    def _dir(self, path: str) -> _Dir:
+    def _dir(self, path: str) -> Dir:
         parent_key, name = self._split(path)
         d = self._dirs.get(_join(parent_key, name))
         if d is not None:
@@ -247,14 +181,14 @@ class SimFS:
             raise _not_dir(path)
         raise _not_found(path)
 
-    def _create(self, d: _Dir, name: str) -> _Inode:
-        node = _Inode(self._next_ino)
+    def _create(self, d: Dir, name: str) -> Inode:
+        node = Inode(self._next_ino)
         self._next_ino += 1
         d.entries[name] = node
         d.pending[name] = None
         return node
 
-    def _open_for_write(self, path: str) -> _Inode:
+    def _open_for_write(self, path: str) -> Inode:
         parent_key, name = self._split(path)
         if not name:
             raise _is_dir(path)
@@ -262,7 +196,7 @@ class SimFS:
         node = d.entries.get(name)
         if node is None:
             node = self._create(d, name)
-        elif isinstance(node, _Dir):
+        elif isinstance(node, Dir):
             raise _is_dir(path)
         self._dirty[node.ino] = node
         return node
@@ -280,12 +214,12 @@ class SimFS:
         for part in key.split("/"):
             child = d.entries.get(part)
             if child is None:
-                child = _Dir(_join(d.key, part))
+                child = Dir(_join(d.key, part))
                 self._dirs[child.key] = child
                 d.entries[part] = child
                 d.durable[part] = child
                 d.pending.pop(part, None)
-            elif isinstance(child, _Inode):
+            elif isinstance(child, Inode):
                 raise FileExistsError(errno.EEXIST, "File exists", path)
             d = child
 
@@ -383,7 +317,7 @@ class SimFS:
         node = d.entries.get(name) if name else d
         if node is None:
             raise _not_found(path)
-        if isinstance(node, _Dir):
+        if isinstance(node, Dir):
             self._sync_dir(node)
             return
         node.mark_synced()
@@ -398,7 +332,7 @@ class SimFS:
             raise _is_dir(dst)
         dd = self._parent(dparent_key, dst)
         target = dd.entries.get(dname)
-        if isinstance(target, _Dir):
+        if isinstance(target, Dir):
             raise _is_dir(dst)
         if target is node:
             return  # POSIX: renaming a file onto itself (or a hard link of it) does nothing.
@@ -440,13 +374,13 @@ class SimFS:
         d.pending[name] = None
 
     @staticmethod
-    def _sync_dir(d: _Dir) -> None:
+    def _sync_dir(d: Dir) -> None:
         if d.pending:
             SimFS._settle_pending(d, d.entries, d.durable)
 
     @staticmethod
     def _settle_pending(
-        d: _Dir, source: dict[str, _Inode | _Dir], target: dict[str, _Inode | _Dir]
+        d: Dir, source: dict[str, Inode | Dir], target: dict[str, Inode | Dir]
     ) -> None:
         """Make ``target`` agree with ``source`` on every name with a pending change: a directory
         fsync makes the live entries durable; a power loss puts the durable ones back."""
@@ -482,7 +416,7 @@ class SimFS:
             for name in sorted(d.durable):
                 node = d.durable[name]
                 if (
-                    not isinstance(node, _Inode)
+                    not isinstance(node, Inode)
                     or node.ino not in self._dirty
                     or d.entries.get(name) is not node
                     or node.rewritten
@@ -528,7 +462,7 @@ class SimFS:
             tear_key = "/".join(p for p in tear[0].split("/") if p)
             parent_key, name = self._split(tear_key)
             node = self._dirs[parent_key].durable[name]
-            assert isinstance(node, _Inode) and node.durable_len <= tear[1] <= len(node.data)
+            assert isinstance(node, Inode) and node.durable_len <= tear[1] <= len(node.data)
             torn_ino = node.ino
         self.stats["power_loss"] += 1
         for d in self._dirs.values():
@@ -544,7 +478,7 @@ class SimFS:
                 entries = self._dirs[key].entries
                 for name in sorted(entries):
                     node = entries[name]
-                    if not isinstance(node, _Inode):
+                    if not isinstance(node, Inode):
                         continue
                     ino = node.ino
                     if ino in settled:
@@ -555,7 +489,7 @@ class SimFS:
                             node.mark_synced()
                             outcome = settled[ino] = f"tear:{tear[1]}"
                         else:
-                            outcome = settled[ino] = self._settle(node, rng)
+                            outcome = settled[ino] = settle(node, rng, self.block_size_bytes)
                     else:
                         continue
                     if outcome is not None:
@@ -563,70 +497,6 @@ class SimFS:
             # Whatever is left is unreachable (created or renamed away, never dir-fsynced): gone.
             dirty.clear()
         return dict(sorted(outcomes.items()))
-
-    def _settle(self, node: _Inode, rng: random.Random) -> str | None:
-        """Settle one inode's pending content: lost, torn at a block boundary, all kept, or (for
-        an extension) kept with one damaged character: a partially programmed sector whose bytes
-        still parse, the case only a checksum catches."""
-        data = node.data
-        current = len(data)
-        kept = node.durable_bytes
-        if kept is None:
-            durable_len = node.durable_len
-            extension = True
-        else:
-            durable_len = len(kept)
-            extension = current >= durable_len and data.startswith(kept)
-        rewrite = node.rewritten and kept is not None  # old content truncated away, unsynced
-        if extension and current == durable_len and not rewrite:
-            node.mark_synced()
-            return None  # nothing pending after all; no randomness spent
-        bs = self.block_size_bytes
-        first = durable_len // bs + 1  # index of the first block boundary after the durable end
-        # Block boundaries strictly between the durable end and the current end (a torn append).
-        boundaries = max(0, (current - 1) // bs - first + 1) if extension else 0
-        # Outcomes: 0 lost, 1 torn at a block boundary, 2 all kept, 3 all kept but one character
-        # damaged (a partially programmed sector: only for extensions, where it is unacknowledged),
-        # and for a file truncated to zero and rewritten in place: 4 empty (ext4's zero-length
-        # file: the truncate reached the disk, the delayed data did not) and 5 a block-wise mix
-        # of old and new content (the disk wrote some of the new blocks, in any order).
-        if rewrite:
-            # Even new content that happens to extend the old is a rewrite: the truncate came
-            # first. A truncate to zero with nothing written after it: old or empty, nothing else.
-            choice = (0, 4)[rng.randrange(2)] if current == 0 else (0, 2, 4, 5)[rng.randrange(4)]
-        elif node.overwritten and kept is not None and not extension:
-            choice = (0, 2, 5)[rng.randrange(3)]  # pages written in place: old, new or a mix
-        elif extension:
-            choice = rng.randrange(4) if boundaries else (0, 2, 3)[rng.randrange(3)]
-        else:
-            choice = 2 * rng.randrange(2)
-        if choice == 4:
-            node.data = bytearray()
-            node.mark_synced()
-            return "empty"
-        if choice == 5:
-            assert kept is not None  # not an extension: the old content was materialised
-            node.data = _mix_blocks(kept, bytes(data), bs, rng)
-            node.mark_synced()
-            return "mixed"
-        if choice == 3:
-            flipped = _damage_one_letter(data, durable_len, rng)
-            node.mark_synced()
-            return f"damaged:{flipped}" if flipped is not None else "all"
-        if choice == 0:
-            if kept is None:
-                del data[durable_len:]
-            else:
-                node.data = bytearray(kept)
-            outcome = "durable"
-        elif choice == 1:
-            cut = (first + rng.randrange(boundaries)) * bs
-            del data[cut:]
-            outcome = f"torn:{cut}"
-        else:
-            outcome = "all"
-        node.mark_synced()
-        return outcome
 
     def damage_synced(self, rng: random.Random, *, under: str = "") -> dict[str, str]:
         """A storage fault: damage one file's *synced* content, by a seeded choice.
@@ -650,14 +520,14 @@ class SimFS:
         disk's copy of the same bytes change; nothing pending is touched.
         """
         prefix = "/".join(p for p in under.split("/") if p)
-        candidates: list[tuple[str, _Dir, str, _Inode, int, bool]] = []
+        candidates: list[tuple[str, Dir, str, Inode, int, bool]] = []
         for key in sorted(self._dirs):
             if prefix and key != prefix and not key.startswith(prefix + "/"):
                 continue
             d = self._dirs[key]
             for name in sorted(d.durable):
                 node = d.durable[name]
-                if not isinstance(node, _Inode) or d.entries.get(name) is not node:
+                if not isinstance(node, Inode) or d.entries.get(name) is not node:
                     continue  # a directory, or a name whose rename/unlink is not durable yet
                 if node.rewritten or node.durable_bytes is not None:
                     continue  # a rewrite in flight: its synced content is not in ``data``
@@ -716,15 +586,15 @@ class SimFS:
         twin = SimFS(self.block_size_bytes)
         twin.stats = dict(self.stats)
         twin._next_ino = self._next_ino
-        dirs = {key: _Dir(key) for key in self._dirs}
-        inodes: dict[int, _Inode] = {}
+        dirs = {key: Dir(key) for key in self._dirs}
+        inodes: dict[int, Inode] = {}
 
-        def copy_of(node: _Inode | _Dir) -> _Inode | _Dir:
-            if isinstance(node, _Dir):
+        def copy_of(node: Inode | Dir) -> Inode | Dir:
+            if isinstance(node, Dir):
                 return dirs[node.key]
             copy = inodes.get(node.ino)
             if copy is None:
-                copy = inodes[node.ino] = _Inode(node.ino)
+                copy = inodes[node.ino] = Inode(node.ino)
                 pending = node.ino in self._dirty
                 copy.data = bytearray(node.data) if pending or deep else node.data
                 copy.durable_len = node.durable_len
@@ -757,7 +627,7 @@ class SimFS:
             _display(_join(key, name)): bytes(node.data)
             for key, d in self._dirs.items()
             for name, node in d.entries.items()
-            if isinstance(node, _Inode)
+            if isinstance(node, Inode)
         }
         return dict(sorted(out.items()))
 
@@ -767,7 +637,7 @@ class SimFS:
             _display(_join(key, name)): node.ino
             for key, d in self._dirs.items()
             for name, node in d.entries.items()
-            if isinstance(node, _Inode)
+            if isinstance(node, Inode)
         }
 
     def rewritten_paths(self) -> list[str]:
@@ -776,7 +646,7 @@ class SimFS:
             _display(_join(key, name))
             for key, d in self._dirs.items()
             for name, node in d.entries.items()
-            if isinstance(node, _Inode) and node.rewritten
+            if isinstance(node, Inode) and node.rewritten
         )
 
     def durable_snapshot(self) -> dict[str, bytes]:
@@ -788,39 +658,6 @@ class SimFS:
             _display(_join(key, name)): node.durable_content()
             for key, d in self._dirs.items()
             for name, node in d.durable.items()
-            if isinstance(node, _Inode)
+            if isinstance(node, Inode)
         }
         return dict(sorted(out.items()))
-
-
-def _mix_blocks(old: bytes, new: bytes, block_size_bytes: int, rng: random.Random) -> bytearray:
-    """The old or the new length (whichever the file's size reached the disk with), each block
-    from the old or the new content; zeros where the new length reaches past the old content (the
-    size reached the disk, the data did not).
-
-    Where the old length is kept, a block past the end of the new content is the old block: the
-    rewrite never wrote it, and a truncate reaches the disk whole or not at all (the size and the
-    block map are one inode, committed together), so it cannot come back as zeros inside the old
-    length. (It once did: SQLite's log, truncated and then given a 32-byte header, came back
-    with its old frames and a zeroed block among them, a valid prefix that recovery replayed
-    over newer database pages -- damage no real disk does there.)"""
-    length = (len(old), len(new))[rng.randrange(2)]
-    out = bytearray()
-    for start in range(0, length, block_size_bytes):
-        size = min(block_size_bytes, length - start)
-        chosen = (old, new)[rng.randrange(2)]
-        if chosen is new and start >= len(new):
-            chosen = old  # never written by the rewrite: the old block is still there
-        block = chosen[start : start + size]
-        out += block + bytes(size - len(block))
-    return out
-
-
-def _damage_one_letter(data: bytearray, start: int, rng: random.Random) -> int | None:
-    """Change one ASCII letter at or after ``start`` into another letter; its offset, or None."""
-    letters = [i for i in range(start, len(data)) if 65 <= data[i] <= 90 or 97 <= data[i] <= 122]
-    if not letters:
-        return None
-    offset = letters[rng.randrange(len(letters))]
-    data[offset] ^= 0x20  # swap case: still a letter, still valid UTF-8 and JSON
-    return offset

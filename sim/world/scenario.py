@@ -1,9 +1,11 @@
 """Scenario files: what the simulator runs. Schema, validation and loading.
 
-A scenario is a JSON file under ``scenarios/`` (or anywhere, given by path). It names the tools
-(each bound to an external-service operation with a recovery policy), the client's inputs (with
-request ids and virtual arrival times), and the model's script: for the k-th user input, the list
-of turns the model takes (tool calls, then an answer), optionally failing the first attempts.
+A scenario is a JSON file: a bundled one (``sim/scenarios/``, installed with the package and read
+through ``importlib.resources``, so a wheel needs no checkout) or any file given by path. It names
+the tools (each bound to an external-service operation with a recovery policy), the client's
+inputs (with request ids and virtual arrival times), and the model's script: for the k-th user
+input, the list of turns the model takes (tool calls, then an answer), optionally failing the
+first attempts.
 The model answers as a function of the conversation so far, never of a call counter, so a request
 re-sent after a crash gets the same answer.
 """
@@ -14,6 +16,8 @@ import json
 import math
 import os
 import stat
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -22,7 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from durable.events import Budget, InboxMode, Policy
 from sim.errors import UserError
 
-SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+#: The bundled scenarios: package data of ``sim`` (pyproject's package-data), found through the
+#: import system rather than a path into a checkout, so an installed wheel has them too.
+SCENARIO_DIR: Traversable = resources.files("sim") / "scenarios"
 
 #: The operations of the external services (``sim.world.tools.OPERATIONS``, effect ledgers).
 Operation = Literal[
@@ -507,7 +513,11 @@ def load_scenario_file(path: Path) -> Scenario:
 
 
 def bundled_names() -> list[str]:
-    return sorted(p.stem for p in SCENARIO_DIR.glob("*.json"))
+    return sorted(p.name.removesuffix(".json") for p in SCENARIO_DIR.iterdir() if _is_json(p))
+
+
+def _is_json(entry: Traversable) -> bool:
+    return entry.name.endswith(".json") and entry.is_file()
 
 
 def load_scenario(name_or_path: str) -> Scenario:
@@ -516,7 +526,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     if path.suffix == ".json" or "/" in name_or_path:
         return load_scenario_file(path)
     candidate = SCENARIO_DIR / f"{name_or_path}.json"
-    if not candidate.exists():
+    if not candidate.is_file():
         known = ", ".join(bundled_names())
         raise ScenarioError(f"unknown scenario {name_or_path!r} (known: {known})")
-    return load_scenario_file(candidate)
+    # A real path for an ordinary install; a temporary copy if the package is zipped.
+    with resources.as_file(candidate) as path:
+        return load_scenario_file(path)

@@ -5,7 +5,7 @@ error mypy is told to ignore says on its line why it is not a bug.
 
 mypy keeps its cache in ``.mypy_cache`` at the repository's root: a warm run takes seconds, a
 cold one (every third-party package analysed once) over a minute, hence ``slow``. The same
-command is ``make typecheck``, and ``make test`` runs it before the suite."""
+command is ``make typecheck``, and ``make check`` runs it before the suite."""
 
 from __future__ import annotations
 

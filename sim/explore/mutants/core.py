@@ -125,7 +125,7 @@ def _problems(m: Mutant) -> Iterator[str]:
     if not m.bug_class.strip():
         yield "no bug class"
     if m.scenario not in bundled_names():
-        yield f"scenario {m.scenario!r} is not bundled (scenarios/)"
+        yield f"scenario {m.scenario!r} is not bundled (sim/scenarios/)"
     if m.store not in {k.value for k in StoreKind}:
         yield f"unknown store {m.store!r}"
     yield from _kind_problems(m)

@@ -33,7 +33,7 @@ def add_parsers(sub: Any) -> None:
         description=(
             "Run the default sweep (every bundled scenario, both stores, process and power "
             "crashes) and the fuzzer under coverage.py, print line and branch coverage of each "
-            "file of durable/, and list the recovery branches (sim/explore/reach.py: "
+            "file of durable/, and list the recovery branches (sim/explore/reach/regions.py: "
             "RECOVERY_REGIONS) "
             "that nothing reached, as FILE:LINE->LINE with the function. Exit 1 if one is not in "
             "the allowed list (ALLOWED_UNREACHED, each with its reason). The whole measurement "
@@ -178,9 +178,12 @@ def _coverage_summary(report: dict[str, Any]) -> None:
         print(f"  {branch['branch']:44} {branch['function']:36} {why}")
         print(f"      {branch['from']}  ->  {branch['to']}")
     for stale in report["stale_allowances"]:
-        print(f"stale allowance (matches no branch; remove it from sim/explore/reach.py): {stale}")
+        print(
+            "stale allowance (matches no branch; remove it from sim/explore/reach/regions.py): "
+            f"{stale}"
+        )
     for branch in report["reached_allowed"]:
-        where = "its allowance in sim/explore/reach.py is wrong"
+        where = "its allowance in sim/explore/reach/regions.py is wrong"
         print(f"allowed but reached ({where}): {branch['branch']}")
     for note in report["measurement"]["notes"]:
         print(f"note: {note}")

@@ -1,11 +1,14 @@
 """The fast (forking) sweep gives the same verdict for every schedule as the naive sweep, and so
 does a fast sweep of a short run, which splits the naive path over workers instead of forking.
 
-The forking tests pass ``fork_from=0``: every scenario is forked whatever its length."""
+The forking tests pass ``fork_from=0``: every scenario is forked whatever its length. Each
+family keeps its cheapest case in the fast tier and sweeps the rest with ``--run-slow``
+(tests/tiers.py)."""
 
 from __future__ import annotations
 
 import pytest
+from tiers import tiered
 
 from sim.explore import forking
 from sim.explore.sweep import FORK_FROM_BOUNDARIES, sweep
@@ -45,7 +48,9 @@ def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-@pytest.mark.parametrize(("name", "store"), CASES)
+@pytest.mark.parametrize(
+    ("name", "store"), tiered(CASES, fast=[("abort_with_queued_input", "file")])
+)
 def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
     naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
@@ -56,6 +61,7 @@ def test_fast_and_naive_sweeps_agree(name: str, store: str) -> None:
     assert naive.failures == [], naive.failures[0].repro  # every bundled scenario passes
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
 def test_fast_and_naive_agree_on_a_short_long_horizon() -> None:
     scenario = load_scenario("long_horizon")
@@ -77,6 +83,7 @@ FORKED_MUTANTS = (
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.slow  # the fast tier compares a mutant's sweeps below (sampled determinism)
 @pytest.mark.parametrize("mutant_name", FORKED_MUTANTS)
 def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> None:
     from sim.explore.mutants import mutant_named, planted
@@ -96,7 +103,7 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> Non
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-@pytest.mark.parametrize("name", OWN + COMPENSATION)
+@pytest.mark.parametrize("name", tiered(OWN + COMPENSATION, fast=["steer_misses_the_run"]))
 def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(name: str) -> None:
     """A forked child inherits the client's record of rejections, the queue of steering
     inputs, the workspace a verifier hashes, and the services' record of applied compensation
@@ -115,7 +122,9 @@ def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(name: 
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "name", tiered(NAMES, fast=["verify_then_continue_edit", "steer_misses_the_run"])
+)
 def test_fast_and_naive_agree_on_storage_faults(name: str) -> None:
     scenario = load_scenario(name)
     kinds = ("storage",)
@@ -189,6 +198,7 @@ def _document(result: object) -> dict[str, object]:
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+@pytest.mark.slow  # the fast tier compares a split sweep on a mutant below
 @pytest.mark.parametrize("name", SPLIT)
 @pytest.mark.parametrize("store", ["file", "sqlite"])
 def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store: str) -> None:
@@ -203,7 +213,8 @@ def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store:
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
 @pytest.mark.parametrize(
-    ("mutant_name", "jobs"), [("key-per-attempt", 3), ("damage-as-torn-tail", 1)]
+    ("mutant_name", "jobs"),
+    tiered([("key-per-attempt", 3), ("damage-as-torn-tail", 1)], fast=[("key-per-attempt", 3)]),
 )
 def test_a_split_sweep_fails_a_mutant_exactly_as_the_naive_one(mutant_name: str, jobs: int) -> None:
     from sim.explore.mutants import mutant_named, planted

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-from sim.explore.fuzz import CORPUS_DIR, fuzz_machine, fuzz_schedules, save_case
+from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.sweep import judge
 from sim.run.runner import run_scenario
@@ -45,10 +46,12 @@ def test_planted_bug_is_invisible_at_depth_1(mutant: Mutant) -> None:
     assert result.failures == []
 
 
+@pytest.mark.slow
 def test_unplanted_runtime_survives_the_same_budget() -> None:
     assert fuzz_schedules(load_scenario("read_edit_answer"), examples=BUDGET, fuzz_seed=0) is None
 
 
+@pytest.mark.slow
 def test_world_machine_runs_clean() -> None:
     assert fuzz_machine(examples=12, fuzz_seed=1) is None
 
@@ -63,6 +66,7 @@ def test_findings_are_saved_as_schema_versioned_cases(tmp_path: Path) -> None:
     assert load_scenario_file(path).name == "read_edit_answer"
 
 
+CORPUS_DIR = REPO / "tests" / "corpus"  # this repository's regression corpus
 CASES = sorted(CORPUS_DIR.glob("*.json"))
 
 
@@ -90,6 +94,7 @@ def test_corpus_case_passes(path: Path) -> None:
     assert outcome.verdict == "pass", [v.explanation for v in outcome.violations]
 
 
+@pytest.mark.slow
 def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     """The machine's ``compact`` rule is drawn, and the programs it writes really compact (a
     compaction starts in a judged run), with every oracle holding."""
@@ -118,6 +123,7 @@ def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> Non
     assert started, "no program the machine wrote ever compacted"
 
 
+@pytest.mark.slow
 def test_parallel_fuzzers_find_what_one_process_finds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -51,6 +51,7 @@ def test_a_failing_step_fails_the_command_with_its_traceback() -> None:
         run_steps(steps, jobs=2)
 
 
+@pytest.mark.slow
 def test_a_sweep_in_a_worker_equals_the_sweep_in_process() -> None:
     steps = [
         Step(
@@ -81,6 +82,7 @@ def _document(tmp_path: Path, jobs: str, capsys: pytest.CaptureFixture[str]) -> 
     return doc
 
 
+@pytest.mark.slow
 def test_the_results_document_does_not_depend_on_jobs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

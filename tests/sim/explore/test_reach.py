@@ -1,4 +1,4 @@
-"""Reach: every recovery branch of ``durable/`` stays reached (sim/explore/reach.py).
+"""Reach: every recovery branch of ``durable/`` stays reached (sim/explore/reach/).
 
 The full measurement (the default sweep and the fuzzer under coverage.py) takes many minutes, so
 CI replays the *reach corpus* instead: a few schedules chosen from the full measurement so that
@@ -45,7 +45,7 @@ def test_the_reach_corpus_reaches_every_recovery_branch(tmp_path: Path) -> None:
     failing = [b for b in report["unreached"] if b["allowed"] is None]
     problems = [f"{b['branch']} in {b['function']}: {b['from']}  ->  {b['to']}" for b in failing]
     problems += [
-        f"stale allowance in sim/explore/reach.py: {s}" for s in report["stale_allowances"]
+        f"stale allowance in sim/explore/reach/regions.py: {s}" for s in report["stale_allowances"]
     ]
     problems += report["measurement"]["notes"]
     assert not problems and done.returncode == 0, (
@@ -70,6 +70,7 @@ def test_an_empty_corpus_reports_the_unreached_branches(tmp_path: Path) -> None:
     assert any(b["function"] == "_recover" for b in report["unreached"])
 
 
+@pytest.mark.slow
 def test_forked_sweep_children_report_their_coverage(tmp_path: Path) -> None:
     """The branches only a crash reaches run in forked children, which leave with ``os._exit``:
     without the hook in ``sim.explore.forking`` the re-execution of a verified-not-applied edit
@@ -122,7 +123,7 @@ def test_regions_include_their_nested_functions() -> None:
 
 
 def test_the_child_hook_does_nothing_outside_a_measurement() -> None:
-    assert reach._SINK is None
+    assert reach.measurement._SINK is None
     reach.save_child_coverage("3:after:process")  # returns at once: no sink, no coverage import
 
 
@@ -159,6 +160,7 @@ def test_the_corpus_is_a_greedy_cover_preferring_cheap_cases() -> None:
     assert corpus["uncovered"] == [f"{path}:40->41"]
 
 
+@pytest.mark.slow
 def test_a_written_corpus_replays_to_every_branch_its_measurement_reached(tmp_path: Path) -> None:
     """The whole pipeline on one scenario: forked children's coverage, credit beyond the
     fault-free runs, greedy cover, and the replay CI runs, which must reach the same branches."""

@@ -25,6 +25,7 @@ def _without_wall_times(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow
 def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
     assert main(["sweep", SCENARIO, "--out", str(tmp_path), "--quiet"]) == 0
     written = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))

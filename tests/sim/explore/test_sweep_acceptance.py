@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tiers import tiered
 
 from sim.explore.sweep import sweep
 from sim.world.scenario import load_scenario
@@ -10,8 +11,8 @@ from sim.world.scenario import load_scenario
 SEED_SCENARIOS = ("read_edit_answer", "idempotent_payment", "model_error_then_message")
 
 
-@pytest.mark.parametrize("store", ["file", "sqlite"])
-@pytest.mark.parametrize("name", SEED_SCENARIOS)
+@pytest.mark.parametrize("store", tiered(["file", "sqlite"], fast=["file"]))
+@pytest.mark.parametrize("name", tiered(SEED_SCENARIOS, fast=["idempotent_payment"]))
 def test_depth1_sweep_passes(name: str, store: str) -> None:
     result = sweep(load_scenario(name), store=store, determinism=True)  # type: ignore[arg-type]
     assert result.failures == []

@@ -17,6 +17,8 @@ from testkit import REPO
 
 from sim.explore import forking
 
+pytestmark = pytest.mark.slow
+
 SWEEPS = 10
 TIMEOUT_S = 600
 

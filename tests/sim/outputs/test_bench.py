@@ -4,9 +4,12 @@ No timing is asserted (the machine is shared and noisy); only that each figure i
 
 from __future__ import annotations
 
+import pytest
+
 from sim.outputs.bench import bench
 
 
+@pytest.mark.slow
 def test_a_small_bench_reports_every_figure() -> None:
     doc = bench(
         scenarios=("idempotent_payment",),

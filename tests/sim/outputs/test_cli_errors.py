@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
+from tiers import tiered
 
 from sim.outputs import options
 from sim.outputs.cli import main
 from sim.outputs.cli.bench import _sweep_totals
 from sim.outputs.cli.sweep import FAILURES_SHOWN
 from sim.world.faults import CrashKind
-from sim.world.scenario import ScenarioError
+from sim.world.scenario import SCENARIO_DIR, ScenarioError
 from sim.world.stores import StoreKind
 
 
@@ -44,7 +45,14 @@ def _one_line_usage_error(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("seed", ["-1", "99999999999999999999999999", "18446744073709551616", "x"])
+# Each of these families starts a process per case: the fast tier keeps one case of each.
+@pytest.mark.parametrize(
+    "seed",
+    tiered(
+        ["-1", "99999999999999999999999999", "18446744073709551616", "x"],
+        fast=["18446744073709551616"],  # one past the largest seed accepted below
+    ),
+)
 def test_seeds_outside_the_documented_range_are_refused(seed: str) -> None:
     line = _one_line_usage_error(_cli("sweep", "read_edit_answer", "--seed", seed))
     assert "--seed" in line
@@ -57,13 +65,16 @@ def test_the_largest_seed_is_accepted() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [
-        ["sweep", "--bogus"],
-        ["replay", "--scenario", "idempotent_payment"],
-        ["sweep", "--store", "tape"],
-        ["nonsense"],
-        [],
-    ],
+    tiered(
+        [
+            ["sweep", "--bogus"],
+            ["replay", "--scenario", "idempotent_payment"],
+            ["sweep", "--store", "tape"],
+            ["nonsense"],
+            [],
+        ],
+        fast=[["sweep", "--bogus"]],
+    ),
 )
 def test_usage_errors_are_one_line(args: list[str]) -> None:
     _one_line_usage_error(_cli(*args))
@@ -86,13 +97,16 @@ def test_a_seam_that_cannot_be_loaded_is_one_line() -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [
-        '{"x": 1}',
-        "not json",
-        '{"totals": {"schedules": 1}}',
-        '{"totals": [1]}',
-        '{"totals": {"schedules": 1, "failures": 0, "wall_s": 1.5, "folded": "many"}}',
-    ],
+    tiered(
+        [
+            '{"x": 1}',
+            "not json",
+            '{"totals": {"schedules": 1}}',
+            '{"totals": [1]}',
+            '{"totals": {"schedules": 1, "failures": 0, "wall_s": 1.5, "folded": "many"}}',
+        ],
+        fast=["not json"],
+    ),
 )
 def test_bench_refuses_a_bad_results_document_before_it_measures(
     tmp_path: Path, content: str
@@ -120,7 +134,7 @@ def test_bench_reads_a_results_document_from_before_folding(tmp_path: Path) -> N
 def _never_settling(tmp_path: Path) -> Path:
     """A valid scenario whose fault-free run cannot settle: the tool takes longer than the
     liveness bound allows."""
-    doc = json.loads((REPO / "scenarios" / "idempotent_payment.json").read_text())
+    doc = json.loads((SCENARIO_DIR / "idempotent_payment.json").read_text())
     doc["name"] = "never_settles"
     doc["tools"][0]["latency_s"] = 100.0
     doc["liveness_bound_s"] = 10.0
@@ -147,6 +161,7 @@ def test_sweep_refuses_a_scenario_whose_fault_free_run_fails(tmp_path: Path) -> 
     assert doc["scenarios"][0]["reference_failed"] is True
 
 
+@pytest.mark.slow
 def test_sweep_prints_progress_lines_when_not_on_a_terminal(tmp_path: Path) -> None:
     done = _cli(
         "sweep",
@@ -224,6 +239,7 @@ def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
     assert "fuzz: schedules of idempotent_payment[file] no failure" in done.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_sweep_cleanly(tmp_path: Path) -> None:
     """A cancelled CI job sends SIGTERM: the sweep stops with exit 130, kills its forked
     children and leaves no temporary directory behind."""

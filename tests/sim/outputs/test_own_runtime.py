@@ -25,6 +25,7 @@ from sim.world.scenario import load_scenario
 REPO = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 def test_a_wrapped_runtime_runs_under_the_simulator() -> None:
     opened: list[str] = []
 

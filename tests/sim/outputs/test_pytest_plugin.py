@@ -127,6 +127,7 @@ def _collected(pytester: pytest.Pytester, *args: str) -> list[str]:
     return [line for line in result.outlines if "::" in line]
 
 
+@pytest.mark.slow
 def test_sweep_items_are_collected_and_pass(pytester: pytest.Pytester) -> None:
     _scenario_dir(pytester)
     result = pytester.runpytest_subprocess(
@@ -169,6 +170,7 @@ def test_which_items_are_collected(pytester: pytest.Pytester) -> None:
     assert _collected(pytester, "-m", "not durable_sim_sweep") == [other]
 
 
+@pytest.mark.slow
 def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) -> None:
     _scenario_dir(pytester)
     # Plant a known bug at import time (a fresh idempotency key per attempt: the payment service
@@ -261,6 +263,7 @@ def test_an_unloadable_scenario_is_a_one_line_collection_error(
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_sweep_items_run_under_xdist_and_land_in_junit(pytester: pytest.Pytester) -> None:
     _scenario_dir(pytester)
     junit = pytester.path / "junit.xml"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from testkit import REPO
+from tiers import tiered
 
 from durable.store.file import FileStore
 from sim.outputs.cli import main as cli_main
@@ -26,6 +27,7 @@ from sim.world.scenario import Scenario, load_scenario
 from sim.world.seams import seams
 
 
+@pytest.mark.slow
 def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
     doc = realcrash("idempotent_payment", store="file", points=6)
     assert doc["labels_match"], doc["label_mismatch"]
@@ -41,6 +43,7 @@ def test_idempotent_payment_file_store_agrees_with_the_simulator() -> None:
     assert doc["per_point_s"] > 0
 
 
+@pytest.mark.slow
 def test_a_violation_is_found_for_real_as_in_the_simulator(tmp_path: Path) -> None:
     """An e-mail declared ``idempotent`` (the outbox does not dedupe): a kill after the send
     makes the restarted process send it again. Both worlds must call that a safety violation."""
@@ -127,6 +130,7 @@ def test_a_timed_power_loss_is_refused_by_name() -> None:
     assert refusal(scenario) is None
 
 
+@pytest.mark.slow
 def test_timed_crashes_and_aborts_agree_with_the_simulator() -> None:
     """The corpus case that once diverged in silence (its timed crashes were dropped by the real
     child): both timed process crashes now happen for real, at the simulator's boundaries."""
@@ -140,6 +144,7 @@ def test_timed_crashes_and_aborts_agree_with_the_simulator() -> None:
     assert doc["agreement"] == 1.0, doc["disagreements"]
 
 
+@pytest.mark.slow
 def test_client_resends_agree_with_the_simulator() -> None:
     doc = realcrash("resend_while_queued", store="file", points=2)
     assert doc["labels_match"], doc["label_mismatch"]
@@ -148,11 +153,14 @@ def test_client_resends_agree_with_the_simulator() -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "store"),
-    [
-        ("budget_exhausted", "file"),  # a lease heartbeat due with a client step
-        ("model_error_then_message", "sqlite"),
-        ("tests/corpus/machine-abort-moved-by-crash-lease-wait.json", "file"),
-    ],
+    tiered(
+        [
+            ("budget_exhausted", "file"),  # a lease heartbeat due with a client step
+            ("model_error_then_message", "sqlite"),
+            ("tests/corpus/machine-abort-moved-by-crash-lease-wait.json", "file"),
+        ],
+        fast=[("budget_exhausted", "file")],  # the real-process host's one case in the fast tier
+    ),
 )
 def test_timer_ties_fall_as_in_the_simulator(scenario: str, store: str) -> None:
     """Scenarios whose timers tie in scenario time (on a sped-up wall clock they fired in either
@@ -166,6 +174,10 @@ def test_timer_ties_fall_as_in_the_simulator(scenario: str, store: str) -> None:
     assert doc["agreement"] == 1.0, doc["disagreements"]
 
 
+# Load-sensitive: on a loaded machine the sped-up wall clock can let a lease renewal fall
+# before a commit the simulator puts first, and the labels differ (seen at a load average of
+# 37). The real-process host keeps its fast case in test_timer_ties_fall_as_in_the_simulator.
+@pytest.mark.slow
 def test_the_scaled_clock_still_runs_real_time() -> None:
     """``--clock scaled``: the wall clock sped up, SQLite calls on worker threads as in
     production; the document says so."""

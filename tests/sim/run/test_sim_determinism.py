@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from tiers import tiered
 
 from sim.run.runner import run_scenario
 from sim.world.faults import parse_schedule
@@ -41,7 +42,10 @@ def _fingerprint_in_subprocess(hashseed: str, scenario: str, seed: int, schedule
 
 @pytest.mark.parametrize(
     ("scenario", "schedule"),
-    [("read_edit_answer", "30:after:power"), ("idempotent_payment", "21:after:process")],
+    tiered(
+        [("read_edit_answer", "30:after:power"), ("idempotent_payment", "21:after:process")],
+        fast=[("idempotent_payment", "21:after:process")],
+    ),
 )
 def test_same_fingerprint_in_fresh_processes_under_different_hash_seeds(
     scenario: str, schedule: str

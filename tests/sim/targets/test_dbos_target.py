@@ -27,6 +27,7 @@ def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "before"), (charge, "after")]
 
 
+@pytest.mark.slow
 def test_a_kill_before_record_operation_result_charges_twice() -> None:
     result = sweep_target(get_target("dbos"), TargetOptions(), choose=_around_the_charge)
     charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))

@@ -54,6 +54,7 @@ def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "before"), (charge, "after")]
 
 
+@pytest.mark.slow
 def test_sync_durability_charges_twice_and_its_state_hides_it(
     tmp_path: Path, sync_reference: PointRun
 ) -> None:
@@ -85,6 +86,7 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(
     assert "also H1: the runtime's own state hides it" in report
 
 
+@pytest.mark.slow
 def test_an_idempotency_key_from_thread_and_call_id_sweeps_clean() -> None:
     target = get_target("langgraph")
     result = sweep_target(
@@ -106,6 +108,7 @@ def test_exit_durability_loses_the_run_and_charges_again() -> None:
     assert any(w == "p2: start" for w in failure.witness)
 
 
+@pytest.mark.slow
 def test_the_async_saver_charges_twice_too() -> None:
     target = get_target("langgraph")
     result = sweep_target(
@@ -128,6 +131,7 @@ def _before_the_checkpoint_after_the_first_model_call(labels: list[str]) -> list
 TRAP_ATTEMPTS = 3
 
 
+@pytest.mark.slow
 def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
     sync_reference: PointRun,
 ) -> None:
@@ -166,6 +170,7 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
     assert default.verdicts["pass"] == 1
 
 
+@pytest.mark.slow
 def test_the_replay_line_reproduces_the_duplicate(
     sync_reference: PointRun, capsys: pytest.CaptureFixture[str]
 ) -> None:

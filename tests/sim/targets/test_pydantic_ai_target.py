@@ -39,6 +39,7 @@ def _applied(witness: list[str]) -> list[str]:
     return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
 
 
+@pytest.mark.slow
 def test_a_recovered_workflow_calls_its_function_tools_again(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tiers import tiered
 
 from durable.events import EventRecord, InputAccepted, LeaseAcquired
 from durable.state import new_state
@@ -98,7 +99,7 @@ def _conninfo(store: str, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("pg_conninfo")) if store == "postgres" else ""
 
 
-@pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
+@pytest.mark.parametrize("store", tiered(["file", "sqlite", "postgres"], fast=["file"]))
 def test_a_fleet_with_kills_and_pauses_passes(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -140,15 +141,18 @@ def test_a_worker_error_is_reported_not_passed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("mutant", "store"),
-    [
-        ("renew-ignores-epoch", "file"),
-        ("renew-ignores-epoch", "sqlite"),
-        ("renew-ignores-epoch", "postgres"),
-        ("file-lock-dropped", "file"),
-        ("fence-outside-transaction", "file"),
-        ("fence-outside-transaction", "sqlite"),
-        ("fence-outside-transaction", "postgres"),
-    ],
+    tiered(
+        [
+            ("renew-ignores-epoch", "file"),
+            ("renew-ignores-epoch", "sqlite"),
+            ("renew-ignores-epoch", "postgres"),
+            ("file-lock-dropped", "file"),
+            ("fence-outside-transaction", "file"),
+            ("fence-outside-transaction", "sqlite"),
+            ("fence-outside-transaction", "postgres"),
+        ],
+        fast=[("renew-ignores-epoch", "file")],
+    ),
 )
 def test_fleet_mutants_are_caught(
     mutant: str, store: str, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
@@ -226,6 +230,7 @@ def _fenced_fleets(
     return out
 
 
+@pytest.mark.slow  # the fleet mutants above catch the same broken fence
 @pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
 def test_a_fence_checked_outside_the_transaction_is_caught(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -240,6 +245,7 @@ def test_a_fence_checked_outside_the_transaction_is_caught(
         assert any(v.startswith(f"I8: {stale}") for v in violations), violations
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["file", "sqlite", "postgres"])
 def test_the_same_fleets_pass_on_the_correct_stores(
     store: str, tmp_path: Path, request: pytest.FixtureRequest

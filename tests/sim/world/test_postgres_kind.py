@@ -61,6 +61,7 @@ def test_the_kind_is_swept_for_process_kills_only() -> None:
     assert not kind.forks and StoreKind.FILE.forks and StoreKind.SQLITE.forks
 
 
+@pytest.mark.slow  # the store's own tests and the single schedules below stay in the fast tier
 @pytest.mark.parametrize("name", ["idempotent_payment", "read_edit_answer"])
 def test_a_depth1_process_sweep_passes(pg_server: str, name: str) -> None:
     """Every process kill at every boundary, each schedule from scratch in its own schema; power
