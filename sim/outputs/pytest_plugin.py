@@ -11,14 +11,14 @@ Scenario sweeps as items
 ------------------------
 ``pytest --sim-scenarios PATH [--sim-scenarios PATH ...]`` (or ``PATH,PATH``) collects one item
 per scenario file (every ``*.json`` under a directory, in sorted order, or a file given directly)
-and store: node ids read ``scenarios/read_edit_answer.json::file`` and ``...::sqlite``. Each item
-runs ``sim.explore.sweep.sweep`` -- every depth-1 crash schedule, every oracle, I10 included -- and
-fails if any schedule's verdict is not ``pass``; the failure lists the verdict counts and the first
-failing schedules, each with its invariant, explanation, witness and the one-line
+and store: node ids read ``sim/scenarios/read_edit_answer.json::file`` and ``...::sqlite``. Each
+item runs ``sim.explore.sweep.sweep`` -- every depth-1 crash schedule, every oracle, I10 included --
+and fails if any schedule's verdict is not ``pass``; the failure lists the verdict counts and the
+first failing schedules, each with its invariant, explanation, witness and the one-line
 ``durable-sim replay`` command that reproduces it. Items are independent (one sweep each) and
 collected in a fixed order, so ``pytest-xdist`` can spread them over workers. In CI::
 
-    pytest --sim-scenarios scenarios/ -n auto --junitxml=reports/sweep-junit.xml
+    pytest --sim-scenarios sim/scenarios/ -n auto --junitxml=reports/sweep-junit.xml
 
 Which tests run:
 
