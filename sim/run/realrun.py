@@ -27,6 +27,7 @@ import trio
 
 from sim.run.realchild import EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS
 from sim.run.runner import MAX_PROCESSES, RunResult, initial_files, read_durable, run_scenario
+from sim.world.evidence import LISTS
 from sim.world.faults import CrashPoint, Schedule
 from sim.world.host import ClientView
 from sim.world.pointlog import PointLog, read_entries, replay
@@ -34,7 +35,6 @@ from sim.world.realhost import (
     CLOCKS,
     CONFIG_NAME,
     LOG_NAME,
-    MACHINE_RECORDS,
     SERVICES_NAME,
     STORE_DIR,
     store_place,
@@ -183,7 +183,7 @@ def _collect(
     reader sees it."""
     result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
     state: dict[str, Any] = replay(read_entries(point_dir / LOG_NAME))
-    for name in MACHINE_RECORDS:
+    for name in LISTS:
         setattr(result, name, list(state.get(name, [])))
     result.model_calls = list(state.get("model_calls", []))
     # Not ``recovered_at_s`` (recorded as "recovered_at_s"): I11 judges a retry "sent when due"

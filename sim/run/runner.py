@@ -33,20 +33,14 @@ from durable.store.base import Checkpoint, CorruptStore, StoreError
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
 from sim.run import collector
+from sim.world.evidence import AcceptedAppend, CrashRecord, Evidence, LeaseGrant
 from sim.world.faults import Boundary, Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
+from sim.world.injector import ForkHook
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
-from sim.world.process import (
-    AcceptedAppend,
-    CrashRecord,
-    ForkHook,
-    LeaseGrant,
-    Machine,
-    SimBlocking,
-    SimProcess,
-)
+from sim.world.process import Machine, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
 from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
@@ -271,14 +265,14 @@ async def _world_main(
 def _latent_damage(env: WorldEnv, store_kind: StoreKind) -> LatentDamage | None:
     """What the judge's read needs to tell latent damage (``LatentDamage``) from a refusal the
     runtime owed: only after a storage fault (file store on SimFS), and only if it damaged."""
-    machine = env.machine
-    if machine.damaged is None or machine.before_damage is None or not machine.damaged[0]:
+    injector = env.machine.injector
+    if injector.damaged is None or injector.before_damage is None or not injector.damaged[0]:
         return None
-    if sum(1 for crash in machine.crashes if crash.point.kind == "storage") > 1:
+    if sum(1 for crash in env.machine.evidence.crashes if crash.point.kind == "storage") > 1:
         return None  # the disk before the *first* fault is not kept: judge as before
     place = env.place()
-    before = StorePlace(machine.before_damage, place.root, place.fsync, place.database)
-    damage, files_after, _ = machine.damaged
+    before = StorePlace(injector.before_damage, place.root, place.fsync, place.database)
+    damage, files_after, _ = injector.damaged
     return LatentDamage(damage, files_after, env.fs, place.root, store_kind.reader(before))
 
 
@@ -295,22 +289,25 @@ def _new_world(
     reached."""
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
-    timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
-    machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
-    machine.store_root = STORE_ROOT
-    machine.main_conversation = scenario.conversation_id
-    if count_tears:
-        machine.tear_counts = {}
-    services = Services(files=_initial_files(world, scenario))
-    services.workspace_history.append((-1, dict(services.files)))
-    world.record("files", sorted(services.files.items()))
-    config = runtime_config(scenario)
     liveness = trio.CancelScope(deadline=scenario.liveness_bound_s)
 
     def extend_bound() -> None:
         liveness.deadline = max(liveness.deadline, trio.current_time() + scenario.liveness_bound_s)
 
-    machine.on_crash = extend_bound
+    machine = Machine(
+        world,
+        schedule,
+        fs=fs,
+        timed_crashes=tuple((c.at_s, c.kind) for c in scenario.timed_crashes),
+        evidence=Evidence(main_conversation=scenario.conversation_id),
+        store_root=STORE_ROOT,
+        count_tears=count_tears,
+        on_crash=extend_bound,
+    )
+    services = Services(files=_initial_files(world, scenario))
+    services.workspace_history.append((-1, dict(services.files)))
+    world.record("files", sorted(services.files.items()))
+    config = runtime_config(scenario)
     return WorldEnv(
         world, machine, scenario, services, ClientView(), [], config, store_kind, fs, liveness
     )
@@ -318,8 +315,7 @@ def _new_world(
 
 def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
     """Let the fast sweep fork children at the boundaries of this run."""
-    env.machine.fork_plan = fork
-    env.machine.state_parts = lambda: _world_parts(env)
+    env.machine.injector.fork_with(fork, lambda: _world_parts(env))
 
 
 def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
@@ -337,31 +333,32 @@ def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
 def _fill_result(env: WorldEnv, result: RunResult) -> None:
     """Copy what the world recorded into ``result`` (all but the store, read afterwards)."""
     machine, client = env.machine, env.client
+    evidence, injector = machine.evidence, machine.injector
     result.settled = (
         not env.liveness.cancelled_caught and not env.errors and client.complete(env.scenario)
     )
     result.runtime_error = "; ".join(env.errors) or None
     result.virtual_time_s = trio.current_time()
-    result.boundaries = machine.boundaries
-    result.crashes = machine.crashes
+    result.boundaries = evidence.boundaries
+    result.crashes = evidence.crashes
     result.model_calls = env.model_log
     result.ledger = env.services.ledger
     result.client = client
-    result.commits = machine.commits
-    result.grants = machine.grants
-    result.renewals = machine.renewals
+    result.commits = evidence.commits
+    result.grants = evidence.grants
+    result.renewals = evidence.renewals
     result.recovery_mismatches = env.recovery_mismatches
-    result.accepted = machine.accepted
-    result.handovers_with_pinned_request = machine.handovers_with_pinned_request
+    result.accepted = evidence.accepted
+    result.handovers_with_pinned_request = evidence.handovers_with_pinned_request
     result.processes = len(machine.processes)
     result.refusal = env.refusal
-    result.tear_counts = dict(machine.tear_counts or {})
-    result.after_release = machine.after_release
-    result.child_commits = machine.child_commits
+    result.tear_counts = dict(injector.tear_counts or {})
+    result.after_release = evidence.after_release
+    result.child_commits = evidence.child_commits
     result.recovered_at_s = env.recovered_at_s
     result.paused = sorted(env.paused)
-    if machine.damaged is not None:
-        result.damage, files, inodes = machine.damaged
+    if injector.damaged is not None:
+        result.damage, files, inodes = injector.damaged
         result.evidence_changes = _evidence_changes(result.damage, files, inodes, env.fs)
     result.files = dict(env.services.files)
     result.workspace_history = list(env.services.workspace_history)
@@ -402,7 +399,7 @@ def _evidence_changes(
 
 
 def _world_parts(env: WorldEnv) -> list[Any]:
-    """What, outside the processes, determines the future (see ``Machine.state_digests``)."""
+    """What, outside the processes, determines the future (see ``Injector.state_digests``)."""
     services, client = env.services, env.client
     parts: list[Any] = [
         sorted(services.files.items()),
@@ -450,7 +447,7 @@ def _pause_if_due(env: WorldEnv, process: SimProcess) -> None:
 def _pause(env: WorldEnv, process: SimProcess, until_s: float) -> None:
     process.paused_until_s = until_s
     env.paused.add(process.id)
-    env.machine.handovers_with_pinned_request += int(process.pinned_request())
+    env.machine.evidence.lease_handed_over(pinned_request=process.pinned_request())
     env.world.record("pause", process.id, until_s)
 
 
