@@ -42,7 +42,7 @@ class FoldPlan:
         if index <= self.base.last_index:
             return
         # The traced run counts each point's enumerated tears (``count_tears``) before calling
-        # here: the same count the sweep lists schedules from (``RunResult.tear_counts``).
+        # here: the same count the sweep lists schedules from (``Trace.tear_counts``).
         assert injector.tear_counts is not None, "a fold plan needs a run that counts tears"
         n_tears = injector.tear_counts.get((index, when), 0)
         points = sweep_points(index, when, label, self.kinds, n_tears)  # type: ignore[arg-type]

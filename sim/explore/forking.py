@@ -263,7 +263,7 @@ class ForkPlan:
                 schedule=result.schedule.text(),
                 verdict=outcome.verdict,
                 violations=[v.to_json() for v in outcome.violations],
-                fingerprint=result.fingerprint,
+                fingerprint=result.trace.fingerprint,
                 labels=list(outcome.labels),
                 timeline=timeline(result) if outcome.verdict != "pass" else [],
                 paths=sorted(recovery_paths(result)),

@@ -192,7 +192,7 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     if spec is None:
         return Schedule()
     plain = run_scenario(scenario.without_faults(), seed=seed, store=store)
-    for boundary in plain.boundaries:
+    for boundary in plain.trace.boundaries:
         if boundary.label.startswith(spec.label_prefix):
             return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
     raise ScenarioError(
@@ -230,7 +230,7 @@ def depth1_schedules(
     """One more crash at every boundary (after the base schedule's own crash points, if any),
     of every kind the point is tried with (``sim.world.faults.tries_kind``); ``labels`` are the
     boundaries' labels in index order. A power crash also comes in every enumerated tear of
-    its point (``tears``: the traced run's ``RunResult.tear_counts``)."""
+    its point (``tears``: the traced run's ``Trace.tear_counts``)."""
     kinds = list(kinds)
     base = base or Schedule()
     tears = tears or {}
@@ -299,10 +299,12 @@ def sweep(
                 out, scenario, reference, traced, base, kinds, mode, progress, jobs, fold.twin_of
             )
         else:
-            schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+            schedules = depth1_schedules(
+                out.labels, kinds, base=base, tears=traced.trace.tear_counts
+            )
             _split_sweep(out, scenario, reference, schedules, mode, progress, jobs, fold.twin_of)
     else:
-        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
         run.all(schedules, depth)
     out.wall_s = time.perf_counter() - started
@@ -356,17 +358,17 @@ def _describe(
     kinds: list[CrashKind],
 ) -> None:
     """What the results say about the runs before any schedule: boundaries, tears, outcome."""
-    out.boundaries = len(traced.boundaries)
+    out.boundaries = len(traced.trace.boundaries)
     if "power" in kinds:
         out.tear_schedules = sum(
             len(crash_points(index, when, "power", n)) - 1  # type: ignore[arg-type]
-            for (index, when), n in traced.tear_counts.items()
+            for (index, when), n in traced.trace.tear_counts.items()
             if index > base.last_index
         )
-    out.labels = [b.label for b in traced.boundaries]
-    for b in traced.boundaries:
+    out.labels = [b.label for b in traced.trace.boundaries]
+    for b in traced.trace.boundaries:
         out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
-    out.reference_fingerprint = reference.fingerprint
+    out.reference_fingerprint = reference.trace.fingerprint
     out.reference_outcome = reference.outcome
     out.effects = _effect_summary(reference)
 
@@ -410,10 +412,10 @@ class _NaiveRun:
         """A second crash at every boundary after the first (each point's seeded draw only,
         no enumerated tears)."""
         first = schedule.points[-1]
-        for j in range(first.index + 1, len(result.boundaries)):
+        for j in range(first.index + 1, len(result.trace.boundaries)):
             for when in ("before", "after"):
                 for kind in self.kinds:
-                    if not tries_kind(kind, when, result.boundaries[j].label):
+                    if not tries_kind(kind, when, result.trace.boundaries[j].label):
                         continue
                     self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
                     if self.stopped():
@@ -512,7 +514,7 @@ def _forked_sweep(
         kinds=tuple(kinds),
         reference=reference,
         twins=lambda text: wants_twin(mode, out.seed, text),
-        tears=traced.tear_counts,
+        tears=traced.trace.tear_counts,
         jobs=jobs or max(1, os.cpu_count() or 1),
         workdir=workdir,
         progress=progress,
@@ -520,7 +522,7 @@ def _forked_sweep(
     try:
         parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
         plan.wait_all()
-        if mode != "off" and parent.fingerprint != traced.fingerprint:
+        if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
             prefix = check_determinism(traced, parent)
             _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
         children: dict[str, list[dict[str, Any]]] = {}
@@ -581,7 +583,7 @@ def _late_twin(
 ) -> Outcome:
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
     again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
-    differs = compare_fingerprints(fingerprint, again.fingerprint)
+    differs = compare_fingerprints(fingerprint, again.trace.fingerprint)
     if not differs:
         return outcome
     _, violations, labels, paths, lines = outcome
@@ -681,7 +683,7 @@ def _invariant_order(invariant: str) -> int:
 
 def _effect_summary(result: RunResult) -> dict[str, int]:
     summary: dict[str, int] = {}
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         if effect.applied:
             key = f"{effect.service}.{effect.op}"
             summary[key] = summary.get(key, 0) + 1

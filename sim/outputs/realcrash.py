@@ -141,10 +141,10 @@ def _lines_up(
 ) -> bool:
     """Whether the real run's trace (through index ``upto - 1``; all of it if None) and its
     crashes are the simulator's."""
-    real = [b.label for b in run.result.boundaries]
+    real = [b.label for b in run.result.trace.boundaries]
     if upto is not None:
         real, sim_labels = real[:upto], sim_labels[:upto]
-    return real == sim_labels and [c.label for c in run.result.crashes] == sim_crashes
+    return real == sim_labels and [c.label for c in run.result.trace.crashes] == sim_crashes
 
 
 def _run_lined_up(
@@ -170,11 +170,13 @@ def observables(result: RunResult) -> dict[str, Any]:
     the client's outcome, the ledger, the final log's event kinds, model calls and processes."""
     return {
         "outcome": result.outcome,
-        "effects": [f"{e.service}.{e.op}#{e.call_id}:{e.note or 'applied'}" for e in result.ledger],
-        "events": [r.event.type for r in result.records],
-        "model_calls": len(result.model_calls),
-        "processes": result.processes,
-        "settled": result.settled,
+        "effects": [
+            f"{e.service}.{e.op}#{e.call_id}:{e.note or 'applied'}" for e in result.outside.ledger
+        ],
+        "events": [r.event.type for r in result.durable.records],
+        "model_calls": len(result.outside.model_calls),
+        "processes": result.trace.processes,
+        "settled": result.trace.settled,
     }
 
 
@@ -291,7 +293,7 @@ class _Pair:
 
     @property
     def sim_labels(self) -> list[str]:
-        return [b.label for b in self.sim_ref.boundaries]
+        return [b.label for b in self.sim_ref.trace.boundaries]
 
     def real(self, schedule: Schedule, sim_result: RunResult) -> RealRun:
         """A real run of ``schedule``, its timed crashes where ``sim_result`` (the simulator's
@@ -310,7 +312,7 @@ def _reference(pair: _Pair, base: Schedule) -> tuple[RealRun, int, dict[str, Any
     """The real fault-free run (re-run until its trace lines up, see ``_run_lined_up``), its
     attempts, and the document's ``reference`` section."""
     sim_ref = pair.sim_ref
-    sim_crashes = [c.label for c in sim_ref.crashes]
+    sim_crashes = [c.label for c in sim_ref.trace.crashes]
     run, attempts = _run_lined_up(
         partial(pair.real, base, sim_ref),
         partial(_lines_up, sim_labels=pair.sim_labels, upto=None, sim_crashes=sim_crashes),
@@ -325,8 +327,8 @@ def _reference(pair: _Pair, base: Schedule) -> tuple[RealRun, int, dict[str, Any
         "real_outcome": real_ref.outcome,
         "sim_outcome": sim_ref.outcome,
         "same_observables": observables(real_ref) == observables(sim_ref),
-        "real_virtual_time_s": round(real_ref.virtual_time_s, 3),
-        "sim_virtual_time_s": round(sim_ref.virtual_time_s, 3),
+        "real_virtual_time_s": round(real_ref.trace.virtual_time_s, 3),
+        "sim_virtual_time_s": round(sim_ref.trace.virtual_time_s, 3),
     }
     return run, attempts, doc
 
@@ -341,7 +343,7 @@ def _compare_point(
     sim_result = run_scenario(pair.scenario, seed=pair.seed, store=pair.kind, schedule=schedule)
     sim_outcome = judge(sim_result, pair.sim_ref, determinism=False)
     sim_s = time.perf_counter() - t0
-    sim_crashes = [c.label for c in sim_result.crashes]
+    sim_crashes = [c.label for c in sim_result.trace.crashes]
     lined_up = partial(
         _lines_up, sim_labels=pair.sim_labels, upto=point.index + 1, sim_crashes=sim_crashes
     )
@@ -375,12 +377,12 @@ def _compare_point(
     entry: dict[str, Any] = {"point": schedule.text(), "label": label, "aligned": aligned}
     entry["real"], entry["sim"] = real_side, sim_side
     if not aligned:
-        real_trace = [b.label for b in run.result.boundaries[: point.index + 1]]
+        real_trace = [b.label for b in run.result.trace.boundaries[: point.index + 1]]
         sim_trace = pair.sim_labels[: point.index + 1]
         entry["first_divergence"] = _first_mismatch(real_trace, sim_trace)
         entry["real_trace"] = real_trace[-5:]
         entry["sim_trace"] = sim_trace[-5:]
-        entry["real_crashes"] = [c.label for c in run.result.crashes]
+        entry["real_crashes"] = [c.label for c in run.result.trace.crashes]
         entry["sim_crashes"] = sim_crashes
     return row, entry, divergence
 
@@ -416,7 +418,7 @@ def realcrash(
     sim_ref = run_scenario(scenario, seed=seed, store=kind, schedule=base)
     pair = _Pair(scenario, kind, seed, options, sim_ref)
     real_ref_run, ref_attempts, reference = _reference(pair, base)
-    real_labels = [b.label for b in real_ref_run.result.boundaries]
+    real_labels = [b.label for b in real_ref_run.result.trace.boundaries]
     schedules = select_points(
         real_labels, depth1_schedules(real_labels, ["process"], base=base), points
     )
