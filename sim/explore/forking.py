@@ -125,6 +125,9 @@ class ForkPlan:
     equivalent: list[tuple[str, str]] = field(default_factory=list)  # schedule, twin of
     order: list[str] = field(default_factory=list)  # schedules in sweep order
     progress: Any = None  # called with 1 per finished child
+    # Which points this run forks, by schedule text (``sim.explore.sweep.Roots``: a campaign
+    # unit's share); every point by default. A point it does not own is neither run nor listed.
+    owns: Callable[[str], bool] = field(default=lambda text: True)
 
     # -- in the parent ---------------------------------------------------------------------------
 
@@ -139,6 +142,8 @@ class ForkPlan:
     def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> None:
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
+        if not self.owns(text):
+            return
         self.order.append(text)
         twin = self.twin_of.get(text)
         if twin is not None:  # its future is twin's: see ``sim.explore.folding``

@@ -15,29 +15,30 @@ synced data) likewise (``skipped_storage``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from sim.explore import folding, forking, parallel
+from sim.explore.recording import Failure as Failure
+from sim.explore.recording import Outcome, record_outcome, record_parts
+from sim.explore.recording import ScenarioSweep as ScenarioSweep
+from sim.explore.recording import repro_command as repro_command
 from sim.judgement.judge import ScheduleOutcome as ScheduleOutcome
 from sim.judgement.judge import judge as judge
 from sim.judgement.judge import recovery_paths as recovery_paths
 from sim.judgement.judge import timeline as timeline
 from sim.judgement.oracles import (
-    VERDICT_ORDER,
     Violation,
     check_determinism,
     compare_fingerprints,
     verdict_of,
 )
-from sim.judgement.repro import replay_command
 from sim.run import collector
 from sim.run.runner import RunResult, StoreKind, run_scenario
 from sim.world import tempdirs
@@ -53,95 +54,6 @@ from sim.world.faults import (
 from sim.world.scenario import Scenario, ScenarioError
 
 ProgressFn = Callable[[int], None]
-
-
-@dataclass
-class Failure:
-    scenario: str
-    store: str
-    seed: int
-    schedule: str
-    verdict: str
-    invariant: str
-    explanation: str
-    witness: list[str]
-    expected: str
-    actual: str
-    repro: str
-    crash_labels: list[str] = field(default_factory=list)
-    timeline: list[str] = field(default_factory=list)
-    invariants: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class ScenarioSweep:
-    name: str
-    store: str
-    seed: int
-    depth: int
-    crash_kinds: list[str]
-    boundaries: int = 0
-    boundary_kinds: dict[str, int] = field(default_factory=dict)
-    schedules: int = 0
-    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICT_ORDER, 0))
-    failures: list[Failure] = field(default_factory=list)
-    matrix: list[dict[str, Any]] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    reference_fingerprint: str = ""
-    reference_outcome: dict[str, Any] = field(default_factory=dict)
-    effects: dict[str, int] = field(default_factory=dict)
-    skipped_power: bool = False
-    skipped_storage: bool = False
-    tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
-    determinism: str = "full"  # how I10 was checked: full, sample or off
-    # Schedules not run because an earlier one leaves the same world (``sim.explore.folding``):
-    # they inherit its verdict. Counted in ``schedules`` like every other.
-    folded: int = 0
-    wall_s: float = 0.0
-    base_points: list[CrashPoint] = field(default_factory=list)
-    recovery_paths: dict[str, int] = field(default_factory=dict)
-    ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
-    reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
-
-    def verdict_counts(self) -> str:
-        """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
-        return ", ".join(f"{verdict} {n}" for verdict, n in self.verdicts.items() if n) or "none"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "store": self.store,
-            "seed": self.seed,
-            "depth": self.depth,
-            "crash_kinds": self.crash_kinds,
-            "boundaries": self.boundaries,
-            "boundary_kinds": self.boundary_kinds,
-            "schedules": self.schedules,
-            "verdicts": self.verdicts,
-            "failures": [f.to_json() for f in self.failures],
-            "matrix": self.matrix,
-            "labels": self.labels,
-            "reference_fingerprint": self.reference_fingerprint,
-            "reference_outcome": self.reference_outcome,
-            "effects": self.effects,
-            "skipped_power": self.skipped_power,
-            "skipped_storage": self.skipped_storage,
-            "tear_schedules": self.tear_schedules,
-            "determinism": self.determinism,
-            "folded": self.folded,
-            "reference_failed": self.reference_failed,
-            "base_schedule": Schedule(tuple(self.base_points)).text(),
-            "recovery_paths": dict(sorted(self.recovery_paths.items())),
-            "wall_s": round(self.wall_s, 3),
-        }
-
-
-def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> str:
-    """The replay line of a schedule under the seams in force now (see ``sim.judgement.repro``)."""
-    return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
 
 
 # Below this many boundaries a fast sweep runs the naive path split over its jobs: a forked
@@ -272,17 +184,27 @@ def sweep(
         raise ValueError("depth must be 1 or 2")
     mode = determinism_mode(determinism)
     started = time.perf_counter()
-    tempdirs.remove_all_stale()  # what killed sweeps left behind
-    out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
-    out.ref = ref or scenario.name
-    out.determinism = mode
-    kinds = _store_kinds(out)
     forks = StoreKind(store).forks
-    base = base_schedule(scenario, seed=seed, store=store)
-    out.base_points = list(base.points)
     fast = fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure and forks
-    fold = folding.FoldPlan(base, tuple(kinds)) if fast else None
-    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
+    if fast:
+        part = sweep_part(
+            scenario,
+            store=store,
+            seed=seed,
+            crash_kinds=crash_kinds,
+            determinism=mode,
+            progress=progress,
+            jobs=jobs or parallel.default_jobs(),
+            ref=ref,
+            fork_from=fork_from,
+        )
+        out = part.sweep
+        record_part(out, part)
+        out.wall_s = time.perf_counter() - started
+        return out
+    tempdirs.remove_all_stale()  # what killed sweeps left behind
+    out, kinds, base = _described(scenario, store, seed, depth, crash_kinds, mode, ref)
+    reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
     _describe(out, reference, traced, base, kinds)
     _record(out, judge(reference, reference, determinism=mode != "off"), reference)
     if progress:
@@ -291,24 +213,151 @@ def sweep(
         # Every crash schedule is judged against the fault-free run: when that run itself fails
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         out.reference_failed = True
-    elif fold is not None:
-        jobs = jobs or parallel.default_jobs()
-        out.folded = len(fold.twin_of)
-        if len(out.labels) >= fork_from:
-            _forked_sweep(
-                out, scenario, reference, traced, base, kinds, mode, progress, jobs, fold.twin_of
-            )
-        else:
-            schedules = depth1_schedules(
-                out.labels, kinds, base=base, tears=traced.trace.tear_counts
-            )
-            _split_sweep(out, scenario, reference, schedules, mode, progress, jobs, fold.twin_of)
     else:
         schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
         run.all(schedules, depth)
     out.wall_s = time.perf_counter() - started
     return out
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Which crash points of a depth-1 fast sweep one run takes: those whose *fold root* -- the
+    first point of its fold class (``sim.explore.folding``), or the point itself when it has no
+    twin -- lies at a boundary index in ``[first, stop)`` (``stop`` None: to the end). A
+    campaign splits a sweep into units by these ranges (docs/campaigns.md): every unit
+    recomputes the same fold plan from the same traced run, so every point has exactly one
+    owner, and a folded point is owned with its root, whose outcome it inherits."""
+
+    first: int = 0
+    stop: int | None = None
+
+    @property
+    def every(self) -> bool:
+        return self.first <= 0 and self.stop is None
+
+    def owns(self, text: str, twin_of: Mapping[str, str]) -> bool:
+        """Whether the point of schedule ``text`` is this run's, by its root's boundary index."""
+        if self.every:
+            return True
+        index = parse_schedule(twin_of.get(text, text)).points[-1].index
+        return self.first <= index and (self.stop is None or index < self.stop)
+
+
+EVERY_POINT = Roots()
+
+
+@dataclass
+class SweepPart:
+    """What a fast sweep (or one campaign unit of it) computed, before anything is recorded:
+    the sweep's description (nothing recorded yet), the fault-free run's outcome (when this part
+    records it), the forking run's check of the shared prefix (violations if it differed from
+    the traced run), and the outcomes of the schedules it owns, in sweep order. ``total`` is the
+    number of crash schedules of the whole sweep, every part's together."""
+
+    sweep: ScenarioSweep
+    reference: Outcome | None = None
+    prefix: list[Violation] = field(default_factory=list)
+    outcomes: list[tuple[str, Outcome]] = field(default_factory=list)
+    total: int = 0
+
+
+def sweep_part(
+    scenario: Scenario,
+    *,
+    store: StoreKind,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    determinism: bool | Determinism = "sample",
+    roots: Roots = EVERY_POINT,
+    reference: bool = True,
+    progress: ProgressFn | None = None,
+    jobs: int = 1,
+    ref: str | None = None,
+    fork_from: int = FORK_FROM_BOUNDARIES,
+) -> SweepPart:
+    """The depth-1 fast sweep's work for the points ``roots`` owns (``record_part`` records it;
+    ``sweep`` is this with every point). With ``reference``, the part carries the fault-free
+    run's outcome, judged with I10 as ``determinism`` says; without, that run is judged without
+    I10 and only to know whether the crash schedules are worth running."""
+    mode = determinism_mode(determinism)
+    tempdirs.remove_all_stale()  # what killed sweeps left behind
+    out, kinds, base = _described(scenario, store, seed, 1, crash_kinds, mode, ref)
+    fold = folding.FoldPlan(base, tuple(kinds))
+    reference_run, traced = _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
+    _describe(out, reference_run, traced, base, kinds)
+    checked = judge(reference_run, reference_run, determinism=reference and mode != "off")
+    part = SweepPart(out)
+    first = _outcome_of(checked, reference_run)
+    if reference:
+        part.reference = first
+        if progress:
+            progress(1)
+    if first[0] != "pass":
+        # Every crash schedule is judged against the fault-free run: when that run itself fails
+        # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
+        return part
+    out.folded = len(fold.twin_of)
+    schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
+    part.total = len(schedules)
+    owns = partial(roots.owns, twin_of=fold.twin_of)
+    run = _FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns)
+    if len(out.labels) >= fork_from:
+        part.prefix, part.outcomes = run.forked(traced, base, kinds)
+    else:
+        part.outcomes = run.split([s for s in schedules if owns(s.text())])
+    return part
+
+
+def listed_schedules(
+    scenario: Scenario,
+    *,
+    store: StoreKind,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+) -> tuple[int, list[Schedule]]:
+    """The traced run's boundary count and the depth-1 schedules a fast sweep lists from it,
+    before folding: what a campaign's planner splits into units and estimates the cost of."""
+    _, kinds, base = _described(scenario, store, seed, 1, crash_kinds, "off", None)
+    _, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
+    labels = [b.label for b in traced.trace.boundaries]
+    return len(labels), depth1_schedules(labels, kinds, base=base, tears=traced.trace.tear_counts)
+
+
+def record_part(out: ScenarioSweep, part: SweepPart) -> None:
+    """Record ``part`` into ``out`` as the one-process sweep records it: the fault-free run's
+    outcome first (a failing one stops there), then the prefix check, then every schedule."""
+    base = Schedule(tuple(out.base_points))
+    if part.reference is not None:
+        record_outcome(out, base, part.reference)
+        if out.failures:
+            out.reference_failed = True
+            return
+    if part.prefix:
+        record_parts(out, base, "nondeterminism", part.prefix, [], [], lambda: [])
+    for text, outcome in part.outcomes:
+        record_outcome(out, parse_schedule(text), outcome)
+
+
+def _described(
+    scenario: Scenario,
+    store: StoreKind,
+    seed: int,
+    depth: int,
+    crash_kinds: Iterable[CrashKind],
+    mode: Determinism,
+    ref: str | None,
+) -> tuple[ScenarioSweep, list[CrashKind], Schedule]:
+    """A sweep's result before any run: its configuration, the crash kinds the store takes and
+    the scenario's base schedule."""
+    out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
+    out.ref = ref or scenario.name
+    out.determinism = mode
+    kinds = _store_kinds(out)
+    base = base_schedule(scenario, seed=seed, store=store)
+    out.base_points = list(base.points)
+    return out, kinds, base
 
 
 def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
@@ -425,45 +474,92 @@ class _NaiveRun:
 Parts = tuple[Schedule, str, list[Violation], list[str], list[str], list[str]]
 
 
-def _split_sweep(
-    out: ScenarioSweep,
-    scenario: Scenario,
-    reference: RunResult,
-    schedules: list[Schedule],
-    mode: Determinism,
-    progress: ProgressFn | None,
-    jobs: int,
-    twin_of: dict[str, str],
-) -> None:
-    """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule that
-    has no twin (``sim.explore.folding``); outcomes are recorded in the sweep's order, as the
-    naive path records them, a folded schedule's inherited from its twin."""
-    texts = [s.text() for s in schedules]
-    own = [s for s, text in zip(schedules, texts, strict=True) if text not in twin_of]
-    chunks = [own[i::jobs] for i in range(jobs)]
-    steps = [
-        parallel.Step(
-            f"{out.name}[{out.store}]/{i}",
-            partial(_naive_parts, scenario, out, reference, chunk, mode),
-        )
-        for i, chunk in enumerate(chunks)
-        if chunk
-    ]
-    parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
-    outcomes: dict[str, Outcome] = {}
-    for k, schedule in enumerate(own):
-        _, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
-        outcomes[schedule.text()] = (verdict, violations, labels, paths, lines)
-    for text in texts:
-        if text in twin_of:
-            outcomes[text] = _inherited(
-                outcomes[twin_of[text]], scenario, out, text, reference, mode
+@dataclass
+class _FastRun:
+    """The two fast paths over the points ``owns`` takes (by schedule text; see ``Roots``):
+    each returns the outcomes in the sweep's order, a folded schedule's inherited from its twin
+    (``sim.explore.folding``), for ``record_part`` to record."""
+
+    out: ScenarioSweep
+    scenario: Scenario
+    reference: RunResult
+    mode: Determinism
+    progress: ProgressFn | None
+    jobs: int
+    twin_of: dict[str, str]
+    owns: Callable[[str], bool]
+
+    def split(self, schedules: list[Schedule]) -> list[tuple[str, Outcome]]:
+        """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule
+        that has no twin."""
+        out, twin_of, jobs, progress = self.out, self.twin_of, self.jobs, self.progress
+        texts = [s.text() for s in schedules]
+        own = [s for s, text in zip(schedules, texts, strict=True) if text not in twin_of]
+        chunks = [own[i::jobs] for i in range(jobs)]
+        steps = [
+            parallel.Step(
+                f"{out.name}[{out.store}]/{i}",
+                partial(_naive_parts, self.scenario, out, self.reference, chunk, self.mode),
             )
-            if progress:
-                progress(1)
-    for schedule, text in zip(schedules, texts, strict=True):
-        verdict, violations, labels, paths, lines = outcomes[text]
-        _record_parts(out, schedule, verdict, violations, labels, paths, lambda lines=lines: lines)
+            for i, chunk in enumerate(chunks)
+            if chunk
+        ]
+        parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
+        outcomes: dict[str, Outcome] = {}
+        for k, schedule in enumerate(own):
+            _, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+            outcomes[schedule.text()] = (verdict, violations, labels, paths, lines)
+        for text in texts:
+            if text in twin_of:
+                outcomes[text] = self.inherited(outcomes[twin_of[text]], text)
+                if progress:
+                    progress(1)
+        return [(text, outcomes[text]) for text in texts]
+
+    def inherited(self, twin: Outcome, text: str) -> Outcome:
+        return _inherited(twin, self.scenario, self.out, text, self.reference, self.mode)
+
+    def forked(
+        self, traced: RunResult, base: Schedule, kinds: list[CrashKind]
+    ) -> tuple[list[Violation], list[tuple[str, Outcome]]]:
+        """The forking run (``sim.explore.forking``) and, unless I10 is off, its fingerprint
+        compared with the traced run's: the prefix check."""
+        out, mode, scenario = self.out, self.mode, self.scenario
+        workdir = tempdirs.make("fork")
+        plan = forking.ForkPlan(
+            twin_of=self.twin_of,
+            base=base,
+            kinds=tuple(kinds),
+            reference=self.reference,
+            twins=lambda text: wants_twin(mode, out.seed, text),
+            tears=traced.trace.tear_counts,
+            jobs=self.jobs,
+            workdir=workdir,
+            progress=self.progress,
+            owns=self.owns,
+        )
+        try:
+            store = StoreKind(out.store)
+            parent = run_scenario(scenario, seed=out.seed, store=store, schedule=base, fork=plan)
+            plan.wait_all()
+            prefix: list[Violation] = []
+            if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
+                prefix = check_determinism(traced, parent)
+            children: dict[str, list[dict[str, Any]]] = {}
+            for text, path in plan.done:
+                children.setdefault(text, []).append(_outcome_doc(path))
+            outcomes: dict[str, Outcome] = {}
+            for text, docs in children.items():
+                outcome = _merge_twins(docs)
+                if mode == "sample" and len(docs) == 1 and outcome[0] not in ("pass", "error"):
+                    outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
+                outcomes[text] = outcome
+            for text, twin in plan.equivalent:
+                outcomes[text] = self.inherited(outcomes[twin], text)
+            return prefix, [(text, outcomes[text]) for text in plan.ordered()]
+        finally:
+            plan.kill_running()
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _naive_parts(
@@ -489,70 +585,6 @@ def _naive_parts(
             )
             progress(1)
     return parts
-
-
-def _same_cell(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (a["index"], a["when"], a["kind"]) == (b["index"], b["when"], b["kind"])
-
-
-def _forked_sweep(
-    out: ScenarioSweep,
-    scenario: Scenario,
-    reference: RunResult,
-    traced: RunResult,
-    base: Schedule,
-    kinds: list[CrashKind],
-    mode: Determinism,
-    progress: ProgressFn | None,
-    jobs: int | None,
-    twin_of: dict[str, str],
-) -> None:
-    workdir = tempdirs.make("fork")
-    plan = forking.ForkPlan(
-        twin_of=twin_of,
-        base=base,
-        kinds=tuple(kinds),
-        reference=reference,
-        twins=lambda text: wants_twin(mode, out.seed, text),
-        tears=traced.trace.tear_counts,
-        jobs=jobs or max(1, os.cpu_count() or 1),
-        workdir=workdir,
-        progress=progress,
-    )
-    try:
-        parent = run_scenario(scenario, seed=out.seed, store=out.store, schedule=base, fork=plan)  # type: ignore[arg-type]
-        plan.wait_all()
-        if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
-            prefix = check_determinism(traced, parent)
-            _record_parts(out, base, "nondeterminism", prefix, [], [], lambda: [])
-        children: dict[str, list[dict[str, Any]]] = {}
-        for text, path in plan.done:
-            children.setdefault(text, []).append(_outcome_doc(path))
-        outcomes: dict[str, Outcome] = {}
-        for text, docs in children.items():
-            outcome = _merge_twins(docs)
-            if mode == "sample" and len(docs) == 1 and outcome[0] not in ("pass", "error"):
-                outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
-            outcomes[text] = outcome
-        for text, twin in plan.equivalent:
-            outcomes[text] = _inherited(outcomes[twin], scenario, out, text, reference, mode)
-        for text in plan.ordered():
-            verdict, violations, labels, paths, lines = outcomes[text]
-            _record_parts(
-                out,
-                parse_schedule(text),
-                verdict,
-                violations,
-                labels,
-                paths,
-                lambda lines=lines: lines,
-            )
-    finally:
-        plan.kill_running()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-Outcome = tuple[str, list[Violation], list[str], list[str], list[str]]
 
 
 def _inherited(
@@ -620,7 +652,7 @@ def _merge_twins(docs: list[dict[str, Any]]) -> Outcome:
 
 
 def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> None:
-    _record_parts(
+    record_parts(
         out,
         outcome.schedule,
         outcome.verdict,
@@ -631,54 +663,11 @@ def _record(out: ScenarioSweep, outcome: ScheduleOutcome, result: RunResult) -> 
     )
 
 
-def _record_parts(
-    out: ScenarioSweep,
-    schedule: Schedule,
-    verdict: str,
-    violations: list[Violation],
-    labels: list[str],
-    paths: list[str],
-    lines: Callable[[], list[str]],
-) -> None:
-    out.schedules += 1
-    for path in paths:
-        out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
-    out.verdicts[verdict] += 1
-    points = schedule.points
-    if points and schedule.points[:-1] == tuple(out.base_points):
-        p = points[-1]
-        cell = {"index": p.index, "when": p.when, "kind": p.column, "verdict": verdict}
-        if p.tear and out.matrix and _same_cell(out.matrix[-1], cell):
-            # Every enumerated tear of a point shares one cell: the worst verdict shows.
-            worst = min(out.matrix[-1]["verdict"], verdict, key=VERDICT_ORDER.index)
-            out.matrix[-1]["verdict"] = worst
-        else:
-            out.matrix.append(cell)
-    if verdict == "pass":
-        return
-    first = violations[0] if violations else None
-    out.failures.append(
-        Failure(
-            scenario=out.name,
-            store=out.store,
-            seed=out.seed,
-            schedule=schedule.text(),
-            verdict=verdict,
-            invariant=first.invariant if first else "?",
-            explanation=first.explanation if first else "",
-            witness=list(first.witness) if first else [],
-            expected=first.expected if first else "",
-            actual=first.actual if first else "",
-            repro=repro_command(out.ref or out.name, out.seed, out.store, schedule),
-            crash_labels=labels,
-            timeline=lines(),
-            invariants=sorted({v.invariant for v in violations}, key=_invariant_order),
-        )
-    )
-
-
-def _invariant_order(invariant: str) -> int:
-    return int(invariant[1:]) if invariant[1:].isdigit() else 99
+def _outcome_of(outcome: ScheduleOutcome, result: RunResult) -> Outcome:
+    """What ``_record`` records of a judged run (its timeline only if it failed)."""
+    lines = timeline(result) if outcome.verdict != "pass" else []
+    paths = sorted(recovery_paths(result))
+    return outcome.verdict, outcome.violations, list(outcome.labels), paths, lines
 
 
 def _effect_summary(result: RunResult) -> dict[str, int]:

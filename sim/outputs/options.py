@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -149,6 +150,22 @@ def number(value: str, low: float, high: float) -> float:
     if not low < result <= high:
         raise UsageError(f"{value[:40]} is outside ({low:g}, {high:g}]")
     return result
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+MAX_DURATION_S = 7 * 24 * 3600  # a week: a longer budget is a typo, not a campaign
+
+
+def duration_s(value: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1h30m``: seconds, positive and at most a week."""
+    match = _DURATION.match(value.strip())
+    if not value.strip() or match is None:
+        raise UsageError(f"a duration like 90s, 15m or 1h30m, not {value[:40]!r}")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if not 0 < total <= MAX_DURATION_S:
+        raise UsageError(f"{value[:40]} is outside (0s, {MAX_DURATION_S}s]")
+    return float(total)
 
 
 def integers(value: str, low: int, high: int) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sim.explore.progress import Progress
 from sim.outputs import options
+from sim.outputs.cli.campaign import add_budget_options, run_fuzz_budget
 from sim.outputs.cli.common import (
     UsageError,
     jobs_arg,
@@ -91,7 +92,7 @@ def add_parsers(sub: Any) -> None:
             "does not depend on it"
         ),
     )
-
+    add_budget_options(fz)
     fz.set_defaults(handler=run_fuzz)
 
 
@@ -101,9 +102,12 @@ def run_fuzz(args: argparse.Namespace) -> int:
     from sim.explore.fuzz import fuzz_steps, save_case
     from sim.explore.parallel import default_jobs, run_steps
 
-    scenarios = [scenario for _, scenario in options.load_scenarios(args.scenarios)]
+    named = options.load_scenarios(args.scenarios)
+    scenarios = [scenario for _, scenario in named]
     corpus = _corpus_dir(args.corpus)
     set_hypothesis_home_dir(str(_hypothesis_dir(args.hypothesis_dir)))
+    if args.budget is not None:  # docs/campaigns.md: fuzz units on an engine, for a time
+        return run_fuzz_budget(args, list(named), corpus)
     started = time.perf_counter()
     steps = fuzz_steps(
         scenarios,

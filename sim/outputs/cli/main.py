@@ -18,6 +18,7 @@ from sim.outputs.cli.bench import add_parsers as add_bench
 from sim.outputs.cli.common import EXIT, Parser, judged_invariants, swapped_seams
 from sim.outputs.cli.coverage import add_parsers as add_coverage
 from sim.outputs.cli.fuzz import add_parsers as add_fuzz
+from sim.outputs.cli.merge import add_parsers as add_campaign  # campaign and merge
 from sim.outputs.cli.mutants import add_parsers as add_mutants
 from sim.outputs.cli.realcrash import add_parsers as add_realcrash
 from sim.outputs.cli.single_run import add_parsers as add_single_run
@@ -30,6 +31,7 @@ from sim.world.seams import seams
 COMMANDS = (
     add_single_run,
     add_sweep,
+    add_campaign,
     add_fuzz,
     add_mutants,
     add_bench,

@@ -1,0 +1,45 @@
+"""Content addresses: what identifies a unit of work and the code that computed its result.
+
+A unit's address is the sha256 of the canonical JSON of its specification (scenario content
+digest, store, crash kinds, range, seed, determinism mode, and the project version). The project
+version is the installed package's version plus a digest of every Python source of ``durable``
+and ``sim`` as imported: a result computed by other code -- an edited oracle, another runtime --
+has another address and is never reused. What the digest leaves out (the Python interpreter,
+trio, SQLite) is checked instead by the merge: units of one sweep that disagree about its traced
+run are reported as nondeterminism (docs/campaigns.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import durable
+import sim
+from sim.explore.results import tool_version
+
+
+def canonical_json(value: Any) -> str:
+    """One text per value: sorted keys, no whitespace, ASCII (escapes are part of the form)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def digest(value: Any) -> str:
+    """The sha256 (hex) of ``value``'s canonical JSON."""
+    return hashlib.sha256(canonical_json(value).encode("ascii")).hexdigest()
+
+
+@functools.cache
+def project_version() -> str:
+    """``0.1.0+src.<16 hex>``: the package version and a digest of the sources that run a unit.
+    Computed once per process (the sources of a running process do not change under it)."""
+    h = hashlib.sha256()
+    for package in (durable, sim):
+        root = Path(package.__file__).resolve().parent
+        for path in sorted(root.rglob("*.py")):
+            name = f"{package.__name__}/{path.relative_to(root).as_posix()}"
+            h.update(name.encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return f"{tool_version()}+src.{h.hexdigest()[:16]}"
