@@ -6,7 +6,7 @@ checks pass; if it holds a SQLite database (a SQLite store is one file, easily c
 directory it lives in), that is a usage error naming the file to inspect instead.
 For every conversation the report gives the log (records, last sequence), the lease, the runs,
 the submissions, the open intents and pending reconciliations, the compensations of abandoned
-runs (README, "Compensation": each planned undo and whether its intent and result are
+runs (docs/runtime.md, "Compensation": each planned undo and whether its intent and result are
 committed), and these checks:
 
 - the log's sequences are contiguous from 1 and every record's checksum verifies (the store's own

@@ -1,4 +1,5 @@
-"""The README's damage table, row by row: what each store mode does with each kind of damage.
+"""The damage table of docs/stores.md, row by row: what each store mode does with each kind of
+damage.
 
 Every row damages a store written by the real runtime (``test_inspect.build``: conversation
 ``conv-1`` with 27 records in 13 batches, checkpoints through 23 and 27), then
@@ -202,7 +203,7 @@ def stray_temporary_files(stores: Stores) -> None:
     (_conv(stores) / "lease.json.tmp").write_bytes(b"")
 
 
-# -- the table (keep in step with the README's) ---------------------------------------------------
+# -- the table (keep in step with docs/stores.md's) -----------------------------------------------
 
 CHECKPOINT_BEYOND = "proves commits through sequence 27"
 ROWS: list[tuple[str, Callable[[Stores], None], dict[str, Expect | str]]] = [

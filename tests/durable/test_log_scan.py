@@ -108,7 +108,7 @@ def test_a_flipped_bit_in_the_middle_is_damage_proven_by_the_next_commit() -> No
 
 def test_a_flipped_bit_in_the_last_commit_reads_as_a_torn_tail() -> None:
     """The one case a single copy cannot tell: damage to its last write looks like a torn
-    write (README, "What each store mode does with damaged storage")."""
+    write (docs/stores.md, "What each store mode does with damaged storage")."""
     data = log_bytes(LOG[:3]) + flip_content(LOG[3])
     scan = scan_log(data, CONV)
     assert_committed(scan, LOG[:3])

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
-    UsageError,
     add_crash_option,
     add_stores_option,
     check_out_dir,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sim.errors import UsageError  # imported from here by every command module
+from sim.errors import UsageError
 from sim.judgement.invariants import INVARIANTS
 from sim.outputs import options
 from sim.world.pgserver import CONNINFO_ENV

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
-    UsageError,
     add_crash_option,
     add_stores_option,
     seed_arg,

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.common import (
     SEED_HELP,
-    UsageError,
     add_crash_option,
     add_seam_options,
     add_stores_option,

@@ -17,8 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
-from sim.outputs.cli.common import EXIT, SEED_HELP, UsageError, seed_arg
+from sim.outputs.cli.common import EXIT, SEED_HELP, seed_arg
 from sim.targets.workers.fleet import (
     MAX_CONVERSATIONS,
     MAX_INCARNATIONS,
