@@ -18,8 +18,9 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import trio
 
+from sim.errors import ScheduleError
 from sim.world.evidence import CrashRecord, Evidence
-from sim.world.faults import MAX_TEARS_PER_FILE, CrashKind, CrashPoint, Schedule, ScheduleError
+from sim.world.faults import MAX_TEARS_PER_FILE, CrashKind, CrashPoint, Schedule, When
 from sim.world.fs import SimFS
 from sim.world.seeded import World, digest_of, trio_rng_state
 
@@ -167,15 +168,15 @@ class Injector:
         """Boundary ``index`` is entered at ``now``: crash here if the schedule says so, or if
         the next timed crash's time has come."""
         self.count_tears(index, "before")
-        point = self.schedule.at(index, "before")
+        point = self.schedule.at(index, When.BEFORE)
         if point is None and self._timed and now >= self._timed[0][0]:
-            point = CrashPoint(index, "before", self._timed.pop(0)[1])
+            point = CrashPoint(index, When.BEFORE, self._timed.pop(0)[1])
         self._crash_or_fork(process, point, index, "before", label)
 
     def after(self, process: Victim, index: int, label: str) -> None:
         """Boundary ``index``'s operation has returned: crash here if the schedule says so."""
         self.count_tears(index, "after")
-        point = self.schedule.at(index, "after")
+        point = self.schedule.at(index, When.AFTER)
         self._crash_or_fork(process, point, index, "after", label)
 
     def _crash_or_fork(
