@@ -3,7 +3,7 @@
 Two crash points leave the same world when nothing the future depends on changed between them:
 after a log append and after its fsync a process kill leaves the same files; two power losses
 between the same two fsyncs whose draws keep the same bytes leave the same disk. The machine
-digests that world at every crash point (``sim.world.process.Machine.state_digests``: files as
+digests that world at every crash point (``sim.world.injector.Injector.state_digests``: files as
 the crash leaves them, services, client, model log, ids, virtual time, trio's scheduler state,
 pending timed crashes). Here the sweep's traced run, which passes every boundary anyway, asks
 for the digest at each crash point it lists and maps each schedule to the first schedule with the
@@ -27,7 +27,7 @@ from sim.world.faults import CrashKind, Schedule, sweep_points
 
 @dataclass
 class FoldPlan:
-    """A ``sim.world.process.ForkHook`` that forks nothing: at every boundary after the base
+    """A ``sim.world.injector.ForkHook`` that forks nothing: at every boundary after the base
     schedule's points it digests each crash point the sweep lists there and remembers the first
     schedule of each digest. ``twin_of`` then maps every other schedule to that first one."""
 
@@ -38,15 +38,15 @@ class FoldPlan:
     first_of: dict[str, str] = field(default_factory=dict)  # digest -> first schedule's text
     twin_of: dict[str, str] = field(default_factory=dict)  # schedule text -> its twin's text
 
-    def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None:
+    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
         if index <= self.base.last_index:
             return
         # The traced run counts each point's enumerated tears (``count_tears``) before calling
-        # here: the same count the sweep lists schedules from (``RunResult.tear_counts``).
-        assert machine.tear_counts is not None, "a fold plan needs a run that counts tears"
-        n_tears = machine.tear_counts.get((index, when), 0)
+        # here: the same count the sweep lists schedules from (``Trace.tear_counts``).
+        assert injector.tear_counts is not None, "a fold plan needs a run that counts tears"
+        n_tears = injector.tear_counts.get((index, when), 0)
         points = sweep_points(index, when, label, self.kinds, n_tears)  # type: ignore[arg-type]
-        for point, digest in zip(points, machine.state_digests(process, points), strict=True):
+        for point, digest in zip(points, injector.state_digests(process, points), strict=True):
             if digest is None:
                 continue
             text = Schedule.of(*self.base.points, point).text()

@@ -131,15 +131,15 @@ class ForkPlan:
 
     # -- in the parent ---------------------------------------------------------------------------
 
-    def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None:
-        """Called by the machine at every boundary of the forking run."""
+    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
+        """Called by the machine's injector at every boundary of the forking run."""
         if index <= self.base.last_index or self.in_child:
             return
         n_tears = self.tears.get((index, when), 0)
         for point in sweep_points(index, when, label, self.kinds, n_tears):  # type: ignore[arg-type]
-            self._fork_point(machine, process, point, label)
+            self._fork_point(injector, process, point, label)
 
-    def _fork_point(self, machine: Any, process: Any, point: CrashPoint, label: str) -> None:
+    def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> None:
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
         if not self.owns(text):
@@ -152,11 +152,11 @@ class ForkPlan:
                 self.progress(1)
             return
         for copy in range(2 if self.twins(text) else 1):
-            self._spawn(machine, process, point, label, schedule, copy)
+            self._spawn(injector, process, point, label, schedule, copy)
 
     def _spawn(
         self,
-        machine: Any,
+        injector: Any,
         process: Any,
         point: CrashPoint,
         label: str,
@@ -187,11 +187,10 @@ class ForkPlan:
             self.child_schedule = schedule
             try:
                 _private_trio_io()
-                machine.schedule = schedule
-                machine.forked_child = True
+                injector.reschedule(schedule)
             except BaseException as exc:  # the child must report and exit, whatever happened
                 self.abort_child(exc)
-            machine.crash(process, point, label)
+            injector.crash(process, point, label)
             raise AssertionError("unreachable: crash raises")
         deadline = time.monotonic() + self.child_timeout_s
         self.running.append(_Child(pid, schedule.text(), path, deadline, copy == 0))
@@ -269,7 +268,7 @@ class ForkPlan:
                 schedule=result.schedule.text(),
                 verdict=outcome.verdict,
                 violations=[v.to_json() for v in outcome.violations],
-                fingerprint=result.fingerprint,
+                fingerprint=result.trace.fingerprint,
                 labels=list(outcome.labels),
                 timeline=timeline(result) if outcome.verdict != "pass" else [],
                 paths=sorted(recovery_paths(result)),

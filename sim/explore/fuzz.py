@@ -59,8 +59,8 @@ def schedule_strategy(
     reference: RunResult, *, max_depth: int = 3, kinds: tuple[str, ...] = ("process", "power")
 ) -> st.SearchStrategy[Schedule]:
     """Crash schedules over ``reference``'s boundary trace: 1..max_depth increasing points."""
-    n = len(reference.boundaries)
-    kinds_of = [(b.index, boundary_kind(b.label)) for b in reference.boundaries]
+    n = len(reference.trace.boundaries)
+    kinds_of = [(b.index, boundary_kind(b.label)) for b in reference.trace.boundaries]
     effects = [i for i, kind in kinds_of if kind == "tool"]
     interesting = [i for i, kind in kinds_of if kind in INTERESTING_KINDS]
     firsts = st.one_of(

@@ -104,7 +104,7 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     if spec is None:
         return Schedule()
     plain = run_scenario(scenario.without_faults(), seed=seed, store=store)
-    for boundary in plain.boundaries:
+    for boundary in plain.trace.boundaries:
         if boundary.label.startswith(spec.label_prefix):
             return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
     raise ScenarioError(
@@ -142,7 +142,7 @@ def depth1_schedules(
     """One more crash at every boundary (after the base schedule's own crash points, if any),
     of every kind the point is tried with (``sim.world.faults.tries_kind``); ``labels`` are the
     boundaries' labels in index order. A power crash also comes in every enumerated tear of
-    its point (``tears``: the traced run's ``RunResult.tear_counts``)."""
+    its point (``tears``: the traced run's ``Trace.tear_counts``)."""
     kinds = list(kinds)
     base = base or Schedule()
     tears = tears or {}
@@ -214,7 +214,7 @@ def sweep(
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         out.reference_failed = True
     else:
-        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+        schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
         run.all(schedules, depth)
     out.wall_s = time.perf_counter() - started
@@ -299,7 +299,7 @@ def sweep_part(
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         return part
     out.folded = len(fold.twin_of)
-    schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.tear_counts)
+    schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
     part.total = len(schedules)
     owns = partial(roots.owns, twin_of=fold.twin_of)
     run = _FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns)
@@ -321,8 +321,8 @@ def listed_schedules(
     before folding: what a campaign's planner splits into units and estimates the cost of."""
     _, kinds, base = _described(scenario, store, seed, 1, crash_kinds, "off", None)
     _, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
-    labels = [b.label for b in traced.boundaries]
-    return len(labels), depth1_schedules(labels, kinds, base=base, tears=traced.tear_counts)
+    labels = [b.label for b in traced.trace.boundaries]
+    return len(labels), depth1_schedules(labels, kinds, base=base, tears=traced.trace.tear_counts)
 
 
 def record_part(out: ScenarioSweep, part: SweepPart) -> None:
@@ -407,17 +407,17 @@ def _describe(
     kinds: list[CrashKind],
 ) -> None:
     """What the results say about the runs before any schedule: boundaries, tears, outcome."""
-    out.boundaries = len(traced.boundaries)
+    out.boundaries = len(traced.trace.boundaries)
     if "power" in kinds:
         out.tear_schedules = sum(
             len(crash_points(index, when, "power", n)) - 1  # type: ignore[arg-type]
-            for (index, when), n in traced.tear_counts.items()
+            for (index, when), n in traced.trace.tear_counts.items()
             if index > base.last_index
         )
-    out.labels = [b.label for b in traced.boundaries]
-    for b in traced.boundaries:
+    out.labels = [b.label for b in traced.trace.boundaries]
+    for b in traced.trace.boundaries:
         out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
-    out.reference_fingerprint = reference.fingerprint
+    out.reference_fingerprint = reference.trace.fingerprint
     out.reference_outcome = reference.outcome
     out.effects = _effect_summary(reference)
 
@@ -461,10 +461,10 @@ class _NaiveRun:
         """A second crash at every boundary after the first (each point's seeded draw only,
         no enumerated tears)."""
         first = schedule.points[-1]
-        for j in range(first.index + 1, len(result.boundaries)):
+        for j in range(first.index + 1, len(result.trace.boundaries)):
             for when in ("before", "after"):
                 for kind in self.kinds:
-                    if not tries_kind(kind, when, result.boundaries[j].label):
+                    if not tries_kind(kind, when, result.trace.boundaries[j].label):
                         continue
                     self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
                     if self.stopped():
@@ -532,7 +532,7 @@ class _FastRun:
             kinds=tuple(kinds),
             reference=self.reference,
             twins=lambda text: wants_twin(mode, out.seed, text),
-            tears=traced.tear_counts,
+            tears=traced.trace.tear_counts,
             jobs=self.jobs,
             workdir=workdir,
             progress=self.progress,
@@ -543,7 +543,7 @@ class _FastRun:
             parent = run_scenario(scenario, seed=out.seed, store=store, schedule=base, fork=plan)
             plan.wait_all()
             prefix: list[Violation] = []
-            if mode != "off" and parent.fingerprint != traced.fingerprint:
+            if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
                 prefix = check_determinism(traced, parent)
             children: dict[str, list[dict[str, Any]]] = {}
             for text, path in plan.done:
@@ -615,7 +615,7 @@ def _late_twin(
 ) -> Outcome:
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
     again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
-    differs = compare_fingerprints(fingerprint, again.fingerprint)
+    differs = compare_fingerprints(fingerprint, again.trace.fingerprint)
     if not differs:
         return outcome
     _, violations, labels, paths, lines = outcome
@@ -672,7 +672,7 @@ def _outcome_of(outcome: ScheduleOutcome, result: RunResult) -> Outcome:
 
 def _effect_summary(result: RunResult) -> dict[str, int]:
     summary: dict[str, int] = {}
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         if effect.applied:
             key = f"{effect.service}.{effect.op}"
             summary[key] = summary.get(key, 0) + 1

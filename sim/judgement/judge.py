@@ -34,14 +34,14 @@ def judge(result: RunResult, reference: RunResult, *, determinism: bool = True) 
         )
         violations += check_determinism(result, again)
     verdict = verdict_of(violations)
-    labels = tuple(c.label for c in result.crashes)
-    return ScheduleOutcome(result.schedule, verdict, violations, result.fingerprint, labels)
+    labels = tuple(c.label for c in result.trace.crashes)
+    return ScheduleOutcome(result.schedule, verdict, violations, result.trace.fingerprint, labels)
 
 
 def recovery_paths(result: RunResult) -> set[str]:
     """Which recovery paths a run took: tells a reader what the sweep actually exercised."""
     paths: set[str] = set()
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if event.type == "tool_interrupted":
             paths.add(f"interrupted:{event.policy}")
@@ -50,18 +50,22 @@ def recovery_paths(result: RunResult) -> set[str]:
         elif event.type == "lease_acquired" and event.epoch > 1:
             paths.add("lease:reacquired")
     executed: dict[str, int] = {}
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         executed[effect.call_id] = executed.get(effect.call_id, 0) + 1
     if any(n > 1 for n in executed.values()):
         paths.add("tool:re-executed")
     sent: dict[tuple[str, int], int] = {}
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         key = (call.task_id, call.attempt)
         sent[key] = sent.get(key, 0) + 1
     if any(n > 1 for n in sent.values()):
         paths.add("model:re-sent")
-    if any(r.sequence for r in result.records) and result.store_error is None and result.crashes:
-        kinds = {c.point.kind for c in result.crashes}
+    if (
+        any(r.sequence for r in result.durable.records)
+        and result.errors.store_error is None
+        and result.trace.crashes
+    ):
+        kinds = {c.point.kind for c in result.trace.crashes}
         for kind in ("power", "storage"):
             if kind in kinds:
                 paths.add(f"crash:{kind}")
@@ -80,14 +84,14 @@ def timeline(result: RunResult, *, limit: int = 400) -> list[str]:
     one line with a count, so a liveness failure's timeline stays readable."""
     entries: list[tuple[str, str]] = []  # (fold key, line); an empty key never folds
     pending: list[tuple[int, str]] = []  # (first index after the crash, marker)
-    commits = dict(result.commits)
-    before_at = {c.point.index: c for c in result.crashes if c.point.when == "before"}
-    for crash in result.crashes:
+    commits = dict(result.durable.commits)
+    before_at = {c.point.index: c for c in result.trace.crashes if c.point.when == "before"}
+    for crash in result.trace.crashes:
         if crash.point.when == "after":
             end = crash.boundaries_entered
             pending.append((crash.point.index + 1 if end is None else end, _marker(crash)))
     pending.sort()
-    for boundary in result.boundaries:
+    for boundary in result.trace.boundaries:
         while pending and pending[0][0] <= boundary.index:
             entries.append(("", pending.pop(0)[1]))
         crash = before_at.get(boundary.index)

@@ -56,7 +56,9 @@ class LabelledCrash:
 def point_at_label(run: RunResult, crash: LabelledCrash, *, after: int = -1) -> CrashPoint:
     """The crash point ``crash`` names in ``run``'s trace, counting only boundaries past the
     index ``after``; ``LabelNotFound`` (naming the label and the run) if there is none."""
-    hits = [b.index for b in run.boundaries if b.index > after and b.label.startswith(crash.label)]
+    hits = [
+        b.index for b in run.trace.boundaries if b.index > after and b.label.startswith(crash.label)
+    ]
     if len(hits) < crash.nth:
         where = f" after boundary {after}" if after >= 0 else ""
         raise LabelNotFound(

@@ -27,6 +27,7 @@ import trio
 
 from sim.run.realchild import EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS
 from sim.run.runner import MAX_PROCESSES, RunResult, initial_files, read_durable, run_scenario
+from sim.world.evidence import Evidence
 from sim.world.faults import CrashPoint, Schedule
 from sim.world.host import ClientView
 from sim.world.pointlog import PointLog, read_entries, replay
@@ -34,7 +35,6 @@ from sim.world.realhost import (
     CLOCKS,
     CONFIG_NAME,
     LOG_NAME,
-    MACHINE_RECORDS,
     SERVICES_NAME,
     STORE_DIR,
     store_place,
@@ -90,7 +90,7 @@ def timed_points(sim_result: RunResult) -> tuple[CrashPoint, ...]:
     crash of the run that is not a point of its schedule)."""
     planned = {(p.index, p.when) for p in sim_result.schedule.points}
     return tuple(
-        c.point for c in sim_result.crashes if (c.point.index, c.point.when) not in planned
+        c.point for c in sim_result.trace.crashes if (c.point.index, c.point.when) not in planned
     )
 
 
@@ -178,21 +178,21 @@ def _collect(
     point_dir: Path,
     timed_out: bool,
 ) -> RunResult:
-    """The ``RunResult`` of a real run: the point's record replayed into the fields the
+    """The ``RunResult`` of a real run: the point's record replayed into the parts the
     simulator's machine and host fill, the services' ledger and files, the store as a fresh
     reader sees it."""
     result = RunResult(scenario=scenario, seed=seed, store=store, schedule=schedule)
     state: dict[str, Any] = replay(read_entries(point_dir / LOG_NAME))
-    for name in MACHINE_RECORDS:
-        setattr(result, name, list(state.get(name, [])))
-    result.model_calls = list(state.get("model_calls", []))
+    counts = dict(state.get("counts", {}))
+    result.take_evidence(Evidence.kept_in(lambda name: list(state.get(name, [])), counts))
+    outside, trace = result.outside, result.trace
+    outside.model_calls = list(state.get("model_calls", []))
     # Not ``recovered_at_s`` (recorded as "recovered_at_s"): I11 judges a retry "sent when due"
     # to the nanosecond, which virtual time can be and real time cannot (the retry is sent after
     # the real work since its deadline). Without it I11 still judges "not before the deadline".
-    result.recovery_mismatches = list(state.get("recovery_mismatches", []))
-    result.handovers_with_pinned_request = int(state.get("counts", {}).get("handovers", 0))
-    result.processes = len(state.get("spawned", []))
-    result.client = ClientView(
+    result.errors.recovery_mismatches = list(state.get("recovery_mismatches", []))
+    trace.processes = len(state.get("spawned", []))
+    outside.client = ClientView(
         acked=dict(state.get("client.acked", {})),
         answers=dict(state.get("client.answers", {})),
         lost_acks=list(state.get("client.lost_acks", [])),
@@ -202,14 +202,14 @@ def _collect(
     )
     errors = list(state.get("errors", []))
     liveness = timed_out or bool(state.get("liveness"))
-    result.runtime_error = "; ".join(errors) or None
-    result.settled = not liveness and not errors and result.client.complete(scenario)
-    times = [b.time_s for b in result.boundaries] + [c.time_s for c in result.crashes]
-    result.virtual_time_s = max(times + state.get("ended", []) + state.get("liveness", []) + [0])
+    result.errors.runtime_error = "; ".join(errors) or None
+    trace.settled = not liveness and not errors and outside.client.complete(scenario)
+    times = [b.time_s for b in trace.boundaries] + [c.time_s for c in trace.crashes]
+    trace.virtual_time_s = max(times + state.get("ended", []) + state.get("liveness", []) + [0])
     services = SQLiteServices(point_dir / SERVICES_NAME)
     try:
-        result.ledger = services.ledger()
-        result.files = services.files()
+        outside.ledger = services.ledger()
+        outside.files = services.files()
     finally:
         services.close()
     trio.run(_read_store, result, store, scenario, point_dir)

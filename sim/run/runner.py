@@ -27,96 +27,35 @@ import trio.testing
 from faker import Faker
 
 from durable.config import RuntimeConfig
-from durable.events import EventRecord, ToolResult
+from durable.events import ToolResult
 from durable.ports import Blocking
-from durable.store.base import Checkpoint, CorruptStore, StoreError
+from durable.store.base import CorruptStore, StoreError
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
 from sim.run import collector
-from sim.world.faults import Boundary, Schedule, ScheduleError
+from sim.run.result import Outside
+from sim.run.result import RunResult as RunResult  # re-exported: its readers import it from here
+from sim.world.evidence import Evidence
+from sim.world.faults import Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
+from sim.world.injector import ForkHook
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
-from sim.world.process import (
-    AcceptedAppend,
-    CrashRecord,
-    ForkHook,
-    LeaseGrant,
-    Machine,
-    SimBlocking,
-    SimProcess,
-)
+from sim.world.process import Machine, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
 from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
 )
 from sim.world.seams import seams as seams
 from sim.world.seeded import World, fake_workspace, seed_trio_scheduler
-from sim.world.services import Effect, Services
+from sim.world.services import Services
 from sim.world.session import run_process
 from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
 from sim.world.stores import StoreKind, StorePlace
 
 STORE_ROOT = "/store"
 MAX_PROCESSES = 32
-
-
-@dataclass
-class RunResult:
-    scenario: Scenario
-    seed: int
-    store: StoreKind
-    schedule: Schedule
-    fingerprint: str = ""
-    boundaries: list[Boundary] = field(default_factory=list)
-    crashes: list[CrashRecord] = field(default_factory=list)
-    model_calls: list[ModelCall] = field(default_factory=list)
-    ledger: list[Effect] = field(default_factory=list)
-    client: ClientView = field(default_factory=ClientView)
-    records: list[EventRecord] = field(default_factory=list)
-    checkpoints: list[Checkpoint] = field(default_factory=list)
-    commits: list[tuple[int, list[EventRecord]]] = field(default_factory=list)
-    grants: list[LeaseGrant] = field(default_factory=list)
-    renewals: list[LeaseGrant] = field(default_factory=list)
-    recovery_mismatches: list[str] = field(default_factory=list)
-    accepted: list[AcceptedAppend] = field(default_factory=list)
-    handovers_with_pinned_request: int = 0
-    settled: bool = False
-    runtime_error: str | None = None
-    store_error: str | None = None
-    virtual_time_s: float = 0.0
-    processes: int = 0
-    files: dict[str, str] = field(default_factory=dict)
-    # The workspace after each applied workspace effect: (the effect's boundary index, the
-    # files after it), the initial files at index -1 (I17).
-    workspace_history: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    charges: dict[str, int] = field(default_factory=dict)  # the payments service at the end
-    refunds: dict[str, int] = field(default_factory=dict)  # (I17: a refund per undone charge)
-    # Storage faults (I13): what the disk damaged, the corruption error a process stopped with
-    # (None: recovery went on), and what changed in the damaged files since the damage.
-    damage: dict[str, str] = field(default_factory=dict)
-    refusal: str | None = None
-    evidence_changes: list[str] = field(default_factory=list)
-    tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)  # see count_tears
-    recovered_at_s: dict[str, float] = field(default_factory=dict)  # per process (I11)
-    paused: list[str] = field(default_factory=list)  # processes a takeover paused (I11)
-    after_release: list[str] = field(default_factory=list)  # work begun after a lease release
-    # Sub-agents' child conversations (I20): each one's durable log at the end, and its commits
-    # as the machine saw them begin (like ``commits``, which holds the scenario's conversation's).
-    child_records: dict[str, list[EventRecord]] = field(default_factory=dict)
-    # Child conversations a storage fault damaged after their last write, which no process
-    # opened again (``LatentDamage``): the reader's refusal, per child. Their records above are
-    # read from the disk as it was before the fault.
-    latent_damage: dict[str, str] = field(default_factory=dict)
-    child_commits: dict[str, list[tuple[int, list[EventRecord]]]] = field(default_factory=dict)
-
-    @property
-    def outcome(self) -> dict[str, Any]:
-        return {
-            rid: {"status": s, "answer": a, "reason": r}
-            for rid, (s, a, r) in self.client.answers.items()
-        }
 
 
 def run_scenario(
@@ -131,7 +70,7 @@ def run_scenario(
     """Run ``scenario`` under ``schedule`` (none: fault-free) in a fresh, deterministic world.
 
     ``count_tears`` records, per boundary, how many enumerated tears a power crash there would
-    have (``RunResult.tear_counts``): a sweep's traced run, so it can list its tear schedules.
+    have (``Trace.tear_counts``): a sweep's traced run, so it can list its tear schedules.
 
     With ``fork`` (the fast sweep), every boundary after the schedule's points forks children that
     crash there; a child ends inside this call (``ForkHook.finish_child`` exits the process).
@@ -166,7 +105,7 @@ def run_scenario(
                 if fork is not None and fork.in_child:
                     fork.abort_child(exc)  # never unwind into the forking parent's frames
                 raise
-            result.fingerprint = world.fingerprint()
+            result.trace.fingerprint = world.fingerprint()
     finally:
         unregister_all()  # the world's SQLite VFSes (harness bookkeeping: a name list in SQLite)
     return result
@@ -252,10 +191,11 @@ async def _world_main(
     _fill_result(env, result)
     reader = store_kind.reader(env.place())
     await read_durable(result, reader, scenario.conversation_id, _latent_damage(env, store_kind))
-    world.record("end", result.settled, [r.checksum[:12] for r in result.records])
-    for child, records in sorted(result.child_records.items()):
+    durable = result.durable
+    world.record("end", result.trace.settled, [r.checksum[:12] for r in durable.records])
+    for child, records in sorted(durable.child_records.items()):
         world.record("child", child, [r.checksum[:12] for r in records])
-    for child, error in sorted(result.latent_damage.items()):
+    for child, error in sorted(durable.latent_damage.items()):
         world.record("latent-damage", child, error)
     if store_kind is StoreKind.POSTGRES:
         world.record("database", await _database_digest(store_kind.reader(env.place())))
@@ -264,21 +204,21 @@ async def _world_main(
         # A forked child reports from inside the run and exits: trio's own teardown would use
         # I/O primitives (the wakeup socket, epoll) it shares with the forking parent.
         result.schedule = fork.child_schedule
-        result.fingerprint = world.fingerprint()
+        result.trace.fingerprint = world.fingerprint()
         fork.finish_child(result)  # never returns
 
 
 def _latent_damage(env: WorldEnv, store_kind: StoreKind) -> LatentDamage | None:
     """What the judge's read needs to tell latent damage (``LatentDamage``) from a refusal the
     runtime owed: only after a storage fault (file store on SimFS), and only if it damaged."""
-    machine = env.machine
-    if machine.damaged is None or machine.before_damage is None or not machine.damaged[0]:
+    injector = env.machine.injector
+    if injector.damaged is None or injector.before_damage is None or not injector.damaged[0]:
         return None
-    if sum(1 for crash in machine.crashes if crash.point.kind == "storage") > 1:
+    if sum(1 for crash in env.machine.evidence.crashes if crash.point.kind == "storage") > 1:
         return None  # the disk before the *first* fault is not kept: judge as before
     place = env.place()
-    before = StorePlace(machine.before_damage, place.root, place.fsync, place.database)
-    damage, files_after, _ = machine.damaged
+    before = StorePlace(injector.before_damage, place.root, place.fsync, place.database)
+    damage, files_after, _ = injector.damaged
     return LatentDamage(damage, files_after, env.fs, place.root, store_kind.reader(before))
 
 
@@ -295,22 +235,25 @@ def _new_world(
     reached."""
     fs = SimFS()
     fs.makedirs(STORE_ROOT)
-    timed = tuple((c.at_s, c.kind) for c in scenario.timed_crashes)
-    machine = Machine(world, schedule, fs=fs, timed_crashes=timed)
-    machine.store_root = STORE_ROOT
-    machine.main_conversation = scenario.conversation_id
-    if count_tears:
-        machine.tear_counts = {}
-    services = Services(files=_initial_files(world, scenario))
-    services.workspace_history.append((-1, dict(services.files)))
-    world.record("files", sorted(services.files.items()))
-    config = runtime_config(scenario)
     liveness = trio.CancelScope(deadline=scenario.liveness_bound_s)
 
     def extend_bound() -> None:
         liveness.deadline = max(liveness.deadline, trio.current_time() + scenario.liveness_bound_s)
 
-    machine.on_crash = extend_bound
+    machine = Machine(
+        world,
+        schedule,
+        fs=fs,
+        timed_crashes=tuple((c.at_s, c.kind) for c in scenario.timed_crashes),
+        evidence=Evidence(main_conversation=scenario.conversation_id),
+        store_root=STORE_ROOT,
+        count_tears=count_tears,
+        on_crash=extend_bound,
+    )
+    services = Services(files=_initial_files(world, scenario))
+    services.workspace_history.append((-1, dict(services.files)))
+    world.record("files", sorted(services.files.items()))
+    config = runtime_config(scenario)
     return WorldEnv(
         world, machine, scenario, services, ClientView(), [], config, store_kind, fs, liveness
     )
@@ -318,8 +261,7 @@ def _new_world(
 
 def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
     """Let the fast sweep fork children at the boundaries of this run."""
-    env.machine.fork_plan = fork
-    env.machine.state_parts = lambda: _world_parts(env)
+    env.machine.injector.fork_with(fork, lambda: _world_parts(env))
 
 
 def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
@@ -336,37 +278,33 @@ def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
 
 def _fill_result(env: WorldEnv, result: RunResult) -> None:
     """Copy what the world recorded into ``result`` (all but the store, read afterwards)."""
-    machine, client = env.machine, env.client
-    result.settled = (
+    machine, client, services = env.machine, env.client, env.services
+    result.take_evidence(machine.evidence)
+    trace = result.trace
+    trace.settled = (
         not env.liveness.cancelled_caught and not env.errors and client.complete(env.scenario)
     )
-    result.runtime_error = "; ".join(env.errors) or None
-    result.virtual_time_s = trio.current_time()
-    result.boundaries = machine.boundaries
-    result.crashes = machine.crashes
-    result.model_calls = env.model_log
-    result.ledger = env.services.ledger
-    result.client = client
-    result.commits = machine.commits
-    result.grants = machine.grants
-    result.renewals = machine.renewals
-    result.recovery_mismatches = env.recovery_mismatches
-    result.accepted = machine.accepted
-    result.handovers_with_pinned_request = machine.handovers_with_pinned_request
-    result.processes = len(machine.processes)
-    result.refusal = env.refusal
-    result.tear_counts = dict(machine.tear_counts or {})
-    result.after_release = machine.after_release
-    result.child_commits = machine.child_commits
-    result.recovered_at_s = env.recovered_at_s
-    result.paused = sorted(env.paused)
-    if machine.damaged is not None:
-        result.damage, files, inodes = machine.damaged
-        result.evidence_changes = _evidence_changes(result.damage, files, inodes, env.fs)
-    result.files = dict(env.services.files)
-    result.workspace_history = list(env.services.workspace_history)
-    result.refunds = dict(env.services.refunds)
-    result.charges = dict(env.services.charges)
+    trace.virtual_time_s = trio.current_time()
+    trace.processes = len(machine.processes)
+    trace.tear_counts = dict(machine.injector.tear_counts or {})
+    trace.recovered_at_s = env.recovered_at_s
+    result.leases.paused = sorted(env.paused)
+    result.errors.runtime_error = "; ".join(env.errors) or None
+    result.errors.recovery_mismatches = env.recovery_mismatches
+    result.outside = Outside(
+        ledger=services.ledger,
+        client=client,
+        model_calls=env.model_log,
+        files=dict(services.files),
+        workspace_history=list(services.workspace_history),
+        charges=dict(services.charges),
+        refunds=dict(services.refunds),
+    )
+    result.storage.refusal = env.refusal
+    if machine.injector.damaged is not None:
+        damage, files, inodes = machine.injector.damaged
+        result.storage.damage = damage
+        result.storage.evidence_changes = _evidence_changes(damage, files, inodes, env.fs)
 
 
 def _evidence_changes(
@@ -402,7 +340,7 @@ def _evidence_changes(
 
 
 def _world_parts(env: WorldEnv) -> list[Any]:
-    """What, outside the processes, determines the future (see ``Machine.state_digests``)."""
+    """What, outside the processes, determines the future (see ``Injector.state_digests``)."""
     services, client = env.services, env.client
     parts: list[Any] = [
         sorted(services.files.items()),
@@ -450,7 +388,7 @@ def _pause_if_due(env: WorldEnv, process: SimProcess) -> None:
 def _pause(env: WorldEnv, process: SimProcess, until_s: float) -> None:
     process.paused_until_s = until_s
     env.paused.add(process.id)
-    env.machine.handovers_with_pinned_request += int(process.pinned_request())
+    env.machine.evidence.lease_handed_over(pinned_request=process.pinned_request())
     env.world.record("pause", process.id, until_s)
 
 
@@ -546,25 +484,26 @@ async def read_durable(
     """Read what is durable now, through ``reader``: a fresh store that holds no lease and
     repairs nothing. A store that refuses (``StoreError``) is recorded for I2, not raised --
     except a child conversation's refusal that is ``latent`` damage (see ``LatentDamage``)."""
+    durable = result.durable
     try:
-        result.records = await reader.read_records(conversation_id, 0)
-        result.checkpoints = await reader.load_checkpoints(conversation_id)
+        durable.records = await reader.read_records(conversation_id, 0)
+        durable.checkpoints = await reader.load_checkpoints(conversation_id)
         if result.scenario.delegates():
             for child in await reader.list_conversations():
                 if child == conversation_id:
                     continue
                 try:
-                    result.child_records[child] = await reader.read_records(child, 0)
+                    durable.child_records[child] = await reader.read_records(child, 0)
                 except CorruptStore as exc:
                     error = f"{type(exc).__name__}: {exc}"
                     if latent is None or not await latent.applies(conversation_id, child, error):
                         raise
-                    result.latent_damage[child] = error
-                    result.child_records[child] = await latent.before.read_records(child, 0)
+                    durable.latent_damage[child] = error
+                    durable.child_records[child] = await latent.before.read_records(child, 0)
         if isinstance(reader, (SQLiteStore, PostgresStore)):
             await reader.close()
     except StoreError as exc:
-        result.store_error = f"{type(exc).__name__}: {exc}"
+        result.errors.store_error = f"{type(exc).__name__}: {exc}"
 
 
 async def _database_digest(reader: PostgresStore) -> str:

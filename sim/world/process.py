@@ -1,96 +1,35 @@
-"""Simulated processes, their ports, and crashes (docs/architecture.md, 2.2).
+"""Simulated processes, the machine they run on, and their ports (docs/architecture.md, 2.2).
 
 A ``SimProcess`` is one runtime instance with its own owner id and cancel scope. Every port it is
-given crosses labelled boundaries through the ``Machine``'s injector and refuses every call once the
-process is dead. A crash marks the process dead *first*, then cancels its scope and raises
-``SimulatedCrash`` out of the port call: so no ``finally`` or ``__aexit__`` of the runtime can touch
-the world after the crash instant (any port call they make is refused), exactly like kill -9.
+given crosses labelled boundaries through the ``Machine`` and refuses every call once the process
+is dead. The machine composes the crash injector (``sim.world.injector``: a crash marks the
+process dead *first*, then cancels its scope and raises ``SimulatedCrash`` out of the port call,
+so no ``finally`` or ``__aexit__`` of the runtime can touch the world after the crash instant --
+any port call they make is refused -- exactly like kill -9) and the evidence recorder
+(``sim.world.evidence``: what the oracles read afterwards).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
 from durable.events import EventRecord
 from durable.store.base import Checkpoint, Lease
-from sim.world.faults import (
-    MAX_TEARS_PER_FILE,
-    Boundary,
-    CrashKind,
-    CrashPoint,
-    Schedule,
-    ScheduleError,
-    boundary_kind,
-)
+from sim.world.evidence import AcceptedAppend, Evidence, LeaseGrant
+from sim.world.faults import Boundary, CrashKind, Schedule
 from sim.world.fs import SimFS
-from sim.world.seeded import World, digest_of, seed_process_scheduler, trio_rng_state
+from sim.world.injector import Injector, SimulatedCrash, Victim, end_simulated
+from sim.world.seeded import World, seed_process_scheduler
 
 T = TypeVar("T")
 
 
-class ForkHook(Protocol):
-    """What a run needs from the fast sweep's fork plan (``sim.explore.forking.ForkPlan`` implements
-    it; the exploration layer sits above one run, so the run sees only this protocol)."""
-
-    in_child: bool
-    child_schedule: Schedule
-
-    def fork_at(self, machine: Any, process: Any, index: int, when: str, label: str) -> None: ...
-
-    def finish_child(self, result: Any) -> None: ...
-
-    def abort_child(self, exc: BaseException) -> None: ...
-
-
-class SimulatedCrash(BaseException):
-    """Raised out of a port call at a crash boundary. A BaseException, so that no runtime
-    ``except Exception`` can mistake a crash for a handled error."""
-
-    def __init__(self, point: CrashPoint) -> None:
-        super().__init__(point.text())
-        self.point = point
-
-
 class ProcessDead(BaseException):
     """A dead process called a port: refused (a killed process cannot touch the world)."""
-
-
-@dataclass(frozen=True)
-class CrashRecord:
-    point: CrashPoint
-    label: str
-    process: str
-    time_s: float
-    pinned_request: bool
-    fs_outcome: dict[str, str] = field(default_factory=dict)  # power loss or storage damage
-    # How many boundaries had been entered when the process died: an ``after`` crash of a
-    # store commit comes after the commit's own file operations, which have higher indexes.
-    boundaries_entered: int | None = None
-
-
-@dataclass(frozen=True)
-class LeaseGrant:
-    """A lease acquisition: what the store held just before, and what it granted."""
-
-    time_s: float
-    boundary: int
-    previous: Lease | None
-    granted: Lease
-
-
-@dataclass(frozen=True)
-class AcceptedAppend:
-    """An append the store accepted (returned from), with the lease it was written under."""
-
-    boundary: int
-    owner_id: str
-    epoch: int
-    sequences: tuple[int, ...]
 
 
 class SimProcess:
@@ -136,11 +75,15 @@ class SimProcess:
 
 
 class Machine:
-    """The host: SimFS, the injector, the processes. Outlives every process.
+    """The host: SimFS, the processes, and the two roles every port's boundary serves. Outlives
+    every process.
 
-    ``sim.world.realhost.RealMachine`` is the same machine over real time and a real kill: the
-    boundary numbering, the schedule and timed crashes, and the records the oracles read are
-    this class's, for both hosts."""
+    The ``injector`` (``sim.world.injector``) numbers the boundaries and decides and performs
+    the crashes; the ``evidence`` (``sim.world.evidence``) records what the oracles read
+    afterwards. The machine composes them and is all a process's ports see: ``before`` and
+    ``after`` a boundary, label numbers, the clock. ``sim.world.realhost.RealMachine`` is the
+    same machine over real time and a real kill: its injector and evidence carry on across the
+    processes of a point."""
 
     def __init__(
         self,
@@ -149,46 +92,39 @@ class Machine:
         *,
         fs: SimFS | None,
         timed_crashes: tuple[tuple[float, CrashKind], ...] = (),
+        evidence: Evidence | None = None,
+        store_root: str = "",
+        count_tears: bool = False,
+        on_crash: Callable[[], None] = lambda: None,
+        end: Callable[[Sequence[Victim]], None] = end_simulated,
+        counters: dict[str, int] | None = None,
     ) -> None:
+        """``evidence``: a recorder of the run's own (default: an empty one, for no particular
+        conversation). The other options are the injector's (``Injector``)."""
         self.world = world
-        self.schedule = schedule
-        self._timed = sorted(timed_crashes)
         self.fs = fs
-        self.boundaries: list[Boundary] = []
-        self.crashes: list[CrashRecord] = []
         self.processes: list[SimProcess] = []
-        self.commits: list[tuple[int, list[EventRecord]]] = []
-        self.grants: list[LeaseGrant] = []
-        self.renewals: list[LeaseGrant] = []  # (stored before, renewed): I8 audits them too
-        self.accepted: list[AcceptedAppend] = []
-        # The scenario's conversation: the lists above hold its commits and leases only. A
-        # sub-agent's child conversation (``durable.subagent``) is recorded apart, by id, in
-        # ``child_commits`` (I20 judges children); None: every conversation's go above.
-        self.main_conversation: str | None = None
-        self.child_commits: dict[str, list[tuple[int, list[EventRecord]]]] = {}
-        self.handovers_with_pinned_request = 0
-        self.fork_plan: ForkHook | None = None  # during a fast sweep's forking run
-        self.forked_child = False
-        self.state_parts: Callable[[], list[Any]] = lambda: []
-        self._next_index = 0
-        self._counters: dict[str, int] = {}
-        self.on_crash: Callable[[], None] = lambda: None
-        self.store_root = ""  # where a storage fault may damage files
-        # Work (a commit, a tool effect, a model call) a process began after releasing its lease.
-        self.after_release: list[str] = []
-        # (index, when) -> enumerated tears of a power crash there; None: not counted.
-        self.tear_counts: dict[tuple[int, str], int] | None = None
-        # After a storage fault: (what was damaged, the files as the disk then held them).
-        self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
-        # The disk as it was just before the storage fault: what the runtime had acknowledged,
-        # read by the judge for a conversation nobody opened after the damage (latent damage).
-        self.before_damage: SimFS | None = None
+        self.evidence = Evidence() if evidence is None else evidence
+        self.injector = Injector(
+            world,
+            schedule,
+            fs=fs,
+            processes=self.processes,
+            evidence=self.evidence,
+            now=self.now,
+            timed_crashes=timed_crashes,
+            store_root=store_root,
+            count_tears=count_tears,
+            on_crash=on_crash,
+            end=end,
+            counters=counters,
+        )
 
     def spawn(self) -> SimProcess:
         process = SimProcess(self, len(self.processes) + 1)
         self.processes.append(process)
         self.world.record("spawn", process.id)
-        if self.crashes:  # a restart: see ``seed_process_scheduler``
+        if self.evidence.crashes:  # a restart: see ``seed_process_scheduler``
             seed_process_scheduler(self.world.seed, process.number)
         return process
 
@@ -200,173 +136,30 @@ class Machine:
         await trio.sleep_until(deadline_s)
 
     def numbered(self, kind: str) -> int:
-        n = self._counters.get(kind, 0) + 1
-        self._counters[kind] = n
-        return n
+        """The next number of a label kind (``store.commit#14``): the injector's numbering."""
+        return self.injector.numbered(kind)
 
     @property
     def next_index(self) -> int:
-        """The index the next boundary will get: every commit begun so far started below it
-        (the client stamps a rejection with it, so I16 can tell which commits came before)."""
-        return self._next_index
-
-    @property
-    def faults_over(self) -> bool:
-        return self._next_index > self.schedule.last_index
+        """The index the next boundary will get (``Injector.next_index``)."""
+        return self.injector.next_index
 
     # -- boundaries ----------------------------------------------------------------------------
 
     def before(self, process: SimProcess, label: str) -> int:
+        """``process`` enters a boundary: numbered, recorded, then maybe crashed there."""
         process.check_alive(label)
-        index = self._next_index
-        self._next_index += 1
+        index = self.injector.enter()
         now = self.now()
-        self.boundaries.append(Boundary(index, label, process.id, now))
+        boundary = Boundary(index, label, process.id, now)
+        self.evidence.boundary(boundary, released_lease=process.released_lease)
         self.world.record("b", index, label, process.id)
-        if process.released_lease and boundary_kind(label) in ("commit", "tool", "model"):
-            self.after_release.append(f"{label} (boundary {index}) by {process.id}")
-        self.count_tears(index, "before")
-        point = self.schedule.at(index, "before")
-        if point is None and self._timed and now >= self._timed[0][0]:
-            point = CrashPoint(index, "before", self._timed.pop(0)[1])
-        if point is not None:
-            self.crash(process, point, label)
-        if self.fork_plan is not None:
-            self.fork_plan.fork_at(self, process, index, "before", label)
+        self.injector.before(process, index, label, now)
         return index
 
-    def count_tears(self, index: int, when: str) -> None:
-        """Record how many enumerated tears a power crash here would have (the traced run of a
-        sweep: the naive sweep's schedules need the count before running them)."""
-        if self.tear_counts is not None and self.fs is not None:
-            n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
-            if n:
-                self.tear_counts[(index, when)] = n
-
     def after(self, process: SimProcess, index: int, label: str) -> None:
-        self.count_tears(index, "after")
-        point = self.schedule.at(index, "after")
-        if point is not None:
-            self.crash(process, point, label)
-        if self.fork_plan is not None:
-            self.fork_plan.fork_at(self, process, index, "after", label)
-
-    def state_digests(self, process: SimProcess, points: Sequence[CrashPoint]) -> list[str | None]:
-        """For each of ``points`` (the crash points of one boundary side, in ``process``), a
-        digest of everything a crash there leaves for the future; two crash points with equal
-        digests have identical futures, so a sweep runs one of them (docs/architecture.md, 2.5).
-
-        A process kill keeps everything written: the files as processes see them. A power loss
-        keeps what its seeded draw (or enumerated tear) leaves, computed here on a clone of
-        SimFS without losing anything: crash points between two fsyncs whose losses leave the
-        same files fold together. Either way the rest of the world counts too: external
-        services, the client's view, the model's call log, ids, virtual time, trio's scheduler
-        state, pending timed crashes, and whether the dying process had a request pinned
-        (I11's allowance). None when it cannot tell: more than one process alive (the
-        survivors' memory would count), no SimFS, a storage fault, or a power loss with timed
-        crashes still to come (the files' sync history would count).
-
-        The points of one side share everything but the files a crash leaves, so the shared
-        parts and the files a kill leaves are computed once per call, not once per point."""
-        if sum(1 for p in self.processes if p.alive) != 1 or self.fs is None:
-            return [None] * len(points)
-        fs = self.fs
-        seen_files: list[Any] | None = None  # the files processes see, if a point needs them
-
-        def files_seen() -> list[Any]:
-            nonlocal seen_files
-            if seen_files is None:
-                seen_files = sorted(fs.snapshot().items())
-            return seen_files
-
-        files_of: list[list[Any] | None] = []  # per point: the files its crash leaves
-        for point in points:
-            files: list[Any] | None = None
-            if point.kind == "process":
-                files = [files_seen()]
-                if any(kind == "power" for _, kind in self._timed):
-                    # A power loss is still to come: what is durable (and what is a rewrite in
-                    # flight) decides its outcomes, not only what the processes see.
-                    files += [sorted(fs.durable_snapshot().items()), fs.rewritten_paths()]
-            elif point.kind == "power" and not self._timed:
-                if not fs.has_pending():
-                    files = [files_seen()]
-                else:
-                    tear = self._tear_of(point)
-                    if tear is not False:  # False: no such tear; the child reports the error
-                        scratch = fs.clone()
-                        rng = self.world.fresh_rng(self._power_stream(point))
-                        scratch.power_loss(rng, tear=tear)
-                        files = [sorted(scratch.snapshot().items())]
-            files_of.append(files)
-        if all(files is None for files in files_of):
-            return [None] * len(points)  # e.g. storage faults only: the rest is not needed
-        shared: list[Any] = [
-            trio.current_time(),
-            trio_rng_state(),
-            sorted(self.world.ids._next.items()),
-            self._timed,
-            [(p.id, p.alive, p.paused_until_s) for p in self.processes],
-            self.handovers_with_pinned_request,
-            process.pinned_request() and not process.released_lease,
-            self.state_parts(),
-        ]
-        return [
-            None if files is None else digest_of([point.kind, *files, *shared])
-            for point, files in zip(points, files_of, strict=True)
-        ]
-
-    @staticmethod
-    def _power_stream(point: CrashPoint) -> str:
-        """One RNG stream per crash point: each point's power loss draws its own outcome (kept,
-        torn at a block, or lost), so a sweep exercises all of them, not one per seed."""
-        return f"power:{point.text()}"
-
-    def _tear_of(self, point: CrashPoint) -> tuple[str, int] | Literal[False] | None:
-        """The enumerated tear a power crash at ``point`` makes (None: the seeded draw decides;
-        False: the point names a tear this boundary does not have)."""
-        if not point.tear:
-            return None
-        assert self.fs is not None
-        tears = self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE)
-        return tears[point.tear - 1] if point.tear <= len(tears) else False
-
-    def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
-        machine_wide = point.kind in ("power", "storage")  # the host goes down, not one process
-        victims = [p for p in self.processes if p.alive] if machine_wide else [process]
-        # A request handed over by a lease release is counted there, not again by a crash.
-        pinned = any(p.pinned_request() and not p.released_lease for p in victims)
-        for victim in victims:
-            victim.alive = False
-        outcome: dict[str, str] = {}
-        assert self.fs is not None or point.kind == "process", "power and storage need SimFS"
-        if point.kind == "power":
-            tear = self._tear_of(point)
-            if tear is False:
-                n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
-                raise ScheduleError(f"{point.text()}: this point has {n} enumerated tears")
-            outcome = self.fs.power_loss(self.world.rng(self._power_stream(point)), tear=tear)
-        elif point.kind == "storage":
-            # The page cache survives (as for a kill); the disk damages synced data under the
-            # store's root. What it left is the evidence a refusing recovery must not touch.
-            before = self.fs.clone(deep=True)
-            outcome = self.fs.damage_synced(
-                self.world.rng(f"storage:{point.text()}"), under=self.store_root
-            )
-            self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
-            self.before_damage = before
-        now = self.now()
-        record = CrashRecord(point, label, process.id, now, pinned, outcome, self._next_index)
-        self.crashes.append(record)
-        self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
-        for victim in victims:
-            for store in victim.open_stores:
-                # The OS closes a killed process's files and sockets: SQLite rolls back its open
-                # transaction on the next open, the Postgres server as the socket closes.
-                store.abandon()
-            victim.scope.cancel()
-        self.on_crash()
-        raise SimulatedCrash(point)
+        """``process``'s operation at boundary ``index`` returned: maybe crashed there."""
+        self.injector.after(process, index, label)
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
         return cross(self, process, label, fn)
@@ -519,16 +312,12 @@ class SimIds:
 
 class InstrumentedStore:
     """Wraps a process's store so each logical store operation is a labelled boundary too
-    (``store.commit#14``), and records what each commit made durable (for I6 and I12)."""
+    (``store.commit#14``), and records in the machine's evidence what each commit made durable
+    (for I6 and I12) and each lease granted, renewed or released (for I8 and I11)."""
 
     def __init__(self, inner: Any, process: SimProcess) -> None:
         self._inner = inner
         self._p = process
-
-    def _is_child(self, conversation_id: str) -> bool:
-        """A conversation other than the scenario's: a sub-agent's child (``Machine``)."""
-        main = self._p.machine.main_conversation
-        return main is not None and conversation_id != main
 
     async def _op(self, kind: str, call: Callable[[], Any]) -> Any:
         machine = self._p.machine
@@ -564,13 +353,8 @@ class InstrumentedStore:
         machine = self._p.machine
         label = f"store.commit#{machine.numbered('store.commit')}"
         index = machine.before(self._p, label)
-        # Recorded when the commit *starts*: a crash inside the store (after its write, before
-        # its fsync) may still leave it durable. Oracles keep only commits found in the final log.
-        child = self._is_child(conversation_id)
-        if child:
-            machine.child_commits.setdefault(conversation_id, []).append((index, records))
-        else:
-            machine.commits.append((index, records))
+        # Recorded when the commit *starts* (``Evidence.commits``).
+        machine.evidence.commit_began(conversation_id, index, records)
         try:
             await self._inner.append(
                 conversation_id,
@@ -583,10 +367,8 @@ class InstrumentedStore:
             machine.after(self._p, index, label)
             raise
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
-        if not child:
-            machine.accepted.append(
-                AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
-            )
+        accepted = AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
+        machine.evidence.append_accepted(conversation_id, accepted)
         machine.after(self._p, index, label)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
@@ -608,8 +390,8 @@ class InstrumentedStore:
             lambda: self._inner.acquire_lease(conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s),
         )
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
-        if not self._is_child(conversation_id):
-            self._p.machine.grants.append(LeaseGrant(now_s, index, previous, lease))
+        grant = LeaseGrant(now_s, index, previous, lease)
+        self._p.machine.evidence.lease_granted(conversation_id, grant)
         self._p.released_lease = False
         return lease
 
@@ -618,15 +400,15 @@ class InstrumentedStore:
         renewed, index = await self._op(
             "store.lease.renew", lambda: self._inner.renew_lease(lease, ttl_s=ttl_s, now_s=now_s)
         )
-        if not self._is_child(lease.conversation_id):
-            self._p.machine.renewals.append(LeaseGrant(now_s, index, previous, renewed))
+        renewal = LeaseGrant(now_s, index, previous, renewed)
+        self._p.machine.evidence.lease_renewed(lease.conversation_id, renewal)
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
         await self._op("store.lease.release", lambda: self._inner.release_lease(lease))
         # Like a takeover, a release (a graceful shutdown) that leaves a pinned request
         # unanswered hands it over: the next owner re-sends it (I11 allows one).
-        self._p.machine.handovers_with_pinned_request += int(self._p.pinned_request())
+        self._p.machine.evidence.lease_handed_over(pinned_request=self._p.pinned_request())
         self._p.released_lease = True  # from now on, any work of this process is audited
 
     async def current_lease(self, conversation_id: str) -> Lease | None:

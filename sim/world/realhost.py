@@ -8,9 +8,9 @@ Only the host differs from the simulator's (``sim.run.runner``), behind ``sim.wo
 - time: the machine's clock, so every process, port, the model, tools and the client read it:
   ``VirtualClock`` (default), the simulator's virtual time under trio's ``MockClock``, or
   ``ScaledClock``, the wall clock sped up ``speedup`` times;
-- the machine: ``RealMachine`` is the simulator's ``Machine`` (boundary numbering, the schedule
-  and timed crashes, the records the oracles read) continued across the processes of a point
-  from the point's record (``sim.world.pointlog``), whose crash is a SIGKILL;
+- the machine: ``RealMachine`` is the simulator's ``Machine`` (its injector's boundary numbering
+  and schedule, its evidence for the oracles) continued across the processes of a point from
+  the point's record (``sim.world.pointlog``), whose crash is a SIGKILL;
 - the file system: ``OsFileSystem`` under ``POINT_DIR/store`` (the simulator's ``ProcessFS`` on
   top); SQLite at ``POINT_DIR/store.sqlite`` with blocking calls inline (virtual time) or on
   trio's worker threads (as in production, on the scaled clock);
@@ -29,7 +29,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,11 +39,13 @@ import trio.testing
 
 from durable.config import RuntimeConfig
 from durable.ports import Blocking, OsFileSystem
-from sim.world.faults import CrashPoint, Schedule, parse_schedule
+from sim.world.evidence import Evidence
+from sim.world.faults import Schedule, parse_schedule
 from sim.world.host import ClientView, runtime_config
+from sim.world.injector import Victim
 from sim.world.model import ModelCall
 from sim.world.pointlog import PointLog
-from sim.world.process import CrashRecord, Machine, SimBlocking, SimProcess
+from sim.world.process import Machine, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
 from sim.world.seeded import World, seed_process_scheduler
 from sim.world.sqlite_services import SQLiteServices
@@ -55,17 +57,6 @@ CONFIG_NAME = "config.json"
 LOG_NAME = "world.jsonl"
 SERVICES_NAME = "services.sqlite"
 STORE_DIR = "store"
-
-#: The machine's records, by the name of the ``Machine`` attribute and ``RunResult`` field.
-MACHINE_RECORDS = (
-    "boundaries",
-    "crashes",
-    "commits",
-    "grants",
-    "renewals",
-    "accepted",
-    "after_release",
-)
 
 
 class ScaledClock:
@@ -199,32 +190,23 @@ class RealWorld(World):
 
 
 class RealMachine(Machine):
-    """The simulator's machine, continued across the processes of a point and killed for real."""
-
-    # The point's counters; None while the base class initialises (it resets the handover count,
-    # which must stay the point's: see the property).
-    _counts: dict[str, int] | None = None
+    """The simulator's machine, continued across the processes of a point and killed for real:
+    its evidence and its injector's label counters live in the point's record, and its
+    boundary numbering goes on from the boundaries recorded there."""
 
     def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog) -> None:
         # No timed crashes of its own: the parent resolved them to boundary indexes of the
         # schedule (``sim.run.realrun``), since a real clock runs ahead of the simulator's.
-        super().__init__(world, schedule, fs=None)
+        super().__init__(
+            world,
+            schedule,
+            fs=None,
+            evidence=Evidence.kept_in(log.list, log.dict("counts")),
+            end=sigkill,
+            counters=log.dict("counters"),
+        )
         self.clock = world.clock
-        self._counts = log.dict("counts")
-        for name in MACHINE_RECORDS:
-            setattr(self, name, log.list(name))
-        self._counters = log.dict("counters")
-        self._next_index = len(self.boundaries)
         self.spawned = log.list("spawned")
-
-    @property  # type: ignore[override]
-    def handovers_with_pinned_request(self) -> int:
-        return 0 if self._counts is None else self._counts.get("handovers", 0)
-
-    @handovers_with_pinned_request.setter
-    def handovers_with_pinned_request(self, value: int) -> None:
-        if self._counts is not None:
-            self._counts["handovers"] = value
 
     def now(self) -> float:
         return self.clock.now()
@@ -240,20 +222,19 @@ class RealMachine(Machine):
         process = SimProcess(self, number)
         self.processes.append(process)
         self.spawned.append(process.id)
-        if self.crashes:  # a restart (after seed_trio_scheduler: realchild); as Machine.spawn
+        if self.evidence.crashes:  # a restart (after seed_trio_scheduler: realchild); as spawn
             seed_process_scheduler(self.world.seed, number)
         return process
 
-    def crash(self, process: SimProcess, point: CrashPoint, label: str) -> None:
-        """Record the crash in the point's record, then SIGKILL this process: nothing of it
-        runs after that instant."""
-        assert point.kind == "process", "a real host only kills processes (realcrash refuses)"
-        pinned = process.pinned_request() and not process.released_lease
-        record = CrashRecord(point, label, process.id, self.now(), pinned, {}, self._next_index)
-        self.crashes.append(record)
-        os.kill(os.getpid(), signal.SIGKILL)
-        while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
-            time.sleep(1.0)
+
+def sigkill(victims: Sequence[Victim]) -> None:
+    """How a crash ends the real host's process (the injector recorded it in the point's record
+    first): SIGKILL to itself, so nothing of it runs after that instant. A real host only kills
+    processes (realcrash refuses power loss and storage faults): the one victim is this one."""
+    del victims
+    os.kill(os.getpid(), signal.SIGKILL)
+    while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
+        time.sleep(1.0)
 
 
 class ThreadedBlocking:
@@ -305,7 +286,7 @@ class RealHost:
     def liveness_deadline_s(self) -> float:
         """The simulator's liveness bound: scenario time after the start or the latest crash."""
         bound = self.scenario.liveness_bound_s
-        return max([bound] + [c.time_s + bound for c in self.machine.crashes])
+        return max([bound] + [c.time_s + bound for c in self.machine.evidence.crashes])
 
 
 def seed_of(point_dir: Path) -> int:

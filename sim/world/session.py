@@ -23,6 +23,7 @@ from durable.store.base import CorruptStore, LeaseHeld
 from sim.errors import UserError
 from sim.world import seams
 from sim.world.host import Host, shutdown_at_s
+from sim.world.injector import SimulatedCrash
 from sim.world.model import FakeModel
 from sim.world.process import (
     InstrumentedStore,
@@ -31,7 +32,6 @@ from sim.world.process import (
     SimClock,
     SimIds,
     SimProcess,
-    SimulatedCrash,
     describe_exception,
     is_cancel_only,
     is_crash_only,
@@ -91,7 +91,8 @@ async def run_process(host: Host, process: SimProcess) -> Outcome:
             raise  # user code at a seam could not be run (sim.world.seams): not the runtime's act
         if only(exc, (Exception, SimulatedCrash, ProcessDead, trio.Cancelled)):
             process.error = f"{type(exc).__name__}: {describe_exception(exc)}"
-            if host.machine.damaged is not None and only(exc, (CorruptStore, trio.Cancelled)):
+            damaged = host.machine.injector.damaged is not None  # a storage fault happened
+            if damaged and only(exc, (CorruptStore, trio.Cancelled)):
                 return "refused"
             return "error"
         raise  # KeyboardInterrupt, a test timeout, SystemExit: the harness's, never the process's

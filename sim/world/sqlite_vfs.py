@@ -52,7 +52,8 @@ from typing import Any, Protocol
 
 import apsw
 
-from sim.world.process import ProcessDead, SimulatedCrash
+from sim.world.injector import SimulatedCrash
+from sim.world.process import ProcessDead
 
 
 def _multi_thread_mode() -> None:

@@ -436,7 +436,7 @@ def _replay_corpus(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
             schedule = parse_schedule(run["schedule"])
             chosen = scenario.without_faults() if run["fault_free"] else scenario
             result = run_scenario(chosen, seed=doc["seed"], store=case["store"], schedule=schedule)
-            landed = [c.label for c in result.crashes]
+            landed = [c.label for c in result.trace.crashes]
             if landed != run["labels"]:
                 raw.notes.append(
                     f"boundary numbering changed: {case['scenario']}[{case['store']}] "

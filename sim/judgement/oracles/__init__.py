@@ -127,7 +127,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     | always, last | I7 ``check_liveness``; I0 if the runtime raised (usually the consequence of
       a violation found above) |
     """
-    if result.refusal is not None:
+    if result.storage.refusal is not None:
         # A process stopped on corrupt storage and the world ended there: the run's own
         # promises end with it; I13 judges the stop, I8 the leases granted before it.
         return check_refusal(result) + check_fencing(result)
@@ -138,9 +138,11 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     if facts.state is not None:
         out += _state_reduced(result, reference, facts)
     out += check_liveness(result, facts)
-    if result.runtime_error is not None:
+    if result.errors.runtime_error is not None:
         out.append(
-            Violation("I0", "the runtime raised instead of recovering", (result.runtime_error,))
+            Violation(
+                "I0", "the runtime raised instead of recovering", (result.errors.runtime_error,)
+            )
         )
     return out
 

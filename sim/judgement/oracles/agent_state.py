@@ -29,7 +29,7 @@ def check_agent_log(result: RunResult) -> list[Violation]:
     seen_at: dict[str, int] = {}  # validation call -> revision at its intent
     latest: dict[tuple[str, int], bool] = {}  # (criterion, revision) -> last verdict
     required = result.scenario.required_criteria
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, FileChanged):
             if event.revision != revision + 1:
@@ -81,7 +81,7 @@ def check_agent_effects(result: RunResult, facts: Facts) -> list[Violation]:
     was declared resumable by the model."""
     state = facts.state
     assert state is not None
-    applied = Counter(e.call_id for e in result.ledger if e.applied and e.op == "replace")
+    applied = Counter(e.call_id for e in result.outside.ledger if e.applied and e.op == "replace")
     recorded = {c.call_id for c in state.file_changes}
     for change in state.file_changes:
         if change.after_hash is not None and applied[change.call_id] != 1:
@@ -113,7 +113,7 @@ def _final_hashes(result: RunResult, facts: Facts) -> list[Violation]:
     state = facts.state
     assert state is not None
     last_writer: dict[str, str] = {}
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         intent = state.intents.get(effect.call_id)
         writes = effect.service == "workspace" and effect.op in ("replace", "append_line")
         if effect.applied and writes and intent is not None:
@@ -121,7 +121,7 @@ def _final_hashes(result: RunResult, facts: Facts) -> list[Violation]:
     for path, change in sorted(state.changed_files.items()):
         if change.after_hash is None or last_writer.get(path) != change.call_id:
             continue
-        actual = content_hash(result.files.get(path))
+        actual = content_hash(result.outside.files.get(path))
         if actual != change.after_hash:
             return [
                 Violation(
@@ -140,10 +140,10 @@ def _cursors_resumable(result: RunResult) -> list[Violation]:
     resumable."""
     resumable = {
         r.event.cursor
-        for r in result.records
+        for r in result.durable.records
         if isinstance(r.event, ModelCompleted) and r.event.cursor and r.event.resumable
     }
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         if call.cursor and call.cursor not in resumable:
             return [
                 Violation(

@@ -16,9 +16,9 @@ from sim.run.runner import RunResult
 
 def check_checkpoints(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
     out: list[Violation] = []
-    records = result.records
+    records = result.durable.records
     prefixes = (reduced or reduce_log(result)).prefixes
-    for checkpoint in result.checkpoints:
+    for checkpoint in result.durable.checkpoints:
         if not checkpoint.verify() or checkpoint.through_sequence > len(records):
             continue
         expected = prefixes.get(checkpoint.through_sequence)
@@ -45,6 +45,6 @@ def check_checkpoints(result: RunResult, reduced: Reduced | None = None) -> list
             expected="reduce(log)",
             actual="the recovered state",
         )
-        for mismatch in result.recovery_mismatches[:1]
+        for mismatch in result.errors.recovery_mismatches[:1]
     ]
     return out

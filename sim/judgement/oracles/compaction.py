@@ -141,7 +141,7 @@ def _one_request_per_intent(result: RunResult, seen: _Compactions) -> list[Viola
     """A compaction's summarisation request is sent once: its intent is settled stale, never
     re-sent, by a process that did not send it."""
     tasks = {started.task_id for _, started in seen.started.values()}
-    sent = Counter(call.task_id for call in result.model_calls if call.task_id in tasks)
+    sent = Counter(call.task_id for call in result.outside.model_calls if call.task_id in tasks)
     for task_id, count in sorted(sent.items()):
         if count > 1:
             return [
@@ -150,7 +150,7 @@ def _one_request_per_intent(result: RunResult, seen: _Compactions) -> list[Viola
                     f"compaction task {task_id} sent its summarisation request {count} times",
                     tuple(
                         f"model call at boundary {c.index} by {c.process}"
-                        for c in result.model_calls
+                        for c in result.outside.model_calls
                         if c.task_id == task_id
                     )[:4],
                     expected="one request per compaction intent",
@@ -162,7 +162,7 @@ def _one_request_per_intent(result: RunResult, seen: _Compactions) -> list[Viola
 
 def _requests_see_their_window(result: RunResult, seen: _Compactions) -> list[Violation]:
     """Every model request starts with the summary its pin captured (none: no summary)."""
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         expected = seen.heads.get((call.task_id, call.attempt))
         if expected is None or not call.request_digest:
             continue  # a request the log never pinned (I11 judges it), or an unrecorded host

@@ -55,7 +55,7 @@ def _abandoned_runs(result: RunResult) -> dict[str, _Abandoned]:
 def _workspace_at(result: RunResult, boundary: int) -> dict[str, str]:
     """The workspace as it was at ``boundary`` (after every workspace effect before it)."""
     files: dict[str, str] = {}
-    for index, snapshot in result.workspace_history:
+    for index, snapshot in result.outside.workspace_history:
         if index < boundary:
             files = snapshot
     return files
@@ -70,7 +70,7 @@ def check_compensation(result: RunResult) -> list[Violation]:
     A compensation of a call whose effect never landed (an interrupted call) may run, once."""
     for run_id, run in sorted(_abandoned_runs(result).items()):
         assert run.stopped_at is not None
-        effects = [e for e in result.ledger if e.applied]
+        effects = [e for e in result.outside.ledger if e.applied]
         originals = [e for e in effects if e.call_id in run.calls]
         undo_ids = {compensation_call_id(c): c for c in run.calls}
         undos = [e for e in effects if e.call_id in undo_ids]
@@ -114,7 +114,10 @@ def _charges_refunded(result: RunResult, run_id: str, originals: list[Any]) -> V
     for effect in originals:
         if (effect.service, effect.op) != ("payments", "charge"):
             continue
-        charged, refunded = result.charges.get(effect.key), result.refunds.get(effect.key)
+        charged, refunded = (
+            result.outside.charges.get(effect.key),
+            result.outside.refunds.get(effect.key),
+        )
         if refunded != charged:
             return Violation(
                 "I17",

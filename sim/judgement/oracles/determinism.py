@@ -12,7 +12,7 @@ from sim.run.runner import RunResult
 
 
 def check_determinism(first: RunResult, second: RunResult) -> list[Violation]:
-    return compare_fingerprints(first.fingerprint, second.fingerprint)
+    return compare_fingerprints(first.trace.fingerprint, second.trace.fingerprint)
 
 
 def compare_fingerprints(first: str, second: str) -> list[Violation]:

@@ -18,15 +18,15 @@ def check_suffix_loss(result: RunResult) -> list[Violation]:
     """I12 for a mode that does not promise power-loss durability (``fsync=False``: the file
     store without fsync, SQLite with ``synchronous=NORMAL``): a power loss may lose acknowledged
     commits, but only a *suffix* of them -- never one from the middle."""
-    final = {r.checksum for r in result.records}
-    accepted = {a.boundary for a in result.accepted}
+    final = {r.checksum for r in result.durable.records}
+    accepted = {a.boundary for a in result.leases.accepted}
     previous = -1  # what survived an earlier power loss is durable from then on
-    for crash in result.crashes:
+    for crash in result.trace.crashes:
         if crash.point.kind != "power":
             continue
         before = [
             (index, records)
-            for index, records in result.commits
+            for index, records in result.durable.commits
             if index in accepted and previous < index < crash.point.index and records
         ]
         previous = crash.point.index
@@ -54,17 +54,17 @@ def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
     assert facts.state is not None
     state = facts.state
     out: list[Violation] = []
-    for rid in result.client.lost_acks:
+    for rid in result.outside.client.lost_acks:
         out.append(Violation("I12", f"acknowledged submission {rid} vanished after a crash", ()))
-    for rid, sid in result.client.acked.items():
+    for rid, sid in result.outside.client.acked.items():
         if sid not in state.submissions:
             out.append(
                 Violation("I12", f"acknowledged submission {rid} ({sid}) is not durable", ())
             )
-    for rid, (status, answer, _reason) in result.client.answers.items():
-        if status == "rejected" and rid not in result.client.acked:
+    for rid, (status, answer, _reason) in result.outside.client.answers.items():
+        if status == "rejected" and rid not in result.outside.client.acked:
             continue  # refused as busy: nothing of it is in the log (I16)
-        sid = result.client.acked.get(rid)
+        sid = result.outside.client.acked.get(rid)
         sub = state.submissions.get(sid) if sid else None
         if sub is None or sub.status != status or sub.answer != answer:
             out.append(

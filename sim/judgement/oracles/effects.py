@@ -30,7 +30,7 @@ def check_effects(result: RunResult, facts: Facts) -> list[Violation]:
     tool_results = {c: r for s in states for c, r in s.tool_results.items()}
     out: list[Violation] = []
     for intent in intents:
-        effects = [e for e in result.ledger if e.call_id == intent.call_id and e.applied]
+        effects = [e for e in result.outside.ledger if e.call_id == intent.call_id and e.applied]
         n = len(effects)
         tool_result = tool_results.get(intent.call_id)
         succeeded = (
@@ -75,11 +75,13 @@ def _expected_effects(policy: str) -> str:
 def check_results(result: RunResult, facts: Facts) -> list[Violation]:
     assert facts.state is not None
     out: list[Violation] = []
-    counts = Counter(r.event.call_id for r in result.records if isinstance(r.event, ToolResult))
+    counts = Counter(
+        r.event.call_id for r in result.durable.records if isinstance(r.event, ToolResult)
+    )
     for call_id, n in counts.items():
         if n > 1:
             out.append(Violation("I6", f"call {call_id} has {n} recorded results", ()))
-    if result.settled:
+    if result.trace.settled:
         for intent in facts.state.intents.values():
             if counts.get(intent.call_id, 0) == 0 and not intent.reconciliation:
                 out.append(
@@ -92,7 +94,7 @@ def check_results(result: RunResult, facts: Facts) -> list[Violation]:
                 intent_index.setdefault(record.event.call_id, index)
             elif isinstance(record.event, CompensationIntent):  # its effect's own call id
                 intent_index.setdefault(compensation_call_id(record.event.call_id), index)
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         if not effect.applied:
             continue
         durable_at = intent_index.get(effect.call_id)

@@ -37,7 +37,7 @@ def store_promises_power(result: RunResult) -> bool:
 
 def within_promise(result: RunResult) -> bool:
     """False if a crash happened that the store mode does not promise to survive."""
-    power = any(c.point.kind == "power" for c in result.crashes)
+    power = any(c.point.kind == "power" for c in result.trace.crashes)
     return not power or store_promises_power(result)
 
 
@@ -51,15 +51,15 @@ def row(record: EventRecord) -> str:
 
 def durable_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
     """Commits (with the boundary index they started at) whose records are in the final log."""
-    final = {r.checksum for r in result.records}
-    return [(i, recs) for i, recs in result.commits if recs and recs[0].checksum in final]
+    final = {r.checksum for r in result.durable.records}
+    return [(i, recs) for i, recs in result.durable.commits if recs and recs[0].checksum in final]
 
 
 def durable_child_commits(result: RunResult) -> list[tuple[int, list[EventRecord]]]:
     """``durable_commits`` of the sub-agents' child conversations (none without sub-agents)."""
     out: list[tuple[int, list[EventRecord]]] = []
-    for child, commits in sorted(result.child_commits.items()):
-        final = {r.checksum for r in result.child_records.get(child, [])}
+    for child, commits in sorted(result.durable.child_commits.items()):
+        final = {r.checksum for r in result.durable.child_records.get(child, [])}
         out += [(i, recs) for i, recs in commits if recs and recs[0].checksum in final]
     return out
 
@@ -88,14 +88,14 @@ class Reduced:
 
 
 def reduce_log(result: RunResult, *, watchers: Sequence[Watcher] = ()) -> Reduced:
-    """One pass of ``apply`` over ``result.records`` (what ``reduce`` does, on a fresh state),
-    dumping the state at every verified checkpoint's ``through_sequence`` on the way and
+    """One pass of ``apply`` over ``result.durable.records`` (what ``reduce`` does, on a fresh
+    state), dumping the state at every verified checkpoint's ``through_sequence`` on the way and
     showing each record to the ``watchers``. A prefix that does not reduce is absent from
     ``prefixes``, as ``reduce`` of it would raise."""
-    records = result.records
+    records = result.durable.records
     wanted = {
         c.through_sequence
-        for c in result.checkpoints
+        for c in result.durable.checkpoints
         if c.verify() and c.through_sequence <= len(records)
     }
     state = new_state(result.scenario.conversation_id)

@@ -26,13 +26,13 @@ def _work_after_release(result: RunResult) -> list[Violation]:
     work first: a commit, tool effect or model call after the release races the next owner,
     who may already hold the lease (the store would even accept a commit: the released lease
     keeps its owner and epoch until another owner takes it)."""
-    if not result.after_release:
+    if not result.leases.after_release:
         return []
     return [
         Violation(
             "I8",
             "a process went on working after it released its lease",
-            tuple(result.after_release[:3]),
+            tuple(result.leases.after_release[:3]),
         )
     ]
 
@@ -40,7 +40,7 @@ def _work_after_release(result: RunResult) -> list[Violation]:
 def _check_fencing(result: RunResult) -> list[Violation]:
     epoch, owner = 0, None
     last_lease: EventRecord | None = None
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, LeaseAcquired):
             if event.epoch <= epoch:
@@ -63,7 +63,7 @@ def _check_fencing(result: RunResult) -> list[Violation]:
                     actual=f"owner {record.owner_id} epoch {record.epoch}",
                 )
             ]
-    for grant in result.grants:
+    for grant in result.leases.grants:
         previous, granted = grant.previous, grant.granted
         expected_epoch = (previous.epoch if previous else 0) + 1
         live_other = (
@@ -82,7 +82,7 @@ def _check_fencing(result: RunResult) -> list[Violation]:
                     actual=f"epoch {granted.epoch}",
                 )
             ]
-    for renewal in result.renewals:
+    for renewal in result.leases.renewals:
         previous, renewed = renewal.previous, renewal.granted
         held = previous is not None and (previous.owner_id, previous.epoch) == (
             renewed.owner_id,
@@ -107,8 +107,8 @@ def _check_fencing(result: RunResult) -> list[Violation]:
 def stale_appends(result: RunResult) -> list[Violation]:
     """Every append a store *accepted* must carry the lease granted last before it: a zombie's
     append that a later reader happens to drop is still a fencing failure."""
-    grants = sorted(result.grants, key=lambda g: g.boundary)
-    for append in result.accepted:
+    grants = sorted(result.leases.grants, key=lambda g: g.boundary)
+    for append in result.leases.accepted:
         current = None
         for grant in grants:
             if grant.boundary < append.boundary:
@@ -135,7 +135,7 @@ def stale_appends(result: RunResult) -> list[Violation]:
 def out_of_fence_effects(result: RunResult) -> list[Violation]:
     """A fenced service must never apply a request whose token is older than one it has seen."""
     highest = 0
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         if effect.service != "payments" or not effect.applied:
             continue
         if effect.epoch < highest:

@@ -83,7 +83,7 @@ def check_steering_boundary(result: RunResult) -> list[Violation]:
     before the next model request); never between a tool call and its result, and never left
     queued by a post-tools boundary that came after it was accepted."""
     turns = _Turns()
-    records = result.records
+    records = result.durable.records
     batch = None
     for n, record in enumerate(records):
         event = record.event
@@ -141,7 +141,7 @@ def check_queue_order(result: RunResult) -> list[Violation]:
     order they were accepted, whatever crashes came between."""
     accepted: dict[str, tuple[int, str]] = {}
     last: dict[str, tuple[int, str]] = {}
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, InputAccepted):
             accepted[event.submission_id] = (record.sequence, event.mode)
@@ -169,7 +169,7 @@ def check_queue_order(result: RunResult) -> list[Violation]:
 def check_rejections(result: RunResult) -> list[Violation]:
     """I16: a rejected submission (``ConversationBusy``) wrote nothing: no commit the final log
     holds that began before the rejection mentions its request id."""
-    for rid, rejected_at in sorted(result.client.rejected.items()):
+    for rid, rejected_at in sorted(result.outside.client.rejected.items()):
         for index, records in durable_commits(result):
             for record in records:
                 event = record.event

@@ -33,7 +33,7 @@ def check_inputs(result: RunResult, facts: Facts, *, promised: bool = True) -> l
             )
     # A re-sent request id that maps to a new submission is a lost acknowledgement in a mode
     # that may lose it (power loss without fsync); the mode's own promise is I12's suffix check.
-    for rid, first, second in result.client.remapped if promised else []:
+    for rid, first, second in result.outside.client.remapped if promised else []:
         out.append(
             Violation(
                 "I5",
@@ -43,11 +43,11 @@ def check_inputs(result: RunResult, facts: Facts, *, promised: bool = True) -> l
                 actual=second,
             )
         )
-    for rid, sid in result.client.acked.items():
+    for rid, sid in result.outside.client.acked.items():
         sub = state.submissions.get(sid)
         if sub is not None and sub.request_id != rid:
             out.append(Violation("I5", f"request {rid} maps to another submission {sid}", ()))
-    if result.settled:
+    if result.trace.settled:
         for sub in state.submissions.values():
             if sub.status not in ("done", "unanswered"):
                 out.append(Violation("I5", f"submission {sub.id} ended {sub.status}", ()))

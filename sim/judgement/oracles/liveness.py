@@ -13,9 +13,9 @@ from sim.run.runner import RunResult
 
 
 def check_liveness(result: RunResult, facts: Facts) -> list[Violation]:
-    if result.runtime_error is not None:
+    if result.errors.runtime_error is not None:
         return []
-    if result.settled:
+    if result.trace.settled:
         return []
     pending = []
     if facts.state is not None:

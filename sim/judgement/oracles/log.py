@@ -15,10 +15,12 @@ from sim.run.runner import RunResult
 
 
 def check_log(result: RunResult, reduced: Reduced | None = None) -> list[Violation]:
-    if result.store_error is not None:
-        return [Violation("I2", "a fresh reader finds the store corrupt", (result.store_error,))]
+    if result.errors.store_error is not None:
+        return [
+            Violation("I2", "a fresh reader finds the store corrupt", (result.errors.store_error,))
+        ]
     out: list[Violation] = []
-    records = result.records
+    records = result.durable.records
     for i, record in enumerate(records):
         if record.sequence != i + 1:
             return [

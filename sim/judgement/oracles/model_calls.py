@@ -28,12 +28,12 @@ def check_model_calls(result: RunResult, reference: RunResult) -> list[Violation
 def _retries_sent_when_due(result: RunResult) -> list[Violation]:
     """I11's timing: a retry neither before its committed deadline nor later than due."""
     deadline: dict[tuple[str, int], float] = {}
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, TaskCheckpoint) and event.phase == "retry":
             key = (event.task_id, int(event.data["attempt"]))
             deadline[key] = float(event.data["until_s"])
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         until_s = deadline.get((call.task_id, call.attempt))
         if until_s is None:
             continue
@@ -50,8 +50,8 @@ def _retries_sent_when_due(result: RunResult) -> list[Violation]:
         # ... and when it is due: at the deadline, or at once if the process that sends it
         # recovered later (a restart must not wait the whole backoff again). A paused process
         # wakes when its pause ends: not judged.
-        recovered_s = result.recovered_at_s.get(call.process)
-        if recovered_s is None or call.process in result.paused:
+        recovered_s = result.trace.recovered_at_s.get(call.process)
+        if recovered_s is None or call.process in result.leases.paused:
             continue
         due_s = max(until_s, recovered_s)
         if call.time_s > due_s + 1e-9:
@@ -73,7 +73,7 @@ def _retries_sent_when_due(result: RunResult) -> list[Violation]:
 def _resends_are_the_pinned_request(result: RunResult) -> list[Violation]:
     """A re-send after a crash must be the pinned request itself: same model, options, messages."""
     sent: dict[tuple[str, int], ModelCall] = {}
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         first = sent.setdefault((call.task_id, call.attempt), call)
         if call.request_digest and first.request_digest != call.request_digest:
             return [
@@ -106,11 +106,11 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         # refusals, legitimately. I19 still bounds each compaction to one request.
         return []
     allowed = (
-        len(reference.model_calls)
-        + sum(1 for c in result.crashes if c.pinned_request)
-        + result.handovers_with_pinned_request
+        len(reference.outside.model_calls)
+        + sum(1 for c in result.trace.crashes if c.pinned_request)
+        + result.leases.handovers_with_pinned_request
     )
-    actual = len(result.model_calls)
+    actual = len(result.outside.model_calls)
     if actual <= allowed:
         return []
     return [
@@ -120,7 +120,7 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
             "request",
             tuple(
                 f"{c.task_id} attempt {c.attempt} at boundary {c.index}"
-                for c in result.model_calls[:4]
+                for c in result.outside.model_calls[:4]
             ),
             expected=f"at most {allowed}",
             actual=str(actual),
@@ -133,7 +133,7 @@ def _steered(run: RunResult) -> set[str]:
     running run at a post-tools boundary."""
     names: dict[str, str] = {}
     out: set[str] = set()
-    for record in run.records:
+    for record in run.durable.records:
         event = record.event
         if isinstance(event, InputAccepted):
             names[event.submission_id] = event.request_id or event.submission_id
@@ -144,4 +144,4 @@ def _steered(run: RunResult) -> set[str]:
 
 def _compacted(run: RunResult) -> list[int]:
     """The prefixes (``through``) of the compactions applied, in order."""
-    return [r.event.through for r in run.records if isinstance(r.event, CompactionApplied)]
+    return [r.event.through for r in run.durable.records if isinstance(r.event, CompactionApplied)]

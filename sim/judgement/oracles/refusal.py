@@ -17,33 +17,39 @@ def check_refusal(result: RunResult) -> list[Violation]:
     something, naming a damaged file, and leaving everything it found as it found it (the
     evidence an operator needs). When the runtime goes on instead, every other oracle applies
     as usual: it recovered everything acknowledged, or they say what it lost or acted on."""
-    assert result.refusal is not None
-    if not result.damage:
+    assert result.storage.refusal is not None
+    if not result.storage.damage:
         return [
             Violation(
                 "I13",
                 "the runtime reported corrupt storage, but nothing was damaged",
-                (result.refusal[:300],),
+                (result.storage.refusal[:300],),
             )
         ]
     out: list[Violation] = []
-    names = [path.rsplit("/", 1)[-1] for path in result.damage]
-    if not any(name in result.refusal for name in names):
+    names = [path.rsplit("/", 1)[-1] for path in result.storage.damage]
+    if not any(name in result.storage.refusal for name in names):
         out.append(
             Violation(
                 "I13",
                 "the corruption error does not name what is damaged",
-                (result.refusal[:300], *(f"{p}: {d}" for p, d in result.damage.items())),
+                (
+                    result.storage.refusal[:300],
+                    *(f"{p}: {d}" for p, d in result.storage.damage.items()),
+                ),
                 expected=f"an error naming {', '.join(names)}",
-                actual=result.refusal[:120],
+                actual=result.storage.refusal[:120],
             )
         )
-    if result.evidence_changes:
+    if result.storage.evidence_changes:
         out.append(
             Violation(
                 "I13",
                 "a recovery that stopped on corrupt storage destroyed what it found",
-                (*result.evidence_changes, *(f"{p}: {d}" for p, d in result.damage.items())),
+                (
+                    *result.storage.evidence_changes,
+                    *(f"{p}: {d}" for p, d in result.storage.damage.items()),
+                ),
             )
         )
     return out

@@ -19,7 +19,7 @@ def check_stopped_runs_stay_stopped(result: RunResult) -> list[Violation]:
     task of a run after that run's ``run_stopped``."""
     run_of_task: dict[str, str] = {}
     stopped_at: dict[str, int] = {}
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, TaskCreated):
             run_of_task[event.task_id] = event.run_id
@@ -44,7 +44,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
     state = facts.state
     out: list[Violation] = []
     task_of_call = {i.call_id: i.task_id for i in state.intents.values()}
-    for effect in result.ledger:
+    for effect in result.outside.ledger:
         run_id = facts.run_of_task.get(task_of_call.get(effect.call_id, ""))
         stop = facts.stop_index.get(run_id) if run_id else None
         if run_id is not None and effect.epoch < facts.stop_epoch.get(run_id, 0):
@@ -62,7 +62,7 @@ def check_resume(result: RunResult, facts: Facts) -> list[Violation]:
             )
             break
     placed_before = _inputs_placed_before_task(result)
-    for call in result.model_calls:
+    for call in result.outside.model_calls:
         run_id = facts.run_of_task.get(call.task_id)
         if run_id is None:
             continue
@@ -110,7 +110,7 @@ def _inputs_placed_before_task(result: RunResult) -> dict[str, list[str]]:
     (a steered input joins the run's inputs later, so earlier requests cannot contain it)."""
     placed: dict[str, list[str]] = {}
     out: dict[str, list[str]] = {}
-    for record in result.records:
+    for record in result.durable.records:
         event = record.event
         if isinstance(event, RunStarted):
             placed[event.run_id] = list(event.inputs)

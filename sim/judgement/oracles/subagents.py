@@ -25,7 +25,7 @@ def delegating_tools(result: RunResult) -> set[str]:
 def child_states(result: RunResult) -> dict[str, State | None]:
     """``reduce`` of each child conversation's final log (None: it does not reduce)."""
     out: dict[str, State | None] = {}
-    for child, records in sorted(result.child_records.items()):
+    for child, records in sorted(result.durable.child_records.items()):
         try:
             out[child] = reduce(new_state(child), records)
         except InvariantViolation:
@@ -56,7 +56,9 @@ def check_subagents(result: RunResult, state: State) -> list[Violation]:
             return [_i20(f"child conversation {child} has no delegating call", (), derived, child)]
         if child_state is None:
             return [_i20(f"child conversation {child}'s log does not reduce", (), "a log", "")]
-        accepted = [r for r in result.child_records[child] if isinstance(r.event, InputAccepted)]
+        accepted = [
+            r for r in result.durable.child_records[child] if isinstance(r.event, InputAccepted)
+        ]
         rids = [str(r.event.request_id) for r in accepted if isinstance(r.event, InputAccepted)]
         if rids != [f"{intent.call_id}:sub"]:
             return [

@@ -20,10 +20,10 @@ from sim.world.scenario import ACTION_STEP_BASE
 
 def check_transparency(result: RunResult, reference: RunResult, facts: Facts) -> list[Violation]:
     assert facts.state is not None
-    if not result.settled or not within_promise(result):
+    if not result.trace.settled or not within_promise(result):
         return []
     interrupted_policies = {
-        r.event.policy for r in result.records if isinstance(r.event, ToolInterrupted)
+        r.event.policy for r in result.durable.records if isinstance(r.event, ToolInterrupted)
     }
     if interrupted_policies & {"unsafe", "manual"}:
         return []
@@ -85,7 +85,9 @@ def _regrouped(result: RunResult, state: State, reference: RunResult) -> set[str
     """Request ids answered by a run whose inputs, or whose requests' user messages, differ
     from those of the fault-free run."""
     try:
-        expected_state = reduce(new_state(reference.scenario.conversation_id), reference.records)
+        expected_state = reduce(
+            new_state(reference.scenario.conversation_id), reference.durable.records
+        )
     except InvariantViolation:
         return set()
     return _differing(_run_groups(state), _run_groups(expected_state)) | _differing(
@@ -103,7 +105,7 @@ def _contexts(run: RunResult, state: State) -> dict[str, tuple[str, ...]]:
     answered it (what the model was shown)."""
     run_of_task = {task.id: task.run_id for task in state.tasks.values()}
     last: dict[str, tuple[str, ...]] = {}
-    for call in run.model_calls:
+    for call in run.outside.model_calls:
         run_id = run_of_task.get(call.task_id)
         if run_id is not None:
             last[run_id] = call.user_contents
@@ -123,7 +125,7 @@ def _aborted(run: RunResult) -> set[str]:
         sent = sum(
             1
             for n, action in enumerate(run.scenario.actions)
-            if action.kind == kind and ACTION_STEP_BASE + n in run.client.actions_done
+            if action.kind == kind and ACTION_STEP_BASE + n in run.outside.client.actions_done
         )
         if not sent:
             continue
@@ -139,18 +141,18 @@ def _stop_commits(run: RunResult, reason: str) -> set[str]:
     commit that ends a compensation, which belongs to the abandonment that started it."""
     started = {
         r.batch: r.event.task_id
-        for r in run.records
+        for r in run.durable.records
         if isinstance(r.event, TaskCreated) and r.event.kind == "compensation"
     }
     compensations = set(started.values())
     ending = {
         r.batch
-        for r in run.records
+        for r in run.durable.records
         if isinstance(r.event, TaskSettled) and r.event.task_id in compensations
     }
     settling = {
         r.batch
-        for r in run.records
+        for r in run.durable.records
         if isinstance(r.event, InputSettled) and r.event.reason == reason
     }
     if reason == "abandoned":

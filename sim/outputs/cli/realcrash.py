@@ -1,7 +1,8 @@
 """``durable-sim realcrash``: the simulator's crash points, with real processes killed.
 
-The command line only: parsing, the live table and the summary. What a point is and how the real
-and simulated sides are compared lives in ``sim.outputs.realcrash``."""
+The command line only: parsing, the live table and the summary. The results document is
+``sim.outputs.realcrash``'s; what a point is and how the real and simulated sides are compared
+lives in ``sim.explore.realcrash``."""
 
 from __future__ import annotations
 

@@ -67,13 +67,13 @@ def run_once(args: argparse.Namespace) -> int:
         "scenario": scenario.name,
         "seed": args.seed,
         "store": args.store,
-        "fingerprint": result.fingerprint,
+        "fingerprint": result.trace.fingerprint,
         "schedule": base.text(),
-        "boundaries": len(result.boundaries),
+        "boundaries": len(result.trace.boundaries),
         "outcome": result.outcome,
-        "settled": result.settled,
-        "model_calls": len(result.model_calls),
-        "virtual_time_s": round(result.virtual_time_s, 3),
+        "settled": result.trace.settled,
+        "model_calls": len(result.outside.model_calls),
+        "virtual_time_s": round(result.trace.virtual_time_s, 3),
     }
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
@@ -85,8 +85,8 @@ def run_once(args: argparse.Namespace) -> int:
             print(f"{'outcome':14} {rid}: {outcome['status']} {detail}")
         if args.timeline:
             print("\n".join(timeline(result, limit=10_000)))
-    if not result.settled or result.runtime_error is not None:
-        why = result.runtime_error or (
+    if not result.trace.settled or result.errors.runtime_error is not None:
+        why = result.errors.runtime_error or (
             f"it did not settle within its liveness bound ({scenario.liveness_bound_s:g} s of "
             "virtual time)"
         )
@@ -123,14 +123,14 @@ def replay(args: argparse.Namespace) -> int:
     )
     first = schedule.points[0] if schedule.points else None
     if first is not None and first.tear:
-        n_tears = reference.tear_counts.get((first.index, first.when), 0)
+        n_tears = reference.trace.tear_counts.get((first.index, first.when), 0)
         if first.tear > n_tears:
             raise UsageError(
                 f"{first.text()}: a power loss at that point has {n_tears} enumerated tears"
                 + (f" (~1..~{n_tears})" if n_tears else "")
             )
-    if schedule.points and schedule.points[0].index >= len(reference.boundaries):
-        n = len(reference.boundaries)
+    if schedule.points and schedule.points[0].index >= len(reference.trace.boundaries):
+        n = len(reference.trace.boundaries)
         raise UsageError(
             f"schedule starts at boundary {schedule.points[0].index}, but the fault-free run of "
             f"{scenario.name} has {n} boundaries (0..{n - 1})"
@@ -143,10 +143,10 @@ def replay(args: argparse.Namespace) -> int:
         "store": args.store,
         "schedule": schedule.text(),
         "verdict": outcome.verdict,
-        "fingerprint": result.fingerprint,
-        "crashes": [f"{c.point.text()} at {c.label}" for c in result.crashes],
+        "fingerprint": result.trace.fingerprint,
+        "crashes": [f"{c.point.text()} at {c.label}" for c in result.trace.crashes],
         # Damage no process read again, found by the judge's own read (sim.run.runner).
-        "latent_damage": dict(sorted(result.latent_damage.items())),
+        "latent_damage": dict(sorted(result.durable.latent_damage.items())),
         "violations": [v.to_json() for v in outcome.violations],
         "outcome": result.outcome,
     }
@@ -154,7 +154,7 @@ def replay(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
         print(f"verdict     {outcome.verdict}")
-        print(f"fingerprint {result.fingerprint}")
+        print(f"fingerprint {result.trace.fingerprint}")
         for crash in doc["crashes"]:
             print(f"crash       {crash}")
         for child, error in doc["latent_damage"].items():

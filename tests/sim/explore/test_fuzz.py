@@ -88,7 +88,7 @@ def test_corpus_case_passes(path: Path) -> None:
     # boundary model renumbers traces, and a stale index would test some other crash. (The
     # scenario's own timed crashes are not schedule points: they find their boundary by time.)
     if "labels" in case:
-        scheduled = [c.label for c in result.crashes if c.point in schedule.points]
+        scheduled = [c.label for c in result.trace.crashes if c.point in schedule.points]
         assert scheduled == case["labels"], "re-derive the schedule"
     outcome = judge(result, reference, determinism=True)
     assert outcome.verdict == "pass", [v.explanation for v in outcome.violations]
@@ -112,7 +112,9 @@ def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> Non
     def run(*args: object, **kwargs: object) -> object:
         result = original_run(*args, **kwargs)  # type: ignore[arg-type]
         started.extend(
-            r.event.compaction_id for r in result.records if r.event.type == "compaction_started"
+            r.event.compaction_id
+            for r in result.durable.records
+            if r.event.type == "compaction_started"
         )
         return result
 

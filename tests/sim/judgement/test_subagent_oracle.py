@@ -26,7 +26,9 @@ def _runs() -> tuple[RunResult, RunResult]:
     """The fault-free run, and one crashed right after the child's edit (its result lost)."""
     scenario = load_scenario("delegate_to_subagent")
     reference = run_scenario(scenario, seed=0, store="file")
-    (edit,) = [b for b in reference.boundaries if b.label.startswith("tool.effect:workspace.app")]
+    (edit,) = [
+        b for b in reference.trace.boundaries if b.label.startswith("tool.effect:workspace.app")
+    ]
     crashed = run_scenario(
         scenario,
         seed=0,
@@ -44,17 +46,20 @@ def _state(result: RunResult) -> State:
 
 def test_a_recovered_delegation_finds_its_child_and_passes() -> None:
     reference, crashed = _runs()
-    assert list(crashed.child_records) == [CHILD]
-    accepted = [r for r in crashed.child_records[CHILD] if r.event.type == "input_accepted"]
+    assert list(crashed.durable.child_records) == [CHILD]
+    accepted = [r for r in crashed.durable.child_records[CHILD] if r.event.type == "input_accepted"]
     assert len(accepted) == 1
-    assert crashed.processes == 2 and crashed.outcome == reference.outcome
+    assert crashed.trace.processes == 2 and crashed.outcome == reference.outcome
     assert check(crashed, reference) == []
 
 
 def test_a_child_no_delegating_call_owns_is_an_i20_violation() -> None:
     reference, _ = _runs()
-    records = reference.child_records[CHILD]
-    stray = dataclasses.replace(reference, child_records={CHILD: records, "c1.sub.call-9": records})
+    records = reference.durable.child_records[CHILD]
+    children = {CHILD: records, "c1.sub.call-9": records}
+    stray = dataclasses.replace(
+        reference, durable=dataclasses.replace(reference.durable, child_records=children)
+    )
     (violation,) = check_subagents(stray, _state(stray))
     assert violation.invariant == "I20" and "has no delegating call" in violation.explanation
 
@@ -70,15 +75,22 @@ def test_a_result_that_is_not_the_childs_answer_is_an_i20_violation() -> None:
 
 def test_a_child_call_applied_twice_is_an_i1_violation() -> None:
     reference, _ = _runs()
-    (edit,) = [e for e in reference.ledger if e.op == "append_line"]
-    twice = dataclasses.replace(reference, ledger=[*reference.ledger, edit])
+    (edit,) = [e for e in reference.outside.ledger if e.op == "append_line"]
+    ledger = [*reference.outside.ledger, edit]
+    twice = dataclasses.replace(
+        reference, outside=dataclasses.replace(reference.outside, ledger=ledger)
+    )
     (violation,) = check_effects(twice, _facts(twice))
     assert violation.invariant == "I1" and edit.call_id in violation.explanation
 
 
 def test_a_child_effect_without_its_childs_intent_is_an_i6_violation() -> None:
     reference, _ = _runs()
-    without = dataclasses.replace(reference, child_commits={})
+    without = dataclasses.replace(
+        reference, durable=dataclasses.replace(reference.durable, child_commits={})
+    )
     violations = check_results(without, _facts(without))
     assert {v.invariant for v in violations} == {"I6"}
-    assert {e.call_id for e in reference.ledger} <= {v.explanation.split()[2] for v in violations}
+    assert {e.call_id for e in reference.outside.ledger} <= {
+        v.explanation.split()[2] for v in violations
+    }

@@ -16,8 +16,8 @@ def _index_of(lines: list[str], needle: str) -> int:
 def test_an_after_crash_of_a_commit_comes_after_its_own_file_operations() -> None:
     scenario = load_scenario("idempotent_payment")
     plain = run_scenario(scenario, seed=0, store="file")
-    commit = next(b for b in plain.boundaries if b.label.startswith("store.commit#5"))
-    nested = [b for b in plain.boundaries if b.index > commit.index][:2]
+    commit = next(b for b in plain.trace.boundaries if b.label.startswith("store.commit#5"))
+    nested = [b for b in plain.trace.boundaries if b.index > commit.index][:2]
     assert all(b.label.startswith("fs.") for b in nested)  # the commit's append and fsync
     schedule = parse_schedule(f"{commit.index}:after:process")
     lines = timeline(run_scenario(scenario, seed=0, store="file", schedule=schedule))
@@ -38,7 +38,7 @@ def test_a_before_crash_precedes_its_boundary() -> None:
 def test_repeated_renewals_are_folded() -> None:
     result = RunResult(load_scenario("idempotent_payment"), 0, "file", Schedule())
     labels = ["store.commit#1"] + ["store.lease.renew#{n}", "fs.fsync:c1/lease.json"] * 500
-    result.boundaries = [
+    result.trace.boundaries = [
         Boundary(i, label.format(n=i), "p1", float(i)) for i, label in enumerate(labels)
     ]
     lines = timeline(result, limit=10_000)
@@ -50,5 +50,5 @@ def test_repeated_renewals_are_folded() -> None:
 def test_distinct_lines_are_not_folded() -> None:
     result = RunResult(load_scenario("idempotent_payment"), 0, "file", Schedule())
     labels = ["fs.write:a", "fs.write:b", "fs.fsync:a", "fs.fsync:b", "fs.rename:a"]
-    result.boundaries = [Boundary(i, label, "p1", 0.0) for i, label in enumerate(labels)]
+    result.trace.boundaries = [Boundary(i, label, "p1", 0.0) for i, label in enumerate(labels)]
     assert len(timeline(result)) == len(labels)

@@ -25,7 +25,7 @@ def test_fixtures_and_repro_line(pytester: pytest.Pytester) -> None:
         """
         def test_passes(sim_run, sim_seed, sim_world):
             result = sim_run("idempotent_payment")
-            assert result.settled and sim_seed == 3
+            assert result.trace.settled and sim_seed == 3
             assert sim_world.seed == 3
 
         def test_fails(sim_run):
@@ -105,7 +105,7 @@ def test_replay_option_sets_the_schedule(pytester: pytest.Pytester) -> None:
         def test_schedule(sim_schedule, sim_run):
             assert sim_schedule.text() == "21:after:process"
             result = sim_run("idempotent_payment")
-            assert len(result.crashes) == 1
+            assert len(result.trace.crashes) == 1
         """
     )
     result = pytester.runpytest("-p", "no:cacheprovider", "--sim-replay", "21:after:process")

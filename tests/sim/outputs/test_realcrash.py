@@ -14,14 +14,9 @@ from testkit import REPO
 from tiers import tiered
 
 from durable.store.file import FileStore
+from sim.explore.realcrash import refusal, select_points
 from sim.outputs.cli import main as cli_main
-from sim.outputs.realcrash import (
-    RealcrashError,
-    realcrash,
-    refusal,
-    seam_specs,
-    select_points,
-)
+from sim.outputs.realcrash import RealcrashError, realcrash, seam_specs
 from sim.world.faults import CrashPoint, Schedule
 from sim.world.scenario import Scenario, load_scenario
 from sim.world.seams import seams

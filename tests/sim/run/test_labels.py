@@ -18,7 +18,7 @@ def plain() -> RunResult:
 
 
 def _indexes(run: RunResult, prefix: str) -> list[int]:
-    return [b.index for b in run.boundaries if b.label.startswith(prefix)]
+    return [b.index for b in run.trace.boundaries if b.label.startswith(prefix)]
 
 
 def test_the_nth_boundary_with_the_label(plain: RunResult) -> None:

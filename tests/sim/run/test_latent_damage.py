@@ -24,9 +24,9 @@ def test_damage_to_a_finished_child_is_found_by_the_judges_read() -> None:
     the parent. The judge's read refuses naming the file, the child is judged as acknowledged."""
     result, outcome = _run("110:after:storage")
     assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]  # type: ignore[attr-defined]
-    (child, error) = next(iter(result.latent_damage.items()))  # type: ignore[attr-defined]
+    (child, error) = next(iter(result.durable.latent_damage.items()))  # type: ignore[attr-defined]
     assert child == "c1.sub.call-1" and "/store/c1.sub.call-1/events.jsonl" in error
-    assert result.store_error is None and result.child_records[child]  # type: ignore[attr-defined]
+    assert result.errors.store_error is None and result.durable.child_records[child]  # type: ignore[attr-defined]
 
 
 def test_damage_to_a_child_opened_again_makes_the_runtime_refuse() -> None:
@@ -34,8 +34,11 @@ def test_damage_to_a_child_opened_again_makes_the_runtime_refuse() -> None:
     which stops the parent (it is not the call's result), naming the file, changing nothing."""
     result, outcome = _run("42:after:storage")
     assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]  # type: ignore[attr-defined]
-    assert result.refusal is not None and "c1.sub.call-1/events.jsonl" in result.refusal  # type: ignore[attr-defined]
-    assert result.latent_damage == {}  # type: ignore[attr-defined]
+    assert (
+        result.storage.refusal is not None
+        and "c1.sub.call-1/events.jsonl" in result.storage.refusal
+    )  # type: ignore[attr-defined]
+    assert result.durable.latent_damage == {}  # type: ignore[attr-defined]
 
 
 def test_every_storage_fault_of_the_subagent_scenario_passes() -> None:

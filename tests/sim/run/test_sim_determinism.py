@@ -57,22 +57,24 @@ def test_same_fingerprint_in_fresh_processes_under_different_hash_seeds(
     local = run_scenario(
         load_scenario(scenario), seed=7, store="file", schedule=parse_schedule(schedule)
     )
-    assert local.fingerprint == first["fingerprint"]
+    assert local.trace.fingerprint == first["fingerprint"]
 
 
 def test_different_seeds_give_different_content() -> None:
     scenario = load_scenario("read_edit_answer")
     a = run_scenario(scenario, seed=1, store="file")
     b = run_scenario(scenario, seed=2, store="file")
-    names_a = sorted(n for n in a.files if n != "config.yaml")
-    names_b = sorted(n for n in b.files if n != "config.yaml")
-    assert names_a != names_b or [a.files[n] for n in names_a] != [b.files[n] for n in names_b]
-    assert a.fingerprint != b.fingerprint
+    names_a = sorted(n for n in a.outside.files if n != "config.yaml")
+    names_b = sorted(n for n in b.outside.files if n != "config.yaml")
+    assert names_a != names_b or [a.outside.files[n] for n in names_a] != [
+        b.outside.files[n] for n in names_b
+    ]
+    assert a.trace.fingerprint != b.trace.fingerprint
 
 
 def test_same_seed_same_fingerprint_in_process() -> None:
     scenario = load_scenario("model_error_then_message")
     assert (
-        run_scenario(scenario, seed=3, store="sqlite").fingerprint
-        == run_scenario(scenario, seed=3, store="sqlite").fingerprint
+        run_scenario(scenario, seed=3, store="sqlite").trace.fingerprint
+        == run_scenario(scenario, seed=3, store="sqlite").trace.fingerprint
     )

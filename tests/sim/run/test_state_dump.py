@@ -41,9 +41,9 @@ def _states(name: str, schedule: str | None) -> list[State]:
     states = []
     pinned = 0  # states taken while a request is pinned (only ever mid-turn)
     state = new_state(scenario.conversation_id)
-    for n, record in enumerate(result.records, start=1):
+    for n, record in enumerate(result.durable.records, start=1):
         state = reduce(state, [record])
-        if n % 7 == 0 or n == len(result.records) or (state.pinned and pinned < 8):
+        if n % 7 == 0 or n == len(result.durable.records) or (state.pinned and pinned < 8):
             pinned += bool(state.pinned)
             states.append(state.model_copy(deep=True))
     assert states

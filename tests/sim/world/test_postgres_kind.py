@@ -82,12 +82,12 @@ def test_the_same_schedule_gives_the_same_fingerprint(pg_server: str) -> None:
     schedule = parse_schedule("20:after:process")
     first = run_scenario(scenario, seed=0, store="postgres", schedule=schedule)
     second = run_scenario(scenario, seed=0, store="postgres", schedule=schedule)
-    assert first.crashes and first.settled
-    assert first.fingerprint == second.fingerprint
+    assert first.trace.crashes and first.trace.settled
+    assert first.trace.fingerprint == second.trace.fingerprint
     other = run_scenario(
         scenario, seed=0, store="postgres", schedule=parse_schedule("9:after:process")
     )
-    assert other.fingerprint != first.fingerprint
+    assert other.trace.fingerprint != first.trace.fingerprint
 
 
 def test_a_postgres_world_refuses_power_and_storage_faults() -> None:

@@ -279,7 +279,7 @@ def test_nesting_up_to_the_limit_loads_and_runs(tmp_path: Path) -> None:
     loads and its run settles; one level more is refused."""
     levels = MAX_DEPTH - ARGUMENTS_DEPTH
     scenario = load_scenario_file(write(tmp_path, with_nested_argument(levels), "deep.json"))
-    assert run_scenario(scenario, seed=0, store="file").settled
+    assert run_scenario(scenario, seed=0, store="file").trace.settled
     deeper = write(tmp_path, with_nested_argument(levels + 1), "deeper.json")
     with pytest.raises(ScenarioError, match="nested more than"):
         load_scenario_file(deeper)
@@ -372,14 +372,14 @@ def test_a_verifier_that_cannot_tell_sends_the_call_to_the_operator(mode: str) -
     result = run_scenario(
         scenario, seed=0, store="file", schedule=base_schedule(scenario, seed=0, store="file")
     )
-    assert result.settled
-    events = {r.event.type: r.event for r in result.records}
+    assert result.trace.settled
+    events = {r.event.type: r.event for r in result.durable.records}
     reason = events["reconciliation_requested"].reason  # type: ignore[attr-defined]
     expected = "verifier failed: ToolError" if mode == "fails" else "cannot be verified"
     assert reason.startswith("verifier could not tell: ") and expected in reason
-    sources = [r.event.source for r in result.records if r.event.type == "tool_result"]
+    sources = [r.event.source for r in result.durable.records if r.event.type == "tool_result"]
     assert sources == ["operator"]
-    assert len([e for e in result.ledger if e.applied]) == 1
+    assert len([e for e in result.outside.ledger if e.applied]) == 1
 
 
 @pytest.mark.parametrize("operation", get_args(Operation))
@@ -398,12 +398,12 @@ def test_validation_agrees_with_what_recovery_does(operation: str, tmp_path: Pat
     scenario = Scenario.model_validate(doc).model_copy(update={"operator": None})
     schedule = base_schedule(scenario, seed=0, store="file")
     result = run_scenario(scenario, seed=0, store="file", schedule=schedule)
-    assert [c.label for c in result.crashes] == [f"tool.effect:{operation}#call-1"]
-    sources = [r.event.source for r in result.records if r.event.type == "tool_result"]
+    assert [c.label for c in result.trace.crashes] == [f"tool.effect:{operation}#call-1"]
+    sources = [r.event.source for r in result.durable.records if r.event.type == "tool_result"]
     if operation in VERIFIABLE_OPERATIONS:
-        assert (result.settled, sources) == (True, ["verified"])
+        assert (result.trace.settled, sources) == (True, ["verified"])
     else:
-        assert (result.settled, sources) == (False, [])
+        assert (result.trace.settled, sources) == (False, [])
         path = write(tmp_path, json.dumps(doc | {"operator": None}))
         with pytest.raises(ScenarioError, match=f"operation {operation} has no verifier"):
             load_scenario_file(path)

@@ -14,11 +14,11 @@ from sim.world.stores import StoreKind
 
 def _lost(result: RunResult) -> int:
     """How many acknowledged commits the final store no longer holds."""
-    final = {r.checksum for r in result.records}
-    accepted = {a.boundary for a in result.accepted}
+    final = {r.checksum for r in result.durable.records}
+    accepted = {a.boundary for a in result.leases.accepted}
     return sum(
         1
-        for index, records in result.commits
+        for index, records in result.durable.commits
         if index in accepted and records and records[0].checksum not in final
     )
 
@@ -34,7 +34,7 @@ def test_normal_loses_a_suffix_on_power_loss_and_passes() -> None:
     scenario = load_scenario("weak_durability_nofsync")
     assert not scenario.fsync
     reference = run_scenario(scenario, seed=0, store="sqlite")
-    for index in range(len(reference.boundaries)):
+    for index in range(len(reference.trace.boundaries)):
         schedule = Schedule.of(CrashPoint(index, "after", "power"))
         result = run_scenario(scenario, seed=0, store="sqlite", schedule=schedule)
         if _lost(result):
@@ -47,7 +47,7 @@ def test_sqlite_checkpoints_and_truncates_its_log_within_a_scenario() -> None:
     """The log is copied into the database and truncated mid-scenario, so a sweep crosses the
     checkpoint's writes and syncs (SQLite's default threshold never would)."""
     result = run_scenario(load_scenario("idempotent_payment"), seed=0, store="sqlite")
-    labels = [b.label for b in result.boundaries]
+    labels = [b.label for b in result.trace.boundaries]
     assert any(label.startswith("fs.truncate:") and label.endswith("-wal") for label in labels)
     assert (
         sum(1 for label in labels if label.startswith("fs.pwrite:") and label.endswith(".sqlite"))
