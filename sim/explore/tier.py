@@ -48,7 +48,7 @@ EXHAUSTIVE_POINTS_MAX = 2000
 
 #: Crash points chosen per sampled trace (strata and recovery classes first), before the points
 #: that share a chosen point's fold class are added.
-SAMPLE_POINTS = 600
+SAMPLE_POINTS = 200
 
 Stratum = tuple[str, str, str]  # boundary kind, before/after, crash kind
 RecoveryClass = tuple[str, str]  # operation in flight, crash kind
