@@ -1,7 +1,7 @@
 """durable: a reference durable agent runtime (event log, checkpoints, leases, recovery policies).
 
 The public API, importable from ``durable`` itself (one sorted ``__all__``; the README's "The
-reference runtime" and docs/architecture.md, section 1, describe each piece):
+reference runtime", docs/runtime.md and docs/architecture.md, section 1, describe each piece):
 
 - the runtime: ``Runtime``, ``Conversation``, ``SubmissionHandle``, ``RuntimeConfig``, ``Budget``,
   the inbox modes (``InboxMode``, ``INBOX_MODES``);

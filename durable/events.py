@@ -34,7 +34,7 @@ from durable.codec import Memo as Memo  # re-exported: sim/ and tests import it 
 SCHEMA_VERSION = 1
 
 Policy = Literal["replay_safe", "idempotent", "verify_then_continue", "unsafe", "manual"]
-#: ``abandoned``: the caller abandoned the run and its compensations were applied (README,
+#: ``abandoned``: the caller abandoned the run and its compensations were applied (docs/runtime.md,
 #: "Compensation"); the run stops only once they have all settled. ``unvalidated``: the model
 #: answered, but a required criterion has no passing validation at the conversation's current
 #: mutation revision (docs/architecture.md, 1.7).

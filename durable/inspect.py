@@ -6,7 +6,7 @@ checks pass; if it holds a SQLite database (a SQLite store is one file, easily c
 directory it lives in), that is a usage error naming the file to inspect instead.
 For every conversation the report gives the log (records, last sequence), the lease, the runs,
 the submissions, the open intents and pending reconciliations, the compensations of abandoned
-runs (README, "Compensation": each planned undo and whether its intent and result are
+runs (docs/runtime.md, "Compensation": each planned undo and whether its intent and result are
 committed), and these checks:
 
 - the log's sequences are contiguous from 1 and every record's checksum verifies (the store's own
@@ -16,17 +16,22 @@ committed), and these checks:
 - the log's epoch is not above the stored lease's epoch;
 - each stored checkpoint verifies, belongs to the conversation, and equals
   ``reduce(new_state(conversation), records[:through_sequence])``; the report also says which
-  checkpoint recovery would start from.
+  checkpoint recovery would start from;
+- no quarantine file lies beside the log (what a recovery moved aside to go on past damage:
+  ``durable.store.file``): each one fails the report, ``quarantined: FILE (N bytes)``.
 
-Inspecting is read-only: it never repairs a torn tail, never takes, renews or releases a lease,
-and never writes a checkpoint; a SQLite store is read through a read-only connection, so a live
-runtime's writer neither waits for it nor makes it wait. It is an operator's tool at the edge of
-the library, so like the real ports it may look at the operating system directly (to tell a
-directory from a SQLite file); the runtime never imports it.
+Inspecting is read-only, to the byte: it never repairs a torn tail, never takes, renews or
+releases a lease, never writes a checkpoint, and opens a SQLite store so that no side file is
+created or changed and no journal rolled back (``ReadOnlySQLiteStore``); a live runtime's writer
+neither waits for it nor makes it wait. It does not claim a durability mode: nothing on disk
+records how a runtime opens a store, and a file store is read as ``fsync=True`` reads it, which
+reports damage anywhere. It is an operator's tool at the edge of the library, so like the real
+ports it may look at the operating system directly; the runtime never imports it.
 
 Exit status: 0 if every check passes (or a directory holds no conversation: nothing to check),
-1 if one fails (or the store is corrupt), 2 for usage errors (no such path, not a store, a
-directory holding a SQLite database instead of conversations).
+1 if one fails (or the store is corrupt: one line naming the damage), 2 for usage errors (no
+such path, not a store, a directory holding a SQLite database instead of conversations, a
+directory or file this user cannot read).
 """
 
 from __future__ import annotations
@@ -35,10 +40,12 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -50,16 +57,32 @@ from durable.journal import usable_checkpoint
 from durable.ports import InlineBlocking, OsFileSystem
 from durable.state import State, new_state, reduce
 from durable.store import CorruptStore, FileStore, SQLiteStore, Store
-from durable.store.file import EVENTS_FILE, LEASE_FILE
+from durable.store.base import is_conversation_id
+from durable.store.file import EVENTS_FILE, LEASE_FILE, is_quarantine
 from durable.store.sqlite import SQLConnection
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: How much of a file is searched for the store's table definitions (SQLite's first page).
+SCHEMA_PROBE_BYTES = 65536
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3")
 STORE_TABLES = frozenset({"events", "checkpoints", "leases"})
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TEXT_LIMIT = 60
 
 StoreKind = Literal["file", "sqlite"]
+
+#: What the report says of each kind of store. Not the store's own ``describe()``: its
+#: durability mode is how a runtime opens it, which nothing on disk records.
+DESCRIPTIONS: dict[StoreKind, str] = {
+    "file": (
+        "file store (its fsync mode is not recorded in the directory: read as FileStore(fsync="
+        "True) reads it, so damage anywhere is reported)"
+    ),
+    "sqlite": (
+        "sqlite store (its synchronous mode is a connection's setting, not recorded in the "
+        "database)"
+    ),
+}
 
 
 @dataclass
@@ -99,29 +122,8 @@ class ConversationReport:
         return all(c.ok for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "ok": self.ok,
-            "records": self.records,
-            "last_sequence": self.last_sequence,
-            "torn_tail_bytes": self.torn_tail_bytes,
-            "lease": self.lease,
-            "active_run": self.active_run,
-            "runs": self.runs,
-            "submissions": self.submissions,
-            "queue": self.queue,
-            "open_intents": self.open_intents,
-            "pending_reconciliations": self.pending_reconciliations,
-            "compensations": self.compensations,
-            "checkpoints": self.checkpoints,
-            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
-            "plan": self.plan,
-            "plan_revisions": self.plan_revisions,
-            "mutation_revision": self.mutation_revision,
-            "changed_files": self.changed_files,
-            "validations": self.validations,
-            "cursor": self.cursor,
-        }
+        """Every field (the checks as name, ok, detail) and ``ok``."""
+        return {"ok": self.ok, **asdict(self)}
 
 
 @dataclass
@@ -148,21 +150,53 @@ class StoreReport:
 # -- opening ---------------------------------------------------------------------------------------
 
 
-def _read_only_uri(path: str) -> str:
-    return Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+def _uri(path: str, query: str) -> str:
+    return f"{Path(os.path.abspath(path)).as_uri()}?{query}"
 
 
 class ReadOnlySQLiteStore(SQLiteStore):
-    """``SQLiteStore`` reading through a read-only connection (``mode=ro``).
+    """``SQLiteStore`` reading through a read-only connection that leaves every file beside the
+    database as it found it: no ``-wal`` or ``-shm`` created, no hot journal rolled back, no
+    byte of the side files changed (tests/durable/test_damage_table.py hashes the directory).
 
     The plain store's first call switches the journal mode and creates missing tables inside a
-    write transaction; inspecting must do neither, nor wait for (or block) a live runtime's writes.
-    Every read still goes through ``SQLiteStore``'s own verification.
+    write transaction; inspecting must do neither, nor wait for (or block) a live runtime's
+    writes. How it reads depends on what lies beside the database (``_read_only_uri``). Every
+    read still goes through ``SQLiteStore``'s own verification.
     """
 
     def __init__(self, path: str) -> None:
         super().__init__(path, blocking=InlineBlocking())
-        self._uri = _read_only_uri(path)
+        self._snapshot: str | None = None
+        self._uri = self._read_only_uri(path)
+
+    def _read_only_uri(self, path: str) -> str:
+        """- No log with frames in it: all is in the database file, so ``immutable=1`` (no lock,
+          no side file, no look for a hot journal). ``mode=ro`` alone creates ``-wal`` and
+          ``-shm``, and refuses to open beside a garbage ``-journal`` it would have to roll
+          back. Without a log no runtime has it open (the last connection removes the log).
+        - A log and its ``-shm``: ``mode=ro&readonly_shm=1`` reads the frames through the index
+          without writing it; a live runtime's writer and this reader never wait for each other.
+        - A log without ``-shm`` (a store opened without shared memory), or beside a hot
+          journal (``tables``): a private copy of the database and its log."""
+        wal = f"{path}-wal"
+        if not os.path.exists(wal) or os.path.getsize(wal) == 0:
+            return _uri(path, "immutable=1")
+        if os.path.exists(f"{path}-shm"):
+            return _uri(path, "mode=ro&readonly_shm=1")
+        return self._snapshot_uri(path)
+
+    def _snapshot_uri(self, path: str) -> str:
+        """Copy the database and its log (not ``-shm``, which SQLite rebuilds from the log, nor a
+        ``-journal``, which a WAL database does not use) into a private directory, removed by
+        ``release``, and read the copy."""
+        if self._snapshot is None:
+            self._snapshot = tempfile.mkdtemp(prefix="durable-inspect-")
+        copy = os.path.join(self._snapshot, os.path.basename(path))
+        for suffix in ("", "-wal"):
+            if os.path.exists(f"{path}{suffix}"):
+                shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+        return _uri(copy, "mode=ro")
 
     def _connection(self) -> SQLConnection:
         if self._conn is None:
@@ -171,42 +205,104 @@ class ReadOnlySQLiteStore(SQLiteStore):
             )
         return self._conn
 
-
-def _sqlite_tables(path: str) -> set[str]:
-    """The table names of a SQLite file, read through a read-only connection."""
-    try:
-        conn = sqlite3.connect(_read_only_uri(path), uri=True)
+    def tables(self) -> set[str]:
+        """The database's table names; a database SQLite cannot read is ``CorruptStore``. Where
+        the read-only connection cannot open without writing (a hot journal), the snapshot is
+        read instead."""
         try:
-            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        finally:
+            return self._tables()
+        except sqlite3.OperationalError:
+            if self._snapshot is not None:
+                raise
+            self.release()
+            self._uri = self._snapshot_uri(self._path)
+            return self._tables()
+
+    def _tables(self) -> set[str]:
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        try:
+            return {str(row[0]) for row in self._connection().execute(query).fetchall()}
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # cannot open as asked (``tables`` falls back), not damage
+            raise CorruptStore(f"{self._path}: not a usable SQLite database: {exc}") from exc
+
+    def release(self) -> None:
+        """Close the connection and remove the snapshot, if one was made."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
             conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise CorruptStore(f"{path}: not a usable SQLite database: {exc}") from exc
-    return {str(row[0]) for row in rows}
+        if self._snapshot is not None:
+            shutil.rmtree(self._snapshot, ignore_errors=True)
+            self._snapshot = None
+
+
+def _holds_store_schema(head: bytes) -> bool:
+    """Whether the first bytes of a file hold this store's table definitions, which SQLite keeps
+    as text in the database's first page: a file without the SQLite header that holds them is a
+    store whose header is damaged, not some other file."""
+    return all(f"CREATE TABLE {table} (".encode() in head for table in sorted(STORE_TABLES))
+
+
+def check_readable(root: str) -> None:
+    """``UsageError`` naming the first directory or file of a ``FileStore`` directory that this
+    user cannot read. Unchecked, a conversation whose files cannot be read looks absent (a store
+    that cannot tell a file is there lists no conversation), and the report would be "no store
+    here", exit 0, instead of the truth."""
+    unreadable: list[str] = []
+    if not os.access(root, os.R_OK | os.X_OK):
+        unreadable.append(root)
+    else:
+        for entry in sorted(os.scandir(root), key=lambda e: e.name):
+            if not entry.is_dir(follow_symlinks=False) or not is_conversation_id(entry.name):
+                continue
+            if not os.access(entry.path, os.R_OK | os.X_OK):
+                unreadable.append(entry.path)
+                continue
+            with os.scandir(entry.path) as files:
+                unreadable += sorted(
+                    f.path for f in files if f.is_file() and not os.access(f.path, os.R_OK)
+                )
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more)" if unreadable[1:] else ""
+        raise UsageError(f"{unreadable[0]}{more}: permission denied: nothing was checked")
 
 
 def open_store(path: str) -> tuple[StoreKind, Store]:
-    """Recognise the store at ``path`` (without writing anything); ``UsageError`` if it is none."""
+    """Recognise the store at ``path`` (without writing anything); ``UsageError`` if it is none
+    or cannot be read, ``CorruptStore`` if it is a SQLite store SQLite cannot read."""
     if not os.path.lexists(path):
         raise UsageError(f"{path}: no such file or directory")
     if os.path.isdir(path):
+        check_readable(path)
         return "file", FileStore(path, fs=OsFileSystem(), fsync=True)
     if not os.path.isfile(path):
         raise UsageError(f"{path}: not a store (neither a directory nor a regular file)")
     try:
         with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
+            head = f.read(SCHEMA_PROBE_BYTES)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if head != SQLITE_MAGIC:
+    if not head.startswith(SQLITE_MAGIC):
+        if _holds_store_schema(head):
+            raise CorruptStore(
+                f"{path}: the SQLite header is damaged (the file holds the store's tables, but "
+                "does not start with 'SQLite format 3')"
+            )
         raise UsageError(f"{path}: not a store (not a FileStore directory nor a SQLite file)")
-    missing = STORE_TABLES - _sqlite_tables(path)
+    store = ReadOnlySQLiteStore(path)
+    try:
+        missing = STORE_TABLES - store.tables()
+    except BaseException:
+        store.release()
+        raise
     if missing:
+        store.release()
         raise UsageError(
             f"{path}: a SQLite database, but not a durable store (no {', '.join(sorted(missing))} "
             "table)"
         )
-    return "sqlite", ReadOnlySQLiteStore(path)
+    return "sqlite", store
 
 
 def _has_sqlite_header(path: str) -> bool:
@@ -424,7 +520,20 @@ async def inspect_conversation(
             )
 
     await _check_checkpoints(store, report, conversation_id, records)
+    if kind == "file":
+        _check_quarantine(report, os.path.join(root, conversation_id))
     return report
+
+
+def _check_quarantine(report: ConversationReport, directory: str) -> None:
+    """A quarantine file is what a recovery moved aside to go on past damage (the file store's
+    module docstring): evidence for an operator, never read by the store, so its presence fails
+    the report until someone looks at it and removes it."""
+    for name in sorted(os.listdir(directory)):
+        if is_quarantine(name):
+            path = os.path.join(directory, name)
+            size = os.path.getsize(path)
+            report.checks.append(Check("quarantine", False, f"quarantined: {path} ({size} bytes)"))
 
 
 async def _check_checkpoints(
@@ -485,7 +594,7 @@ async def _check_checkpoints(
 async def inspect_store(path: str) -> StoreReport:
     kind, store = open_store(path)
     try:
-        report = StoreReport(path=path, kind=kind, description=store.describe())
+        report = StoreReport(path=path, kind=kind, description=DESCRIPTIONS[kind])
         conversation_ids = await store.list_conversations()
         if kind == "file" and not conversation_ids:
             databases = sqlite_files(path)
@@ -497,8 +606,8 @@ async def inspect_store(path: str) -> StoreReport:
             )
         return report
     finally:
-        if isinstance(store, SQLiteStore):
-            store.abandon()
+        if isinstance(store, ReadOnlySQLiteStore):
+            store.release()
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -615,10 +724,15 @@ the order it runs: pending, intent, done or failed), and checks:
   lease epoch           the log's epoch is not above the stored lease's
   checkpoint N          each checkpoint verifies, belongs to the conversation and equals the
                         state replayed from records 1..N; the one recovery would use is named
+  quarantine            a file a recovery moved aside to go on past damage: each one fails
+                        ("quarantined: FILE (N bytes)") until an operator removes it
+
+It changes no byte of the store (a SQLite store is read without creating -wal or -shm) and
+claims no durability mode: none is recorded on disk.
 
 exit status: 0 every check passes (or no conversation: nothing to check); 1 a check fails or
 the store is corrupt; 2 usage error (no such path, not a store, a directory holding a SQLite
-database instead of conversations)
+database instead of conversations, a directory or file this user cannot read)
 """
 
 

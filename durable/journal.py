@@ -30,6 +30,7 @@ from durable.store.base import (
     LeaseHeld,
     StaleLease,
     Store,
+    checkpoint_usable,
     make_checkpoint,
 )
 
@@ -227,8 +228,9 @@ async def acquire_lease(
 
 
 def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> State | None:
-    """The checkpoint's state if its checksum verifies and it describes this conversation."""
-    if not checkpoint.verify() or checkpoint.conversation_id != conversation_id:
+    """The checkpoint's state if recovery may start from it (``checkpoint_usable``: the one
+    rule, which the stores also read to check, before writing, what a recovery will read)."""
+    if not checkpoint_usable(checkpoint, conversation_id):
         return None
     state = checkpoint.to_state()
     if state.last_sequence != checkpoint.through_sequence:

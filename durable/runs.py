@@ -115,8 +115,8 @@ def close_tasks(
 
 def compensation_plan(state: State, run_id: str) -> list[str]:
     """The calls an abandoned run undoes, in the order their compensations run: the reverse of
-    the order the calls took effect in (README, "Compensation"). A completed call took effect
-    when its result was committed; a call whose intent has no result yet (in flight, or
+    the order the calls took effect in (docs/runtime.md, "Compensation"). A completed call took
+    effect when its result was committed; a call whose intent has no result yet (in flight, or
     interrupted and waiting, e.g. for the operator who now rejects it) may have taken effect
     and is the latest, so it is undone first -- undoing to a recorded pre-image is right
     whether or not its effect landed. Calls that failed or never ran have nothing to undo."""

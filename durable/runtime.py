@@ -210,7 +210,7 @@ class Conversation:
 
         def build(state: State) -> list[Event]:
             events: list[Event] = []
-            # A run being abandoned is left to its compensations (README, "Compensation").
+            # A run being abandoned is left to its compensations (docs/runtime.md, "Compensation").
             if state.active_run is not None and state.compensating_task() is None:
                 events += settle_run(
                     state, ids, budget, reason="aborted", detail=reason, start_next=False
@@ -222,7 +222,7 @@ class Conversation:
     async def abandon(self, *, reason: str = "abandoned by the caller") -> None:
         """Abort the active run *and undo it*: stop its work, withdraw queued inputs, and apply
         the compensations of its completed compensable calls in reverse order, each once,
-        journaled like a call (README, "Compensation"). Returns once the abandonment is
+        journaled like a call (docs/runtime.md, "Compensation"). Returns once the abandonment is
         durable; the compensations run in the background (and resume after a crash), and the
         run stops (``abandoned``) when they have all settled."""
         ids, budget = self.runtime.ports.ids, self.runtime.config.budget

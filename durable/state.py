@@ -376,7 +376,7 @@ def _reconciliation_requested(state: State, e: ReconciliationRequested, seq: int
 
 def _compensated_intent(state: State, task_id: str, call_id: str) -> Intent:
     """The intent a compensation event of task ``task_id`` names: a compensable call of the
-    compensation task's own run that completed (README, "Compensation")."""
+    compensation task's own run that completed (docs/runtime.md, "Compensation")."""
     task = _live_task(state, task_id)
     _require(task.kind == "compensation", f"compensation event of {task.kind} task {task_id}")
     intent = state.intents.get(call_id)

@@ -80,8 +80,8 @@ class Task(_Model):
 
 
 class Intent(_Model):
-    """A committed tool intent. The compensation fields (README, "Compensation") are left out
-    of the serialised state at their defaults, so checkpoints without compensation are
+    """A committed tool intent. The compensation fields (docs/runtime.md, "Compensation") are left
+    out of the serialised state at their defaults, so checkpoints without compensation are
     unchanged: ``compensable`` and ``pre_image`` from the intent, ``compensation_sequence`` the
     sequence of its ``CompensationIntent``, ``compensated_sequence`` of its
     ``CompensationResult`` and ``compensation_failed`` whether that result is an error.

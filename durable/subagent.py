@@ -1,4 +1,4 @@
-"""Sub-agents: a tool call that runs a child conversation and returns its answer (README,
+"""Sub-agents: a tool call that runs a child conversation and returns its answer (docs/runtime.md,
 "Sub-agents").
 
 The child is an ordinary conversation on the same runtime and store, owned by the delegating

@@ -15,8 +15,8 @@ policy                      on recovery                               effect pro
 ``manual``                  never again; wait for an operator         at most once
 ==========================  ========================================  ==============================
 
-A tool may also declare a *compensating action* (``Compensation``, README "Compensation"): when
-a run is abandoned (``Conversation.abandon``, or an operator rejecting an interrupted call with
+A tool may also declare a *compensating action* (``Compensation``, docs/runtime.md "Compensation"):
+when a run is abandoned (``Conversation.abandon``, or an operator rejecting an interrupted call with
 ``Conversation.reject``), the runtime undoes the run's completed compensable calls in reverse
 order. ``capture`` runs before the call's intent is committed and its result (the pre-image,
 e.g. a file's content) is part of the intent, durable before the effect; ``undo`` gets it back.

@@ -1,4 +1,12 @@
-"""Stores: where a conversation's log, checkpoints and lease live. See ``base`` for the contract."""
+"""Stores: where a conversation's log, checkpoints and lease live. See ``base`` for the contract,
+``damage`` for what each does with damaged storage.
+
+A store that goes on past damage says what it moved aside on the ``durable.store`` loggers
+(warnings). Like any library, it adds no handler that prints: the host decides where they go
+(the ``NullHandler`` below keeps Python's last-resort handler from printing them to stderr).
+"""
+
+import logging
 
 from durable.store.base import (
     Checkpoint,
@@ -15,6 +23,8 @@ from durable.store.base import (
 from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore  # psycopg is imported on first use only
 from durable.store.sqlite import SQLiteStore
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "Checkpoint",

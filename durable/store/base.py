@@ -19,9 +19,10 @@ The typed errors are defined in ``durable.errors`` (under ``DurableError``) and 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from durable.codec import (
     CHECKPOINT_TEXTS,
@@ -44,10 +45,14 @@ from durable.state import State
 
 
 class Lease(BaseModel):
+    """The lease on record. An owner is never empty and epochs start at 1 (``granted_lease``):
+    a stored lease outside that range is damage, and every store refuses it as it reads it
+    (``CorruptStore``) instead of granting the next epoch over it."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     conversation_id: str
-    owner_id: str
-    epoch: int
+    owner_id: str = Field(min_length=1)
+    epoch: int = Field(ge=1)
     expires_at_s: float
 
 
@@ -101,9 +106,13 @@ __all__ = [
     "check_batch",
     "check_conversation_id",
     "check_fence",
+    "check_lease_follows_log",
+    "check_recoverable_rows",
     "check_sequences",
+    "checkpoint_usable",
     "granted_lease",
     "is_conversation_id",
+    "lost_commits",
     "make_checkpoint",
     "parsed_checkpoints",
     "refused_renewal",
@@ -344,20 +353,111 @@ def verified_rows(
     return out
 
 
-def parsed_checkpoints(place: str, conversation_id: str, texts: list[str]) -> list[Checkpoint]:
-    """A database store's checkpoint rows, newest first, as stored (the caller verifies them). A
-    transaction writes a row whole, so one that does not parse is damage: ``CorruptStore``."""
+def parsed_checkpoints(
+    place: str, conversation_id: str, rows: list[tuple[int, str]]
+) -> list[Checkpoint]:
+    """A database store's checkpoint rows (``through_sequence``, body), newest first, as stored
+    (the caller verifies them). A transaction writes a row whole, so one that does not parse, or
+    whose key is not the sequence its body holds, is damage: ``CorruptStore``. The key is
+    metadata no checksum covers: trusted, a key beyond the log would "prove" commits the body
+    never claimed."""
     out: list[Checkpoint] = []
-    for text in texts:
+    for through, text in rows:
+        where = f"{place}: checkpoints row ({conversation_id}, {through})"
         try:
-            out.append(Checkpoint.model_validate(parse_json(text)))
+            checkpoint = Checkpoint.model_validate(parse_json(text))
         except ValueError as exc:
+            raise CorruptStore(f"{where} does not parse: {str(exc).splitlines()[0]}") from exc
+        if checkpoint.through_sequence != through:
             raise CorruptStore(
-                f"{place}: checkpoints row of {conversation_id} does not parse: "
-                f"{str(exc).splitlines()[0]}"
-            ) from exc
+                f"{where} holds a checkpoint through {checkpoint.through_sequence}: its key "
+                "is damaged"
+            )
+        out.append(checkpoint)
     out.sort(key=lambda cp: cp.through_sequence, reverse=True)
     return out
+
+
+def checkpoint_usable(checkpoint: Checkpoint, conversation_id: str) -> bool:
+    """Whether recovery may start from ``checkpoint`` (``durable.journal.usable_checkpoint``
+    builds its state when it may): its checksum verifies, it is this conversation's, and its
+    state ends where it says. Cheap (no state is built), so a store can tell, before it writes
+    anything, which records a recovery will read."""
+    return (
+        checkpoint.verify()
+        and checkpoint.conversation_id == conversation_id
+        and checkpoint.state.get("last_sequence") == checkpoint.through_sequence
+    )
+
+
+def lost_commits(place: str, conversation_id: str, *, through: int, last_sequence: int) -> None:
+    """A database store's check that no checkpoint lies beyond its log: a checkpoint is saved
+    only after the commits it covers, so one through ``through`` over a log that ends at
+    ``last_sequence`` proves commits were lost (``CorruptStore`` naming them)."""
+    if through > last_sequence:
+        raise CorruptStore(
+            f"{place}: events of {conversation_id} end at sequence {last_sequence}, but a "
+            f"checkpoint proves commits through {through} were acknowledged: sequences "
+            f"{last_sequence + 1}..{through} are lost (nothing was repaired or deleted)"
+        )
+
+
+def check_lease_follows_log(
+    stored: Lease, last: EventRecord, *, lease_place: str, log_place: str
+) -> None:
+    """Refuse to grant the next epoch over a stored lease that went back: every record carries
+    the epoch of the lease it was written under, and a lease is stored before anything is
+    written under it, so a log whose last record has a newer epoch than the stored lease means
+    the lease record was reset (an operator, a restored backup, damage). Granting over it would
+    hand out an epoch the log already holds; refusing *before* the new lease is written keeps
+    the evidence, so every retry refuses the same way."""
+    if last.epoch > stored.epoch:
+        raise CorruptStore(
+            f"{lease_place} holds epoch {stored.epoch}, but {log_place} holds commits of epoch "
+            f"{last.epoch} (sequence {last.sequence}): the lease went back (nothing was "
+            "written)"
+        )
+
+
+def check_recoverable_rows(
+    place: str,
+    conversation_id: str,
+    *,
+    stored: Lease | None,
+    last_row: tuple[int, str] | None,
+    checkpoint_rows: list[tuple[int, str]],
+    rows_after: Callable[[int], list[tuple[int, str]]],
+) -> None:
+    """Everything a database store's recovery would refuse, checked inside an acquisition's
+    transaction *before* it writes the lease, so a refusal writes nothing and the next attempt
+    refuses the same way: the stored lease against the log's last record
+    (``check_lease_follows_log``), the checkpoint rows (``parsed_checkpoints``), no checkpoint
+    beyond the log (``lost_commits``), and the rows recovery will read -- those after the
+    newest usable checkpoint (``checkpoint_usable``), read through ``rows_after(sequence)``
+    (``verified_rows``) -- and, first, a lease row missing while the events table holds
+    commits: the row is written before the first commit and never deleted, so it was lost, and
+    epoch 1 again would let fencing go back."""
+    last_sequence = 0
+    if last_row is not None:
+        if stored is None:
+            raise CorruptStore(
+                f"{place}: leases row ({conversation_id}) is missing, but the events table "
+                "holds its commits (nothing was written)"
+            )
+        last_sequence = last_row[0]
+        (last,) = verified_rows(place, conversation_id, last_sequence - 1, [last_row])
+        check_lease_follows_log(
+            stored,
+            last,
+            lease_place=f"{place}: leases row ({conversation_id})",
+            log_place="the events table",
+        )
+    checkpoints = parsed_checkpoints(place, conversation_id, checkpoint_rows)
+    newest = checkpoints[0].through_sequence if checkpoints else 0
+    lost_commits(place, conversation_id, through=newest, last_sequence=last_sequence)
+    usable = (cp for cp in checkpoints if checkpoint_usable(cp, conversation_id))
+    start = max(next((cp.through_sequence for cp in usable), 0) - 1, 0)
+    verified_rows(place, conversation_id, start, rows_after(start))
 
 
 def granted_lease(

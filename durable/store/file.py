@@ -5,6 +5,7 @@ Layout under ``root``::
     {conversation_id}/events.jsonl                      one sealed EventRecord per line
     {conversation_id}/lease.json                        the current Lease and its checksum
     {conversation_id}/checkpoint-{through:012d}.json    up to two Checkpoints
+    {conversation_id}/quarantine-{n:04d}.{what}         what recovery moved aside (never read)
 
 Every file operation goes through the ``FileSystem`` port, so the simulator can crash the process
 (or cut the power) between any two of them and then check that what survives is what the
@@ -16,10 +17,19 @@ batch is a *tail*. A tail is what a crash leaves behind (a torn last write) and 
 a damaged record *followed by* valid later records is damage to committed data and is reported as
 ``CorruptStore`` instead of being silently dropped. Telling the two apart is a pure function of
 the log's bytes (``durable.store.logscan``); what to do about each is this store's.
+
+Nothing damaged is ever deleted. Where recovery goes on past damage (``fsync=False``: the mode
+may lose a suffix), it first copies the bytes it cannot explain to a **quarantine** file beside
+the log (the atomic-write protocol, durably, *then* the cut), and moves a checkpoint it cannot
+use aside under a quarantine name instead of deleting it; ``python -m durable inspect`` reports
+every quarantine file. Only a torn tail -- what the scanner can explain as a crash's leftover --
+is cut without a copy. The damage table (``durable.store.damage``) says what each mode does.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +46,9 @@ from durable.store.base import (
     Lease,
     check_conversation_id,
     check_fence,
+    check_lease_follows_log,
     check_sequences,
+    checkpoint_usable,
     granted_lease,
     is_conversation_id,
     renewed_lease,
@@ -45,8 +57,18 @@ from durable.store.logscan import LogScan
 
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
 _CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
+_QUARANTINE_NAME = re.compile(r"^quarantine-(\d{4,})\.(.+)$")
 EVENTS_FILE = "events.jsonl"
 LEASE_FILE = "lease.json"
+
+#: Where recovery says what it moved aside (``durable.store`` adds no handler: the host decides).
+LOG = logging.getLogger(__name__)
+
+
+def is_quarantine(name: str) -> bool:
+    """Whether ``name`` (in a conversation directory) is a finished quarantine file: what a
+    recovery moved aside. A ``.tmp`` is a copy a crash interrupted; the log still holds it."""
+    return _QUARANTINE_NAME.fullmatch(name) is not None and not name.endswith(".tmp")
 
 
 def encode_lease(lease: Lease) -> bytes:
@@ -69,17 +91,22 @@ def decode_lease(path: str, raw: bytes) -> Lease:
 
 
 def _decode_lease(path: str, raw: bytes) -> Lease:
+    """Parse, check the checksum over the lease as stored, then validate it: a lease that
+    verifies but holds an empty owner or an epoch below 1 is no lease any store grants."""
     try:
         doc = parse_json(raw)
         if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
             raise ValueError("expected an object with exactly 'checksum' and 'lease'")
-        lease = Lease.model_validate(doc["lease"])
     except ValueError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CorruptStore(f"{path}: lease file does not parse: {first}") from exc
-    if doc["checksum"] != sha256_hex(canonical_json(lease.model_dump(mode="json"))):
+    if doc["checksum"] != sha256_hex(canonical_json(doc["lease"])):
         raise CorruptStore(f"{path}: lease file fails its checksum (damaged storage?)")
-    return lease
+    try:
+        return Lease.model_validate(doc["lease"])
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise CorruptStore(f"{path}: lease file holds no valid lease: {first}") from exc
 
 
 @dataclass
@@ -123,6 +150,9 @@ class FileStore:
         self._fs = fs
         self._fsync = fsync
         self._cache: dict[str, _LogCache] = {}
+        # The checkpoints this object wrote (path -> sha256 of the bytes): a rotation may delete
+        # such a file unread; any other it must verify first (``_superseded``).
+        self._written: dict[str, str] = {}
 
     # -- paths ---------------------------------------------------------------------------------
 
@@ -220,7 +250,8 @@ class FileStore:
     def _acquire_lease(
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
     ) -> Lease:
-        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
+        """Take the lease unless another owner holds it unexpired; the epoch always increases.
+        Nothing is written unless the new owner's recovery can go on (``_check_recoverable``)."""
         previous = self._read_lease(conversation_id)
         if previous is None and self._fs.exists(self._events_path(conversation_id)):
             # The lease is written, durably, before the first commit and never removed: a log
@@ -231,9 +262,31 @@ class FileStore:
                 f"{self._events_path(conversation_id)} holds commits: the lease file was lost "
                 "(nothing was written)"
             )
+        self._check_recoverable(conversation_id, previous)
         lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
         self._write_lease(lease)
         return lease
+
+    def _check_recoverable(self, conversation_id: str, previous: Lease | None) -> None:
+        """Before an acquisition writes the lease, refuse what the new owner's recovery
+        (``read_records(repair=True)``, ``load_checkpoints``) would refuse, and a stored lease
+        that went back behind the log (``check_lease_follows_log``). A refusal then changes
+        nothing on disk, so every retry refuses the same way and the evidence stays as found;
+        written first, the lease would hide that anything was refused. Reads only."""
+        path = self._events_path(conversation_id)
+        last_sequence = 0
+        if self._fs.exists(path):
+            scan = self._scan(conversation_id, path)
+            if previous is not None and scan.records:
+                check_lease_follows_log(
+                    previous,
+                    scan.records[-1],
+                    lease_place=self._lease_path(conversation_id),
+                    log_place=path,
+                )
+            last_sequence = scan.last_sequence
+        self._load_checkpoints(conversation_id)
+        self._check_no_lost_commits(conversation_id, last_sequence)
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         with self._exclusive(lease.conversation_id):
@@ -262,10 +315,20 @@ class FileStore:
     def _scan(self, conversation_id: str, path: str) -> LogScan:
         """Read and scan the whole file (``logscan.scan_log``: the committed prefix and what
         follows it), refusing damage under this store's durability mode (``_check_tail``)."""
-        scan = logscan.scan_log(self._fs.read(path), conversation_id)
+        scan = logscan.scan_log(self._read_file(path), conversation_id)
         if scan.anomaly is not None:
             self._check_tail(path, scan)
         return scan
+
+    def _read_file(self, path: str) -> bytes:
+        """A file of the store, whole. A directory where the store keeps a file is damage the
+        store did not make (``CorruptStore``), not an error of the host."""
+        try:
+            return self._fs.read(path)
+        except IsADirectoryError as exc:
+            raise CorruptStore(
+                f"{path} is a directory, not a file of the store (nothing was read or written)"
+            ) from exc
 
     def _check_tail(self, path: str, scan: LogScan) -> None:
         """Refuse damaged committed data: an anomaly the scan classified as damage (a valid
@@ -297,14 +360,67 @@ class FileStore:
         if scan.good_end == scan.size:
             self._cache[conversation_id] = entry
         elif repair:
-            self._fs.truncate(path, scan.good_end)
+            self._cut_tail(conversation_id, path, scan)
             self._cache[conversation_id] = entry
         else:
             self._cache.pop(conversation_id, None)
         if repair and self._fsync and scan.size > 0:
             self._fs.fsync(path)
         if repair:
-            self._drop_future_checkpoints(conversation_id, scan.last_sequence)
+            self._set_aside_future_checkpoints(conversation_id, scan.last_sequence)
+
+    def _cut_tail(self, conversation_id: str, path: str, scan: LogScan) -> None:
+        """Truncate the log at the end of its committed prefix. A torn tail (``logscan``: no
+        later commit follows it) is what a crash leaves and was never acknowledged: it is cut.
+        Damage (a later commit follows it: with ``fsync=True`` ``_check_tail`` refused it
+        already) held acknowledged commits: it is copied to a quarantine file first, durably,
+        so the cut is never the only copy of what it removes."""
+        anomaly = scan.anomaly
+        if anomaly is not None and anomaly.kind == "damage":
+            tail = self._fs.read(path)[scan.good_end :]
+            what = f"events-from-byte-{scan.good_end}.jsonl"
+            name = self._quarantine(conversation_id, what, tail)
+            LOG.warning(
+                "%s: %s; the %d bytes from byte %d on (acknowledged commits among them) moved "
+                "to quarantine file %s, and the log cut there",
+                path,
+                anomaly.problem,
+                len(tail),
+                scan.good_end,
+                name,
+            )
+        self._fs.truncate(path, scan.good_end)
+
+    # -- quarantine ----------------------------------------------------------------------------
+
+    def _quarantine_name(self, directory: str, what: str) -> str:
+        """``quarantine-{n:04d}.{what}``, n one past the highest finished one (a ``.tmp`` left by
+        a crash is rewritten under the same name: the copy it was is still in the log)."""
+        taken = [
+            int(match.group(1))
+            for name in self._fs.listdir(directory)
+            if is_quarantine(name) and (match := _QUARANTINE_NAME.fullmatch(name)) is not None
+        ]
+        return f"quarantine-{max(taken, default=0) + 1:04d}.{what}"
+
+    def _quarantine(self, conversation_id: str, what: str, data: bytes) -> str:
+        """Write ``data`` to a new quarantine file with the atomic-write protocol, durably in
+        every mode (the caller is about to cut the only other copy); returns its name."""
+        directory = self._dir(conversation_id)
+        name = self._quarantine_name(directory, what)
+        self._atomic_write(directory, name, data, durable=True)
+        return name
+
+    def _set_aside(self, directory: str, names: list[str], why: str) -> None:
+        """Move checkpoints the store cannot use aside (a rename to a quarantine name), never
+        delete them: they are evidence. A rename is atomic; undone by a power loss, the file is
+        back under its name and the next recovery moves it again."""
+        for name in names:
+            target = self._quarantine_name(directory, name)
+            self._fs.rename(f"{directory}/{name}", f"{directory}/{target}")
+            LOG.warning("%s/%s moved aside to quarantine file %s: %s", directory, name, target, why)
+        if names and self._fsync:
+            self._fs.fsync_dir(directory)
 
     async def read_records(
         self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
@@ -330,7 +446,7 @@ class FileStore:
             self._cache.pop(conversation_id, None)
             if repair:
                 self._check_no_lost_commits(conversation_id, 0)
-                self._drop_future_checkpoints(conversation_id, 0)
+                self._set_aside_future_checkpoints(conversation_id, 0)
             return []
         cached = self._cache.get(conversation_id)
         if cached is not None and not repair and self._fs.size(path) == cached.size:
@@ -447,10 +563,36 @@ class FileStore:
         return directory, found, strays
 
     def _unlink_all(self, directory: str, names: list[str]) -> None:
+        """Delete what is no evidence of anything: superseded checkpoints that verify, and the
+        temporary files of interrupted atomic writes."""
         for name in names:
             self._fs.unlink(f"{directory}/{name}")
+            self._written.pop(f"{directory}/{name}", None)
         if names and self._fsync:
             self._fs.fsync_dir(directory)
+
+    def _superseded(self, conversation_id: str, directory: str, names: list[str]) -> list[str]:
+        """Of checkpoints a save rotates out, those that may be deleted: each is a verified
+        copy of a state the newer checkpoints and the log still hold. One that does not verify
+        (or whose name is not its content) is damage, and is moved aside instead."""
+        out: list[str] = []
+        for name in names:
+            path = f"{directory}/{name}"
+            data = self._fs.read(path)
+            if self._written.get(path) == hashlib.sha256(data).hexdigest():
+                out.append(name)
+                continue
+            try:
+                checkpoint = Checkpoint.model_validate(parse_json(data))
+            except ValueError:
+                continue
+            match = _CHECKPOINT_NAME.fullmatch(name)
+            named = int(match.group(1)) if match is not None else -1
+            if checkpoint_usable(checkpoint, conversation_id) and named == (
+                checkpoint.through_sequence
+            ):
+                out.append(name)
+        return out
 
     def _check_no_lost_commits(self, conversation_id: str, last_sequence: int) -> None:
         """With ``fsync=True``, a checkpoint through a sequence the log no longer has is proof
@@ -475,15 +617,18 @@ class FileStore:
                 "(nothing was repaired or deleted)"
             )
 
-    def _drop_future_checkpoints(self, conversation_id: str, last_sequence: int) -> None:
-        """Remove checkpoints beyond the log: they describe a suffix that power loss took away
-        (``fsync=False`` only: with ``fsync=True`` ``_check_no_lost_commits`` refuses first).
+    def _set_aside_future_checkpoints(self, conversation_id: str, last_sequence: int) -> None:
+        """Move checkpoints beyond the log aside: they describe a suffix that power loss took
+        away (``fsync=False`` only: with ``fsync=True`` ``_check_no_lost_commits`` refuses
+        first), or that recovery just cut with the damage under it.
 
         Left in place, such a checkpoint would verify and, once the log grew past its sequence
         again with *different* events, be trusted as the state of history that never survived.
+        Deleted, it would be gone as evidence: it is the one record of what was lost.
         """
         directory, found, _ = self._checkpoint_files(conversation_id)
-        self._unlink_all(directory, [name for through, name in found if through > last_sequence])
+        beyond = [name for through, name in found if through > last_sequence]
+        self._set_aside(directory, beyond, f"beyond the log, which ends at {last_sequence}")
 
     async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
         """Fence and write, exclusive across processes (see ``_save_checkpoint``)."""
@@ -502,10 +647,15 @@ class FileStore:
         name = f"checkpoint-{checkpoint.through_sequence:012d}.json"
         data = (checkpoint.to_text() + "\n").encode("utf-8")
         self._atomic_write(directory, name, data, durable=self._fsync)
+        self._written[f"{directory}/{name}"] = hashlib.sha256(data).hexdigest()
         _, found, strays = self._checkpoint_files(conversation_id)
         older = [n for through, n in found if through < checkpoint.through_sequence]
         newer = [n for through, n in found if through > checkpoint.through_sequence]
-        self._unlink_all(directory, newer + older[1:] + strays)
+        superseded = self._superseded(conversation_id, directory, older[1:])
+        damaged = [n for n in older[1:] if n not in superseded]
+        self._set_aside(directory, newer, "beyond the checkpoint saved over it")
+        self._set_aside(directory, damaged, "it does not verify, and a save rotated it out")
+        self._unlink_all(directory, superseded + strays)
 
     async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
         """Every checkpoint, newest first; checksums are the caller's to verify.
@@ -515,12 +665,21 @@ class FileStore:
         ``CorruptStore`` names it rather than dropping it in silence. With ``fsync=False`` power
         loss can leave the renamed file empty or torn; it is skipped and the caller falls back.
         """
+        return self._load_checkpoints(conversation_id)
+
+    def _load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
+        """``load_checkpoints``: also what an acquisition checks before it writes the lease.
+
+        A checkpoint that verifies under another sequence's name is damage too (the atomic
+        write names a checkpoint after what it holds; the name is metadata no checksum covers):
+        ``CorruptStore`` with ``fsync=True``, skipped without. One that does not verify is the
+        caller's to skip, whatever its name says."""
         directory, found, _ = self._checkpoint_files(conversation_id)
         out: list[Checkpoint] = []
-        for _, name in found:
+        for through, name in found:
             path = f"{directory}/{name}"
             try:
-                out.append(Checkpoint.model_validate(parse_json(self._fs.read(path))))
+                checkpoint = Checkpoint.model_validate(parse_json(self._read_file(path)))
             except ValueError as exc:
                 if self._fsync:
                     raise CorruptStore(
@@ -528,6 +687,14 @@ class FileStore:
                         f"synced (damaged storage?): {str(exc).splitlines()[0]}"
                     ) from exc
                 continue  # torn by power loss without fsync: expected, the caller falls back
+            if checkpoint.through_sequence != through and checkpoint.verify():
+                if self._fsync:
+                    raise CorruptStore(
+                        f"{path} holds a checkpoint through {checkpoint.through_sequence}: its "
+                        "name is damaged (nothing was repaired or deleted)"
+                    )
+                continue
+            out.append(checkpoint)
         out.sort(key=lambda cp: cp.through_sequence, reverse=True)
         return out
 

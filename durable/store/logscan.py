@@ -10,7 +10,8 @@ at the first line that breaks the rule; whatever follows the last committed batc
   damages only the last, unacknowledged write, so this is what a crash leaves: a tail to ignore
   and, on repair, truncate.
 - **damage**: a valid record of a *later* commit -- one that starts after the first commit the
-  prefix is missing, per its ``batch_index`` -- follows the failure. Commits were made on top of
+  prefix is missing, per its ``batch_index`` -- follows the failure (a CRLF line end does not
+  make a record invalid here: ``check_line``). Commits were made on top of
   the damaged one: acknowledged data is damaged, and cutting it away would drop them. Valid
   records of the damaged commit itself prove nothing and are part of the tail.
 
@@ -80,7 +81,13 @@ class LogScan:
 
 
 def check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, str | None]:
-    """Parse and verify one complete line: (record, None) if good, else (maybe record, why)."""
+    """Parse and verify one complete line: (record, None) if good, else (maybe record, why).
+
+    A line ending in a carriage return is refused though its record verifies (JSON takes the
+    ``\r`` for whitespace): the store writes ``\n`` alone, so a CRLF line is bytes the store
+    did not write -- the log rewritten as text, by an editor or a checkout -- and a reader that
+    took it would also miscount the log's bytes. Since its record is intact, a CRLF line of a
+    later commit still proves the damage is not a torn tail (``later_commit``)."""
     try:
         record = parse_record(line)
     except ValueError as exc:
@@ -90,6 +97,8 @@ def check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, s
         return None, f"checksum mismatch (sequence {record.sequence})"
     if record.conversation_id != conversation_id:
         return None, f"record of conversation {record.conversation_id}"
+    if line.endswith(b"\r"):
+        return record, "ends with a carriage return (a CRLF line end: rewritten as text)"
     return record, None
 
 
@@ -155,13 +164,14 @@ def later_commit(
 ) -> LaterCommit | None:
     """The first valid record at or after byte ``start`` (line ``line_no``) that belongs to a
     commit later than the one that should follow ``last_sequence``; None if there is none (the
-    anomaly is a torn tail). An incomplete last line proves nothing."""
+    anomaly is a torn tail). An incomplete last line proves nothing; a CRLF line end is damage
+    to the line, not to its record, which counts."""
     pos = start
     while pos < len(data):
         newline = data.find(b"\n", pos)
         if newline < 0:
             return None
-        record, why = check_line(data[pos:newline], conversation_id)
+        record, why = check_line(data[pos:newline].removesuffix(b"\r"), conversation_id)
         later = record is not None and record.sequence - record.batch_index > last_sequence + 1
         if record is not None and why is None and later:
             return LaterCommit(line_no, pos, record.sequence)

@@ -51,8 +51,10 @@ from durable.store.base import (
     SQLValue,
     check_conversation_id,
     check_fence,
+    check_recoverable_rows,
     check_sequences,
     granted_lease,
+    lost_commits,
     parsed_checkpoints,
     refused_renewal,
     verified_rows,
@@ -365,20 +367,10 @@ class PostgresStore:
         ttl_s: float,
         now_s: float,
     ) -> Lease:
-        """One acquisition attempt, inside a write transaction."""
+        """One acquisition attempt, inside a write transaction: refuse what the new owner's
+        recovery would refuse before anything is written (``_check_recoverable``)."""
         previous = self._lease_row(conn, conversation_id, lock=True)
-        if previous is None:
-            has_events = conn.execute(
-                self._sql("SELECT 1 FROM {ns}.events WHERE conversation_id = %s LIMIT 1"),
-                (conversation_id,),
-            ).fetchone()
-            if has_events:
-                # The lease row is written before the first commit and never deleted: events
-                # without one mean it was lost, and epoch 1 again would let fencing go back.
-                raise CorruptStore(
-                    f"{self._where()}: leases row ({conversation_id}) is missing, but the events "
-                    "table holds its commits (nothing was written)"
-                )
+        self._check_recoverable(conn, conversation_id, previous)
         lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
         values = (lease.owner_id, lease.epoch, lease.expires_at_s, conversation_id)
         if previous is None:
@@ -402,6 +394,52 @@ class PostgresStore:
             # The row is locked by this transaction and never deleted: exactly one is updated.
             assert updated == 1, f"lease update of {conversation_id} touched {updated} rows"
         return lease
+
+    def _check_recoverable(
+        self, conn: PgConnection, conversation_id: str, previous: Lease | None
+    ) -> None:
+        """``check_recoverable_rows`` on this conversation's rows, before a lease is written."""
+        last_row = conn.execute(
+            self._sql(
+                "SELECT sequence, record FROM {ns}.events WHERE conversation_id = %s "
+                "ORDER BY sequence DESC LIMIT 1"
+            ),
+            (conversation_id,),
+        ).fetchone()
+        check_recoverable_rows(
+            self._where(),
+            conversation_id,
+            stored=previous,
+            last_row=None if last_row is None else (int(last_row[0]), last_row[1]),
+            checkpoint_rows=self._checkpoint_rows(conn, conversation_id),
+            rows_after=lambda start: self._event_rows(conn, conversation_id, start),
+        )
+
+    def _event_rows(
+        self, conn: PgConnection, conversation_id: str, start: int
+    ) -> list[tuple[int, str]]:
+        return [
+            (int(row[0]), row[1])
+            for row in conn.execute(
+                self._sql(
+                    "SELECT sequence, record FROM {ns}.events "
+                    "WHERE conversation_id = %s AND sequence > %s ORDER BY sequence"
+                ),
+                (conversation_id, start),
+            ).fetchall()
+        ]
+
+    def _checkpoint_rows(self, conn: PgConnection, conversation_id: str) -> list[tuple[int, str]]:
+        return [
+            (int(row[0]), row[1])
+            for row in conn.execute(
+                self._sql(
+                    "SELECT through_sequence, body FROM {ns}.checkpoints "
+                    "WHERE conversation_id = %s ORDER BY through_sequence DESC"
+                ),
+                (conversation_id,),
+            ).fetchall()
+        ]
 
     async def acquire_lease(
         self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
@@ -464,34 +502,31 @@ class PostgresStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: PgConnection) -> tuple[list[tuple[int, str]], int]:
-            """The rows, and (when repairing) the newest checkpoint, in one snapshot."""
-            rows = conn.execute(
-                self._sql(
-                    "SELECT sequence, record FROM {ns}.events "
-                    "WHERE conversation_id = %s AND sequence > %s ORDER BY sequence"
-                ),
-                (conversation_id, start),
-            ).fetchall()
+        def body(conn: PgConnection) -> tuple[list[tuple[int, str]], int, int]:
+            """The rows and (when repairing) the newest checkpoint and the log's last sequence,
+            in one snapshot."""
+            rows = self._event_rows(conn, conversation_id, start)
             if not repair:
-                return rows, 0
+                return rows, 0, 0
             newest = conn.execute(
                 self._sql(
                     "SELECT MAX(through_sequence) FROM {ns}.checkpoints WHERE conversation_id = %s"
                 ),
                 (conversation_id,),
             ).fetchone()
-            return rows, int(newest[0] or 0) if newest else 0
+            last = conn.execute(
+                self._sql("SELECT MAX(sequence) FROM {ns}.events WHERE conversation_id = %s"),
+                (conversation_id,),
+            ).fetchone()
+            return (
+                rows,
+                int(newest[0] or 0) if newest else 0,
+                int(last[0] or 0) if last else 0,
+            )
 
-        rows, through = await self._run("postgres.read", body, write=False)
+        rows, through, last = await self._run("postgres.read", body, write=False)
         if repair:
-            last = rows[-1][0] if rows else start
-            if through > last:
-                raise CorruptStore(
-                    f"{self._where()}: events of {conversation_id} end at sequence {last}, but a "
-                    f"checkpoint proves commits through {through} were acknowledged: sequences "
-                    f"{last + 1}..{through} are lost (nothing was repaired or deleted)"
-                )
+            lost_commits(self._where(), conversation_id, through=through, last_sequence=last)
         return self._verified(conversation_id, start, rows)
 
     def _verified(
@@ -588,17 +623,10 @@ class PostgresStore:
         not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
-        def body(conn: PgConnection) -> list[tuple[str]]:
-            return conn.execute(
-                self._sql(
-                    "SELECT body FROM {ns}.checkpoints WHERE conversation_id = %s "
-                    "ORDER BY through_sequence DESC"
-                ),
-                (conversation_id,),
-            ).fetchall()
-
-        rows = await self._run("postgres.read", body, write=False)
-        return parsed_checkpoints(self._where(), conversation_id, [text for (text,) in rows])
+        rows = await self._run(
+            "postgres.read", lambda conn: self._checkpoint_rows(conn, conversation_id), write=False
+        )
+        return parsed_checkpoints(self._where(), conversation_id, rows)
 
     # -- listing -------------------------------------------------------------------------------
 

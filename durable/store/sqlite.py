@@ -32,8 +32,10 @@ from durable.store.base import (
     StoreBusy,
     check_conversation_id,
     check_fence,
+    check_recoverable_rows,
     check_sequences,
     granted_lease,
+    lost_commits,
     parsed_checkpoints,
     renewed_lease,
     verified_rows,
@@ -347,23 +349,53 @@ class SQLiteStore:
 
         def body(conn: SQLConnection) -> Lease:
             previous = self._lease_row(conn, conversation_id)
-            if (
-                previous is None
-                and conn.execute(
-                    "SELECT 1 FROM events WHERE conversation_id = ? LIMIT 1", (conversation_id,)
-                ).fetchone()
-            ):
-                # The lease row is written before the first commit and never deleted: events
-                # without one mean it was lost, and epoch 1 again would let fencing go back.
-                raise CorruptStore(
-                    f"{self._path}: leases row ({conversation_id}) is missing, but the events "
-                    "table holds its commits (nothing was written)"
-                )
+            self._check_recoverable(conn, conversation_id, previous)
             lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
             self._put_lease(conn, lease)
             return lease
 
         return await self._run("sqlite.lease", body, write=True)
+
+    def _check_recoverable(
+        self, conn: SQLConnection, conversation_id: str, previous: Lease | None
+    ) -> None:
+        """Before an acquisition writes the lease: refuse what the new owner's recovery would
+        refuse (``check_recoverable_rows``), so a refusal leaves the database as it was."""
+        last_row = conn.execute(
+            "SELECT sequence, record FROM events WHERE conversation_id = ? "
+            "ORDER BY sequence DESC LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        check_recoverable_rows(
+            self._path,
+            conversation_id,
+            stored=previous,
+            last_row=None if last_row is None else (last_row[0], last_row[1]),
+            checkpoint_rows=self._checkpoint_rows(conn, conversation_id),
+            rows_after=lambda start: self._event_rows(conn, conversation_id, start),
+        )
+
+    @staticmethod
+    def _event_rows(conn: SQLConnection, conversation_id: str, start: int) -> list[tuple[int, str]]:
+        return [
+            (row[0], row[1])
+            for row in conn.execute(
+                "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
+                "ORDER BY sequence",
+                (conversation_id, start),
+            ).fetchall()
+        ]
+
+    @staticmethod
+    def _checkpoint_rows(conn: SQLConnection, conversation_id: str) -> list[tuple[int, str]]:
+        return [
+            (row[0], row[1])
+            for row in conn.execute(
+                "SELECT through_sequence, body FROM checkpoints WHERE conversation_id = ? "
+                "ORDER BY through_sequence DESC",
+                (conversation_id,),
+            ).fetchall()
+        ]
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
         check_conversation_id(lease.conversation_id)
@@ -403,31 +435,25 @@ class SQLiteStore:
         check_conversation_id(conversation_id)
         start = max(after_sequence, 0)
 
-        def body(conn: SQLConnection) -> tuple[list[tuple[int, str]], int]:
-            """The rows, and (when repairing) the newest checkpoint, in one read transaction."""
-            rows = conn.execute(
-                "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
-                "ORDER BY sequence",
-                (conversation_id, start),
-            ).fetchall()
+        def body(conn: SQLConnection) -> tuple[list[tuple[int, str]], int, int]:
+            """The rows and (when repairing) the newest checkpoint and the log's last sequence,
+            in one read transaction."""
+            rows = self._event_rows(conn, conversation_id, start)
             if not repair:
-                return rows, 0
+                return rows, 0, 0
             newest = conn.execute(
                 "SELECT MAX(through_sequence) FROM checkpoints WHERE conversation_id = ?",
                 (conversation_id,),
             ).fetchone()
-            assert newest is not None  # an aggregate without GROUP BY returns one row
-            return rows, int(newest[0] or 0)
+            last = conn.execute(
+                "SELECT MAX(sequence) FROM events WHERE conversation_id = ?", (conversation_id,)
+            ).fetchone()
+            assert newest is not None and last is not None  # aggregates without GROUP BY
+            return rows, int(newest[0] or 0), int(last[0] or 0)
 
-        rows, through = await self._run("sqlite.read", body, write=False)
+        rows, through, last = await self._run("sqlite.read", body, write=False)
         if repair:
-            last = rows[-1][0] if rows else start
-            if through > last:
-                raise CorruptStore(
-                    f"{self._path}: events of {conversation_id} end at sequence {last}, but a "
-                    f"checkpoint proves commits through {through} were acknowledged: sequences "
-                    f"{last + 1}..{through} are lost (nothing was repaired or deleted)"
-                )
+            lost_commits(self._path, conversation_id, through=through, last_sequence=last)
         return verified_rows(self._path, conversation_id, start, rows)
 
     async def append(
@@ -497,15 +523,10 @@ class SQLiteStore:
         not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
         check_conversation_id(conversation_id)
 
-        def body(conn: SQLConnection) -> list[tuple[str]]:
-            return conn.execute(
-                "SELECT body FROM checkpoints WHERE conversation_id = ? "
-                "ORDER BY through_sequence DESC",
-                (conversation_id,),
-            ).fetchall()
-
-        rows = await self._run("sqlite.read", body, write=False)
-        return parsed_checkpoints(self._path, conversation_id, [text for (text,) in rows])
+        rows = await self._run(
+            "sqlite.read", lambda conn: self._checkpoint_rows(conn, conversation_id), write=False
+        )
+        return parsed_checkpoints(self._path, conversation_id, rows)
 
     # -- listing -------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Created by the commit that abandons the run (``durable.runs.abandon_run``) with its plan, the
 calls to undo in the order their compensations run (the reverse of the order the calls took
-effect in). Each compensation follows the tool-call protocol (README, "Compensation"): a
+effect in). Each compensation follows the tool-call protocol (docs/runtime.md, "Compensation"): a
 ``CompensationIntent`` is committed before the compensating action runs, a
 ``CompensationResult`` after. A crash between the two leaves the intent without a result; the
 next process runs that compensation again under the same key (derived from the call), which the

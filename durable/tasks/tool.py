@@ -108,7 +108,7 @@ async def _capture(
     env: TaskEnv, spec: ToolSpec, call_id: str, arguments: dict[str, Any], key: str
 ) -> dict[str, Any] | None:
     """The pre-image a compensable tool's undo restores, read before the intent is committed so
-    that it is durable before the effect can happen (README, "Compensation")."""
+    that it is durable before the effect can happen (docs/runtime.md, "Compensation")."""
     if spec.compensation is None or spec.compensation.capture is None:
         return None
     context = ToolContext(

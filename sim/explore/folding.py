@@ -13,8 +13,8 @@ inherit their twin's verdict (and, if it fails, are re-run to show their own cra
 Folding only ever merges points of one *durable window* (between two durable changes): a
 recovery writes its own epoch and settlements at a position unique to the state the crash left,
 so the futures of points in different windows never meet again. It is a constant factor, not a
-cure for a sweep's quadratic cost (README, "Performance"). The fast-versus-naive equivalence
-tests keep every verdict equal to the unfolded sweep's.
+cure for a sweep's quadratic cost (docs/performance.md, "Folding"). The fast-versus-naive
+equivalence tests keep every verdict equal to the unfolded sweep's.
 """
 
 from __future__ import annotations

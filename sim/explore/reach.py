@@ -125,12 +125,21 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/file.py:FileStore._append",
     "durable/store/file.py:FileStore._unlink_all",
     "durable/store/file.py:FileStore._check_no_lost_commits",
-    "durable/store/file.py:FileStore._drop_future_checkpoints",
+    "durable/store/file.py:FileStore._set_aside_future_checkpoints",
+    "durable/store/file.py:FileStore._check_recoverable",
+    "durable/store/file.py:FileStore._read_file",
+    "durable/store/file.py:FileStore._cut_tail",
+    "durable/store/file.py:FileStore._quarantine_name",
+    "durable/store/file.py:FileStore._quarantine",
+    "durable/store/file.py:FileStore._set_aside",
+    "durable/store/file.py:FileStore._superseded",
+    "durable/store/file.py:FileStore._load_checkpoints",
     "durable/store/file.py:FileStore._save_checkpoint",
     "durable/store/file.py:FileStore.load_checkpoints",
     "durable/store/sqlite.py:SQLiteStore._transaction",
     "durable/store/sqlite.py:SQLiteStore._corrupt",
     "durable/store/sqlite.py:SQLiteStore.acquire_lease",
+    "durable/store/sqlite.py:SQLiteStore._check_recoverable",
     "durable/store/sqlite.py:SQLiteStore.renew_lease",
     "durable/store/sqlite.py:SQLiteStore.release_lease",
     "durable/store/sqlite.py:SQLiteStore.read_records",
@@ -142,6 +151,10 @@ RECOVERY_REGIONS: tuple[str, ...] = (
     "durable/store/base.py:granted_lease",
     "durable/store/base.py:renewed_lease",
     "durable/store/base.py:parsed_checkpoints",
+    "durable/store/base.py:checkpoint_usable",
+    "durable/store/base.py:lost_commits",
+    "durable/store/base.py:check_lease_follows_log",
+    "durable/store/base.py:check_recoverable_rows",
 )
 
 
@@ -158,6 +171,10 @@ class Allowance:
 
 
 _STORAGE = "only damaged synced data (storage damage, not a crash) leads here"
+_RENAMED = (
+    "only a checkpoint under another sequence's name leads here, and no storage fault renames "
+    "a file: tests/durable/test_damage_table.py covers it"
+)
 _SQLITE_STORAGE = "only a damaged database leads here (SQLite is swept with process kills only)"
 _OS_ERROR = "only a real OS or SQLite error (disk full, locked or unreadable database) leads here"
 _ONE_CLOCK = (
@@ -378,10 +395,47 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         _STORAGE,
     ),
     Allowance(
-        "durable/store/file.py:FileStore.load_checkpoints",
+        "durable/store/file.py:FileStore._load_checkpoints",
         "if self._fsync:",
         "raise CorruptStore(",
         _STORAGE,
+    ),
+    *(
+        Allowance("durable/store/file.py:FileStore._load_checkpoints", source, target, _RENAMED)
+        for source, target in (
+            (
+                "if checkpoint.through_sequence != through and checkpoint.verify():",
+                "if self._fsync:",
+            ),
+            ("if self._fsync:", "continue"),
+        )
+    ),
+    Allowance(
+        "durable/store/file.py:FileStore._superseded",
+        "if checkpoint_usable(checkpoint, conversation_id) and named == (",
+        "for name in names:",
+        _STORAGE + ": a save rotates out a checkpoint that fails its checksum",
+    ),
+    Allowance(
+        "durable/store/file.py:FileStore._set_aside",
+        "if names and self._fsync:",
+        "self._fs.fsync_dir(directory)",
+        _STORAGE + ": with fsync, only a damaged checkpoint is set aside (at a rotation)",
+    ),
+    Allowance(
+        "durable/store/base.py:check_lease_follows_log",
+        "if last.epoch > stored.epoch:",
+        "raise CorruptStore(",
+        "only a lease record put back behind the log leads here; a storage fault flips bits "
+        "(the lease's checksum fails first) and never restores an older file: "
+        "tests/durable/test_damage_table.py covers it",
+    ),
+    Allowance(
+        "durable/store/logscan.py:check_line",
+        'if line.endswith(b"\\r"):',
+        'return record, "ends with a carriage return (a CRLF line end: rewritten as text)"',
+        "a CR before a newline is text conversion: no storage fault writes one (one flipped "
+        "bit of a record's last byte, a '}', is no CR); tests/durable/test_damage_table.py",
     ),
     # The SQLite store.
     Allowance(
@@ -421,14 +475,20 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
         _ONE_CLOCK,
     ),
     Allowance(
-        "durable/store/sqlite.py:SQLiteStore.acquire_lease",
-        "if (",
+        "durable/store/base.py:check_recoverable_rows",
+        "if stored is None:",
         "raise CorruptStore(",
         _SQLITE_STORAGE,
     ),
     Allowance(
-        "durable/store/sqlite.py:SQLiteStore.read_records",
-        "if through > last:",
+        "durable/store/base.py:lost_commits",
+        "if through > last_sequence:",
+        "raise CorruptStore(",
+        _SQLITE_STORAGE,
+    ),
+    Allowance(
+        "durable/store/base.py:parsed_checkpoints",
+        "if checkpoint.through_sequence != through:",
         "raise CorruptStore(",
         _SQLITE_STORAGE,
     ),

@@ -18,11 +18,14 @@ import resource
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from sim.explore.parallel import default_jobs, run_steps
 from sim.explore.sweep import sweep
+from sim.world.faults import CrashKind
 from sim.world.scenario import Scenario, load_scenario
+from sim.world.stores import StoreKind
 
 DEFAULT_SCENARIOS = ("read_edit_answer", "idempotent_payment")
 GROWTH_TURNS = (10, 25, 50, 100, 200)
@@ -94,9 +97,8 @@ def bench(
     for name in scenarios:
         for store in ("file", "sqlite"):
             note(f"sweep {name}[{store}]")
-            wall, result = _median_time(
-                lambda name=name, store=store: sweep(load_scenario(name), store=store), repeats
-            )
+            scenario = load_scenario(name)
+            wall, result = _median_time(partial(sweep, scenario, store=StoreKind(store)), repeats)
             key = f"{name}/{store}"
             out["schedules_per_s"][key] = round(result.schedules / wall, 1)
             out["sweeps"][key] = {
@@ -113,7 +115,7 @@ def bench(
         scenario = long_horizon_cut(turns)
         times = growth_repeats or (repeats if turns <= 50 else 1)
         wall, result = _median_time(
-            lambda scenario=scenario: sweep(scenario, store="file", crash_kinds=("process",)),
+            partial(sweep, scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,)),
             times,
         )
         growth.append((result.boundaries, wall))
@@ -158,10 +160,13 @@ def _fuzz_rate(
 
     note(f"fuzz {', '.join(names)} [file] ({examples} examples each, --jobs {jobs})")
     scenarios = [load_scenario(name) for name in names]
-    steps = fuzz_steps(scenarios, store="file", examples=examples, fuzz_seed=0, machine=False)
+    steps = fuzz_steps(
+        scenarios, store=StoreKind.FILE, examples=examples, fuzz_seed=0, machine=False
+    )
     started = time.perf_counter()
     done = run_steps(steps, jobs=jobs, advance=lambda n: None)
-    return round(sum(count for _, count in done) / (time.perf_counter() - started), 1)
+    examples_run: int = sum(count for _, count in done)
+    return round(examples_run / (time.perf_counter() - started), 1)
 
 
 def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | None:
@@ -173,7 +178,7 @@ def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | N
     name, store = "idempotent_payment", "file"
     note(f"realcrash {name}[{store}] ({points} points)")
     real = realcrash(name, store=store, points=points)
-    simulated = sweep(load_scenario(name), store=store, crash_kinds=("process",))
+    simulated = sweep(load_scenario(name), store=StoreKind(store), crash_kinds=(CrashKind.PROCESS,))
     # Per crash point of the default (forking) sweep: its wall time over the schedules it ran.
     sim_per_point = simulated.wall_s / simulated.schedules
     return {

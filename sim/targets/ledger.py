@@ -50,6 +50,22 @@ class LedgerRow:
         )
 
 
+def _row(
+    n: int,
+    service: str,
+    op: str,
+    tool: str,
+    call_id: str,
+    key: str | None,
+    process: str,
+    detail: str,
+    applied: int,
+    note: str,
+) -> LedgerRow:
+    """A ledger table's row as a ``LedgerRow`` (SQLite keeps ``applied`` as 0 or 1)."""
+    return LedgerRow(n, service, op, tool, call_id, key, process, detail, bool(applied), note)
+
+
 class Ledger:
     """The services' SQLite file (created by the parent, written by children, read by the
     parent after the last child)."""
@@ -73,7 +89,7 @@ class Ledger:
             "SELECT n, service, op, tool, call_id, key, process, detail, applied, note "
             "FROM ledger ORDER BY n"
         ).fetchall()
-        return [LedgerRow(*row[:8], bool(row[8]), row[9]) for row in found]  # type: ignore[misc]
+        return [_row(*row) for row in found]
 
     def effect(
         self,

@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from durable.codec import canonical_json, sha256_hex
 from durable.compaction import estimate_tokens
-from durable.events import canonical_json, sha256_hex
 from durable.model import ModelError, ModelRequest, ModelResponse, ProposedCall
 from sim.world.process import SimProcess
 from sim.world.scenario import Scenario, Turn

@@ -18,6 +18,7 @@ middle of a sweep.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -26,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from durable.events import canonical_json
+from durable.codec import canonical_json
 from durable.ports import Blocking
 from durable.store.postgres import PostgresStore, import_psycopg
 
@@ -62,7 +63,9 @@ def server_conninfo() -> str:
     except ImportError as exc:
         raise ServerUnavailable(f"the postgres store: {exc}") from None
     try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        with contextlib.closing(
+            psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        ) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -98,7 +101,10 @@ def _drop_schema(conninfo: str, namespace: str) -> None:
     """Drop the schema and everything in it (harness bookkeeping on the server, outside any
     world: no boundary, nothing recorded)."""
     psycopg = import_psycopg()
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+    # Autocommit: closing is all a connection's own exit would do.
+    with contextlib.closing(
+        psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    ) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {namespace} CASCADE")
 
 

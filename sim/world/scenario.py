@@ -60,7 +60,7 @@ VERIFIABLE_OPERATIONS: frozenset[Operation] = frozenset(
 
 #: The operations a tool may declare compensable (``ToolDef.compensate``): those with an undo in
 #: ``sim.world.tools.OPERATIONS`` (``append_line``: restore the file's recorded pre-image;
-#: ``charge``: refund it). An abandoned run undoes its completed compensable calls (README,
+#: ``charge``: refund it). An abandoned run undoes its completed compensable calls (docs/runtime.md,
 #: "Compensation").
 COMPENSABLE_OPERATIONS: frozenset[Operation] = frozenset(
     {"workspace.append_line", "payments.charge"}
@@ -194,7 +194,7 @@ class InputDef(_Model):
 
 class ActionDef(_Model):
     """A client action at a virtual time: ``abort`` the conversation's active run, or
-    ``abandon`` it (abort and undo its compensable calls: README, "Compensation")."""
+    ``abandon`` it (abort and undo its compensable calls: docs/runtime.md, "Compensation")."""
 
     kind: Literal["abort", "abandon"]
     at_s: float = Field(ge=0, le=86_400)
@@ -204,7 +204,7 @@ class OperatorDef(_Model):
     """How the operator resolves calls waiting for manual reconciliation: ``check_ledger`` looks
     at the external service (the truth) and records what really happened; ``assume_failed``
     records an error result without looking; ``reject`` rejects the call, abandoning its run
-    with compensation (``Conversation.reject``, README "Compensation")."""
+    with compensation (``Conversation.reject``, docs/runtime.md "Compensation")."""
 
     decision: Literal["check_ledger", "assume_failed", "reject"] = "check_ledger"
     delay_s: float = Field(default=5.0, ge=0, le=86_400)

@@ -157,7 +157,8 @@ def load(spec: str) -> Callable[..., Any]:
         target = getattr(target, part)
     if not callable(target):
         raise SeamError(f"seam {spec!r} is not callable")
-    return target
+    found: Callable[..., Any] = target
+    return found
 
 
 def _load_file(path: Path, spec: str) -> Any:
@@ -165,7 +166,8 @@ def _load_file(path: Path, spec: str) -> Any:
         raise SeamError(f"seam {spec!r}: no file {str(path)!r}")
     resolved = path.resolve()
     for module in list(sys.modules.values()):
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() == resolved:
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == resolved:
             return module  # already loaded (e.g. by pytest): keep its objects identical
     name = "_durable_sim_seam_" + "_".join(resolved.with_suffix("").parts[1:])
     loader_spec = importlib.util.spec_from_file_location(name, resolved)

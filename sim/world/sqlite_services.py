@@ -47,8 +47,15 @@ class _State:
         row = self._conn.execute(sql, args).fetchone()
         return None if row is None else row[0]
 
+    def _amount(self, sql: str, key: str) -> int | None:
+        amount = self._one(sql, key)
+        assert amount is None or isinstance(amount, int), "amounts are INTEGER"
+        return amount
+
     def file_content(self, path: str) -> str | None:
-        return self._one("SELECT content FROM files WHERE path = ?", path)
+        content = self._one("SELECT content FROM files WHERE path = ?", path)
+        assert content is None or isinstance(content, str), "files.content is TEXT"
+        return content
 
     def put_file(self, path: str, content: str) -> None:
         self._conn.execute(
@@ -67,13 +74,13 @@ class _State:
         self._conn.execute("INSERT INTO compensated (key) VALUES (?)", (key,))
 
     def charged(self, key: str) -> int | None:
-        return self._one("SELECT amount FROM charges WHERE key = ?", key)
+        return self._amount("SELECT amount FROM charges WHERE key = ?", key)
 
     def put_charge(self, key: str, amount: int) -> None:
         self._conn.execute("INSERT INTO charges (key, amount) VALUES (?, ?)", (key, amount))
 
     def refunded(self, key: str) -> int | None:
-        return self._one("SELECT amount FROM refunds WHERE key = ?", key)
+        return self._amount("SELECT amount FROM refunds WHERE key = ?", key)
 
     def put_refund(self, key: str, amount: int) -> None:
         self._conn.execute("INSERT INTO refunds (key, amount) VALUES (?, ?)", (key, amount))

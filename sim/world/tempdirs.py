@@ -1,10 +1,18 @@
-"""Temporary directories that a killed sweep does not leave behind for ever.
+"""Temporary directories that a killed sweep does not leave behind for ever, and that are never
+removed while their owner lives or after a user asked to keep them.
 
 A sweep makes temporary directories (the forked children's outcome files, SQLite databases and
-their per-child copies). A ``finally`` removes them on every normal exit and on SIGINT/SIGTERM,
-but nothing runs after SIGKILL or a power cut. So every directory's name carries the process id
-of its owner, and each sweep first removes the directories of this user whose owner no longer
-exists and that nobody touched for ten minutes. A live owner's directories are never touched.
+their per-child copies); ``durable-sim workers`` makes one per fleet. A ``finally`` removes them
+on every normal exit and on SIGINT/SIGTERM, but nothing runs after SIGKILL or a power cut. So
+each directory made here holds a marker (``OWNER_FILE``) naming its owner: the process id *and*
+that process's start time (field 22 of ``/proc/PID/stat``, in clock ticks since boot), because a
+process id alone is reused -- and a number in a directory's name may be anything (a seed). Each
+sweep first removes this user's directories whose owner is **provably gone** (no process with
+that id, or one that started at another time) and that nobody touched for ten minutes. Where it
+cannot be proven, nothing is removed: no marker (a directory of an older version, or of someone
+else), a marker that does not parse, an owner whose start time could not be read, a system
+without ``/proc``. A directory a user asked to keep (``keep``: ``durable-sim workers --keep``,
+or a fleet with violations) holds ``KEPT_FILE`` and is never removed.
 """
 
 from __future__ import annotations
@@ -19,14 +27,41 @@ from pathlib import Path
 
 PREFIX = "durable-sim-"
 STALE_AFTER_S = 600.0  # a directory untouched this long, whose owner is gone, is left over
-_OWNED = re.compile(rf"^{PREFIX}[a-z]+-(\d+)-")
+#: The owner's marker inside a directory made here: ``PID START`` (START: ``-`` if unknown).
+OWNER_FILE = ".durable-sim-owner"
+#: A directory holding this file was kept on request: never removed.
+KEPT_FILE = ".durable-sim-kept"
+_PROC = Path("/proc")
+_OWNER = re.compile(r"^(\d+) (\d+|-)\n?$")
 
 
-def make(kind: str, *, parent: str | None = None) -> str:
-    """A new directory ``durable-sim-<kind>-<pid>-XXXX`` in ``parent`` (default: the system's
-    temporary directory)."""
+def make(kind: str, *, parent: str | None = None, label: str = "") -> str:
+    """A new directory ``durable-sim-<kind>-[<label>-]XXXX`` in ``parent`` (default: the system's
+    temporary directory), marked as this process's (``OWNER_FILE``)."""
     assert re.fullmatch(r"[a-z]+", kind), kind
-    return tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{os.getpid()}-", dir=parent)
+    assert re.fullmatch(r"[a-z0-9]*", label), label
+    middle = f"{kind}-{label}-" if label else f"{kind}-"
+    directory = tempfile.mkdtemp(prefix=f"{PREFIX}{middle}", dir=parent)
+    pid = os.getpid()
+    start = process_start(pid)
+    Path(directory, OWNER_FILE).write_text(f"{pid} {'-' if start is None else start}\n")
+    return directory
+
+
+def keep(directory: str | Path) -> None:
+    """Mark ``directory`` as kept: no sweep's cleaner ever removes it (the user removes it)."""
+    Path(directory, KEPT_FILE).write_text("kept on request: never removed automatically\n")
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (field 22 of ``/proc/PID/stat``, clock ticks since boot), or
+    None if it cannot be read (no such process, or no ``/proc``). The process's name (field 2)
+    may hold spaces and parentheses: the fields are counted after its last ``)``."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+        return int(text[text.rindex(")") + 2 :].split()[19])  # [0] is field 3
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def fast_parent() -> str | None:
@@ -45,25 +80,43 @@ def remove_stale(parent: str | None = None) -> list[str]:
         return removed  # nothing we may read there is ours
     now_s = time.time()
     for entry in entries:
-        match = _OWNED.match(entry.name)
-        if match is None or not _stale(entry, int(match.group(1)), now_s):
-            continue
-        shutil.rmtree(entry, ignore_errors=True)
-        removed.append(str(entry))
+        if entry.name.startswith(PREFIX) and _stale(entry, now_s):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(str(entry))
     return removed
 
 
-def _stale(entry: Path, pid: int, now_s: float) -> bool:
-    """Ours (same user, a real directory), untouched for ``STALE_AFTER_S``, and its owner gone.
-    The age condition guards against a process id from another pid namespace sharing this
-    temporary directory (a container): a live sweep keeps writing into its directories."""
+def _stale(entry: Path, now_s: float) -> bool:
+    """Ours (same user, a real directory, our marker), not kept, untouched for
+    ``STALE_AFTER_S``, and its owner provably gone. The age condition guards against a process
+    id of another pid namespace sharing this temporary directory (a container): a live sweep
+    keeps writing into its directories."""
     try:
         info = entry.lstat()
     except OSError:
         return False
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         return False
-    return now_s - info.st_mtime >= STALE_AFTER_S and not _alive(pid)
+    if (entry / KEPT_FILE).exists() or now_s - info.st_mtime < STALE_AFTER_S:
+        return False
+    return owner_gone(entry)
+
+
+def owner_gone(directory: Path) -> bool:
+    """Whether the process that made ``directory`` (its ``OWNER_FILE``) provably no longer
+    runs: ``/proc`` exists, and no process has that id or the one that has it started at
+    another time. False whenever that cannot be told."""
+    try:
+        match = _OWNER.fullmatch((directory / OWNER_FILE).read_text())
+    except (OSError, UnicodeDecodeError):
+        return False
+    if match is None or match.group(2) == "-" or not (_PROC / "self" / "stat").exists():
+        return False
+    pid = int(match.group(1))
+    now = process_start(pid)
+    if now is None:
+        return not (_PROC / str(pid)).exists()  # gone, or there but unreadable: cannot tell
+    return now != int(match.group(2))
 
 
 def remove_all_stale() -> list[str]:
@@ -73,15 +126,3 @@ def remove_all_stale() -> list[str]:
     if fast is not None:
         removed += remove_stale(fast)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except (OverflowError, ValueError):
-        return True  # not a process id this system can have: not ours to judge, leave it
-    return True

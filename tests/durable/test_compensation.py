@@ -1,6 +1,7 @@
-"""Compensation (README, "Compensation"): an abandoned run -- by the caller (``abandon``) or by an
-operator rejecting an interrupted call (``reject``) -- undoes its completed compensable calls in
-reverse order, each once, journaled like a call so that a crash mid-compensation resumes it."""
+"""Compensation (docs/runtime.md, "Compensation"): an abandoned run -- by the caller (``abandon``)
+or by an operator rejecting an interrupted call (``reject``) -- undoes its completed compensable
+calls in reverse order, each once, journaled like a call so that a crash mid-compensation resumes
+it."""
 
 from __future__ import annotations
 

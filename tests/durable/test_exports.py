@@ -1,8 +1,9 @@
 """``durable``'s public face (durable/__init__.py): every name in ``__all__`` exists, the list is
 sorted without duplicates, the whole error family is in it, and every public name of a
 ``durable`` module that the documentation tells a user about -- the README's "The reference
-runtime" section and docs/architecture.md, section 1 -- is exported, unless it is listed below
-with the reason it is not (trio's exports test is the model)."""
+runtime" section, the pages it leads to (docs/runtime.md, docs/stores.md) and
+docs/architecture.md, section 1 -- is exported, unless it is listed below with the reason it is
+not (trio's exports test is the model)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ NOT_EXPORTED = {
 }
 
 
+#: The pages the README's runtime section leads to, read whole: what it says of the runtime and
+#: its stores in brief, they say in full.
+RUNTIME_PAGES = ("runtime.md", "stores.md")
+
+
 def _section(text: str, start: str, end: str) -> str:
     assert start in text, f"section {start!r} not found: the test reads the wrong place"
     return text.split(start, 1)[1].split(end, 1)[0]
@@ -41,6 +47,9 @@ def _documented_tokens() -> set[str]:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     architecture = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     text = _section(readme, "## The reference runtime (`durable/`)", "\n## Architecture")
+    for page in RUNTIME_PAGES:  # the runtime's and the stores' whole pages
+        assert f"](docs/{page})" in text, f"the README's runtime section no longer links {page}"
+        text += (REPO / "docs" / page).read_text(encoding="utf-8")
     text += _section(architecture, "## 1. The runtime (`durable/`)", "\n## 2. ")
     spans = re.findall(r"`([^`\n]+)`", text)
     return {token for span in spans for token in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span)}

@@ -11,6 +11,7 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,14 @@ CONV_2 = "conv-2"
 LONG_ANSWER = "The invoice was paid in full; " * 5
 
 
-def build(kind: StoreKind, root: Path, *, reconciliation: bool = False) -> Stores:
+def build(
+    kind: StoreKind, root: Path, *, reconciliation: bool = False, stores: Stores | None = None
+) -> Stores:
     """A store written by the real runtime: ``conv-1`` has a completed run with a tool call and a
     long answer, then a run that failed (model error); with ``reconciliation``, ``conv-2`` has a
-    run waiting for an operator after a crash mid-tool (manual policy)."""
-    stores = Stores(kind, root)
+    run waiting for an operator after a crash mid-tool (manual policy). ``stores`` writes it
+    through another factory of stores (another mode, another kind of store)."""
+    stores = stores if stores is not None else Stores(kind, root)
 
     async def write() -> None:
         lookup = EffectTool("lookup", "replay_safe")
@@ -225,6 +229,112 @@ def test_inspect_of_sqlite_does_not_wait_for_a_live_writer(tmp_path: Path) -> No
         writer.execute("COMMIT")  # and inspect did not hold any lock the writer needs
     finally:
         writer.close()
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    """Every file directly in ``directory``, by name."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def _killed_sqlite(tmp_path: Path, *, shm: bool, journal: bool) -> Path:
+    """A SQLite store as a killed runtime leaves it: its last commit (the lease's expiry set to
+    42) only in the write-ahead log, the log's index (``-shm``) or not (a store opened without
+    shared memory), and perhaps a garbage ``-journal`` beside it. Made by copying the files of
+    a live connection, which is what a kill leaves on disk."""
+    (tmp_path / "src").mkdir()
+    stores = build("sqlite", tmp_path / "src")
+    gc.collect()
+    live = sqlite3.connect(stores.path, isolation_level=None)
+    live.execute("PRAGMA journal_mode=WAL")
+    live.execute("UPDATE leases SET expires_at_s = 42.0")
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    for name in ("store.db", "store.db-wal") + (("store.db-shm",) if shm else ()):
+        (killed / name).write_bytes((stores.path.parent / name).read_bytes())
+    live.close()
+    if journal:
+        (killed / "store.db-journal").write_bytes(b"garbage!" * 64)
+    return killed / "store.db"
+
+
+@pytest.mark.parametrize("shm", [True, False], ids=["with-shm", "without-shm"])
+@pytest.mark.parametrize("journal", [False, True], ids=["", "garbage-journal"])
+def test_inspect_of_a_killed_sqlite_store_reads_its_log_and_changes_no_byte(
+    tmp_path: Path, shm: bool, journal: bool
+) -> None:
+    """The last commit is in the log: inspect reports it, and the directory is byte for byte
+    what it was -- no ``-shm`` created or rewritten, no journal rolled back or removed -- and no
+    private copy is left behind."""
+    path = _killed_sqlite(tmp_path, shm=shm, journal=journal)
+    before = _files(path.parent)
+    copies = set(Path(tempfile.gettempdir()).glob("durable-inspect-*"))
+    code, out, err = inspect(path)
+    assert (code, err) == (0, ""), out
+    assert "epoch 1, expires at 42.000 s" in out
+    assert _files(path.parent) == before
+    assert set(Path(tempfile.gettempdir()).glob("durable-inspect-*")) == copies
+
+
+def test_inspect_of_a_closed_sqlite_store_creates_no_side_file(tmp_path: Path) -> None:
+    """A store whose last connection closed is one file; ``mode=ro`` would have created ``-wal``
+    and ``-shm`` beside it (what the damage battery found)."""
+    stores = build("sqlite", tmp_path)
+    gc.collect()
+    before = _files(tmp_path)
+    assert list(before) == ["store.db"]
+    assert inspect(stores.path)[0] == 0
+    assert _files(tmp_path) == before
+
+
+def test_inspect_claims_no_durability_mode(kind: StoreKind, tmp_path: Path) -> None:
+    """Nothing on disk records the mode a runtime opens a store in: the report says so rather
+    than print the mode of the object inspect happened to open it with."""
+    stores = build(kind, tmp_path)
+    out = inspect(stores.path)[1]
+    assert "fsync=True:" not in out and "synchronous=FULL" not in out
+    assert "not recorded" in out.splitlines()[0]
+
+
+def test_a_directory_it_cannot_read_is_a_one_line_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation whose files this user cannot read would look absent ("no store here",
+    exit 0). As root nothing is unreadable, so ``os.access`` says what another user's would."""
+    stores = build("file", tmp_path)
+    hidden = str(stores.path / CONV)
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda p, mode: False if str(p) == hidden else real_access(p, mode)
+    )
+    code, out, err = inspect(stores.path)
+    assert (code, out) == (2, "")
+    assert err == f"error: {hidden}: permission denied: nothing was checked\n"
+    monkeypatch.setattr(os, "access", lambda p, mode: str(p) != str(stores.path))
+    assert inspect(stores.path)[0] == 2
+
+
+def test_a_log_that_is_a_directory_is_a_one_line_refusal(tmp_path: Path) -> None:
+    stores = build("file", tmp_path)
+    events = stores.path / CONV / "events.jsonl"
+    events.unlink()
+    events.mkdir()
+    code, out, _ = inspect(stores.path)
+    assert code == 1 and out.count("\n") == 1
+    assert out.startswith(f"corrupt store: {events} is a directory, not a file of the store")
+
+
+def test_a_damaged_sqlite_header_is_corrupt_not_a_usage_error(tmp_path: Path) -> None:
+    """A file that holds the store's tables without SQLite's header is this store, damaged:
+    exit 1; a file holding neither is still no store at all (exit 2)."""
+    stores = build("sqlite", tmp_path)
+    gc.collect()
+    data = stores.path.read_bytes()
+    stores.path.write_bytes(b"\x00" * 16 + data[16:])
+    code, out, _ = inspect(stores.path)
+    assert code == 1 and out.startswith("corrupt store: ") and "header is damaged" in out
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x00" * 16 + data[16:100])
+    assert inspect(other)[0] == 2
 
 
 # -- failed checks ---------------------------------------------------------------------------------

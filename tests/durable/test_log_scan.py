@@ -108,7 +108,7 @@ def test_a_flipped_bit_in_the_middle_is_damage_proven_by_the_next_commit() -> No
 
 def test_a_flipped_bit_in_the_last_commit_reads_as_a_torn_tail() -> None:
     """The one case a single copy cannot tell: damage to its last write looks like a torn
-    write (README, "What each store mode does with damaged storage")."""
+    write (docs/stores.md, "What each store mode does with damaged storage")."""
     data = log_bytes(LOG[:3]) + flip_content(LOG[3])
     scan = scan_log(data, CONV)
     assert_committed(scan, LOG[:3])
@@ -138,14 +138,31 @@ def test_a_duplicated_line_before_later_commits_is_damage() -> None:
     )
 
 
-def test_a_crlf_log_is_committed_whole() -> None:
-    """A ``\\r`` before each newline is JSON whitespace: every record parses and verifies, and
-    the offsets and the durable end are those of the CRLF bytes."""
+def test_a_crlf_log_is_damage_from_its_first_line() -> None:
+    """A ``\r`` before each newline is JSON whitespace, so every record would parse and verify;
+    but the store writes ``\n`` alone, so a CRLF line is bytes it never wrote (the log rewritten
+    as text): the scan stops at the first one. Its records are intact, so the CRLF lines of
+    later commits prove it is damage, not a torn tail that recovery could cut."""
     data = log_bytes(LOG).replace(b"\n", b"\r\n")
     scan = scan_log(data, CONV)
-    assert scan.records == LOG
-    assert scan.offsets == [o + i for i, o in enumerate(offsets(LOG))]
-    assert (scan.good_end, scan.size, scan.anomaly) == (len(data), len(data), None)
+    assert_committed(scan, [])
+    second = len(line(LOG[0])) + 1  # line 2 starts after line 1 and its \r
+    assert scan.anomaly == Anomaly(
+        problem="line 1: ends with a carriage return (a CRLF line end: rewritten as text)",
+        line=1,
+        offset=0,
+        later=LaterCommit(line=2, offset=second, sequence=2),
+    )
+    assert scan.anomaly.kind == "damage"
+
+
+def test_a_crlf_last_line_alone_is_a_torn_tail() -> None:
+    """Only the last line ends in CRLF: nothing later proves a commit, so it reads as a torn
+    tail (what follows the committed prefix), like any other damage to the last write."""
+    data = log_bytes(LOG)[:-1] + b"\r\n"
+    scan = scan_log(data, CONV)
+    assert_committed(scan, LOG[:3])
+    assert scan.anomaly is not None and scan.anomaly.kind == "torn"
 
 
 def test_zeros_after_the_log_do_not_parse_and_are_a_torn_tail() -> None:

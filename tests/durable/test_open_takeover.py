@@ -85,8 +85,10 @@ async def test_a_takeover_while_opening_fences_the_opener(kind: str, tmp_path: P
 
 
 async def test_a_lease_record_that_went_back_is_still_corrupt(tmp_path: Path) -> None:
-    """An old copy of ``lease.json`` restored over the current one: the next grant repeats an
-    epoch the log already holds, and nobody took over. That is corruption, as before."""
+    """An old copy of ``lease.json`` restored over the current one: a grant would repeat an
+    epoch the log already holds, and nobody took over. That is corruption, refused before the
+    store writes a new lease, so the next attempt refuses again (the evidence is not
+    overwritten by the refusing process's own lease)."""
     reopen = _stores(tmp_path)["file"]
     lease_file = tmp_path / "files" / CONV / "lease.json"
     for owner in ("a", "a2"):
@@ -97,7 +99,9 @@ async def test_a_lease_record_that_went_back_is_still_corrupt(tmp_path: Path) ->
         if owner == "a":
             old_copy = lease_file.read_bytes()  # epoch 1, released
     lease_file.write_bytes(old_copy)
-    with pytest.raises(CorruptStore, match="lease record was reset"):
-        await Journal.open(
-            store=reopen(), ports=_ports(), config=CONFIG, conversation_id=CONV, owner_id="b"
-        )
+    for _ in range(2):
+        with pytest.raises(CorruptStore, match="the lease went back"):
+            await Journal.open(
+                store=reopen(), ports=_ports(), config=CONFIG, conversation_id=CONV, owner_id="b"
+            )
+        assert lease_file.read_bytes() == old_copy

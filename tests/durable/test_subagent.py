@@ -1,6 +1,6 @@
-"""Sub-agents (README, "Sub-agents"): a delegating call runs a child conversation derived from the
-call; a call re-run after a crash finds the same child (its request id dedupes) and returns its
-answer, instead of starting a second one."""
+"""Sub-agents (docs/runtime.md, "Sub-agents"): a delegating call runs a child conversation derived
+from the call; a call re-run after a crash finds the same child (its request id dedupes) and returns
+its answer, instead of starting a second one."""
 
 from __future__ import annotations
 

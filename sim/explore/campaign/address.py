@@ -38,6 +38,7 @@ def project_version() -> str:
     Computed once per process (the sources of a running process do not change under it)."""
     h = hashlib.sha256()
     for package in (durable, sim):
+        assert package.__file__ is not None, "durable and sim are regular packages"
         root = Path(package.__file__).resolve().parent
         for path in sorted(root.rglob("*.py")):
             name = f"{package.__name__}/{path.relative_to(root).as_posix()}"

@@ -20,7 +20,7 @@ from sim.explore.campaign.document import described, part_from_json
 from sim.explore.campaign.plan import Plan, Unit
 from sim.explore.recording import ScenarioSweep
 from sim.explore.sweep import SweepPart, record_part
-from sim.world.faults import parse_schedule
+from sim.world.faults import CrashKind, parse_schedule
 from sim.world.stores import StoreKind
 
 
@@ -91,7 +91,7 @@ def _sweep_order(out: ScenarioSweep) -> Any:
     """The key that puts schedules in the order both fast paths record them: boundary index,
     before before after, the crash kinds in the sweep's order, the enumerated tears last."""
     store = StoreKind(out.store)
-    kinds = [kind for kind in out.crash_kinds if store.can_inject(kind)]  # type: ignore[arg-type]
+    kinds = [kind for kind in out.crash_kinds if store.can_inject(CrashKind(kind))]
     position = {kind: n for n, kind in enumerate(kinds)}
 
     def key(text: str) -> tuple[int, int, int, int]:

@@ -14,6 +14,7 @@ from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 
 @mutant(
@@ -23,7 +24,7 @@ from sim.run.labels import LabelledCrash
     caught_by=("I18",),
     # The verified edit moves the mutation revision from 0 to 2.
     witness=LabelledCrash(
-        label="tool.effect:workspace.replace#call-1", when="after", kind="process"
+        label="tool.effect:workspace.replace#call-1", when=When.AFTER, kind=CrashKind.PROCESS
     ),
     first_kill="24:after:process",
 )
@@ -76,7 +77,7 @@ def _unchecked_compaction_applied(state: Any, event: CompactionApplied, sequence
     scenario="compaction_mid_conversation",
     caught_by=("I19",),
     # Between the first compaction's intent and its application.
-    witness=LabelledCrash(label="store.commit#16", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#16", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="82:after:process",
 )
 def stale_summary_applied(mp: Patcher) -> None:

@@ -13,6 +13,7 @@ from durable.tasks import compensation as compensation_mod
 from durable.tools import ToolContext
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 
 @mutant(
@@ -40,7 +41,7 @@ def compensate_forward_order(mp: Patcher) -> None:
     scenario="abandon_restores_files",
     caught_by=("I17",),
     witness=LabelledCrash(
-        label="tool.effect:workspace.restore#call-4.undo", when="after", kind="process"
+        label="tool.effect:workspace.restore#call-4.undo", when=When.AFTER, kind=CrashKind.PROCESS
     ),
     first_kill="100:after:process",
 )
@@ -66,7 +67,7 @@ def compensation_key_per_attempt(mp: Patcher) -> None:
     scenario="delegate_to_subagent",
     caught_by=("I20",),
     # The first crash after the delegating call's intent: its recovery re-runs the delegation.
-    witness=LabelledCrash(label="store.commit#5", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#5", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="21:after:process",
 )
 def subagent_fresh_request_id(mp: Patcher) -> None:

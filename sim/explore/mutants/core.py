@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from sim.errors import ScheduleError
 from sim.judgement.invariants import INVARIANTS
 from sim.run.labels import LabelledCrash
-from sim.world.faults import CrashKind, ScheduleError, parse_schedule
+from sim.world.faults import CrashKind, parse_schedule
 from sim.world.scenario import bundled_names
 from sim.world.stores import StoreKind
 
@@ -96,7 +97,7 @@ class Mutant:
     apply: Callable[[Patcher], None]
     scenario: str
     store: StoreKind = StoreKind.FILE
-    crash_kinds: tuple[CrashKind, ...] = ("process", "power")
+    crash_kinds: tuple[CrashKind, ...] = (CrashKind.PROCESS, CrashKind.POWER)
     caught_by: tuple[str, ...]
     also: tuple[str, ...] = ()
     witness: tuple[LabelledCrash, ...]
@@ -189,7 +190,7 @@ def mutant(
     first_kill: str | None,
     also: tuple[str, ...] = (),
     store: StoreKind = StoreKind.FILE,
-    crash_kinds: tuple[CrashKind, ...] = ("process", "power"),
+    crash_kinds: tuple[CrashKind, ...] = (CrashKind.PROCESS, CrashKind.POWER),
 ) -> Callable[[F], F]:
     """Register the decorated function as a mutant (the fields: ``Mutant``). ``witness``: one
     crash, several in order, or None when the fault-free run fails. The function is returned

@@ -8,14 +8,16 @@ from typing import Any
 from durable import runs as runs_mod
 from durable import runtime as runtime_mod
 from durable import state as state_mod
+from durable.errors import ConversationBusy
 from durable.events import InputAccepted, InputsSteered
 from durable.runs import start_run
 from durable.tasks import generation as generation_mod
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 # The client re-sends ticket-1 after a crash that follows its acceptance.
-AFTER_ACCEPTANCE = LabelledCrash(label="store.commit#2", when="after", kind="process")
+AFTER_ACCEPTANCE = LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.PROCESS)
 
 
 def _submit_without_dedupe(mp: Patcher) -> None:
@@ -143,7 +145,7 @@ def steer_reversed(mp: Patcher) -> None:
     original = runs_mod.place_steering
 
     def place_steering(state: Any, task_id: str) -> list[Any]:
-        events = original(state, task_id)
+        events = [e for e in original(state, task_id) if isinstance(e, InputsSteered)]  # all are
         return [e.model_copy(update={"inputs": e.inputs[::-1]}) for e in events]
 
     mp.setattr(generation_mod, "place_steering", place_steering)
@@ -156,7 +158,7 @@ def steer_reversed(mp: Patcher) -> None:
     caught_by=("I14",),
     # steer-2 queued, the read in flight: the restarted process forgets steer-2 at the
     # post-tools boundary.
-    witness=LabelledCrash(label="store.lease.renew#1", when="before", kind="process"),
+    witness=LabelledCrash(label="store.lease.renew#1", when=When.BEFORE, kind=CrashKind.PROCESS),
     first_kill="27:before:process",
 )
 def steer_queue_in_memory(mp: Patcher) -> None:
@@ -181,7 +183,7 @@ def steer_queue_in_memory(mp: Patcher) -> None:
 
     def place_steering(state: Any, task_id: str) -> list[Any]:
         known = remembered(state)
-        events = original_place(state, task_id)
+        events = [e for e in original_place(state, task_id) if isinstance(e, InputsSteered)]
         kept = [
             e.model_copy(update={"inputs": [i for i in e.inputs if i in known]}) for e in events
         ]
@@ -211,7 +213,7 @@ def reject_writes(mp: Patcher) -> None:
         busy = state.active_run is not None and request_id not in state.request_ids
         if mode == "reject" and busy:
             await original(self, content, request_id=request_id, mode="follow_up")
-            raise runtime_mod.ConversationBusy(self.id, state.active_run or "?", request_id)
+            raise ConversationBusy(self.id, state.active_run or "?", request_id)
         return await original(self, content, **kwargs)
 
     mp.setattr(runtime_mod.Conversation, "submit", submit)

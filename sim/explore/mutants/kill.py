@@ -99,7 +99,7 @@ def judge_witness(
     the same runtime, so I9 and I11 see only what the crashes change. Each crash is named in
     the run the crashes before it leave; I10's second run only if the mutant needs it."""
     scenario = load_scenario(mutant.scenario)
-    base = base_schedule(scenario, seed=seed, store=mutant.store)  # type: ignore[arg-type]
+    base = base_schedule(scenario, seed=seed, store=mutant.store)
     plain = scenario.without_faults()
     reference = run_scenario(plain, seed=seed, store=mutant.store, schedule=base)
     run, schedule = reference, base

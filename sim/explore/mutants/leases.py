@@ -11,6 +11,7 @@ from durable.store.base import Lease, LeaseHeld
 from durable.store.file import FileStore
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 
 @mutant(
@@ -69,7 +70,7 @@ def renew_without_fence(mp: Patcher) -> None:
     bug_class="a lease granted while another owner's is live",
     scenario="idempotent_payment",
     caught_by=("I8",),
-    witness=LabelledCrash(label="store.lease.acquire#1", when="after", kind="process"),
+    witness=LabelledCrash(label="store.lease.acquire#1", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="0:after:process",
 )
 def acquire_ignores_live_lease(mp: Patcher) -> None:
@@ -96,7 +97,7 @@ def acquire_ignores_live_lease(mp: Patcher) -> None:
     bug_class="a new owner granted the expired lease's epoch (no new fencing token)",
     scenario="idempotent_payment",
     caught_by=("I8",),
-    witness=LabelledCrash(label="store.lease.acquire#1", when="after", kind="process"),
+    witness=LabelledCrash(label="store.lease.acquire#1", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="0:after:process",
 )
 def acquire_keeps_epoch(mp: Patcher) -> None:

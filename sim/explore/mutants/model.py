@@ -9,12 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 from durable import scheduler as scheduler_mod
-from durable.events import TaskCheckpoint
+from durable.events import ModelRequested, TaskCheckpoint
 from durable.model import ModelError, ModelRequest
 from durable.tasks import generation as generation_mod
 from durable.tasks import live_task
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 
 @mutant(
@@ -29,7 +30,7 @@ from sim.run.labels import LabelledCrash
 def stale_context_window(mp: Patcher) -> None:
     """The pinned request keeps the first run's window (cutoff 1), so the next run's request
     does not contain its own input."""
-    original = generation_mod.ModelRequested
+    original = ModelRequested  # the class generation builds its requests with
 
     def model_requested(**fields: Any) -> Any:
         return original(**{**fields, "cutoff": min(fields["cutoff"], 1)})
@@ -74,7 +75,7 @@ def retry_after_fatal_error(mp: Patcher) -> None:
     bug_class="the pinned request re-sent twice on recovery",
     scenario="read_edit_answer",
     caught_by=("I11",),
-    witness=LabelledCrash(label="store.commit#3", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#3", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="14:after:process",
 )
 def resend_twice_on_recovery(mp: Patcher) -> None:
@@ -108,7 +109,7 @@ def resend_twice_on_recovery(mp: Patcher) -> None:
     bug_class="the request re-sent on recovery differs from the pinned one",
     scenario="read_edit_answer",
     caught_by=("I11",),
-    witness=LabelledCrash(label="model.call#1", when="after", kind="process"),
+    witness=LabelledCrash(label="model.call#1", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="17:after:process",
 )
 def resend_differs_on_recovery(mp: Patcher) -> None:
@@ -140,7 +141,8 @@ def _inline_retries(mp: Patcher) -> Callable[[Any], set[str]]:
     failed = generation_mod._model_failed
 
     def inline(env: Any) -> set[str]:
-        return env.journal.__dict__.setdefault("_mutant_inline_retries", set())
+        retries: set[str] = env.journal.__dict__.setdefault("_mutant_inline_retries", set())
+        return retries
 
     async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
         inline(env).add(task_id)
@@ -155,7 +157,7 @@ def _inline_retries(mp: Patcher) -> Callable[[Any], set[str]]:
     bug_class="retry backoff deadline recomputed from now on resume",
     scenario="retry_backoff",
     caught_by=("I11",),
-    witness=LabelledCrash(label="store.commit#4", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#4", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="18:after:process",
 )
 def retry_deadline_from_now(mp: Patcher) -> None:
@@ -185,7 +187,7 @@ def retry_deadline_from_now(mp: Patcher) -> None:
     caught_by=("I11",),
     # In the backoff: the restarted process waits a whole backoff again instead of retrying
     # at the committed deadline.
-    witness=LabelledCrash(label="store.lease.renew#6", when="after", kind="process"),
+    witness=LabelledCrash(label="store.lease.renew#6", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="51:after:process",
 )
 def retry_waits_again(mp: Patcher) -> None:

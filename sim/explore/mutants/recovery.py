@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from durable import runs as runs_mod
 from durable import runtime as runtime_mod
 from durable.events import TaskSettled, ToolIntent, ToolResult
 from durable.scheduler import Scheduler
@@ -20,6 +21,7 @@ from durable.tasks import tool as tool_mod
 from durable.tools import ToolContext, idempotency_key
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
 
 @mutant(
@@ -78,7 +80,7 @@ def effect_before_intent(mp: Patcher) -> None:
     bug_class="a tool task's recovery returns without committing anything",
     scenario="idempotent_payment",
     caught_by=("I0",),
-    witness=LabelledCrash(label="store.commit#5", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#5", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="21:after:process",
 )
 def recover_without_progress(mp: Patcher) -> None:
@@ -97,7 +99,7 @@ def recover_without_progress(mp: Patcher) -> None:
     scenario="read_edit_answer",
     caught_by=("I1",),
     witness=LabelledCrash(
-        label="tool.effect:workspace.append_line#call-2", when="after", kind="process"
+        label="tool.effect:workspace.append_line#call-2", when=When.AFTER, kind=CrashKind.PROCESS
     ),
     first_kill="47:after:process",
 )
@@ -118,7 +120,9 @@ def unsafe_replays_on_recovery(mp: Patcher) -> None:
     bug_class="a fresh idempotency key per attempt instead of one per call",
     scenario="idempotent_payment",
     caught_by=("I1",),
-    witness=LabelledCrash(label="tool.effect:payments.charge#call-1", when="after", kind="process"),
+    witness=LabelledCrash(
+        label="tool.effect:payments.charge#call-1", when=When.AFTER, kind=CrashKind.PROCESS
+    ),
     first_kill="24:after:process",
 )
 def idempotency_key_per_attempt(mp: Patcher) -> None:
@@ -137,7 +141,7 @@ def idempotency_key_per_attempt(mp: Patcher) -> None:
     bug_class="an in-flight intent ignored on resume (the run hangs)",
     scenario="idempotent_payment",
     caught_by=("I7",),
-    witness=LabelledCrash(label="store.commit#5", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#5", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="21:after:process",
 )
 def scheduler_skips_execute(mp: Patcher) -> None:
@@ -165,7 +169,7 @@ def scheduler_skips_execute(mp: Patcher) -> None:
     scenario="verify_then_continue_edit",
     caught_by=("I1",),
     witness=LabelledCrash(
-        label="tool.effect:workspace.append_line#call-1", when="after", kind="process"
+        label="tool.effect:workspace.append_line#call-1", when=When.AFTER, kind=CrashKind.PROCESS
     ),
     first_kill="24:after:process",
 )
@@ -195,9 +199,11 @@ def verifier_ignored(mp: Patcher) -> None:
     # it records the call's outcome; the next recovery finds an intent two epochs old.
     witness=(
         LabelledCrash(
-            label="tool.effect:workspace.append_line#call-2", when="after", kind="process"
+            label="tool.effect:workspace.append_line#call-2",
+            when=When.AFTER,
+            kind=CrashKind.PROCESS,
         ),
-        LabelledCrash(label="store.commit", when="after", kind="process"),
+        LabelledCrash(label="store.commit", when=When.AFTER, kind=CrashKind.PROCESS),
     ),
     first_kill=None,  # one crash never shows it: the schedule fuzzer must find it
 )
@@ -224,7 +230,7 @@ def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     bug_class="a re-executed tool records a different output",
     scenario="idempotent_payment",
     caught_by=("I9",),
-    witness=LabelledCrash(label="store.commit#5", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#5", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="21:after:process",
 )
 def recovery_rewrites_output(mp: Patcher) -> None:
@@ -254,7 +260,7 @@ def recovery_rewrites_output(mp: Patcher) -> None:
 )
 def abort_leaves_intents_open(mp: Patcher) -> None:
     """Abort settles the run but records no result for tool calls in flight."""
-    original = runtime_mod.settle_run
+    original = runs_mod.settle_run  # the function runtime calls as its settle_run
 
     def settle_run(state: Any, ids: Any, budget: Any, **kwargs: Any) -> list[Any]:
         events = original(state, ids, budget, **kwargs)
@@ -269,10 +275,10 @@ def abort_leaves_intents_open(mp: Patcher) -> None:
     name="store-error-as-tool-result",
     bug_class="a sub-agent's corrupt child store turned into the delegating call's error result",
     scenario="delegate_to_subagent",
-    crash_kinds=("process", "power", "storage"),
+    crash_kinds=(CrashKind.PROCESS, CrashKind.POWER, CrashKind.STORAGE),
     caught_by=("I20",),
     also=("I9",),
-    witness=LabelledCrash(label="store.commit#6", when="after", kind="storage"),
+    witness=LabelledCrash(label="store.commit#6", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="31:after:storage",
 )
 def store_error_as_tool_result(mp: Patcher) -> None:

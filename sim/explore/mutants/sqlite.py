@@ -13,16 +13,18 @@ from durable.store import sqlite as sqlite_store_mod
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 from sim.world import sqlite_vfs as sqlite_vfs_mod
+from sim.world.faults import CrashKind, When
+from sim.world.stores import StoreKind
 
 # Before the commit after pay-1's acknowledgement: pay-1 vanishes with the power.
-BEFORE_COMMIT_3 = LabelledCrash(label="store.commit#3", when="before", kind="power")
+BEFORE_COMMIT_3 = LabelledCrash(label="store.commit#3", when=When.BEFORE, kind=CrashKind.POWER)
 
 
 @mutant(
     name="sqlite-off-as-full",
     bug_class="SQLite opened with synchronous=OFF while the store presents itself as FULL",
     scenario="idempotent_payment",
-    store="sqlite",
+    store=StoreKind.SQLITE,
     caught_by=("I12",),
     also=("I5",),  # the client re-sends the lost input and gets a new submission
     witness=BEFORE_COMMIT_3,
@@ -47,7 +49,7 @@ def sqlite_off_as_full(mp: Patcher) -> None:
     bug_class="the VFS's xSync does nothing: a disk or OS that lies about fsync (mutates the "
     "simulator's VFS, not the store)",
     scenario="idempotent_payment",
-    store="sqlite",
+    store=StoreKind.SQLITE,
     caught_by=("I12",),
     also=("I5",),  # the client re-sends the lost input and gets a new submission
     witness=BEFORE_COMMIT_3,
@@ -69,13 +71,15 @@ def vfs_sync_noop(mp: Patcher) -> None:
     bug_class="a WAL checkpoint copies into the database file before the log is synced "
     "(synchronous=NORMAL)",
     scenario="weak_durability_nofsync",
-    store="sqlite",
+    store=StoreKind.SQLITE,
     caught_by=("I2",),
     also=("I0",),
     # Before the third checkpoint's log truncate, after the database's sync: the copied pages
     # are durable, the unsynced log comes back as an older prefix that recovery replays over
     # them.
-    witness=LabelledCrash(label="fs.truncate:store.sqlite-wal", when="before", kind="power", nth=3),
+    witness=LabelledCrash(
+        label="fs.truncate:store.sqlite-wal", when=When.BEFORE, kind=CrashKind.POWER, nth=3
+    ),
     first_kill="89:before:power",
 )
 def checkpoint_without_wal_sync(mp: Patcher) -> None:

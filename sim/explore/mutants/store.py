@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from durable import events as events_mod
 from durable import journal as journal_mod
-from durable.events import SCHEMA_VERSION, canonical_json, sha256_hex
+from durable.codec import canonical_json, sha256_hex
+from durable.events import SCHEMA_VERSION
 from durable.store import file as file_store_mod
 from durable.store import logscan as logscan_mod
 from durable.store import sqlite as sqlite_store_mod
@@ -17,8 +19,13 @@ from durable.store.file import FileStore
 from durable.store.logscan import LogScan
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 
-STORAGE = ("process", "power", "storage")  # the sweep of a damage-handling bug needs the faults
+STORAGE = (
+    CrashKind.PROCESS,
+    CrashKind.POWER,
+    CrashKind.STORAGE,
+)  # the sweep of a damage-handling bug needs the faults
 
 
 @mutant(
@@ -26,7 +33,7 @@ STORAGE = ("process", "power", "storage")  # the sweep of a damage-handling bug 
     bug_class="checkpoint/lease rename without fsync of the temporary file",
     scenario="idempotent_payment",
     caught_by=("I0",),
-    witness=LabelledCrash(label="fs.fsync_dir:c1/", when="after", kind="power"),
+    witness=LabelledCrash(label="fs.fsync_dir:c1/", when=When.AFTER, kind=CrashKind.POWER),
     first_kill="5:after:power",
 )
 def tmp_not_fsynced_before_rename(mp: Patcher) -> None:
@@ -50,7 +57,9 @@ def tmp_not_fsynced_before_rename(mp: Patcher) -> None:
     bug_class="lease file rewritten in place (no temporary file, no rename)",
     scenario="idempotent_payment",
     caught_by=("I0",),
-    witness=LabelledCrash(label="fs.open_trunc:c1/lease.json", when="after", kind="process"),
+    witness=LabelledCrash(
+        label="fs.open_trunc:c1/lease.json", when=When.AFTER, kind=CrashKind.PROCESS
+    ),
     first_kill="2:after:process",
 )
 def lease_written_in_place(mp: Patcher) -> None:
@@ -75,7 +84,9 @@ def lease_written_in_place(mp: Patcher) -> None:
     caught_by=("I2",),
     also=("I0",),
     witness=LabelledCrash(
-        label="fs.open_trunc:c1/checkpoint-000000000019.json", when="after", kind="process"
+        label="fs.open_trunc:c1/checkpoint-000000000019.json",
+        when=When.AFTER,
+        kind=CrashKind.PROCESS,
     ),
     first_kill="39:after:process",
 )
@@ -103,7 +114,7 @@ def checkpoint_written_in_place(mp: Patcher) -> None:
     bug_class="no directory fsync after the rename",
     scenario="crash_during_recovery",
     caught_by=("I0",),
-    witness=LabelledCrash(label="store.commit#6", when="after", kind="power"),
+    witness=LabelledCrash(label="store.commit#6", when=When.AFTER, kind=CrashKind.POWER),
     first_kill="23:after:process,31:after:power",
 )
 def no_dir_fsync_after_rename(mp: Patcher) -> None:
@@ -131,7 +142,7 @@ def no_dir_fsync_after_rename(mp: Patcher) -> None:
     # The second append is commit #2's; its enumerated tear ~2 cuts it at a record end inside
     # the batch: complete lines of an incomplete batch.
     witness=LabelledCrash(
-        label="fs.append:c1/events.jsonl", when="after", kind="power", nth=2, tear=2
+        label="fs.append:c1/events.jsonl", when=When.AFTER, kind=CrashKind.POWER, nth=2, tear=2
     ),
     first_kill="12:after:power~2",
 )
@@ -163,7 +174,9 @@ def trust_torn_tail(mp: Patcher) -> None:
     scenario="abort_mid_tool",
     caught_by=("I2",),
     also=("I5", "I11"),
-    witness=LabelledCrash(label="fs.append:c1/events.jsonl", when="after", kind="power", nth=7),
+    witness=LabelledCrash(
+        label="fs.append:c1/events.jsonl", when=When.AFTER, kind=CrashKind.POWER, nth=7
+    ),
     first_kill="46:after:power",
 )
 def checksums_not_verified(mp: Patcher) -> None:
@@ -172,7 +185,7 @@ def checksums_not_verified(mp: Patcher) -> None:
 
     def check_line(line: bytes, conversation_id: str) -> tuple[Any, str | None]:
         try:
-            record = logscan_mod.parse_record(line)
+            record = events_mod.parse_record(line)
         except ValueError as exc:
             return None, f"does not parse ({type(exc).__name__})"
         if record.conversation_id != conversation_id:
@@ -188,7 +201,7 @@ def checksums_not_verified(mp: Patcher) -> None:
     scenario="read_edit_answer",
     caught_by=("I2", "I3"),
     also=("I8",),
-    witness=LabelledCrash(label="store.commit#10", when="after", kind="process"),
+    witness=LabelledCrash(label="store.commit#10", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="44:after:process",
 )
 def expected_sequence_ignored(mp: Patcher) -> None:
@@ -243,7 +256,7 @@ def checkpoint_claims_one_more(mp: Patcher) -> None:
     bug_class="recovery from a checkpoint drops a field (the request-id index)",
     scenario="read_edit_answer",
     caught_by=("I3",),
-    witness=LabelledCrash(label="store.checkpoint#1", when="after", kind="process"),
+    witness=LabelledCrash(label="store.checkpoint#1", when=When.AFTER, kind=CrashKind.PROCESS),
     first_kill="38:after:process",
 )
 def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
@@ -268,7 +281,7 @@ def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
     caught_by=("I12",),
     also=("I5",),  # the client re-sends the lost input and gets a new submission
     # The mutant's trace has no fsync boundaries: the append of commit #3 is its boundary.
-    witness=LabelledCrash(label="store.commit#3", when="before", kind="power"),
+    witness=LabelledCrash(label="store.commit#3", when=When.BEFORE, kind=CrashKind.POWER),
     first_kill="11:before:power",
 )
 def append_skips_fsync(mp: Patcher) -> None:
@@ -292,7 +305,9 @@ def append_skips_fsync(mp: Patcher) -> None:
     scenario="idempotent_payment",
     caught_by=("I12",),
     also=("I5",),  # the client re-sends the lost input and gets a new submission
-    witness=LabelledCrash(label="fs.append:c1/events.jsonl", when="before", kind="power", nth=3),
+    witness=LabelledCrash(
+        label="fs.append:c1/events.jsonl", when=When.BEFORE, kind=CrashKind.POWER, nth=3
+    ),
     first_kill="14:before:power",
 )
 def ack_before_durable(mp: Patcher) -> None:
@@ -320,7 +335,7 @@ def ack_before_durable(mp: Patcher) -> None:
     crash_kinds=STORAGE,
     caught_by=("I12",),
     also=("I5",),  # the client re-sends the input whose acknowledgement was cut away
-    witness=LabelledCrash(label="store.commit#3", when="after", kind="storage"),
+    witness=LabelledCrash(label="store.commit#3", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="14:after:storage",
 )
 def damage_read_as_torn_tail(mp: Patcher) -> None:
@@ -340,7 +355,7 @@ def damage_read_as_torn_tail(mp: Patcher) -> None:
     scenario="read_edit_answer",
     crash_kinds=STORAGE,
     caught_by=("I13",),
-    witness=LabelledCrash(label="store.commit#2", when="after", kind="storage"),
+    witness=LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="11:after:storage",
 )
 def repair_before_refusing(mp: Patcher) -> None:
@@ -363,7 +378,7 @@ def repair_before_refusing(mp: Patcher) -> None:
     scenario="read_edit_answer",
     crash_kinds=STORAGE,
     caught_by=("I13",),
-    witness=LabelledCrash(label="store.commit#2", when="after", kind="storage"),
+    witness=LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="11:after:storage",
 )
 def corruption_unnamed(mp: Patcher) -> None:

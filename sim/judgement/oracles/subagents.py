@@ -40,8 +40,8 @@ def _i20(explanation: str, witness: tuple[str, ...], expected: str, actual: str)
 def check_subagents(result: RunResult, state: State) -> list[Violation]:
     """I20: one child per delegating call. Every child conversation in the store is the child of
     a delegating call of the conversation, under the id derived from that call (written out here,
-    not taken from the runtime: README, "Sub-agents"); its log reduces and accepted exactly one
-    input, under the request id derived from the call; and a delegating call recorded as
+    not taken from the runtime: docs/runtime.md, "Sub-agents"); its log reduces and accepted exactly
+    one input, under the request id derived from the call; and a delegating call recorded as
     executed has the child's answer as its result."""
     conversation = result.scenario.conversation_id
     delegating = delegating_tools(result)

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
-from sim.outputs.cli.common import UsageError, text_arg
+from sim.outputs.cli.common import text_arg
 
 MAX_REPEATS = 50
 MAX_GROWTH_TURNS = 200  # long_horizon's tool turns

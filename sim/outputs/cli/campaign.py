@@ -20,11 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
-    UsageError,
+    add_crash_option,
+    add_stores_option,
     check_out_dir,
     determinism_of,
     exit_for,
@@ -53,24 +55,13 @@ def add_parsers(sub: Any) -> None:
         ),
     )
     cp.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="default: all bundled")
-    cp.add_argument(
-        "--store",
-        type=options.arg_type(options.stores, command="campaign", supported=FORKED_STORES),
-        default=options.DEFAULT_STORES,
-        metavar="STORES",
-        help=(
-            f"comma-separated: {options.store_help(FORKED_STORES, options.DEFAULT_STORES)}. "
-            "Postgres is never forked, so it is not campaigned (sweep it by name)"
-        ),
+    add_stores_option(
+        cp,
+        command="campaign",
+        supported=FORKED_STORES,
+        note="Postgres is never forked, so it is not campaigned (sweep it by name)",
     )
-    cp.add_argument(
-        "--crash",
-        type=options.arg_type(options.crash_kinds),
-        default=options.DEFAULT_CRASH_KINDS,
-        metavar="KINDS",
-        help="crash kinds, comma-separated: process, power, storage (default "
-        f"{','.join(options.DEFAULT_CRASH_KINDS)}), as in `durable-sim sweep`",
-    )
+    add_crash_option(cp, note="As in `durable-sim sweep`")
     cp.add_argument(
         "--seed",
         type=seed_arg,

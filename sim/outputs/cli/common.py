@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from sim.errors import UsageError  # imported from here by every command module
+from sim.errors import UsageError
 from sim.judgement.invariants import INVARIANTS
 from sim.outputs import options
 from sim.world.pgserver import CONNINFO_ENV
@@ -72,6 +72,33 @@ def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
         if spec:
             chosen[name] = load(spec)
     return chosen
+
+
+def add_stores_option(
+    p: argparse.ArgumentParser, *, command: str, supported: tuple[StoreKind, ...], note: str
+) -> None:
+    """``--store`` of a command that runs several stores: a comma list of ``supported`` kinds
+    (``both`` an alias), by default both file kinds; ``note`` says what each store means to
+    ``command``."""
+    p.add_argument(
+        "--store",
+        type=options.arg_type(options.stores, command=command, supported=supported),
+        default=options.DEFAULT_STORES,
+        metavar="STORES",
+        help=f"comma-separated: {options.store_help(supported, options.DEFAULT_STORES)}. {note}",
+    )
+
+
+def add_crash_option(p: argparse.ArgumentParser, *, note: str) -> None:
+    """``--crash``: the crash kinds swept, a comma list, by default process and power."""
+    p.add_argument(
+        "--crash",
+        type=options.arg_type(options.crash_kinds),
+        default=options.DEFAULT_CRASH_KINDS,
+        metavar="KINDS",
+        help=f"crash kinds, comma-separated: process, power, storage (default "
+        f"{','.join(options.DEFAULT_CRASH_KINDS)}). {note}",
+    )
 
 
 def add_single_run_options(p: argparse.ArgumentParser, *, command: str) -> None:

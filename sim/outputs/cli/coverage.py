@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
-    UsageError,
+    add_crash_option,
+    add_stores_option,
     seed_arg,
     text_arg,
     wide_console,
@@ -47,20 +49,11 @@ def add_parsers(sub: Any) -> None:
         metavar="NAME",
         help="sweep only this bundled scenario (repeatable; default: all)",
     )
-    cv.add_argument(
-        "--store",
-        type=options.arg_type(options.stores, command="coverage", supported=STORES),
-        default=options.DEFAULT_STORES,
-        metavar="STORES",
-        help=f"comma-separated: {options.store_help(STORES, options.DEFAULT_STORES)}",
-    )
-    cv.add_argument(
-        "--crash",
-        type=options.arg_type(options.crash_kinds),
-        default=options.DEFAULT_CRASH_KINDS,
-        metavar="KINDS",
-        help="crash kinds of the sweep, as for sweep --crash (default process,power: the default "
-        "sweep; add storage to see which allowed branches storage faults reach)",
+    add_stores_option(cv, command="coverage", supported=STORES, note="Swept and fuzzed")
+    add_crash_option(
+        cv,
+        note="The sweep's, as for sweep --crash: add storage to see which allowed branches "
+        "storage faults reach",
     )
     cv.add_argument("--no-fuzz", action="store_true", help="skip the fuzzer (the sweep only)")
     cv.add_argument(

@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.campaign import add_budget_options, run_fuzz_budget
 from sim.outputs.cli.common import (
-    UsageError,
     jobs_arg,
     seed_arg,
     text_arg,

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs.cli.campaign import add_output_options, finish
 from sim.outputs.cli.campaign import add_parsers as add_campaign
-from sim.outputs.cli.common import EXIT, UsageError, check_out_dir
+from sim.outputs.cli.common import EXIT, check_out_dir
 
 
 def add_parsers(sub: Any) -> None:

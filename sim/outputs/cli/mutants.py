@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.outputs.cli.common import (
-    UsageError,
     seed_arg,
     wide_console,
 )

@@ -9,8 +9,9 @@ import argparse
 import json
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
-from sim.outputs.cli.common import SEED_HELP, UsageError, seed_arg, text_arg
+from sim.outputs.cli.common import SEED_HELP, seed_arg, text_arg
 from sim.outputs.realcrash import RealcrashError, realcrash
 from sim.run.realrun import BLOCKING_MODES, CLOCKS, DEFAULT_SPEEDUP
 

@@ -7,10 +7,10 @@ import json
 import sys
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
-    UsageError,
     add_seam_options,
     add_single_run_options,
     check_stores,

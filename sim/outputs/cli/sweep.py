@@ -11,13 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
 from sim.outputs.cli.common import (
     SEED_HELP,
-    UsageError,
+    add_crash_option,
     add_seam_options,
+    add_stores_option,
     check_out_dir,
     check_stores,
     determinism_of,
@@ -104,32 +106,26 @@ def add_parsers(sub: Any) -> None:
 
 def _add_fault_options(sw: argparse.ArgumentParser) -> None:
     """``--store`` and ``--crash``: what is swept, and with which faults."""
-    sw.add_argument(
-        "--store",
-        type=options.arg_type(options.stores, command="sweep", supported=STORES),
-        default=options.DEFAULT_STORES,
-        metavar="STORES",
-        help=(
-            f"comma-separated: {options.store_help(STORES, options.DEFAULT_STORES)}. file "
-            "(FileStore), sqlite (SQLiteStore in WAL mode). A scenario's fsync picks the mode: "
-            "true = fsync / synchronous=FULL, nothing acknowledged may be lost; false = no fsync "
-            "/ synchronous=NORMAL, power loss may lose a suffix. postgres, only by name: "
+    add_stores_option(
+        sw,
+        command="sweep",
+        supported=STORES,
+        note=(
+            "file (FileStore), sqlite (SQLiteStore in WAL mode). A scenario's fsync picks the "
+            "mode: true = fsync / synchronous=FULL, nothing acknowledged may be lost; false = no "
+            "fsync / synchronous=NORMAL, power loss may lose a suffix. postgres, only by name: "
             f"PostgresStore on the server named by ${CONNINFO_ENV}, an empty schema per run; "
             "worker-process kills only (the server is the durable service: no power or storage "
             "faults), and never forked: every schedule runs from scratch, as with --naive"
         ),
     )
-    sw.add_argument(
-        "--crash",
-        type=options.arg_type(options.crash_kinds),
-        default=options.DEFAULT_CRASH_KINDS,
-        metavar="KINDS",
-        help=(
-            "crash kinds, comma-separated: process (kill -9), power (power loss: un-synced data "
-            "lost or torn), storage (kill -9, then damage to synced data: a flipped bit, a "
-            "zeroed or misdirected block, a truncated or deleted file; tried after every "
-            "acknowledged store operation). Default "
-            f"{','.join(options.DEFAULT_CRASH_KINDS)}; `make sweep` adds storage"
+    add_crash_option(
+        sw,
+        note=(
+            "process (kill -9), power (power loss: un-synced data lost or torn), storage (kill "
+            "-9, then damage to synced data: a flipped bit, a zeroed or misdirected block, a "
+            "truncated or deleted file; tried after every acknowledged store operation); "
+            "`make sweep` adds storage"
         ),
     )
 

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
-from sim.outputs.cli.common import EXIT, UsageError, check_out_dir, exit_for, text_arg
+from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 
 FAILURES_SHOWN = 5
 MAX_TIMEOUT_S = 3600.0  # one child's run

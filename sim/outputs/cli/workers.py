@@ -13,18 +13,19 @@ import json
 import os
 import shutil
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
+from sim.errors import UsageError
 from sim.outputs import options
-from sim.outputs.cli.common import EXIT, SEED_HELP, UsageError, seed_arg
+from sim.outputs.cli.common import EXIT, SEED_HELP, seed_arg
 from sim.targets.workers.fleet import (
     MAX_CONVERSATIONS,
     MAX_INCARNATIONS,
     MAX_WORKERS,
     FleetError,
     FleetOptions,
+    keep_fleet_dir,
+    make_fleet_dir,
     run_fleet,
 )
 from sim.targets.workers.judge import fleet_document, judge_fleet
@@ -180,7 +181,7 @@ def _run_workers(args: argparse.Namespace) -> int:
 
 
 def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, Any]:
-    fleet_dir = Path(tempfile.mkdtemp(prefix=f"durable-sim-fleet-{options.seed}-"))
+    fleet_dir = make_fleet_dir(options.seed)
     prefix = f"[fleet seed {options.seed}]"
 
     def progress(line: str) -> None:
@@ -207,6 +208,7 @@ def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, An
         for w in v.witness[:3]:
             print(f"    {w}", file=out)
     if violations or keep:
+        keep_fleet_dir(fleet_dir)
         print(f"{prefix} kept {fleet_dir} (store, ledger, traces)", file=sys.stderr)
     else:
         shutil.rmtree(fleet_dir, ignore_errors=True)

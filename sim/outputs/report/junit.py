@@ -71,10 +71,10 @@ def _suite(s: dict[str, Any]) -> ET.Element:
             (f"{schedule} {label}", str(cell.get("verdict", "pass")), failures.pop(schedule, None))
         )
     # What is left failed outside the matrix: depth-2 schedules.
-    for schedule, failure in failures.items():
-        crashed = " + ".join(map(str, failure.get("crash_labels", [])))
+    for schedule, unmatched in failures.items():
+        crashed = " + ".join(map(str, unmatched.get("crash_labels", [])))
         cases.append(
-            (f"{schedule} {crashed}".strip(), str(failure.get("verdict", "error")), failure)
+            (f"{schedule} {crashed}".strip(), str(unmatched.get("verdict", "error")), unmatched)
         )
     unlisted = int(s.get("schedules", 0)) - len(cases)
     if unlisted > 0:

@@ -124,7 +124,7 @@ def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
     child = options.variant == "child_workflow"
     if child and options.durability != "capability":
         raise RuntimeError("the child_workflow variant needs --durability capability")
-    metadata = {"dbos": {"child_workflow": {}}} if child else None
+    metadata: dict[str, Any] | None = {"dbos": {"child_workflow": {}}} if child else None
     tools = FunctionToolset([charge_card, send_receipt], id="payment_tools", metadata=metadata)
     if options.durability == "capability":
         return Agent(model, name=AGENT_NAME, toolsets=[tools], capabilities=[DBOSDurability()])

@@ -32,7 +32,7 @@ from typing import Any
 import trio
 
 from durable.config import RuntimeConfig
-from durable.journal import Fenced
+from durable.errors import Fenced
 from durable.ports import real_ports
 from durable.runtime import Runtime
 from durable.state import new_state, reduce
@@ -119,7 +119,7 @@ async def serve(config: dict[str, Any], process: str, boundaries: Boundaries) ->
         seed=int(config["seed"]),
         tokens=int(config["fenced_pauses"]),
     )
-    store: Store = BoundaryStore(inner, boundaries, pauses)  # type: ignore[assignment]
+    store: Store = BoundaryStore(inner, boundaries, pauses)
     ledger = Ledger(fleet_dir / LEDGER_NAME)
     tools = payment_tools(boundaries, ledger, process)
     runtime_config = RuntimeConfig(

@@ -28,6 +28,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
 from sim.targets.workers.mutants import MUTANTS
 from sim.targets.workers.takeover import LOCK_WAIT_S, TakeoverDirector
+from sim.world import tempdirs
 from sim.world.stores import StoreKind
 
 #: The boundaries a planned crash is drawn from: every store mutation and both tools' effects,
@@ -56,6 +57,21 @@ Progress = Callable[[str], None]
 
 class FleetError(ValueError):
     """Options a fleet cannot run with (one line: a usage error)."""
+
+
+def make_fleet_dir(seed: int) -> Path:
+    """A new directory for one fleet, ``durable-sim-fleet-seed<SEED>-XXXX`` in the temporary
+    directory, owned by this process (``sim.world.tempdirs``): a later sweep's cleaner removes
+    it once this process is provably gone -- a ``workers`` command killed before its own cleanup
+    -- unless it was kept (``keep_fleet_dir``). The seed is in the name for a user to find it;
+    the cleaner reads the owner from the marker inside, never from a number in a name."""
+    return Path(tempdirs.make("fleet", label=f"seed{seed}" if seed >= 0 else f"seedm{-seed}"))
+
+
+def keep_fleet_dir(fleet_dir: Path) -> None:
+    """Keep a fleet's directory for the user (``--keep``, or a fleet with violations): the
+    cleaner never removes it."""
+    tempdirs.keep(fleet_dir)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,6 @@ import pytest
 import trio
 
 from sim.explore import forking
-from sim.world import tempdirs
 from sim.world.faults import Schedule
 
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs os.fork")
@@ -114,27 +113,6 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
     assert "did not finish within 0.5 s" in json.loads(out.read_text())["error"]
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped, not left as a zombie
-
-
-def test_stale_directories_of_dead_owners_are_removed(tmp_path: Path) -> None:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)  # a process id that no longer exists
-    dead = tmp_path / f"durable-sim-fork-{pid}-abc"
-    live = tmp_path / f"durable-sim-fork-{os.getpid()}-abc"
-    other = tmp_path / "durable-sim-notours"
-    fresh = tmp_path / f"durable-sim-fork-{pid}-fresh"
-    huge = tmp_path / "durable-sim-fork-99999999999999999999-x"
-    for d in (dead, live, other, fresh, huge):
-        d.mkdir()
-    old_s = time.time() - tempdirs.STALE_AFTER_S - 1
-    for d in (dead, live, other, huge):
-        os.utime(d, (old_s, old_s))
-    assert tempdirs.remove_stale(str(tmp_path)) == [str(dead)]
-    assert not dead.exists() and live.exists() and other.exists()
-    assert fresh.exists(), "a recently touched directory may belong to another pid namespace"
-    assert huge.exists()
 
 
 def test_a_requested_stop_ends_a_forking_sweep_at_its_next_fork(

@@ -1,4 +1,4 @@
-"""``durable-sim bench`` reports every key its readers (the README, CI dashboards) rely on.
+"""``durable-sim bench`` reports every key its readers (docs/performance.md, CI dashboards) rely on.
 
 No timing is asserted (the machine is shared and noisy); only that each figure is measured."""
 

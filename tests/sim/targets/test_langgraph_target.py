@@ -3,7 +3,7 @@
 
 The known duplicate must be found (a kill between the tool's effect and the checkpointer's
 ``put_writes`` under ``durability="sync"`` charges the card twice, and LangGraph's own state shows
-one charge); the fix the README recommends (an idempotency key from the thread id and the tool
+one charge); the fix docs/targets.md recommends (an idempotency key from the thread id and the tool
 call id) must sweep the same points clean. If the harness ever stops seeing the duplicate, the
 first test fails. Skipped, with the reason, where the ``langgraph`` extra is not installed.
 """
