@@ -30,10 +30,20 @@ test: $(STAMP)
 check: lint typecheck
 	$(PYTEST) --run-slow
 
-# Every scenario x store at once, JOBS at a time (default: every core); the report is the same.
+# The CI tier: every scenario x store at once, JOBS at a time (default: every core; the report is
+# the same). Each trace is swept exhaustively except one longer than the tier's threshold
+# (long_horizon today), which runs a stratified sample (sim/explore/tier.py, docs/campaigns.md).
 JOBS ?=
 sweep: $(STAMP)
 	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest $(if $(JOBS),--jobs $(JOBS))
+
+# The exhaustive campaign: every crash point of every scenario x store (resumable: run it again
+# to finish), then FUZZ_BUDGET of schedule and world-machine fuzzing (empty: none).
+.PHONY: campaign
+FUZZ_BUDGET ?= 10m
+campaign: $(STAMP)
+	$(BIN)/durable-sim campaign --store both --crash process,power,storage --out reports/campaign $(if $(JOBS),--jobs $(JOBS))
+	$(if $(FUZZ_BUDGET),$(BIN)/durable-sim fuzz --store both --budget $(FUZZ_BUDGET) $(if $(JOBS),--jobs $(JOBS)))
 
 # Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
 coverage: $(STAMP)

@@ -65,6 +65,15 @@ class ScenarioSweep:
     recovery_paths: dict[str, int] = field(default_factory=dict)
     ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
     reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
+    # The CI tier (``sim.explore.tier``): crash points listed and judged (run or folded), and
+    # the strata and recovery classes the trace offers and the judged points cover.
+    sampled: bool = False
+    points_total: int = 0
+    points_run: int = 0
+    strata_total: int = 0
+    strata_covered: int = 0
+    recovery_classes_total: int = 0
+    recovery_classes_covered: int = 0
 
     def verdict_counts(self) -> str:
         """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
@@ -93,6 +102,13 @@ class ScenarioSweep:
             "determinism": self.determinism,
             "folded": self.folded,
             "reference_failed": self.reference_failed,
+            "sampled": self.sampled,
+            "points_total": self.points_total,
+            "points_run": self.points_run,
+            "strata_total": self.strata_total,
+            "strata_covered": self.strata_covered,
+            "recovery_classes_total": self.recovery_classes_total,
+            "recovery_classes_covered": self.recovery_classes_covered,
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
             "wall_s": round(self.wall_s, 3),

@@ -19,12 +19,12 @@ import shutil
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.explore import folding, forking, parallel
+from sim.explore import folding, forking, parallel, tier
 from sim.explore.recording import Failure as Failure
 from sim.explore.recording import Outcome, record_outcome, record_parts
 from sim.explore.recording import ScenarioSweep as ScenarioSweep
@@ -168,12 +168,16 @@ def sweep(
     jobs: int | None = None,
     ref: str | None = None,
     fork_from: int = FORK_FROM_BOUNDARIES,
+    exhaustive: bool = True,
 ) -> ScenarioSweep:
-    """Run every schedule of ``depth`` and judge each. ``fast`` (the default where ``os.fork``
-    exists) shares the fault-free prefix by forking (see ``sim.explore.forking``); the naive path
-    re-runs every schedule from scratch. Both give the same verdict for every schedule. A fast
-    sweep of a short run (fewer than ``fork_from`` boundaries) splits the naive path over
-    ``jobs`` workers instead: there a fork costs more than the prefix it saves.
+    """Run every schedule of ``depth`` and judge each (without ``exhaustive``, a depth-1 sweep
+    of a long trace runs the CI tier's sample of them: ``sim.explore.tier``). ``fast`` (the
+    default where ``os.fork`` exists) shares the fault-free prefix by forking (see
+    ``sim.explore.forking``); the naive path re-runs every schedule from scratch. Both give the
+    same verdict for every schedule. A fast sweep of a short run (fewer than ``fork_from``
+    boundaries) splits the naive path over ``jobs`` workers instead: there a fork costs more
+    than the prefix it saves. A sampled naive sweep runs the chosen points only (no fold plan
+    there to add their classes).
 
     ``determinism`` (I10): ``"full"`` (or ``True``) runs every schedule twice, ``"sample"`` a
     seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
@@ -197,6 +201,7 @@ def sweep(
             jobs=jobs or parallel.default_jobs(),
             ref=ref,
             fork_from=fork_from,
+            exhaustive=exhaustive,
         )
         out = part.sweep
         record_part(out, part)
@@ -215,8 +220,14 @@ def sweep(
         out.reference_failed = True
     else:
         schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
+        total = len(schedules)
+        if depth == 1 and tier.sampled(total, exhaustive=exhaustive):
+            out.sampled = True
+            chosen = tier.select(schedules, out.labels, seed=seed, salt=f"{out.name}|{store}")
+            schedules = [s for s in schedules if s.text() in chosen]
         run = _NaiveRun(out, scenario, reference, kinds, mode, progress, stop_at_first_failure)
         run.all(schedules, depth)
+        _account(out, total, [s.text() for s in schedules])
     out.wall_s = time.perf_counter() - started
     return out
 
@@ -232,16 +243,22 @@ class Roots:
 
     first: int = 0
     stop: int | None = None
+    # The CI tier's sample (``sim.explore.tier``): the fold roots of the chosen points, or None
+    # for every root. A point is owned with its root, so its fold class is judged as a whole.
+    picked: frozenset[str] | None = None
 
     @property
     def every(self) -> bool:
-        return self.first <= 0 and self.stop is None
+        return self.first <= 0 and self.stop is None and self.picked is None
 
     def owns(self, text: str, twin_of: Mapping[str, str]) -> bool:
         """Whether the point of schedule ``text`` is this run's, by its root's boundary index."""
         if self.every:
             return True
-        index = parse_schedule(twin_of.get(text, text)).points[-1].index
+        root = twin_of.get(text, text)
+        if self.picked is not None and root not in self.picked:
+            return False
+        index = parse_schedule(root).points[-1].index
         return self.first <= index and (self.stop is None or index < self.stop)
 
 
@@ -276,11 +293,14 @@ def sweep_part(
     jobs: int = 1,
     ref: str | None = None,
     fork_from: int = FORK_FROM_BOUNDARIES,
+    exhaustive: bool = True,
 ) -> SweepPart:
     """The depth-1 fast sweep's work for the points ``roots`` owns (``record_part`` records it;
-    ``sweep`` is this with every point). With ``reference``, the part carries the fault-free
-    run's outcome, judged with I10 as ``determinism`` says; without, that run is judged without
-    I10 and only to know whether the crash schedules are worth running."""
+    ``sweep`` is this with every point); without ``exhaustive``, of those only the CI tier's
+    sample of a long trace and their fold classes (``sim.explore.tier``). With ``reference``,
+    the part carries the fault-free run's outcome, judged with I10 as ``determinism`` says;
+    without, that run is judged without I10 and only to know whether the crash schedules are
+    worth running."""
     mode = determinism_mode(determinism)
     tempdirs.remove_all_stale()  # what killed sweeps left behind
     out, kinds, base = _described(scenario, store, seed, 1, crash_kinds, mode, ref)
@@ -301,7 +321,13 @@ def sweep_part(
     out.folded = len(fold.twin_of)
     schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
     part.total = len(schedules)
+    if tier.sampled(part.total, exhaustive=exhaustive):
+        out.sampled = True
+        chosen = tier.select(schedules, out.labels, seed=seed, salt=f"{out.name}|{store}")
+        roots = replace(roots, picked=frozenset(fold.twin_of.get(t, t) for t in chosen))
     owns = partial(roots.owns, twin_of=fold.twin_of)
+    if out.sampled:  # the folded points it judges, as an exhaustive sweep counts all of them
+        out.folded = sum(1 for text in fold.twin_of if owns(text))
     run = _FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns)
     if len(out.labels) >= fork_from:
         part.prefix, part.outcomes = run.forked(traced, base, kinds)
@@ -338,6 +364,25 @@ def record_part(out: ScenarioSweep, part: SweepPart) -> None:
         record_parts(out, base, "nondeterminism", part.prefix, [], [], lambda: [])
     for text, outcome in part.outcomes:
         record_outcome(out, parse_schedule(text), outcome)
+    _account(out, part.total, [text for text, _ in part.outcomes])
+
+
+def _account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
+    """The CI tier's counts (``sim.explore.tier``): crash points listed and judged, strata and
+    recovery classes offered and covered. A sample that misses one is the harness's error: the
+    tier promises each at least once, and a run that breaks the promise must not pass."""
+    store = StoreKind(out.store)
+    kinds = [k for k in out.crash_kinds if store.can_inject(k)]  # type: ignore[arg-type]
+    base = Schedule(tuple(out.base_points))
+    cover = tier.coverage(texts, out.labels, kinds, base)  # type: ignore[arg-type]
+    out.points_total, out.points_run = total, len(texts)
+    out.strata_total, out.strata_covered = cover.strata_total, cover.strata_covered
+    out.recovery_classes_total = cover.classes_total
+    out.recovery_classes_covered = cover.classes_covered
+    if out.sampled and not cover.complete:
+        shown = ", ".join(cover.missing[:5])
+        why = f"the CI tier's sample missed {len(cover.missing)} of its promised cells: {shown}"
+        record_parts(out, base, "error", [Violation("I0", why)], [], [], lambda: [])
 
 
 def _described(

@@ -13,6 +13,7 @@ from typing import Any
 
 from sim.errors import UsageError
 from sim.explore.progress import Progress
+from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
 from sim.outputs.cli.common import (
     SEED_HELP,
@@ -58,6 +59,15 @@ def add_parsers(sub: Any) -> None:
         "--out", type=text_arg, default="reports/latest", help="report directory (reports/latest)"
     )
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help=(
+            "every crash point of every trace, as campaigns run them; by default a trace of more "
+            f"than {EXHAUSTIVE_POINTS_MAX} points is sampled (the CI tier: every stratum and "
+            f"recovery class once, then seeded points up to {SAMPLE_POINTS}; docs/campaigns.md)"
+        ),
+    )
     sw.add_argument(
         "--naive",
         action="store_true",
@@ -142,7 +152,14 @@ def _swept(step: Any, result: Any) -> str:
             f"({first.invariant}: {first.explanation}); no crash schedule was run",
             file=sys.stderr,
         )
-    return f"{result.schedules} schedules: {result.verdict_counts()}"
+    return f"{result.schedules} schedules{_sampled(result)}: {result.verdict_counts()}"
+
+
+def _sampled(result: Any) -> str:
+    """`` (sampled: 600 of 6586 points)`` for a trace the CI tier sampled, else nothing."""
+    if not result.sampled:
+        return ""
+    return f" (sampled: {result.points_run} of {result.points_total} points)"
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -172,6 +189,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                 determinism=determinism_of(args),
                 fast=not args.naive,
                 jobs=jobs,
+                exhaustive=args.exhaustive,
             ),
             estimated_cost(scenario, store, kinds),
         )
@@ -217,7 +235,7 @@ def _summary(results: list[Any]) -> None:
             r.name,
             r.store + _skipped(r),
             str(r.boundaries),
-            str(r.schedules),
+            str(r.schedules) + (" sampled" if r.sampled else ""),
             *(str(r.verdicts[verdict]) for verdict in DISPLAY_VERDICTS),
             f"{r.wall_s:.1f}",
         )

@@ -23,6 +23,7 @@ from sim.outputs.report.json_report import (
     failures_by_schedule,
     invariant_title,
     run_name,
+    sampled_note,
     skipped_note,
     totals,
     visible,
@@ -188,7 +189,8 @@ def _summary(runs: list[dict[str, Any]]) -> list[str]:
             f'<tr><td><a href="#run-{n}">{_e(s.get("name", "?"))}</a></td>'
             f"<td>{_e(s.get('store', '?'))}</td>"
             f'<td class="n">{_e(s.get("boundaries", 0))}</td>'
-            f'<td class="n">{_e(s.get("schedules", 0))}</td>{counts}'
+            f'<td class="n">{_e(s.get("schedules", 0))}{" sampled" if s.get("sampled") else ""}'
+            f"</td>{counts}"
             f'<td class="n">{float(s.get("wall_s", 0.0)):.2f}</td></tr>'
         )
     out += ["</tbody>", "</table>"]
@@ -236,6 +238,7 @@ def _run(n: int, s: dict[str, Any]) -> list[str]:
         f"<dt>schedules</dt><dd>{_e(s.get('schedules', 0))}: "
         + " · ".join(f"{v} {_e(verdicts.get(v, 0))}" for v in DISPLAY_VERDICTS)
         + f" · {float(s.get('wall_s', 0.0)):.2f} s</dd>",
+        *([f"<dt>sampled</dt><dd>{_e(sampled_note(s))}</dd>"] if s.get("sampled") else []),
         f"<dt>folded</dt><dd>{_e(s.get('folded', 0))} schedules not run: each leaves the world "
         "an earlier one leaves, and inherits its verdict (a failure is re-run on its own)</dd>",
         f"<dt>reference run</dt><dd>{ref_badge} fingerprint "

@@ -36,6 +36,19 @@ def skipped_note(store: str) -> str:
     return SKIPPED_POSTGRES_NOTE if store == "postgres" else SKIPPED_POWER_NOTE
 
 
+def sampled_note(sweep: dict[str, Any]) -> str:
+    """What the CI tier ran of a sampled scenario x store (``sim.explore.tier``), or ``""`` for
+    an exhaustive one: a report must not let a sample pass for the whole sweep."""
+    if not sweep.get("sampled"):
+        return ""
+    return (
+        f"sampled: {sweep.get('points_run', 0)} of {sweep.get('points_total', 0)} crash points, "
+        f"{sweep.get('strata_covered', 0)} of {sweep.get('strata_total', 0)} strata, "
+        f"{sweep.get('recovery_classes_covered', 0)} of {sweep.get('recovery_classes_total', 0)} "
+        "recovery classes (the CI tier; durable-sim sweep --exhaustive runs every point)"
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     return json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

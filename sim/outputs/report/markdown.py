@@ -16,6 +16,8 @@ from sim.outputs.report.json_report import (
     DETAIL_LIMIT,
     DISPLAY_VERDICTS,
     invariant_title,
+    run_name,
+    sampled_note,
     skipped_note,
     skipped_power_stores,
     totals,
@@ -96,7 +98,7 @@ def render(results: dict[str, Any]) -> str:
             text(s.get("name", "?")),
             text(s.get("store", "?")),
             str(s.get("boundaries", 0)),
-            str(s.get("schedules", 0)),
+            str(s.get("schedules", 0)) + (" sampled" if s.get("sampled") else ""),
             *(str(s.get("verdicts", {}).get(v, 0)) for v in DISPLAY_VERDICTS),
             f"{s.get('wall_s', 0.0):.2f}",
         ]
@@ -104,6 +106,7 @@ def render(results: dict[str, Any]) -> str:
     ]
     out += _table(header, rows, numeric_from=2)
     notes = [f"- {text(store)}: {skipped_note(store)}" for store in skipped_power_stores(results)]
+    notes += [f"- {text(run_name(s))}: {text(sampled_note(s))}" for s in runs if s.get("sampled")]
     if notes:
         out += ["", "**Notes**", "", *notes]
 
