@@ -41,7 +41,7 @@ def trace(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
     _, _, base = _described(scenario, store, 0, 1, KINDS, "off", None)
     _, traced = _traced_runs(scenario, seed=0, store=store, base=base)
     count, schedules = listed_schedules(scenario, store=store, crash_kinds=KINDS)
-    labels = [b.label for b in traced.boundaries]
+    labels = [b.label for b in traced.trace.boundaries]
     assert count == len(labels)
     return labels, schedules
 
