@@ -112,7 +112,7 @@ def test_the_installed_package_runs_a_bundled_scenario_outside_the_checkout(
     assert result["settled"] is True
     assert (
         result["fingerprint"]
-        == run_scenario(load_scenario(SCENARIO), seed=0, store="file").fingerprint
+        == run_scenario(load_scenario(SCENARIO), seed=0, store="file").trace.fingerprint
     )
     listed = installed.run("durable-sim", "list")
     assert [line.split()[0] for line in listed.stdout.splitlines()] == bundled_names()
