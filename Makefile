@@ -51,7 +51,7 @@ campaign: $(STAMP)
 coverage: $(STAMP)
 	$(BIN)/durable-sim coverage
 
-# The type checker: strict on durable/, sim/ lenient until tightened ([tool.mypy] in pyproject).
+# The type checker: strict on durable/ and sim/ ([tool.mypy] in pyproject).
 .PHONY: typecheck
 typecheck: $(STAMP)
 	$(BIN)/mypy durable sim

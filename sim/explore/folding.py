@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.world.faults import CrashKind, Schedule, sweep_points
+from sim.world.faults import CrashKind, Schedule, When, sweep_points
 
 
 @dataclass
@@ -45,7 +45,7 @@ class FoldPlan:
         # here: the same count the sweep lists schedules from (``Trace.tear_counts``).
         assert injector.tear_counts is not None, "a fold plan needs a run that counts tears"
         n_tears = injector.tear_counts.get((index, when), 0)
-        points = sweep_points(index, when, label, self.kinds, n_tears)  # type: ignore[arg-type]
+        points = sweep_points(index, When(when), label, self.kinds, n_tears)
         for point, digest in zip(points, injector.state_digests(process, points), strict=True):
             if digest is None:
                 continue

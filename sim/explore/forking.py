@@ -44,6 +44,7 @@ from sim.world.faults import (
     CrashKind,
     CrashPoint,
     Schedule,
+    When,
     parse_schedule,
     sweep_points,
 )
@@ -136,7 +137,7 @@ class ForkPlan:
         if index <= self.base.last_index or self.in_child:
             return
         n_tears = self.tears.get((index, when), 0)
-        for point in sweep_points(index, when, label, self.kinds, n_tears):  # type: ignore[arg-type]
+        for point in sweep_points(index, When(when), label, self.kinds, n_tears):
             self._fork_point(injector, process, point, label)
 
     def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> None:

@@ -43,9 +43,10 @@ from sim.explore.sweep import judge
 from sim.judgement.oracles import Violation
 from sim.judgement.repro import replay_command
 from sim.run import collector
-from sim.run.runner import RunResult, StoreKind, run_scenario
-from sim.world.faults import CrashPoint, Schedule, boundary_kind
+from sim.run.runner import RunResult, run_scenario
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When, boundary_kind
 from sim.world.scenario import Scenario
+from sim.world.stores import StoreKind
 
 CORPUS_SCHEMA_VERSION = 1
 INTERESTING_KINDS = ("commit", "tool", "model", "lease")
@@ -81,7 +82,7 @@ def schedule_strategy(
                 index += draw(gaps)
             when = draw(st.sampled_from(("before", "after")))
             kind = draw(st.sampled_from(kinds))
-            points.append(CrashPoint(index, when, kind))  # type: ignore[arg-type]
+            points.append(CrashPoint(index, When(when), CrashKind(kind)))
         return Schedule.of(*points)
 
     return draw_schedule()
@@ -125,7 +126,7 @@ def _failing(outcome_violations: list[Violation], *, liveness: bool) -> list[Vio
 def fuzz_schedules(
     scenario: Scenario,
     *,
-    store: StoreKind = "file",
+    store: StoreKind | str = "file",
     seed: int = 0,
     examples: int = 200,
     fuzz_seed: int = 0,
@@ -211,7 +212,7 @@ class WorldMachine(RuleBasedStateMachine):
     oracles must hold (liveness at teardown). ``store`` and ``seed`` are class attributes set by
     ``fuzz_machine``."""
 
-    store: StoreKind = "file"
+    store: StoreKind | str = "file"
     seed: int = 0
     failures: list[tuple[dict[str, Any], list[Violation], list[str]]] = []
     on_example: Callable[[], None] | None = None
@@ -336,7 +337,7 @@ class WorldMachine(RuleBasedStateMachine):
 
 def fuzz_machine(
     *,
-    store: StoreKind = "file",
+    store: StoreKind | str = "file",
     seed: int = 0,
     examples: int = 100,
     fuzz_seed: int = 0,
@@ -357,7 +358,7 @@ def fuzz_machine(
     )
     # ``run_state_machine_as_test`` takes no seed; this is what ``--hypothesis-seed`` sets.
     saved = hypothesis_core.global_force_seed
-    hypothesis_core.global_force_seed = fuzz_seed
+    hypothesis_core.global_force_seed = fuzz_seed  # type: ignore[assignment]  # declared None, unannotated
     try:
         with collector.between_runs():
             run_state_machine_as_test(WorldMachine, settings=chosen)

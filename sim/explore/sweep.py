@@ -40,18 +40,20 @@ from sim.judgement.oracles import (
     verdict_of,
 )
 from sim.run import collector
-from sim.run.runner import RunResult, StoreKind, run_scenario
+from sim.run.runner import RunResult, run_scenario
 from sim.world import tempdirs
 from sim.world.faults import (
     CrashKind,
     CrashPoint,
     Schedule,
+    When,
     crash_points,
     parse_schedule,
     sweep_points,
     tries_kind,
 )
 from sim.world.scenario import Scenario, ScenarioError
+from sim.world.stores import StoreKind
 
 ProgressFn = Callable[[int], None]
 
@@ -74,7 +76,7 @@ def determinism_mode(value: bool | str) -> Determinism:
         return "off"
     if value not in DETERMINISM_MODES:
         raise ValueError(f"determinism must be one of {', '.join(DETERMINISM_MODES)}: {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def wants_twin(mode: Determinism, seed: int, schedule_text: str) -> bool:
@@ -97,7 +99,7 @@ def _judged(result: RunResult, reference: RunResult, mode: Determinism) -> Sched
     return outcome
 
 
-def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedule:
+def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind | str) -> Schedule:
     """The scenario's own crash (``base_crash``) resolved to a boundary index of its fault-free
     trace on this store; empty if it has none."""
     spec = scenario.base_crash
@@ -106,7 +108,7 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
     plain = run_scenario(scenario.without_faults(), seed=seed, store=store)
     for boundary in plain.trace.boundaries:
         if boundary.label.startswith(spec.label_prefix):
-            return Schedule.of(CrashPoint(boundary.index, spec.when, spec.kind))
+            return Schedule.of(CrashPoint(boundary.index, When(spec.when), CrashKind(spec.kind)))
     raise ScenarioError(
         f"{scenario.name}: base_crash.label_prefix {spec.label_prefix!r} matches no boundary of "
         f"its fault-free run on the {store} store"
@@ -116,9 +118,9 @@ def base_schedule(scenario: Scenario, *, seed: int, store: StoreKind) -> Schedul
 def twins(
     scenario: Scenario,
     *,
-    store: StoreKind,
+    store: StoreKind | str,
     seed: int = 0,
-    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    crash_kinds: Iterable[CrashKind | str] = ("process", "power"),
 ) -> dict[str, str]:
     """Which depth-1 schedules a fast sweep folds (``sim.explore.folding``): each schedule it
     does not run, mapped to the schedule whose verdict it inherits. A folded failure is judged
@@ -126,7 +128,7 @@ def twins(
     failure's twin (if it has one) fails too -- what the mutant tests check."""
     store = StoreKind(store)
     base = base_schedule(scenario, seed=seed, store=store)
-    kinds = tuple(k for k in crash_kinds if store.can_inject(k))
+    kinds = tuple(CrashKind(k) for k in crash_kinds if store.can_inject(k))
     fold = folding.FoldPlan(base, kinds)
     _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
     return fold.twin_of
@@ -149,17 +151,17 @@ def depth1_schedules(
     return [
         Schedule.of(*base.points, point)
         for i in range(base.last_index + 1, len(labels))
-        for when in ("before", "after")
-        for point in sweep_points(i, when, labels[i], kinds, tears.get((i, when), 0))  # type: ignore[arg-type]
+        for when in (When.BEFORE, When.AFTER)
+        for point in sweep_points(i, when, labels[i], kinds, tears.get((i, when), 0))
     ]
 
 
 def sweep(
     scenario: Scenario,
     *,
-    store: StoreKind,
+    store: StoreKind | str,
     seed: int = 0,
-    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    crash_kinds: Iterable[CrashKind | str] = ("process", "power"),
     depth: int = 1,
     determinism: bool | Determinism = "sample",
     progress: ProgressFn | None = None,
@@ -283,9 +285,9 @@ class SweepPart:
 def sweep_part(
     scenario: Scenario,
     *,
-    store: StoreKind,
+    store: StoreKind | str,
     seed: int = 0,
-    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    crash_kinds: Iterable[CrashKind | str] = ("process", "power"),
     determinism: bool | Determinism = "sample",
     roots: Roots = EVERY_POINT,
     reference: bool = True,
@@ -339,9 +341,9 @@ def sweep_part(
 def listed_schedules(
     scenario: Scenario,
     *,
-    store: StoreKind,
+    store: StoreKind | str,
     seed: int = 0,
-    crash_kinds: Iterable[CrashKind] = ("process", "power"),
+    crash_kinds: Iterable[CrashKind | str] = ("process", "power"),
 ) -> tuple[int, list[Schedule]]:
     """The traced run's boundary count and the depth-1 schedules a fast sweep lists from it,
     before folding: what a campaign's planner splits into units and estimates the cost of."""
@@ -372,9 +374,9 @@ def _account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
     recovery classes offered and covered. A sample that misses one is the harness's error: the
     tier promises each at least once, and a run that breaks the promise must not pass."""
     store = StoreKind(out.store)
-    kinds = [k for k in out.crash_kinds if store.can_inject(k)]  # type: ignore[arg-type]
+    kinds = [CrashKind(k) for k in out.crash_kinds if store.can_inject(k)]
     base = Schedule(tuple(out.base_points))
-    cover = tier.coverage(texts, out.labels, kinds, base)  # type: ignore[arg-type]
+    cover = tier.coverage(texts, out.labels, kinds, base)
     out.points_total, out.points_run = total, len(texts)
     out.strata_total, out.strata_covered = cover.strata_total, cover.strata_covered
     out.recovery_classes_total = cover.classes_total
@@ -387,10 +389,10 @@ def _account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
 
 def _described(
     scenario: Scenario,
-    store: StoreKind,
+    store: StoreKind | str,
     seed: int,
     depth: int,
-    crash_kinds: Iterable[CrashKind],
+    crash_kinds: Iterable[CrashKind | str],
     mode: Determinism,
     ref: str | None,
 ) -> tuple[ScenarioSweep, list[CrashKind], Schedule]:
@@ -409,17 +411,17 @@ def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
     """The crash kinds the store is swept with: those the simulator can inject under it
     (``StoreKind.can_inject``: no storage faults on SQLite); the results say what was skipped."""
     store = StoreKind(out.store)
-    kinds: list[CrashKind] = list(out.crash_kinds)  # type: ignore[arg-type]
+    kinds = out.crash_kinds
     out.skipped_power = "power" in kinds and not store.can_inject("power")
     out.skipped_storage = "storage" in kinds and not store.can_inject("storage")
-    return [k for k in kinds if store.can_inject(k)]
+    return [CrashKind(k) for k in kinds if store.can_inject(k)]
 
 
 def _traced_runs(
     scenario: Scenario,
     *,
     seed: int,
-    store: StoreKind,
+    store: StoreKind | str,
     base: Schedule,
     fold: folding.FoldPlan | None = None,
 ) -> tuple[RunResult, RunResult]:
@@ -455,7 +457,7 @@ def _describe(
     out.boundaries = len(traced.trace.boundaries)
     if "power" in kinds:
         out.tear_schedules = sum(
-            len(crash_points(index, when, "power", n)) - 1  # type: ignore[arg-type]
+            len(crash_points(index, When(when), CrashKind.POWER, n)) - 1
             for (index, when), n in traced.trace.tear_counts.items()
             if index > base.last_index
         )
@@ -495,7 +497,7 @@ class _NaiveRun:
 
     def one(self, schedule: Schedule) -> RunResult:
         out = self.out
-        result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+        result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)
         _record(out, _judged(result, self.reference, self.mode), result)
         return result
 
@@ -507,7 +509,7 @@ class _NaiveRun:
         no enumerated tears)."""
         first = schedule.points[-1]
         for j in range(first.index + 1, len(result.trace.boundaries)):
-            for when in ("before", "after"):
+            for when in (When.BEFORE, When.AFTER):
                 for kind in self.kinds:
                     if not tries_kind(kind, when, result.trace.boundaries[j].label):
                         continue
@@ -621,7 +623,7 @@ def _naive_parts(
     parts: list[Parts] = []
     with collector.between_runs():
         for schedule in schedules:
-            result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)  # type: ignore[arg-type]
+            result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)
             outcome = _judged(result, reference, mode)
             lines = timeline(result) if outcome.verdict != "pass" else []
             paths = sorted(recovery_paths(result))
@@ -648,7 +650,7 @@ def _inherited(
     verdict = twin[0]
     if verdict in ("pass", "error"):
         return twin
-    result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))
     outcome = _judged(result, reference, mode)
     lines = timeline(result) if outcome.verdict != "pass" else []
     paths = sorted(recovery_paths(result))
@@ -659,7 +661,7 @@ def _late_twin(
     outcome: Outcome, fingerprint: str, scenario: Scenario, out: ScenarioSweep, text: str
 ) -> Outcome:
     """I10 for a failing schedule the sample did not twin: run it again here and compare."""
-    again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))  # type: ignore[arg-type]
+    again = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))
     differs = compare_fingerprints(fingerprint, again.trace.fingerprint)
     if not differs:
         return outcome

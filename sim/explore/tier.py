@@ -35,6 +35,7 @@ from sim.world.faults import (
     CrashKind,
     CrashPoint,
     Schedule,
+    When,
     boundary_kind,
     parse_schedule,
     sweep_points,
@@ -161,8 +162,8 @@ def coverage(
     points = [
         point
         for i in range(base.last_index + 1, len(labels))
-        for when in ("before", "after")
-        for point in sweep_points(i, when, labels[i], kinds, 0)  # type: ignore[arg-type]
+        for when in (When.BEFORE, When.AFTER)
+        for point in sweep_points(i, when, labels[i], kinds, 0)
     ]
     run = [parse_schedule(text).points[-1] for text in texts]
     strata = {stratum(p, labels) for p in points}

@@ -94,9 +94,9 @@ def timeline(result: RunResult, *, limit: int = 400) -> list[str]:
     for boundary in result.trace.boundaries:
         while pending and pending[0][0] <= boundary.index:
             entries.append(("", pending.pop(0)[1]))
-        crash = before_at.get(boundary.index)
-        if crash is not None:
-            entries.append(("", _marker(crash)))
+        before = before_at.get(boundary.index)
+        if before is not None:
+            entries.append(("", _marker(before)))
         records = commits.get(boundary.index)
         detail = ""
         if records:

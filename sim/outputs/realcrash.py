@@ -62,9 +62,11 @@ from sim.explore.realcrash import (
     select_points,
 )
 from sim.explore.sweep import base_schedule, depth1_schedules
-from sim.run.realrun import BLOCKING_MODES, CLOCKS, DEFAULT_SPEEDUP, RealOptions
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, RealOptions
 from sim.run.runner import run_scenario
+from sim.world.faults import CrashKind
 from sim.world.model import MODEL_LATENCY_S
+from sim.world.realhost import CLOCKS
 from sim.world.scenario import load_scenario
 from sim.world.seams import NAMES as SEAM_NAMES
 from sim.world.seams import REFERENCE as REFERENCE_SEAMS
@@ -164,7 +166,7 @@ def realcrash(
     real_ref_run, ref_attempts, reference = compare_reference(pair, base)
     real_labels = [b.label for b in real_ref_run.result.trace.boundaries]
     schedules = select_points(
-        real_labels, depth1_schedules(real_labels, ["process"], base=base), points
+        real_labels, depth1_schedules(real_labels, [CrashKind.PROCESS], base=base), points
     )
     compared = compare_points(pair, schedules, real_ref_run.result, real_labels, progress=progress)
     doc = _document(pair, real_labels, compared.rows, options)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import NoReturn
 
-from sim.errors import ScheduleError  # also imported from here, next to the schedules
+from sim.errors import ScheduleError as ScheduleError  # re-exported: next to the schedules
 
 
 class When(StrEnum):

@@ -590,8 +590,9 @@ class SimFS:
         inodes: dict[int, Inode] = {}
 
         def copy_of(node: Inode | Dir) -> Inode | Dir:
-            if isinstance(node, Dir):
-                return dirs[node.key]
+            return dirs[node.key] if isinstance(node, Dir) else copy_inode(node)
+
+        def copy_inode(node: Inode) -> Inode:
             copy = inodes.get(node.ino)
             if copy is None:
                 copy = inodes[node.ino] = Inode(node.ino)
@@ -612,7 +613,7 @@ class SimFS:
             copy_dir.pending = dict(d.pending)
         twin._root = dirs[""]
         twin._dirs = dirs
-        twin._dirty = {ino: copy_of(node) for ino, node in self._dirty.items()}  # type: ignore[misc]
+        twin._dirty = {ino: copy_inode(node) for ino, node in self._dirty.items()}
         return twin
 
     # -- inspection ---------------------------------------------------------------------------

@@ -52,13 +52,21 @@ class Host(Protocol):
     scenario: Scenario
     config: RuntimeConfig
     store_kind: StoreKind
-    world: World
-    machine: Machine
-    services: ServiceLedger
     client: ClientView
     model_log: list[ModelCall]
     recovered_at_s: dict[str, float]
     recovery_mismatches: list[str]
+
+    # Read-only, so each host may hold its own kind (a RealWorld, a RealMachine, SQLiteServices):
+    # a session reads them and never replaces one.
+    @property
+    def world(self) -> World: ...
+
+    @property
+    def machine(self) -> Machine: ...
+
+    @property
+    def services(self) -> ServiceLedger: ...
 
     def place(self) -> StorePlace:
         """Where the store lives now (a forked simulator child moves its SQLite copy)."""

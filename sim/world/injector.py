@@ -89,7 +89,7 @@ class Injector:
         processes: list[Any],
         evidence: Evidence,
         now: Callable[[], float],
-        timed_crashes: tuple[tuple[float, CrashKind], ...] = (),
+        timed_crashes: tuple[tuple[float, str], ...] = (),
         store_root: str = "",
         count_tears: bool = False,
         on_crash: Callable[[], None] = lambda: None,
@@ -103,7 +103,8 @@ class Injector:
         after each crash (the runner extends the liveness bound). ``end`` is what the operating
         system does to the victims (``end_simulated``; the real host SIGKILLs itself and never
         returns). ``counters`` and the boundaries already in ``evidence``: numbering to carry on
-        from (the real host's next process)."""
+        from (the real host's next process). ``timed_crashes``: (time, kind) as the scenario
+        writes them (``TimedCrashDef``); a kind stays text, which a digest covers by ``repr``."""
         self.world = world
         self.schedule = schedule
         self.fs = fs
@@ -170,7 +171,7 @@ class Injector:
         self.count_tears(index, "before")
         point = self.schedule.at(index, When.BEFORE)
         if point is None and self._timed and now >= self._timed[0][0]:
-            point = CrashPoint(index, When.BEFORE, self._timed.pop(0)[1])
+            point = CrashPoint(index, When.BEFORE, CrashKind(self._timed.pop(0)[1]))
         self._crash_or_fork(process, point, index, "before", label)
 
     def after(self, process: Victim, index: int, label: str) -> None:

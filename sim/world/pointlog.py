@@ -78,7 +78,7 @@ class PointLog:
         return LoggedSet(self, name, self.state.get(name, set()))
 
 
-class LoggedList(list):  # type: ignore[type-arg]
+class LoggedList(list[Any]):
     """A list whose appends are written to the record."""
 
     def __init__(self, log: PointLog, name: str, items: list[Any]) -> None:
@@ -90,7 +90,7 @@ class LoggedList(list):  # type: ignore[type-arg]
         self._log.write(self._name, "append", item)
 
 
-class LoggedDict(dict):  # type: ignore[type-arg]
+class LoggedDict(dict[Any, Any]):
     """A dict whose assignments are written to the record."""
 
     def __init__(self, log: PointLog, name: str, items: dict[Any, Any]) -> None:
@@ -102,7 +102,7 @@ class LoggedDict(dict):  # type: ignore[type-arg]
         self._log.write(self._name, "set", (key, value))
 
 
-class LoggedSet(set):  # type: ignore[type-arg]
+class LoggedSet(set[Any]):
     """A set whose additions are written to the record."""
 
     def __init__(self, log: PointLog, name: str, items: set[Any]) -> None:

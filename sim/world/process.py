@@ -11,16 +11,17 @@ any port call they make is refused -- exactly like kill -9) and the evidence rec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import trio
 
 from durable.events import EventRecord
-from durable.store.base import Checkpoint, Lease
+from durable.store.base import Checkpoint, Lease, Store
 from sim.world.evidence import AcceptedAppend, Evidence, LeaseGrant
-from sim.world.faults import Boundary, CrashKind, Schedule
+from sim.world.faults import Boundary, Schedule
 from sim.world.fs import SimFS
 from sim.world.injector import Injector, SimulatedCrash, Victim, end_simulated
 from sim.world.seeded import World, seed_process_scheduler
@@ -91,7 +92,7 @@ class Machine:
         schedule: Schedule,
         *,
         fs: SimFS | None,
-        timed_crashes: tuple[tuple[float, CrashKind], ...] = (),
+        timed_crashes: tuple[tuple[float, str], ...] = (),
         evidence: Evidence | None = None,
         store_root: str = "",
         count_tears: bool = False,
@@ -243,7 +244,9 @@ class ProcessFS:
         self._mutate("open_trunc", path, lambda: self._fs.write(path, b""))
         for offset in range(0, len(data), WRITE_CHUNK_BYTES):
             chunk = data[offset : offset + WRITE_CHUNK_BYTES]
-            self._mutate("write", f"{path}@{offset}", lambda c=chunk: self._write_more(path, c))
+            self._mutate(
+                "write", f"{path}@{offset}", functools.partial(self._write_more, path, chunk)
+            )
 
     def read_at(self, path: str, offset: int, size: int) -> bytes:
         self._p.check_alive("fs.read_at")
@@ -315,11 +318,11 @@ class InstrumentedStore:
     (``store.commit#14``), and records in the machine's evidence what each commit made durable
     (for I6 and I12) and each lease granted, renewed or released (for I8 and I11)."""
 
-    def __init__(self, inner: Any, process: SimProcess) -> None:
+    def __init__(self, inner: Store, process: SimProcess) -> None:
         self._inner = inner
         self._p = process
 
-    async def _op(self, kind: str, call: Callable[[], Any]) -> Any:
+    async def _op(self, kind: str, call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         machine = self._p.machine
         label = f"{kind}#{machine.numbered(kind)}"
         index = machine.before(self._p, label)

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import trio
 
-from durable.journal import Fenced
+from durable.errors import ConversationBusy, Fenced
 from durable.ports import Ports
-from durable.runtime import Conversation, ConversationBusy, SubmissionHandle
+from durable.runtime import Conversation, SubmissionHandle
 from durable.state import InvariantViolation, new_state, reduce
 from durable.store.base import CorruptStore, LeaseHeld
 from sim.errors import UserError

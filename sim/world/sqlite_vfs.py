@@ -163,7 +163,11 @@ class SimSQLiteVFS(apsw.VFS):
         _registered.remove(self)
         self.unregister()
 
-    def xOpen(self, name: Any, flags: list[int]) -> SimSQLiteFile | _MemoryFile:
+    # apsw takes any object with the xRead.. methods (apsw.VFSFile: derive from it only to wrap
+    # another VFS's file); its stubs name VFSFile alone, which these files must not derive from.
+    def xOpen(  # type: ignore[override]  # apsw duck-types the file: see the comment above
+        self, name: Any, flags: list[int]
+    ) -> SimSQLiteFile | _MemoryFile:
         if name is None or not self.alive():  # a temporary file (memory, never durable), or a
             return _MemoryFile()  # dead process's open: it reaches nothing
         path = name if isinstance(name, str) else name.filename()

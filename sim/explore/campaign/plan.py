@@ -219,7 +219,7 @@ def _points_by_index(
             scenario,
             store=StoreKind(store),
             seed=seed,
-            crash_kinds=kinds,  # type: ignore[arg-type]
+            crash_kinds=kinds,
         )
     except ScenarioError as exc:
         return 0, str(exc)

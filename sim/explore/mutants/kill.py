@@ -54,7 +54,7 @@ def kill(
             for store in stores:
                 result = sweep(
                     load_scenario(name),
-                    store=store,  # type: ignore[arg-type]
+                    store=store,
                     seed=seed,
                     crash_kinds=mutant.crash_kinds,
                     determinism=determinism,

@@ -45,8 +45,8 @@ def _coverage_report(arcs: set[Arc]) -> dict[str, Any]:
     by_file: dict[str, list[tuple[int, int]]] = {}
     for path, a, b in arcs:
         by_file.setdefault(str(source_root() / path), []).append((a, b))
-    for path in sorted(durable_dir().rglob("*.py")):
-        by_file.setdefault(str(path), [])
+    for file in sorted(durable_dir().rglob("*.py")):
+        by_file.setdefault(str(file), [])
     data.add_arcs(by_file)
     with tempfile.TemporaryDirectory(prefix="durable-sim-reach-") as tmp:
         out = Path(tmp, "coverage.json")

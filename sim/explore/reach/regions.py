@@ -541,7 +541,11 @@ class Region:
     lines: frozenset[int]
 
 
-def _functions(tree: ast.AST) -> Iterable[tuple[str, ast.AST]]:
+#: A node ``_functions`` yields: a function or class, with a body and line numbers.
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _functions(tree: ast.AST) -> Iterable[tuple[str, _Definition]]:
     """(qualified name, node) of every function and class, nested ones included."""
     stack: list[tuple[str, ast.AST]] = [("", tree)]
     while stack:
@@ -558,7 +562,7 @@ def _functions(tree: ast.AST) -> Iterable[tuple[str, ast.AST]]:
 def find_regions(names: Iterable[str] = RECOVERY_REGIONS) -> list[Region]:
     """Resolve region names against the current source; ``ReachError`` names one that is gone
     (a renamed function must be renamed here too, or its branches would silently drop out)."""
-    trees: dict[str, dict[str, ast.AST]] = {}
+    trees: dict[str, dict[str, _Definition]] = {}
     out = []
     for name in names:
         path, _, qualname = name.partition(":")
@@ -571,8 +575,8 @@ def find_regions(names: Iterable[str] = RECOVERY_REGIONS) -> list[Region]:
                 f"recovery region {name} is not in the source any more: update "
                 "RECOVERY_REGIONS in sim/explore/reach/regions.py"
             )
-        first = node.body[0].lineno  # type: ignore[attr-defined]
-        last = node.end_lineno or first  # type: ignore[attr-defined]
+        first = node.body[0].lineno
+        last = node.end_lineno or first
         out.append(Region(name, path, frozenset(range(first, last + 1))))
     return out
 

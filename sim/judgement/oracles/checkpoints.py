@@ -8,7 +8,7 @@ log holds is not judged (recovery must skip it, and I3's second check sees if it
 
 from __future__ import annotations
 
-from durable.events import canonical_json, sha256_hex
+from durable.codec import canonical_json, sha256_hex
 from sim.judgement.oracles.facts import Reduced, reduce_log
 from sim.judgement.violation import Violation
 from sim.run.runner import RunResult

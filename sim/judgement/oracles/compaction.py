@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from durable.codec import canonical_json, sha256_hex
 from durable.compaction import context_digest, summary_message
 from durable.events import (
     CompactionApplied,
@@ -19,8 +20,6 @@ from durable.events import (
     CompactionStarted,
     EventRecord,
     ModelRequested,
-    canonical_json,
-    sha256_hex,
 )
 from durable.state import State
 from sim.judgement.oracles.facts import reduce_log, row

@@ -64,8 +64,8 @@ def check_durability(result: RunResult, facts: Facts) -> list[Violation]:
     for rid, (status, answer, _reason) in result.outside.client.answers.items():
         if status == "rejected" and rid not in result.outside.client.acked:
             continue  # refused as busy: nothing of it is in the log (I16)
-        sid = result.outside.client.acked.get(rid)
-        sub = state.submissions.get(sid) if sid else None
+        acked_as = result.outside.client.acked.get(rid)
+        sub = state.submissions.get(acked_as) if acked_as else None
         if sub is None or sub.status != status or sub.answer != answer:
             out.append(
                 Violation(

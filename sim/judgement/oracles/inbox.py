@@ -85,6 +85,7 @@ def check_steering_boundary(result: RunResult) -> list[Violation]:
     turns = _Turns()
     records = result.durable.records
     batch = None
+    waiting: set[str] = set()  # set anew at each commit's first record, the log's first included
     for n, record in enumerate(records):
         event = record.event
         if record.batch != batch:

@@ -14,7 +14,8 @@ from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import SEED_HELP, seed_arg, text_arg
 from sim.outputs.realcrash import RealcrashError, realcrash
-from sim.run.realrun import BLOCKING_MODES, CLOCKS, DEFAULT_SPEEDUP
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP
+from sim.world.realhost import CLOCKS
 
 #: The stores ``realcrash`` takes: those whose store lives in files beside a real process.
 STORES = options.FILE_STORES

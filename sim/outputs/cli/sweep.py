@@ -166,9 +166,10 @@ def run_sweep(args: argparse.Namespace) -> int:
     from functools import partial
 
     from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
-    from sim.explore.sweep import sweep
+    from sim.explore.sweep import determinism_mode, sweep
 
     kinds, stores = args.crash, args.store
+    determinism = determinism_mode(determinism_of(args))
     scenarios = options.load_scenarios(args.scenarios)
     check_stores(stores)
     out_dir = Path(args.out)
@@ -186,7 +187,7 @@ def run_sweep(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 crash_kinds=kinds,
                 depth=args.depth,
-                determinism=determinism_of(args),
+                determinism=determinism,
                 fast=not args.naive,
                 jobs=jobs,
                 exhaustive=args.exhaustive,

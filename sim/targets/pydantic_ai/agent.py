@@ -131,7 +131,8 @@ def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
     with warnings.catch_warnings():
         # Deprecated in 2.x in favour of the capability, still shipped: what deployments run.
         warnings.filterwarnings("ignore", message="`DBOSAgent` is deprecated")
-        return DBOSAgent(Agent(model, name=AGENT_NAME, toolsets=[tools]))  # type: ignore[return-value]
+        # A DBOSAgent wraps the Agent and is run as one, but does not derive from Agent.
+        return DBOSAgent(Agent(model, name=AGENT_NAME, toolsets=[tools]))  # type: ignore[return-value]  # see above
 
 
 @DBOS.workflow(name="pay_invoice_with_agent")
@@ -186,7 +187,7 @@ async def _start_or_wait(ctx: ChildContext, agent: Agent[None, str]) -> str:
             if ctx.options.durability == "capability":
                 handle = await DBOS.start_workflow_async(pay_invoice, USER_INPUT)
             else:
-                workflow = agent.dbos_wrapped_run_workflow  # type: ignore[attr-defined]
+                workflow = agent.dbos_wrapped_run_workflow  # type: ignore[attr-defined]  # a DBOSAgent
                 handle = await DBOS.start_workflow_async(workflow, USER_INPUT, deps=None)
         action = "start"
     elif status.status in FINAL:

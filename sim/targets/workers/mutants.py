@@ -72,9 +72,9 @@ async def postgres_renew_ignoring_epoch(
 
 
 def _renew_ignores_epoch() -> None:
-    FileStore._renew_lease = file_renew_ignoring_epoch  # type: ignore[method-assign]
-    SQLiteStore.renew_lease = sqlite_renew_ignoring_epoch  # type: ignore[method-assign]
-    PostgresStore.renew_lease = postgres_renew_ignoring_epoch  # type: ignore[method-assign]
+    FileStore._renew_lease = file_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
+    SQLiteStore.renew_lease = sqlite_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
+    PostgresStore.renew_lease = postgres_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
 
 
 # The fence checked outside the append's transaction (its own statement, or outside the OS lock)
@@ -166,9 +166,9 @@ async def file_fence_outside_lock(
 
 
 def _fence_outside_transaction() -> None:
-    FileStore.append = file_fence_outside_lock  # type: ignore[method-assign]
-    SQLiteStore.append = sqlite_fence_outside_transaction  # type: ignore[method-assign]
-    PostgresStore.append = postgres_fence_outside_transaction  # type: ignore[method-assign]
+    FileStore.append = file_fence_outside_lock  # type: ignore[method-assign]  # the planted bug itself
+    SQLiteStore.append = sqlite_fence_outside_transaction  # type: ignore[method-assign]  # the planted bug itself
+    PostgresStore.append = postgres_fence_outside_transaction  # type: ignore[method-assign]  # the planted bug itself
 
 
 MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
