@@ -27,9 +27,13 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_JOBS) --dist worksteal --durations=2
 test: lint typecheck
 	$(PYTEST)
 
-# What CI runs (.ci/run): the lint, the type checker, then the whole suite, slow tier included.
-check: lint typecheck
-	$(PYTEST) --run-slow
+# The slow tier alone: the tests make test leaves out.
+.PHONY: slow
+slow: $(STAMP)
+	$(PYTEST) --run-slow -m slow
+
+# The whole suite: make test, then the slow tier (what CI runs, .ci/run).
+check: test slow
 
 # The CI tier: every scenario x store at once, JOBS at a time (default: every core; the report is
 # the same). Each trace is swept exhaustively except one longer than the tier's threshold
