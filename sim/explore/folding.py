@@ -19,6 +19,7 @@ equivalence tests keep every verdict equal to the unfolded sweep's.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,9 @@ class FoldPlan:
             first = self.first_of.setdefault(digest, text)
             if first != text:
                 self.twin_of[text] = first
+
+    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # nothing forks: an interrupt is raised as usual
 
     def finish_child(self, result: Any) -> None:
         raise AssertionError("a fold plan forks no child")

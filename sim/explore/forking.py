@@ -39,6 +39,7 @@ from typing import Any
 
 import trio
 
+from sim.explore import interrupts
 from sim.judgement.judge import judge, recovery_paths, timeline
 from sim.world.faults import (
     CrashKind,
@@ -53,25 +54,6 @@ from sim.world.faults import (
 # (``sim.explore.reach`` while measuring coverage); the list is empty in every ordinary sweep, so
 # the fork layer never imports what sits above it.
 CHILD_EXIT_HOOKS: list[Callable[[str], None]] = []
-
-#: Set by the command line when it is told to stop (SIGTERM). The interrupt itself arrives as
-#: SIGINT and normally unwinds the sweep at once; this flag is a second path that does not depend
-#: on it: a forking sweep checks it before every fork and while it waits for its children (at
-#: least every ``STOP_CHECK_S``), and stops there. A sweep once ran on to its end after SIGTERM
-#: under heavy load, the SIGINT apparently lost.
-STOP_REQUESTED: list[bool] = []
-STOP_CHECK_S = 0.1
-
-
-def request_stop() -> None:
-    """Ask every forking sweep of this process to stop at its next fork or wait."""
-    STOP_REQUESTED.append(True)
-
-
-def _stop_if_requested() -> None:
-    if STOP_REQUESTED:
-        raise KeyboardInterrupt("stop requested (SIGTERM)")
-
 
 # Forking inside trio.run needs a private epoll instance per child (``_private_trio_io``): Linux.
 AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
@@ -132,6 +114,12 @@ class ForkPlan:
 
     # -- in the parent ---------------------------------------------------------------------------
 
+    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
+        """Around the forking run, inside ``trio.run``: a SIGINT records the stop before trio
+        handles it (``sim.explore.interrupts.flag_interrupts``), so an interrupt swallowed by an
+        after-fork hook still stops the sweep at its next fork or wait."""
+        return interrupts.flag_interrupts()
+
     def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
         """Called by the machine's injector at every boundary of the forking run."""
         if index <= self.base.last_index or self.in_child:
@@ -164,7 +152,7 @@ class ForkPlan:
         schedule: Schedule,
         copy: int,
     ) -> None:
-        _stop_if_requested()
+        interrupts.stop_if_requested()
         while len(self.running) >= self.jobs:
             self._reap_one()
         path = os.path.join(self.workdir, f"{len(self.done) + len(self.running)}-{copy}.json")
@@ -172,6 +160,7 @@ class ForkPlan:
         # skip the inherited heap instead of touching (and copying) every page of it (a child's
         # full collection: ~34 ms unfrozen, ~5 ms frozen). The parent unfreezes when done.
         gc.freeze()
+        mask = interrupts.hold()  # an interrupt waits until each side knows which it is
         pid = os.fork()
         if pid == 0:  # the child: crash here, run on, report, exit without cleanup
             # Mark the child first: whatever fails from here on must end in ``abort_child``
@@ -187,6 +176,7 @@ class ForkPlan:
             self.child_out = path
             self.child_schedule = schedule
             try:
+                interrupts.release(mask)
                 _private_trio_io()
                 injector.reschedule(schedule)
             except BaseException as exc:  # the child must report and exit, whatever happened
@@ -195,13 +185,14 @@ class ForkPlan:
             raise AssertionError("unreachable: crash raises")
         deadline = time.monotonic() + self.child_timeout_s
         self.running.append(_Child(pid, schedule.text(), path, deadline, copy == 0))
+        interrupts.release(mask)  # the child is in the books: an interrupt now kills it too
 
     def _reap_one(self) -> None:
         """Wait for one child to end, or kill the first that overruns its wall-time bound (a
         hung child must not hang the sweep: it gets an ``error`` verdict instead)."""
         assert self.running and not self.in_child
         while True:
-            _stop_if_requested()
+            interrupts.stop_if_requested()
             for child in self.running:
                 pid, status = os.waitpid(child.pid, os.WNOHANG)
                 if pid:
@@ -215,7 +206,9 @@ class ForkPlan:
                 overdue.timed_out = True
                 self._finish(overdue, status)
                 return
-            _wait_for_exit([c.pid for c in self.running], min(overdue.deadline - now, STOP_CHECK_S))
+            _wait_for_exit(
+                [c.pid for c in self.running], min(overdue.deadline - now, interrupts.STOP_CHECK_S)
+            )
 
     def _finish(self, child: _Child, status: int) -> None:
         self.running.remove(child)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import UserError, user_error
-from sim.explore import forking
+from sim.explore import forking, interrupts
 from sim.explore.progress import Progress
 from sim.world import tempdirs
 from sim.world.scenario import Scenario
@@ -138,11 +138,18 @@ class _Pool:
         self.results: dict[int, Any] = {}
 
     def run(self) -> list[Any]:
+        """Every step; a stop request (Ctrl-C, SIGTERM: ``sim.explore.interrupts``) is checked
+        before every fork and at least every ``STOP_CHECK_S`` of waiting, and ends the run with
+        ``KeyboardInterrupt`` after every worker is stopped."""
         try:
-            while self.pending or self.running:
-                while self.pending and len(self.running) < self.jobs:
-                    self._start(self.pending.pop(0))
-                self._pump()
+            with interrupts.stop_on_signals():
+                while self.pending or self.running:
+                    while self.pending and len(self.running) < self.jobs:
+                        interrupts.stop_if_requested()
+                        self._start(self.pending.pop(0))
+                    interrupts.stop_if_requested()
+                    self._pump()
+                interrupts.stop_if_requested()  # a stop that came with the last result
         finally:
             self._kill_all()
         return [self.results[i] for i in range(len(self.steps))]
@@ -153,6 +160,7 @@ class _Pool:
             self.progress.start(step.label)
         path = self.workdir / f"{index}.pickle"
         read_fd, write_fd = os.pipe()
+        mask = interrupts.hold()  # an interrupt waits until each side knows which it is
         pid = os.fork()
         if pid == 0:  # the worker: run the step, report, exit without unwinding the parent
             code = 1
@@ -161,6 +169,8 @@ class _Pool:
             # stays bounded, and no collection fires at the end over what its runs left.
             gc.disable()
             try:
+                interrupts.child_defaults()
+                interrupts.release(mask)
                 os.close(read_fd)
                 for other in self.running.values():
                     os.close(other.fd)
@@ -169,13 +179,14 @@ class _Pool:
                 os._exit(code)
         os.close(write_fd)
         self.running[read_fd] = _Worker(pid, index, read_fd, path)
+        interrupts.release(mask)  # the worker is in the books: an interrupt now stops it too
 
     def _pump(self) -> None:
         """Wait for progress or for a worker's end, and handle what arrived."""
         poller = select.poll()
         for fd in self.running:
             poller.register(fd, select.POLLIN | select.POLLHUP)
-        for fd, _ in poller.poll():
+        for fd, _ in poller.poll(interrupts.STOP_CHECK_S * 1000):
             worker = self.running[fd]
             data = os.read(fd, 65536)
             label = self.steps[worker.index].label
@@ -195,9 +206,11 @@ class _Pool:
             with worker.path.open("rb") as file:
                 ok, value = pickle.load(file)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            interrupts.stop_if_requested()  # a worker stopped by the same interrupt
             code = os.waitstatus_to_exitcode(status)
             raise WorkerError(f"{step.label}: worker exited with status {code}: {exc}") from exc
         if not ok:
+            interrupts.stop_if_requested()  # a worker stopped by the same interrupt: no error
             if isinstance(value, UserError):
                 raise value  # bad input found in the worker: the caller's one line, as in-process
             raise WorkerError(f"{step.label}: {value}")

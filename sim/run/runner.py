@@ -18,7 +18,7 @@ host of ``sim.run.realrun``.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,7 +185,7 @@ async def _world_main(
     env.database = database
     if fork is not None:
         _plan_forks(env, fork)
-    with env.liveness:
+    with fork.interrupt_guard() if fork is not None else nullcontext(), env.liveness:
         async with trio.open_nursery() as nursery:
             _start_workers(env, nursery)
     _fill_result(env, result)

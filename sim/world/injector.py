@@ -14,6 +14,7 @@ What it saw happen goes to the evidence recorder (``sim.world.evidence``); the m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal, NoReturn, Protocol
 
 import trio
@@ -56,6 +57,8 @@ class ForkHook(Protocol):
     child_schedule: Schedule
 
     def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None: ...
+
+    def interrupt_guard(self) -> AbstractContextManager[None]: ...
 
     def finish_child(self, result: Any) -> None: ...
 

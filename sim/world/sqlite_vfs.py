@@ -86,12 +86,15 @@ def _quiet_dead_process_reports() -> None:
     write-ahead logging, say) raises the crash where SQLite ignores it: apsw then hands the
     exception to ``sys.unraisablehook``, which would print a traceback per crash. The process is
     dead all the same (it was marked dead before the crash was raised, so its later calls reach
-    nothing and its next port call raises again), so those reports are dropped; any other
-    unraisable exception goes to the hook that was installed before."""
+    nothing and its next port call raises again), so those reports are dropped. So is an
+    interrupt (Ctrl-C, SIGTERM) raised there: a sweep records every stop before it raises one
+    (``sim.explore.interrupts``) and raises it again at its next fork or wait, where nothing
+    drops it. Any other unraisable exception goes to the hook that was installed before."""
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        if not isinstance(unraisable.exc_value, (SimulatedCrash, ProcessDead)):
+        quiet = (SimulatedCrash, ProcessDead, KeyboardInterrupt)
+        if not isinstance(unraisable.exc_value, quiet):
             previous(unraisable)
 
     sys.unraisablehook = hook

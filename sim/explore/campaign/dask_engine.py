@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sim.explore import forking
+from sim.explore import interrupts
 from sim.explore.campaign.tasks import Done, EngineUnavailable, Task
 from sim.explore.campaign.unit import run_in_subprocess
 from sim.explore.progress import Progress
@@ -94,8 +94,7 @@ class DaskEngine:
         pending = self.distributed.as_completed(list(futures))
         try:
             while not pending.is_empty():
-                if forking.STOP_REQUESTED:
-                    raise KeyboardInterrupt("stop requested (SIGTERM)")
+                interrupts.stop_if_requested()
                 finished = pending.next_batch(block=False)
                 if not finished:
                     time.sleep(POLL_S)

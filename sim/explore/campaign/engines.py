@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sim.explore import forking, parallel
+from sim.explore import interrupts, parallel
 from sim.explore.campaign.tasks import Done, Engine, EngineUnavailable, Task
 from sim.explore.campaign.unit import run_unit
 from sim.explore.progress import Progress
@@ -51,29 +51,23 @@ class LocalEngine:
 
 class _Stopping:
     """A progress object that also stops the pool when a stop was requested
-    (``forking.request_stop``): the pool reports every schedule a worker finishes through it,
-    so a stop whose interrupt was lost (see ``sim.outputs.cli.campaign``) still ends the
-    campaign within a schedule's time."""
+    (``sim.explore.interrupts``): the pool checks the request itself while it waits; this stops
+    it as well between two reports of a worker."""
 
     def __init__(self, inner: Progress) -> None:
         self._inner = inner
 
     def start(self, label: str) -> None:
-        _stop_if_requested()
+        interrupts.stop_if_requested()
         self._inner.start(label)
 
     def advance(self, n: int = 1, *, label: str | None = None) -> None:
-        _stop_if_requested()
+        interrupts.stop_if_requested()
         self._inner.advance(n, label=label)
 
     def finish(self, summary: str, *, label: str | None = None) -> None:
         self._inner.finish(summary, label=label)
-        _stop_if_requested()
-
-
-def _stop_if_requested() -> None:
-    if forking.STOP_REQUESTED:
-        raise KeyboardInterrupt("stop requested")
+        interrupts.stop_if_requested()
 
 
 def _guarded(

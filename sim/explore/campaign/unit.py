@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sim.explore import forking
+from sim.explore import interrupts
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import part_json, unit_document
 from sim.explore.campaign.fuzz_unit import run_fuzz
@@ -123,19 +123,6 @@ def _die_with_parent(parent: int) -> None:
         raise KeyboardInterrupt("the unit's parent is gone")
 
 
-def _sigterm_as_sigint(signum: int, frame: object) -> None:
-    del signum, frame
-    forking.request_stop()  # the forking sweep's second path to the same stop
-    os.kill(os.getpid(), signal.SIGINT)
-
-
-def interrupt_only(exc: BaseException) -> bool:
-    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by trio's nurseries."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(interrupt_only(e) for e in exc.exceptions)
-    return isinstance(exc, KeyboardInterrupt)
-
-
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -148,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="where the unit document is written")
     parser.add_argument("--parent", type=int, default=None, help="stop when this process ends")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _sigterm_as_sigint)
+    signal.signal(signal.SIGTERM, interrupts.sigterm_as_sigint)
     try:
         if args.parent is not None:
             _die_with_parent(args.parent)
@@ -165,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         return EXIT_ERROR
     except BaseExceptionGroup as exc:  # trio's nurseries wrap an interrupt
-        if not interrupt_only(exc):
+        if not interrupts.interrupt_only(exc):
             raise
         print("durable-sim unit: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -9,14 +9,10 @@ GitHub Actions output (``::error`` annotations naming the scenario file, a step 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,10 +159,7 @@ def run_campaign_command(args: argparse.Namespace) -> int:
             split=split,
             jobs=jobs,
         )
-        with (
-            _stoppable(),
-            Progress(command="campaign", unit="schedules", enabled=not args.quiet) as progress,
-        ):
+        with Progress(command="campaign", unit="schedules", enabled=not args.quiet) as progress:
             engine.progress = progress
             _note(args, f"{len(plan.units)} units planned ({_share(shard)})")
             result = run_campaign(
@@ -175,36 +168,6 @@ def run_campaign_command(args: argparse.Namespace) -> int:
     except (PlanError, CampaignError, EngineUnavailable) as exc:
         raise UsageError(str(exc)) from exc
     return finish(args, result, out_dir, started=started, shard=shard)
-
-
-@contextlib.contextmanager
-def _stoppable() -> Iterator[None]:
-    """While units run, SIGTERM and SIGINT both stop the campaign, and each leaves a stop
-    request behind (``forking.request_stop``) besides the interrupt it raises. The request is
-    what makes the stop certain: ``main`` turns SIGTERM into a SIGINT, which a process started
-    with SIGINT ignored (a script's background job) never sees; and an interrupt that lands
-    while Python runs its after-fork hooks -- the pool forks a worker per unit, a unit forks a
-    child per crash point -- is swallowed there. The pool stops its workers with SIGINT, so they
-    inherit the same handler; the forking sweep and the engines check the request."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set handlers (and receives signals)
-        return
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    for signum in previous:
-        signal.signal(signum, _stop_now)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def _stop_now(signum: int, frame: object) -> None:
-    del signum, frame
-    from sim.explore.forking import request_stop
-
-    request_stop()
-    raise KeyboardInterrupt("stop requested")
 
 
 def _share(shard: tuple[int, int] | None) -> str:
@@ -428,7 +391,7 @@ def run_fuzz_budget(args: argparse.Namespace, scenarios: list[Any], corpus: Path
     except EngineUnavailable as exc:
         raise UsageError(str(exc)) from exc
     fuzzers = fuzzers_of(scenarios, machine=not args.no_machine)
-    with _stoppable(), Progress(command="fuzz", unit="examples") as progress:
+    with Progress(command="fuzz", unit="examples") as progress:
         engine.progress = progress
         run = fuzz_for(
             fuzzers,

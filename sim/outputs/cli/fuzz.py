@@ -131,9 +131,12 @@ def run_fuzz(args: argparse.Namespace) -> int:
         print("\n".join(finding.describe()))
         print(f"saved: {path}")
         print(f"repro: {finding.repro(str(path))}")
+    # ``--examples`` is per fuzzer (each scenario's schedules, and the world machine): say so,
+    # so the total is not read as the option's value gone wrong.
     print(
-        f"fuzz: {examples} examples in {wall_s:.1f}s ({examples / wall_s:.1f}/s), "
-        f"{len(findings)} failure(s)"
+        f"fuzz: {examples} examples ({len(steps)} fuzzer{'s' * (len(steps) != 1)}, up to "
+        f"{args.examples} each) in "
+        f"{wall_s:.1f}s ({examples / wall_s:.1f}/s), {len(findings)} failure(s)"
     )
     return 1 if findings else 0
 

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from sim.errors import user_error
+from sim.explore import interrupts
 from sim.outputs.cli.bench import add_parsers as add_bench
 from sim.outputs.cli.common import EXIT, Parser, judged_invariants, swapped_seams
 from sim.outputs.cli.coverage import add_parsers as add_coverage
@@ -48,15 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed one line of usage error
         return int(exc.code or 0) if exc.code in (0, None) else EXIT["usage"]
-    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C: it is turned into a SIGINT,
-    # which trio delivers as KeyboardInterrupt at a safe point; the sweep then kills its forked
-    # children and removes its temporary directories on the way out.
+    # SIGTERM (a CI job cancelled, `timeout`) unwinds like Ctrl-C (sim.explore.interrupts): the
+    # stop is recorded, then a SIGINT sent; the sweep kills its forked children and removes its
+    # temporary directories on the way out.
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_sigint) if on_main_thread else None
+    interrupts.clear()  # a stop handled by an earlier command of this process is not this one's
+    previous = (
+        signal.signal(signal.SIGTERM, interrupts.sigterm_as_sigint) if on_main_thread else None
+    )
     try:
         with seams(**swapped_seams(args)):
             status = int(args.handler(args))
-        if _stop_was_requested():  # told to stop, but the command ran on to its end
+        if interrupts.stop_requested():  # told to stop, but the command ran on to its end
             print("durable-sim: interrupted", file=sys.stderr)
             return 130
         return status
@@ -70,34 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         if user is not None and not args.debug:
             print(f"durable-sim: {user}", file=sys.stderr)
             return EXIT[user.status]
-        if not _interrupt_only(exc):
+        if not interrupts.interrupt_only(exc):
             raise
         print("durable-sim: interrupted", file=sys.stderr)
         return 130
     finally:
         if on_main_thread:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-
-
-def _sigterm_as_sigint(signum: int, frame: object) -> None:
-    del signum, frame
-    from sim.explore.forking import request_stop
-
-    request_stop()  # a second path to the same stop (see forking.STOP_REQUESTED)
-    os.kill(os.getpid(), signal.SIGINT)
-
-
-def _stop_was_requested() -> bool:
-    from sim.explore.forking import STOP_REQUESTED
-
-    return bool(STOP_REQUESTED)
-
-
-def _interrupt_only(exc: BaseException) -> bool:
-    """A KeyboardInterrupt, possibly wrapped in (nested) exception groups by trio's nurseries."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_interrupt_only(e) for e in exc.exceptions)
-    return isinstance(exc, KeyboardInterrupt)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -250,7 +250,11 @@ def _summary(results: list[Any]) -> None:
                 markup=True,
                 highlight=False,
             )
-            console.print(f"  repro: {failure.repro}", markup=False, highlight=False)
+            # One line, however long: soft_wrap leaves wrapping to the terminal, so the line
+            # copied from a log or a pipe runs as printed.
+            console.print(
+                f"  repro: {failure.repro}", markup=False, highlight=False, soft_wrap=True
+            )
         if len(r.failures) > len(shown):
             console.print(
                 f"  ... and {len(r.failures) - len(shown)} more failures of {r.name}[{r.store}] "

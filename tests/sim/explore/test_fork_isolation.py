@@ -118,13 +118,13 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
 def test_a_requested_stop_ends_a_forking_sweep_at_its_next_fork(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """SIGTERM's second path (``forking.request_stop``): a forking sweep stops before its next
-    fork even if the interrupt itself never reaches it, and leaves no child behind."""
-    from sim.explore import forking as forking_module
+    """The stop flag (``interrupts.request_stop``): a forking sweep stops before its next fork
+    even if the interrupt itself never reaches it, and leaves no child behind."""
+    from sim.explore import interrupts
     from sim.explore.sweep import sweep
     from sim.world.scenario import load_scenario
 
-    monkeypatch.setattr(forking_module, "STOP_REQUESTED", [True])
+    monkeypatch.setattr(interrupts, "STOP_REQUESTED", [True])
     with pytest.raises(BaseException) as caught:
         sweep(
             load_scenario("read_edit_answer"),

@@ -237,6 +237,8 @@ def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert {p.name for p in tmp_path.iterdir()} <= {"hyp"}  # no corpus, no .hypothesis
     assert "fuzz: schedules of idempotent_payment[file] no failure" in done.stderr
+    # --examples is what one fuzzer runs, and the total says so (it once read "102 examples")
+    assert "fuzz: 3 examples (1 fuzzer, up to 3 each)" in done.stdout
 
 
 @pytest.mark.slow
@@ -418,3 +420,45 @@ def test_debug_raises_bad_input_with_its_traceback(capsys: pytest.CaptureFixture
     with pytest.raises(ScenarioError, match="unknown scenario"):
         main(["--debug", "run", "no_such_scenario"])
     assert "unknown scenario" in _refused_in_one_line(capsys, "run", "no_such_scenario")
+
+
+def test_a_long_repro_line_is_printed_on_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summary is as wide as the terminal; a repro line longer than that (a scenario file
+    deep in a tree, a seam) must still come out as one line, or its first line, copied, runs as
+    a broken command (it once did: exit 2)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from sim.explore.results import DISPLAY_VERDICTS
+    from sim.outputs.cli import sweep as sweep_cli
+
+    monkeypatch.setattr(sweep_cli, "wide_console", lambda: Console(width=80))  # a terminal's
+
+    repro = (
+        "durable-sim replay --scenario s.json --schedule "
+        + ",".join(["3:after:process"] * 8)
+        + " --file-store "
+        + "a/" * 40
+        + "store.py:make_store --seed 0"
+    )
+    failure = SimpleNamespace(
+        verdict="safety", invariant="I1", schedule="3:after:process", explanation="x", repro=repro
+    )
+    result = SimpleNamespace(
+        name="s",
+        store="file",
+        boundaries=9,
+        schedules=18,
+        verdicts=dict.fromkeys(DISPLAY_VERDICTS, 0),
+        wall_s=1.0,
+        failures=[failure],
+        sampled=False,
+        skipped_power=False,
+        skipped_storage=False,
+    )
+    sweep_cli._summary([result])
+    lines = capsys.readouterr().out.splitlines()
+    assert f"  repro: {repro}" in lines

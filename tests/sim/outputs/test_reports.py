@@ -164,7 +164,7 @@ def test_junit_counts_and_failures(report: tuple[Path, dict, list[Path]]) -> Non
     assert names[0].startswith("reference")
     assert names[1] == "0:before:process store.lease.acquire#1"
     assert f"1:after:process {PIPE_LABEL}" in names
-    assert "depth-2: 4 further schedules" in names
+    assert "4 further schedules (second crashes and power tears), all passing" in names
 
     # depth 1: one testcase per schedule (reference included) + the skipped power schedules
     assert int(calm.get("tests")) == results["scenarios"][1]["schedules"] + 1 == 6
@@ -332,3 +332,15 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     assert page.count('<td class="i mono">') == s.boundaries
     assert "http://" not in page and "https://" not in page
     assert "idempotent_payment" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_junit_names_the_schedules_outside_a_depth_1_matrix_power_tears() -> None:
+    """A depth-1 sweep's schedules outside the matrix are its enumerated power tears
+    (``3:after:power~1``), never "depth-2"."""
+    from sim.outputs.report.junit import _suite
+
+    cell = {"index": 0, "when": "after", "kind": "power", "verdict": "pass"}
+    suite = _suite({"name": "s", "store": "file", "depth": 1, "schedules": 4, "matrix": [cell]})
+    names = [c.get("name") for c in suite.findall("testcase")]
+    assert "2 further schedules (power tears), all passing" in names
+    assert not any("depth-2" in str(name) for name in names)
