@@ -23,7 +23,7 @@ from sim.world.scenario import bundled_names, load_scenario
 from sim.world.stores import StoreKind
 
 # What ``make sweep`` sweeps with.
-KINDS = ("process", "power", "storage")
+KINDS = ("process", "power", "storage", "pause")
 STORES = (StoreKind.FILE, StoreKind.SQLITE)
 LONG = "long_horizon"
 
@@ -46,9 +46,15 @@ def trace(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
     return labels, schedules
 
 
-def kinds(store: StoreKind) -> list[str]:
-    """The kinds the store is swept with (no storage faults on SQLite)."""
-    return [k for k in KINDS if store.can_inject(k)]  # type: ignore[arg-type]
+def kinds(store: StoreKind, name: str = LONG) -> list[str]:
+    """The kinds the store is swept with (no storage faults on SQLite; no pause where the
+    scenario has no standby, as ``long_horizon``)."""
+    standby = load_scenario(name).standby_at_s() is not None
+    return [
+        k
+        for k in KINDS
+        if store.can_inject(k) and (standby or k != "pause")  # type: ignore[arg-type]
+    ]
 
 
 def chosen(name: str, store: StoreKind) -> frozenset[str]:
