@@ -140,12 +140,15 @@ def test_the_sample_is_deterministic_across_runs_and_hash_seeds() -> None:
         assert done.stdout.strip() == first
 
 
-@pytest.mark.parametrize("m", [m for m in MUTANTS if m.swept], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "m", [m for m in MUTANTS if m.swept and m.store in STORES], ids=lambda m: m.name
+)
 def test_the_tier_runs_every_mutants_first_kill(m) -> None:  # type: ignore[no-untyped-def]
     """A known bug class the tier would not run is a tier that misses it: with each registered
     mutant planted, its first killing schedule is among the points ``make sweep`` judges for
     its scenario and store -- every point of a trace under the threshold, else a chosen point's
-    fold class. (No mutant's scenario is sampled today: the check guards the threshold.)"""
+    fold class. (No mutant's scenario is sampled today: the check guards the threshold. A
+    postgres mutant's store needs a server, which ``make sweep`` does not sweep.)"""
     if m.first_kill == "none":
         return  # the fault-free run fails: every tier runs it
     store = StoreKind(m.store)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.explore.mutants import mutant_named, planted
 from sim.explore.sweep import judge, sweep
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import CrashKind, ScheduleError, When, parse_schedule, tries_kind
@@ -70,6 +71,18 @@ def test_a_paused_owner_is_taken_over_and_its_write_refused() -> None:
     reference = _run("none")
     assert judge(result, reference, determinism=False).verdict == "pass"
     assert [g.granted.epoch for g in reference.leases.grants if g.boundary < 8] == [1]
+
+
+def test_the_fence_outside_the_write_is_caught_only_with_the_pause() -> None:
+    """The mutant's zombie write lands in the new owner's window, I8 reports it; the same
+    mutant under the same schedule without its pause (a kill there instead) passes."""
+    mutant = mutant_named("fence-outside-transaction-file")
+    with planted(mutant):
+        reference = _run("none")
+        paused = judge(_run(FIRST_COMMIT), reference, determinism=False)
+        killed = judge(_run("7:before:process"), reference, determinism=False)
+    assert "I8" in {v.invariant for v in paused.violations}, paused.violations
+    assert killed.verdict == "pass", killed.violations
 
 
 def test_the_same_pause_gives_the_same_fingerprint() -> None:
