@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from sim.explore import forking
 from sim.explore.mutants import mutant_named, planted
 from sim.explore.sweep import judge, sweep
 from sim.run.runner import RunResult, run_scenario
@@ -107,3 +108,24 @@ def test_the_standby_scenarios_sweep_pauses() -> None:
         result = sweep(load_scenario(name), store="file", crash_kinds=("pause",))
         assert result.crash_kinds == ["pause"]
         assert result.schedules > 5 and result.verdicts["pass"] == result.schedules, name
+
+
+@pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
+def test_a_forked_child_pauses_as_a_fresh_run_does() -> None:
+    """The fast sweep takes a pause in a child forked at the boundary (the pause returns, the
+    child runs on); its verdicts are the naive sweep's, schedule by schedule, with the file
+    mutant planted so that some of them fail."""
+    scenario = load_scenario(TAKEOVER)
+    with planted(mutant_named("fence-outside-transaction-file")):
+        naive = sweep(scenario, store="file", crash_kinds=("pause",), determinism=False, fast=False)
+        fast = sweep(
+            scenario,
+            store="file",
+            crash_kinds=("pause",),
+            determinism=False,
+            fast=True,
+            fork_from=0,
+        )
+    verdicts = [(m["index"], m["when"], m["kind"], m["verdict"]) for m in naive.matrix]
+    assert verdicts == [(m["index"], m["when"], m["kind"], m["verdict"]) for m in fast.matrix]
+    assert {v for *_, v in verdicts} == {"pass", "safety"}
