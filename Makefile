@@ -40,7 +40,7 @@ check: test slow
 # (long_horizon today), which runs a stratified sample (sim/explore/tier.py, docs/campaigns.md).
 JOBS ?=
 sweep: $(STAMP)
-	$(BIN)/durable-sim sweep --store both --crash process,power,storage --out reports/latest $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/durable-sim sweep --store both --crash process,power,storage,pause --out reports/latest $(if $(JOBS),--jobs $(JOBS))
 
 # The exhaustive campaign: every crash point of every scenario x store (resumable: run it again
 # to finish), then FUZZ_BUDGET of schedule and world-machine fuzzing on the file store (fuzz runs

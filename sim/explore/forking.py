@@ -126,22 +126,26 @@ class ForkPlan:
             return
         n_tears = self.tears.get((index, when), 0)
         for point in sweep_points(index, When(when), label, self.kinds, n_tears):
-            self._fork_point(injector, process, point, label)
+            if self._fork_point(injector, process, point, label):
+                return  # a child that took a pause runs on from here: it forks nothing
 
-    def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> None:
+    def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> bool:
+        """Fork the children of ``point``; True in a child (which runs on from here)."""
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
         if not self.owns(text):
-            return
+            return False
         self.order.append(text)
         twin = self.twin_of.get(text)
         if twin is not None:  # its future is twin's: see ``sim.explore.folding``
             self.equivalent.append((text, twin))
             if self.progress is not None:
                 self.progress(1)
-            return
+            return False
         for copy in range(2 if self.twins(text) else 1):
-            self._spawn(injector, process, point, label, schedule, copy)
+            if self._spawn(injector, process, point, label, schedule, copy):
+                return True
+        return False
 
     def _spawn(
         self,
@@ -151,7 +155,9 @@ class ForkPlan:
         label: str,
         schedule: Schedule,
         copy: int,
-    ) -> None:
+    ) -> bool:
+        """Fork one child for ``point``: False in the parent; in the child, the crash raises,
+        or a pause returns True."""
         interrupts.stop_if_requested()
         while len(self.running) >= self.jobs:
             self._reap_one()
@@ -181,11 +187,14 @@ class ForkPlan:
                 injector.reschedule(schedule)
             except BaseException as exc:  # the child must report and exit, whatever happened
                 self.abort_child(exc)
-            injector.crash(process, point, label)
-            raise AssertionError("unreachable: crash raises")
+            # A crash raises here; a pause returns, and the process stops when the boundary's
+            # caller awaits (``sim.world.process.Pauses``).
+            injector.strike(process, point, label)
+            return True
         deadline = time.monotonic() + self.child_timeout_s
         self.running.append(_Child(pid, schedule.text(), path, deadline, copy == 0))
         interrupts.release(mask)  # the child is in the books: an interrupt now kills it too
+        return False
 
     def _reap_one(self) -> None:
         """Wait for one child to end, or kill the first that overruns its wall-time bound (a

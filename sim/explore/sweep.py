@@ -398,6 +398,9 @@ def _described(
 ) -> tuple[ScenarioSweep, list[CrashKind], Schedule]:
     """A sweep's result before any run: its configuration, the crash kinds the store takes and
     the scenario's base schedule."""
+    # A pause needs a standby to take the lease over: a scenario without one has no pause points.
+    standby = scenario.standby_at_s() is not None
+    crash_kinds = [k for k in crash_kinds if standby or CrashKind(k) is not CrashKind.PAUSE]
     out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
     out.ref = ref or scenario.name
     out.determinism = mode

@@ -48,7 +48,9 @@ FILE_STORES: tuple[StoreKind, ...] = FILE_KINDS
 
 DEFAULT_STORES: tuple[StoreKind, ...] = BOTH  # commands that sweep several stores
 DEFAULT_STORE = StoreKind.FILE  # commands that run one store
-DEFAULT_CRASH_KINDS: tuple[CrashKind, ...] = (CrashKind.PROCESS, CrashKind.POWER)
+#: A pause is tried only where a scenario has a standby (``Scenario.standby_at_s``): a few
+#: schedules per such scenario (docs/crash-model.md, "Crash kinds").
+DEFAULT_CRASH_KINDS: tuple[CrashKind, ...] = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.PAUSE)
 DEFAULT_SEED = 0
 #: ``--jobs`` is at most this many times the machine's cores: more workers than that only queue
 #: for the cores (and each sweep worker forks children of its own).

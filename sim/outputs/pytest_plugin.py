@@ -32,7 +32,7 @@ Which tests run:
   line option, when given, replaces the ini option.
 
 ``--sim-stores file,sqlite`` (default ``file,sqlite``; ``both`` is its alias) chooses the
-stores, ``--sim-crash process,power,storage`` (default ``process,power``, as ``durable-sim
+stores, ``--sim-crash process,power,storage`` (default ``process,power,pause``, as ``durable-sim
 sweep``'s) the crash kinds, ``--sim-seed N`` the seed: parsed by ``sim.outputs.options``, the
 command line's parser, with its defaults. Every item carries the marker ``durable_sim_sweep``
 (``-m durable_sim_sweep`` or ``-m "not durable_sim_sweep"``). A path that does not exist, or a

@@ -17,7 +17,7 @@ host of ``sim.run.realrun``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +42,7 @@ from sim.world.host import ClientView, runtime_config, shutdown_at_s
 from sim.world.injector import ForkHook
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
-from sim.world.process import Machine, SimBlocking, SimProcess
+from sim.world.process import Machine, PausePlan, SimBlocking, SimProcess
 from sim.world.scenario import Scenario
 from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
@@ -240,6 +240,7 @@ def _new_world(
     def extend_bound() -> None:
         liveness.deadline = max(liveness.deadline, trio.current_time() + scenario.liveness_bound_s)
 
+    built: list[WorldEnv] = []  # the world, once built: a pause's bookkeeping is the world's
     machine = Machine(
         world,
         schedule,
@@ -249,14 +250,38 @@ def _new_world(
         store_root=STORE_ROOT,
         count_tears=count_tears,
         on_crash=extend_bound,
+        pause_plan=_pause_plan(scenario, schedule, lambda p, until: _pause(built[0], p, until)),
     )
     services = Services(files=_initial_files(world, scenario))
     services.workspace_history.append((-1, dict(services.files)))
     world.record("files", sorted(services.files.items()))
     config = runtime_config(scenario)
-    return WorldEnv(
-        world, machine, scenario, services, ClientView(), [], config, store_kind, fs, liveness
+    built.append(
+        WorldEnv(
+            world, machine, scenario, services, ClientView(), [], config, store_kind, fs, liveness
+        )
     )
+    return built[0]
+
+
+def _pause_plan(
+    scenario: Scenario, schedule: Schedule, on_pause: Callable[[SimProcess, float], None]
+) -> PausePlan | None:
+    """How long a ``pause`` crash point stops a process: until a standby has taken its lease
+    over (``sim.world.process.Pauses``), at most until two lease TTLs after the standby has
+    started (it waits out the lease, then takes it). None, and a schedule with a pause point
+    refused, where the scenario has no standby."""
+    standby_at_s = scenario.standby_at_s()
+    if standby_at_s is None:
+        paused = [p.text() for p in schedule.points if p.kind == "pause"]
+        if paused:
+            raise ScheduleError(
+                f"{paused[0]}: {scenario.name} has no standby to take a paused worker's lease "
+                "over (a takeover or a shutdown)"
+            )
+        return None
+    ttl_s = scenario.lease_ttl_s
+    return PausePlan(until_s=lambda now: max(now, standby_at_s) + 2 * ttl_s, on_pause=on_pause)
 
 
 def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:

@@ -7,8 +7,10 @@ its text form, printed by every failure and accepted by ``replay``, is
 ``14:after:power,3:before:process``.
 
 Crash kinds (docs/crash-model.md): ``process`` (kill -9), ``power`` (power loss: what was not
-synced may be lost or torn) and ``storage`` (kill -9, then the disk damages data that *was*
-synced: a flipped bit, a zeroed or misdirected block, a truncated or deleted file).
+synced may be lost or torn), ``storage`` (kill -9, then the disk damages data that *was*
+synced: a flipped bit, a zeroed or misdirected block, a truncated or deleted file) and ``pause``
+(no death: the process stops just before a store operation until a standby has taken its lease
+over, then goes on as a zombie; ``14:before:pause``).
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ class When(StrEnum):
 
 
 class CrashKind(StrEnum):
-    """A crash kind (docs/crash-model.md): ``process`` (kill -9), ``power`` (power loss) or
-    ``storage`` (kill -9, then damage to synced data). Which kinds a store can take is
-    ``sim.world.stores.StoreKind.can_inject``'s to say, nobody else's."""
+    """A crash kind (docs/crash-model.md): ``process`` (kill -9), ``power`` (power loss),
+    ``storage`` (kill -9, then damage to synced data) or ``pause`` (the process frozen before a
+    store operation past its lease, a standby's takeover, then the zombie goes on). Which kinds
+    a store can take is ``sim.world.stores.StoreKind.can_inject``'s to say, nobody else's; a
+    pause also needs a scenario with a standby (``Scenario.standby_at_s``)."""
 
     PROCESS = "process"
     POWER = "power"
     STORAGE = "storage"
+    PAUSE = "pause"
 
     @classmethod
     def _missing_(cls, value: object) -> NoReturn:
@@ -66,6 +71,21 @@ MAX_TEARS_PER_FILE = 8
 # The boundary kinds after which a storage fault is tried: the store's acknowledged operations
 # (their data is synced by then). Every other point would damage the same synced bytes again.
 STORAGE_FAULT_BOUNDARY_KINDS = ("commit", "checkpoint", "lease")
+# The boundaries before which a pause is tried: a store operation that writes the log or a
+# checkpoint, and the transaction inside one (SQLite's, Postgres's: a store may fence in one
+# and write in the next). Each is awaited by its caller, so the process can stop there while
+# the others run; a file-system call inside ``FileStore`` is synchronous, and its nearest such
+# point is the operation's own ``store.*`` boundary. Not the lease calls: each carries the
+# caller's clock reading (``now_s``), and a pause between the reading and the call would be a
+# clock that stood still, not a stopped process.
+PAUSE_LABEL_HEADS = (
+    "store.commit",
+    "store.checkpoint",
+    "sqlite.commit",
+    "sqlite.checkpoint",
+    "postgres.commit",
+    "postgres.checkpoint",
+)
 
 
 def _count(value: object, name: str, top: int) -> int:
@@ -97,6 +117,9 @@ class CrashPoint:
         _count(self.tear, "tear", MAX_TEAR)
         if self.tear and self.kind != "power":
             raise ScheduleError(f"only a power crash can tear a file, not a {self.kind} crash")
+        if self.kind == "pause" and self.when != "before":
+            # Once an operation has returned, the process's next stop is before its next one.
+            raise ScheduleError("a pause is taken before a store operation, not after it")
 
     def text(self) -> str:
         tear = f"~{self.tear}" if self.tear else ""
@@ -163,7 +186,10 @@ def parse_schedule(text: str) -> Schedule:
 
 def tries_kind(kind: CrashKind, when: When, label: str) -> bool:
     """Whether a sweep tries ``kind`` at this point: process and power everywhere; a storage
-    fault (a kill, then damage to synced data) only after an acknowledged store operation."""
+    fault (a kill, then damage to synced data) only after an acknowledged store operation; a
+    pause only before a store operation or a blocking call inside one (``PAUSE_LABEL_HEADS``)."""
+    if kind == "pause":
+        return when == "before" and label.split(":", 1)[0].split("#", 1)[0] in PAUSE_LABEL_HEADS
     if kind != "storage":
         return True
     return when == "after" and boundary_kind(label) in STORAGE_FAULT_BOUNDARY_KINDS

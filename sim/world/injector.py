@@ -98,6 +98,7 @@ class Injector:
         on_crash: Callable[[], None] = lambda: None,
         end: Callable[[Sequence[Victim]], None] = end_simulated,
         counters: dict[str, int] | None = None,
+        on_pause: Callable[[Victim, CrashPoint], None] | None = None,
     ) -> None:
         """``processes`` is the machine's own list (victims and digests read it as it grows);
         ``evidence`` receives each crash; ``now`` is the machine's clock. ``store_root``: where
@@ -107,7 +108,8 @@ class Injector:
         system does to the victims (``end_simulated``; the real host SIGKILLs itself and never
         returns). ``counters`` and the boundaries already in ``evidence``: numbering to carry on
         from (the real host's next process). ``timed_crashes``: (time, kind) as the scenario
-        writes them (``TimedCrashDef``); a kind stays text, which a digest covers by ``repr``."""
+        writes them (``TimedCrashDef``); a kind stays text, which a digest covers by ``repr``.
+        ``on_pause``: what takes a ``pause`` point (the machine's ``Pauses``; None: refused)."""
         self.world = world
         self.schedule = schedule
         self.fs = fs
@@ -118,6 +120,7 @@ class Injector:
         self.store_root = store_root
         self._on_crash = on_crash
         self._end = end
+        self._on_pause = on_pause
         self._next_index = len(evidence.boundaries)
         self._counters: dict[str, int] = {} if counters is None else counters
         # (index, when) -> enumerated tears of a power crash there; None: not counted.
@@ -189,7 +192,7 @@ class Injector:
         """Crash at ``point`` if there is one, else let the fork hook fork (or digest) the crash
         points of this boundary side."""
         if point is not None:
-            self.crash(process, point, label)
+            self.strike(process, point, label)
         if self.fork_plan is not None:
             self.fork_plan.fork_at(self, process, index, when, label)
 
@@ -202,6 +205,16 @@ class Injector:
                 self.tear_counts[(index, when)] = n
 
     # -- crashing ------------------------------------------------------------------------------
+
+    def strike(self, process: Victim, point: CrashPoint, label: str) -> None:
+        """Take ``point`` in ``process``: a crash (never returns), or a pause, which returns --
+        the process stops when the boundary's caller awaits (``sim.world.process.Pauses``)."""
+        if point.kind != "pause":
+            self.crash(process, point, label)
+        if self._on_pause is None:
+            raise ScheduleError(f"{point.text()}: this machine takes no pause ({label})")
+        self.world.record("pause-point", point.text(), label, process.id)
+        self._on_pause(process, point)
 
     def crash(self, process: Victim, point: CrashPoint, label: str) -> NoReturn:
         """Crash at ``point`` in ``process``: every victim is marked dead *first* (a port of a

@@ -14,14 +14,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import trio
 
 from durable.events import EventRecord
 from durable.store.base import Checkpoint, Lease, Store
+from sim.errors import ScheduleError
 from sim.world.evidence import AcceptedAppend, Evidence, LeaseGrant
-from sim.world.faults import Boundary, Schedule
+from sim.world.faults import Boundary, CrashPoint, Schedule
 from sim.world.fs import SimFS
 from sim.world.injector import Injector, SimulatedCrash, Victim, end_simulated
 from sim.world.seeded import World, seed_process_scheduler
@@ -75,6 +77,125 @@ class SimProcess:
         return any(c.journal.state.pinned for c in open_conversations())
 
 
+@dataclass(frozen=True)
+class PausePlan:
+    """What a world with a standby gives its machine for ``pause`` crash points (the runner
+    builds it from the scenario): ``until_s(now)``, the latest a pause that starts at ``now``
+    lasts (past the lease's expiry and the standby's start, so the standby can take over);
+    ``on_pause(process, until_s)``, the world's bookkeeping of a paused process (the same as
+    a takeover's pause: its sleeps wait, I11 allows the handover's re-sent request)."""
+
+    until_s: Callable[[float], float]
+    on_pause: Callable[[SimProcess, float], None]
+
+
+@dataclass(eq=False)
+class _Pause:
+    """One pause crash point being taken: ``zombie`` stopped before boundary ``index``."""
+
+    zombie: SimProcess
+    index: int
+    resume: trio.Event = field(default_factory=trio.Event)  # the zombie goes on
+    done: trio.Event = field(default_factory=trio.Event)  # its paused operation is over
+    taker: SimProcess | None = None  # granted the lease while the zombie was stopped
+    taken: bool = False  # the zombie has reached its stop
+
+
+class Pauses:
+    """The ``pause`` crash kind (docs/crash-model.md, "Crash kinds"): a process stopped just
+    before a store operation (or a blocking call inside one) while the others run on virtual
+    time, then going on from exactly there -- a zombie, if a standby took its lease meanwhile.
+
+    A pause is an ``await`` in the store's caller (``InstrumentedStore``, ``SimBlocking``),
+    never a thread: the stop is a wait on a ``trio.Event`` with a virtual deadline, so it is as
+    deterministic as the rest of the world. It ends when the process granted the lease
+    meanwhile (the *taker*) reaches its next store boundary, or at the plan's deadline if
+    nobody took over. The taker is held there until the zombie's paused operation is over: a
+    new owner's first append would otherwise refuse the zombie's write by sequence, so the
+    zombie's write lands in the window between the new owner's grant and its first write --
+    the window a fence checked outside the write's transaction leaves open (the fleet mode's
+    fence pause opens the same one with real processes, ``sim.targets.workers.takeover``).
+
+    Nothing here awaits unless a pause is armed or being taken: a world without pause points
+    is scheduled exactly as before (same fingerprints)."""
+
+    def __init__(self, plan: PausePlan | None) -> None:
+        self.plan = plan
+        self._armed: dict[str, _Pause] = {}  # process id -> its pause, before it is taken
+        self._active: list[_Pause] = []
+        self._reentered: dict[str, int] = {}  # process id -> its latest boundary after a pause
+
+    def arm(self, process: SimProcess, point: CrashPoint) -> None:
+        """The injector reached a pause point in ``process``: it stops when its caller awaits
+        (``take``), right after the boundary was entered."""
+        if self.plan is None:
+            raise ScheduleError(
+                f"{point.text()}: a pause needs a standby to take the lease over "
+                "(a scenario with a takeover or a shutdown: Scenario.standby_at_s)"
+            )
+        pause = _Pause(process, point.index)
+        self._armed[process.id] = pause
+        self._active.append(pause)
+
+    async def hold(self, process: SimProcess) -> None:
+        """Before ``process`` enters a store boundary: a stopped process's other tasks stop
+        too, and a taker waits until the zombie's paused operation is over."""
+        for pause in list(self._active):
+            if pause.zombie is process and pause.taken and not pause.resume.is_set():
+                await pause.resume.wait()
+            elif pause.taker is process and not pause.done.is_set():
+                pause.resume.set()
+                await pause.done.wait()
+
+    async def take(self, process: SimProcess, index: int, reenter: Callable[[], int]) -> int:
+        """Stop ``process`` here if a pause point was armed at boundary ``index``; the index
+        its operation goes on under: ``index``, or, after a pause, the boundary it enters again
+        (``reenter``) -- numbered after everything that ran meanwhile, so the oracles, which
+        order by boundary index (a grant before an append), see when it took effect."""
+        pause = self._armed.get(process.id)
+        if pause is None or pause.index != index:
+            return index
+        del self._armed[process.id]
+        assert self.plan is not None
+        previous = process.paused_until_s
+        until_s = self.plan.until_s(process.now())
+        pause.taken = True
+        self.plan.on_pause(process, until_s)
+        with trio.move_on_at(until_s):
+            await pause.resume.wait()
+        pause.resume.set()
+        if process.paused_until_s == until_s:  # still this pause's (not a takeover's since)
+            still = previous is not None and previous > process.now()
+            process.paused_until_s = previous if still else None
+        process.check_alive("pause")
+        again = reenter()
+        self._reentered[process.id] = again
+        return again
+
+    def effective(self, process: SimProcess, index: int) -> int:
+        """The index an operation entered at ``index`` took effect under: the boundary its
+        process entered again after a pause inside it (a transaction of the store), if any."""
+        again = self._reentered.get(process.id, -1)
+        return again if again > index else index
+
+    def granted(self, process: SimProcess) -> None:
+        """``process`` was granted a lease: the taker of every pause taken meanwhile."""
+        for pause in self._active:
+            stopped = pause.taken and not pause.resume.is_set()
+            if stopped and pause.taker is None and pause.zombie is not process:
+                pause.taker = process
+
+    def finished(self, process: SimProcess, index: int) -> None:
+        """``process``'s operation at boundary ``index`` is over (returned, refused or
+        crashed): if it was a paused one, its taker goes on."""
+        for pause in list(self._active):
+            if pause.zombie is process and pause.index == index:
+                pause.resume.set()
+                pause.done.set()
+                self._active.remove(pause)
+                self._armed.pop(process.id, None)
+
+
 class Machine:
     """The host: SimFS, the processes, and the two roles every port's boundary serves. Outlives
     every process.
@@ -99,13 +220,17 @@ class Machine:
         on_crash: Callable[[], None] = lambda: None,
         end: Callable[[Sequence[Victim]], None] = end_simulated,
         counters: dict[str, int] | None = None,
+        pause_plan: PausePlan | None = None,
     ) -> None:
         """``evidence``: a recorder of the run's own (default: an empty one, for no particular
-        conversation). The other options are the injector's (``Injector``)."""
+        conversation). ``pause_plan``: how long a ``pause`` crash point stops a process (None: a
+        world without a standby, where a pause point is refused). The other options are the
+        injector's (``Injector``)."""
         self.world = world
         self.fs = fs
         self.processes: list[SimProcess] = []
         self.evidence = Evidence() if evidence is None else evidence
+        self.pauses = Pauses(pause_plan)
         self.injector = Injector(
             world,
             schedule,
@@ -119,7 +244,12 @@ class Machine:
             on_crash=on_crash,
             end=end,
             counters=counters,
+            on_pause=self._arm_pause,
         )
+
+    def _arm_pause(self, process: Victim, point: CrashPoint) -> None:
+        assert isinstance(process, SimProcess)
+        self.pauses.arm(process, point)
 
     def spawn(self) -> SimProcess:
         process = SimProcess(self, len(self.processes) + 1)
@@ -164,6 +294,23 @@ class Machine:
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
         return cross(self, process, label, fn)
+
+    async def crossing_pausable(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
+        """``crossing`` for a call its caller awaits (a blocking call): a pause point there
+        stops the process before ``fn`` starts (``Pauses``)."""
+        await self.pauses.hold(process)
+        entered = self.before(process, label)
+        try:
+            index = await self.pauses.take(process, entered, lambda: self.before(process, label))
+            try:
+                result = fn()
+            except Exception:
+                self.after(process, index, label)
+                raise
+            self.after(process, index, label)
+        finally:
+            self.pauses.finished(process, entered)  # the harness's bookkeeping, not the runtime's
+        return result
 
 
 def cross(machine: Any, process: Any, label: str, fn: Callable[[], T]) -> T:
@@ -300,7 +447,7 @@ class SimBlocking:
         if label.endswith(".read"):
             self._p.check_alive(label)
             return fn()
-        return self._p.machine.crossing(self._p, label, fn)
+        return await self._p.machine.crossing_pausable(self._p, label, fn)
 
 
 class SimIds:
@@ -324,15 +471,22 @@ class InstrumentedStore:
 
     async def _op(self, kind: str, call: Callable[[], Awaitable[T]]) -> tuple[T, int]:
         machine = self._p.machine
+        await machine.pauses.hold(self._p)
         label = f"{kind}#{machine.numbered(kind)}"
-        index = machine.before(self._p, label)
+        entered = machine.before(self._p, label)
         try:
-            result = await call()
-        except Exception:  # a refused operation (LeaseHeld, StaleLease) has an "after" too
+            index = await machine.pauses.take(
+                self._p, entered, lambda: machine.before(self._p, label)
+            )
+            try:
+                result = await call()
+            except Exception:  # a refused operation (LeaseHeld, StaleLease) has an "after" too
+                machine.after(self._p, index, label)
+                raise
             machine.after(self._p, index, label)
-            raise
-        machine.after(self._p, index, label)
-        return result, index
+        finally:
+            machine.pauses.finished(self._p, entered)  # the harness's bookkeeping (``Pauses``)
+        return result, machine.pauses.effective(self._p, index)
 
     async def list_conversations(self) -> list[str]:
         self._p.check_alive("store.list")
@@ -354,10 +508,40 @@ class InstrumentedStore:
         epoch: int,
     ) -> None:
         machine = self._p.machine
+        await machine.pauses.hold(self._p)
         label = f"store.commit#{machine.numbered('store.commit')}"
-        index = machine.before(self._p, label)
-        # Recorded when the commit *starts* (``Evidence.commits``).
-        machine.evidence.commit_began(conversation_id, index, records)
+        entered = machine.before(self._p, label)
+        try:
+            index = await machine.pauses.take(
+                self._p, entered, lambda: machine.before(self._p, label)
+            )
+            # Recorded when the commit *starts* (``Evidence.commits``).
+            machine.evidence.commit_began(conversation_id, index, records)
+            await self._append(
+                index,
+                label,
+                conversation_id,
+                records,
+                expected_sequence=expected_sequence,
+                owner_id=owner_id,
+                epoch=epoch,
+            )
+        finally:
+            machine.pauses.finished(self._p, entered)  # the harness's bookkeeping (``Pauses``)
+
+    async def _append(
+        self,
+        index: int,
+        label: str,
+        conversation_id: str,
+        records: list[EventRecord],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
+        """The append itself, between the boundary's sides (``append``)."""
+        machine = self._p.machine
         try:
             await self._inner.append(
                 conversation_id,
@@ -369,8 +553,9 @@ class InstrumentedStore:
         except Exception:  # a rejected append (StaleLease) has an "after" too
             machine.after(self._p, index, label)
             raise
+        effective = machine.pauses.effective(self._p, index)  # after a pause inside it
         machine.world.record("commit", index, [r.sequence for r in records], _kinds(records))
-        accepted = AcceptedAppend(index, owner_id, epoch, tuple(r.sequence for r in records))
+        accepted = AcceptedAppend(effective, owner_id, epoch, tuple(r.sequence for r in records))
         machine.evidence.append_accepted(conversation_id, accepted)
         machine.after(self._p, index, label)
 
@@ -395,6 +580,7 @@ class InstrumentedStore:
         self._p.machine.world.record("lease", lease.owner_id, lease.epoch, lease.expires_at_s)
         grant = LeaseGrant(now_s, index, previous, lease)
         self._p.machine.evidence.lease_granted(conversation_id, grant)
+        self._p.machine.pauses.granted(self._p)
         self._p.released_lease = False
         return lease
 

@@ -337,6 +337,13 @@ class Scenario(_Model):
         a takeover included, is part of the workload)."""
         return self.model_copy(update={"timed_crashes": []}) if self.timed_crashes else self
 
+    def standby_at_s(self) -> float | None:
+        """When a second worker starts to wait for the lease (a takeover's or a shutdown's), or
+        None: a ``pause`` crash point needs it, to take the paused worker's lease over
+        (docs/crash-model.md, "Crash kinds"); a scenario without one gets no pause points."""
+        second = self.takeover or self.shutdown
+        return None if second is None else second.second_worker_at_s
+
     def delegates(self) -> bool:
         """Whether the scenario has a sub-agent tool (its runs may have child conversations)."""
         return any(t.operation == DELEGATE for t in self.tools)

@@ -112,6 +112,11 @@ async def client_session(
     except LeaseHeld:
         world.record("standby", process.id)
         return
+    except Fenced:
+        # Paused past its lease while it opened (a ``pause`` crash point): another owner took
+        # the lease over before this process's first commit, and the store refused it.
+        world.record("fenced", process.id)
+        return
     host.recovered_at_s[process.id] = process.now()
     await audit_recovery(host, process, conversation, store)
     shutdown_s = shutdown_at_s(scenario, process.slot)

@@ -74,11 +74,15 @@ class StoreKind(StrEnum):
         Postgres -- the server is the durable service, outside the simulated machine, and is not
         power-crashed here. Storage faults (damage to synced data): the file store only -- SQLite
         keeps no checksum of its pages, so a flipped bit in a row is read back as data (no
-        single-copy store can promise to notice it; docs/crash-model.md).
+        single-copy store can promise to notice it; docs/crash-model.md). Pauses: every store
+        (a stopped worker is a state of the process, not of the disk or the server) -- where
+        the scenario has a standby to take the lease over (``Scenario.standby_at_s``).
 
         The one authority on what a store can take (sweeps, replay, the sweep's cost estimate
         ask it): an unknown ``kind`` is refused here (``ScheduleError``), not answered."""
         kind = CrashKind(kind)
+        if kind is CrashKind.PAUSE:
+            return True
         if self is StoreKind.POSTGRES:
             return kind is CrashKind.PROCESS
         return kind is not CrashKind.STORAGE or self is StoreKind.FILE

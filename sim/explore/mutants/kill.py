@@ -14,6 +14,7 @@ from sim.explore.sweep import ScheduleOutcome, base_schedule, judge, sweep
 from sim.run.labels import LabelledCrash, schedule_at_label
 from sim.run.runner import run_scenario
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 
 @dataclass
@@ -45,7 +46,9 @@ def kill(
 ) -> KillResult:
     """Run the sweep with ``mutant`` planted, its own scenario first, until the first failure."""
     ordered = [mutant.scenario] + [s for s in scenarios if s != mutant.scenario]
-    if mutant.store in stores:  # a store's own mutant is swept on that store first
+    # A store's own mutant is swept on that store first; a server's (postgres: never a default
+    # store) on that store whatever was asked, since no other store runs its code.
+    if mutant.store in stores or mutant.store == StoreKind.POSTGRES:
         stores = (mutant.store, *(s for s in stores if s != mutant.store))
     started = time.perf_counter()
     schedules = 0

@@ -6,12 +6,31 @@ from __future__ import annotations
 from typing import Any
 
 from durable import runtime as runtime_mod
+from durable.errors import Fenced
+from durable.events import EventRecord
+from durable.journal import Builder, Journal
 from durable.store import file as file_store_mod
-from durable.store.base import Lease, LeaseHeld
+from durable.store.base import (
+    Append,
+    Lease,
+    LeaseHeld,
+    StaleLease,
+    check_batch,
+    check_conversation_id,
+    check_fence,
+    check_sequences,
+)
 from durable.store.file import FileStore
+from durable.store.postgres import PostgresStore
+from durable.store.sqlite import SQLiteStore
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, When
+from sim.world.stores import StoreKind
+
+#: The sweep of the fence mutants: the default crash kinds, pauses included (a process kill
+#: never lets another owner in between a fence and its write; a pause does).
+WITH_PAUSES = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.PAUSE)
 
 
 @mutant(
@@ -146,3 +165,165 @@ def release_before_drain(mp: Patcher) -> None:
             await conversation._stopped.wait()
 
     mp.setattr(runtime_mod.Runtime, "_shutdown", _shutdown)
+
+
+@mutant(
+    name="fence-outside-transaction-file",
+    bug_class="an append fenced by a lease read in a call of its own before the write, not "
+    "under the lock that writes it (a takeover between the two lets a zombie's write in)",
+    scenario="lease_takeover",
+    crash_kinds=WITH_PAUSES,
+    caught_by=("I8",),
+    also=("I0",),  # the new owner's first commit then finds the zombie's sequence taken
+    witness=LabelledCrash(label="store.commit#1", when=When.BEFORE, kind=CrashKind.PAUSE),
+    first_kill="7:before:pause",
+)
+def fence_outside_transaction_file(mp: Patcher) -> None:
+    """The file store's ``append`` writes under the conversation's lock without fencing there;
+    the journal fences each commit just before, on a lease it reads in a call of its own
+    (``current_lease``). ``FileStore`` is synchronous, so under the simulator a process stops
+    only at an await: a fence read outside the append and the append itself are the nearest
+    pair with one between them -- the operation's ``store.commit`` boundary, where a ``pause``
+    lets a standby take the lease over (``sim.world.process.Pauses``). The fleet's
+    ``fence-outside-transaction`` (``sim.targets.workers.mutants``) is the same bug inside the
+    store, stopped with a real ``SIGSTOP``."""
+    commit = Journal.commit
+
+    async def fenced_first(self: Journal, build: Builder) -> list[Any]:
+        lease = self.lease
+        stored = await self.store.current_lease(self.state.conversation_id)
+        try:
+            check_fence(
+                stored, self.state.conversation_id, owner_id=lease.owner_id, epoch=lease.epoch
+            )
+        except StaleLease as exc:
+            self.fence()
+            raise Fenced(str(exc)) from exc
+        return await commit(self, build)
+
+    async def append_unfenced(
+        self: FileStore,
+        conversation_id: str,
+        records: list[Any],
+        *,
+        expected_sequence: int,
+        owner_id: str,
+        epoch: int,
+    ) -> None:
+        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
+        with self._exclusive(conversation_id):
+            self._fence = _no_fence  # type: ignore[method-assign]  # this append only: the planted bug
+            try:
+                self._append(batch, expected_sequence=expected_sequence)
+            finally:
+                del self._fence
+
+    mp.setattr(Journal, "commit", fenced_first)
+    mp.setattr(FileStore, "append", append_unfenced)
+
+
+def _no_fence(conversation_id: str, owner_id: str, epoch: int) -> None:
+    """The fence an append of ``fence-outside-transaction-file`` skips (its journal checked)."""
+
+
+# The SQLite and Postgres stores fence inside the append's transaction (``BEGIN IMMEDIATE``; the
+# lease row locked ``FOR UPDATE``). Planted: the fence in a transaction (a statement) of its own,
+# the batch written in the next. The sequence check stays with the write, as a careful author
+# would keep it, so only a write that lands in the new owner's window between its grant and its
+# first append gets through: under the simulator, a ``pause`` before the write's transaction
+# (``sim.world.process.Pauses`` holds the new owner there); in the fleet, its fence pause
+# (``sim.targets.workers.takeover``, which plants these two as its ``fence-outside-transaction``).
+
+
+@mutant(
+    name="fence-outside-transaction-sqlite",
+    bug_class="an append fenced in a SQLite transaction of its own, the batch written in the "
+    "next (a takeover between the two lets a zombie's write in)",
+    scenario="lease_takeover",
+    store=StoreKind.SQLITE,
+    crash_kinds=WITH_PAUSES,
+    caught_by=("I8",),
+    also=("I0",),
+    witness=LabelledCrash(label="sqlite.commit", when=When.BEFORE, kind=CrashKind.PAUSE),
+    first_kill="22:before:pause",
+)
+def fence_outside_transaction_sqlite(mp: Patcher) -> None:
+    """``SQLiteStore.append`` checks the fence in an autocommit read (``sqlite.fence``), then
+    writes the batch in its own ``BEGIN IMMEDIATE`` transaction (``sqlite.commit``)."""
+    mp.setattr(SQLiteStore, "append", _sqlite_append_fenced_apart)
+
+
+@mutant(
+    name="fence-outside-transaction-postgres",
+    bug_class="an append fenced in a PostgreSQL statement of its own, the batch written in the "
+    "next transaction (a takeover between the two lets a zombie's write in)",
+    scenario="lease_takeover",
+    store=StoreKind.POSTGRES,
+    crash_kinds=(CrashKind.PROCESS, CrashKind.PAUSE),
+    caught_by=("I8",),
+    also=("I0",),
+    witness=LabelledCrash(label="postgres.commit", when=When.BEFORE, kind=CrashKind.PAUSE),
+    first_kill="4:before:pause",
+)
+def fence_outside_transaction_postgres(mp: Patcher) -> None:
+    """``PostgresStore.append`` checks the fence in an autocommit statement (the lease row's
+    lock ends with it: ``postgres.fence``), then writes the batch in a transaction of its own
+    (``postgres.commit``)."""
+    mp.setattr(PostgresStore, "append", _postgres_append_fenced_apart)
+
+
+async def _postgres_append_fenced_apart(
+    self: PostgresStore,
+    conversation_id: str,
+    records: list[EventRecord],
+    *,
+    expected_sequence: int,
+    owner_id: str,
+    epoch: int,
+) -> None:
+    check_conversation_id(conversation_id)
+    check_batch(conversation_id, records, owner_id, epoch)
+
+    def fence() -> None:
+        # The connection is in autocommit: the lease row's lock ends with this one statement.
+        self._fence(self._connection(), conversation_id, owner_id, epoch)
+
+    async with self._lock:
+        await self._blocking.run("postgres.fence", fence)
+    await self._run(
+        "postgres.commit",
+        lambda conn: self._insert_batch(conn, conversation_id, records, expected_sequence),
+        write=True,
+    )
+
+
+async def _sqlite_append_fenced_apart(
+    self: SQLiteStore,
+    conversation_id: str,
+    records: list[EventRecord],
+    *,
+    expected_sequence: int,
+    owner_id: str,
+    epoch: int,
+) -> None:
+    check_conversation_id(conversation_id)
+    check_batch(conversation_id, records, owner_id, epoch)
+
+    def fence() -> None:
+        self._fence(self._connection(), conversation_id, owner_id, epoch)  # autocommit read
+
+    async with self._lock:
+        await self._blocking.run("sqlite.fence", fence)
+
+    def write(conn: Any) -> None:
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        check_sequences(records, expected_sequence, last)
+        conn.executemany(
+            "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)",
+            [(conversation_id, r.sequence, r.to_line()) for r in records],
+        )
+
+    await self._run("sqlite.commit", write, write=True)

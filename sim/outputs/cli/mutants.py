@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from typing import Any
 
 from sim.errors import UsageError
@@ -12,7 +14,9 @@ from sim.outputs.cli.common import (
     seed_arg,
     wide_console,
 )
+from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import bundled_names
+from sim.world.stores import StoreKind
 
 
 def add_parsers(sub: Any) -> None:
@@ -24,8 +28,10 @@ def add_parsers(sub: Any) -> None:
             "For each registered mutant (a monkeypatch of one runtime function: a known "
             "bug class of durable runtimes; the SQLite ones also plant a sync SQLite or its disk "
             "skips), run the default sweep -- its own scenario first, then every bundled "
-            "scenario, both stores (its own store first), process and power crashes (and storage "
-            "faults for the mutants that mishandle damaged storage) -- until the first failing "
+            "scenario, both stores (its own store first; a postgres mutant on a server named by "
+            f"{CONNINFO_ENV}, skipped without one), process and power crashes (and storage "
+            "faults for the mutants that mishandle damaged storage, pauses for the fencing "
+            "ones) -- until the first failing "
             "schedule, and print the kill matrix. Exit 1 if any mutant survives."
         ),
     )
@@ -42,6 +48,16 @@ def run_mutants(args: argparse.Namespace) -> int:
     from sim.explore.mutants import MUTANTS, kill
 
     chosen = [_swept(name) for name in args.names] or [m for m in MUTANTS if m.swept]
+    if not args.names and not os.environ.get(CONNINFO_ENV):
+        # A postgres mutant is swept on a server only: said, not silently passed.
+        serverless = [m for m in chosen if m.store != StoreKind.POSTGRES]
+        if len(serverless) < len(chosen):
+            print(
+                f"mutants: {len(chosen) - len(serverless)} postgres mutant(s) skipped: "
+                f"set {CONNINFO_ENV} to sweep them",
+                file=sys.stderr,
+            )
+        chosen = serverless
     scenarios = bundled_names()
     results = []
     with Progress(command="mutants", unit="schedules") as progress:

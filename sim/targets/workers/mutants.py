@@ -12,10 +12,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from durable.events import EventRecord
-from durable.store.base import Lease, check_batch, check_conversation_id, check_sequences
+from durable.store.base import Lease, check_batch, check_sequences
 from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
 from durable.store.sqlite import SQLiteStore
+from sim.explore.mutants.core import Patches
+from sim.explore.mutants.leases import (
+    fence_outside_transaction_postgres,
+    fence_outside_transaction_sqlite,
+)
 
 
 def _file_lock_dropped() -> None:
@@ -79,66 +84,9 @@ def _renew_ignores_epoch() -> None:
 
 # The fence checked outside the append's transaction (its own statement, or outside the OS lock)
 # and the batch written in the next: a takeover between the two lets a zombie's append in. The
-# sequence check stays with the write, as a careful author would keep it, so only a write that
-# lands in the new owner's window between its grant and its first append gets through -- the
-# window the fleet's fence pause opens (``sim.targets.workers.takeover``).
-
-
-async def postgres_fence_outside_transaction(
-    self: PostgresStore,
-    conversation_id: str,
-    records: list[EventRecord],
-    *,
-    expected_sequence: int,
-    owner_id: str,
-    epoch: int,
-) -> None:
-    check_conversation_id(conversation_id)
-    check_batch(conversation_id, records, owner_id, epoch)
-
-    def fence() -> None:
-        # The connection is in autocommit: the lease row's lock ends with this one statement.
-        self._fence(self._connection(), conversation_id, owner_id, epoch)
-
-    async with self._lock:
-        await self._blocking.run("postgres.fence", fence)
-    await self._run(
-        "postgres.commit",
-        lambda conn: self._insert_batch(conn, conversation_id, records, expected_sequence),
-        write=True,
-    )
-
-
-async def sqlite_fence_outside_transaction(
-    self: SQLiteStore,
-    conversation_id: str,
-    records: list[EventRecord],
-    *,
-    expected_sequence: int,
-    owner_id: str,
-    epoch: int,
-) -> None:
-    check_conversation_id(conversation_id)
-    check_batch(conversation_id, records, owner_id, epoch)
-
-    def fence() -> None:
-        self._fence(self._connection(), conversation_id, owner_id, epoch)  # autocommit read
-
-    async with self._lock:
-        await self._blocking.run("sqlite.fence", fence)
-
-    def write(conn: Any) -> None:
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
-            (conversation_id,),
-        ).fetchone()
-        check_sequences(records, expected_sequence, last)
-        conn.executemany(
-            "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)",
-            [(conversation_id, r.sequence, r.to_line()) for r in records],
-        )
-
-    await self._run("sqlite.commit", write, write=True)
+# SQLite and Postgres appends are the simulator's registered mutants too
+# (``sim.explore.mutants.leases``), where a ``pause`` crash point opens the window; here the
+# fleet's fence pause does (``sim.targets.workers.takeover``).
 
 
 async def file_fence_outside_lock(
@@ -167,8 +115,9 @@ async def file_fence_outside_lock(
 
 def _fence_outside_transaction() -> None:
     FileStore.append = file_fence_outside_lock  # type: ignore[method-assign]  # the planted bug itself
-    SQLiteStore.append = sqlite_fence_outside_transaction  # type: ignore[method-assign]  # the planted bug itself
-    PostgresStore.append = postgres_fence_outside_transaction  # type: ignore[method-assign]  # the planted bug itself
+    # The simulator's registered mutants, planted for good in this worker (never undone).
+    fence_outside_transaction_sqlite(Patches())
+    fence_outside_transaction_postgres(Patches())
 
 
 MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {

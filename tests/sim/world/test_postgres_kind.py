@@ -54,9 +54,9 @@ def _schemas(conninfo: str) -> set[str]:
     return {row[0] for row in rows}
 
 
-def test_the_kind_is_swept_for_process_kills_only() -> None:
+def test_the_kind_is_swept_for_process_kills_and_pauses_only() -> None:
     kind = StoreKind.POSTGRES
-    assert kind.can_inject("process")
+    assert kind.can_inject("process") and kind.can_inject("pause")  # a worker's, not the server's
     assert not kind.can_inject("power") and not kind.can_inject("storage")
     assert not kind.forks and StoreKind.FILE.forks and StoreKind.SQLITE.forks
 

@@ -106,7 +106,7 @@ def test_crash_kinds_and_sides_are_enums_that_read_as_their_text() -> None:
     assert point == CrashPoint(12, "after", "power", 3)  # text is still accepted, and equal
     assert f"{point.kind}" == "power" and point.text() == "12:after:power~3"
     assert json.dumps([point.when, point.kind]) == '["after", "power"]'
-    assert CRASH_KINDS == ("process", "power", "storage")
+    assert CRASH_KINDS == ("process", "power", "storage", "pause")
 
 
 def test_sweep_refuses_an_unknown_crash_kind_before_it_runs_anything(
