@@ -58,7 +58,7 @@ def stop_if_requested() -> None:
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
-def hold() -> set[signal.Signals]:
+def hold() -> set[int | signal.Signals]:
     """Block the stop signals until ``release``; returns the mask to restore.
 
     Around ``os.fork``: Python runs its after-fork hooks in both processes, and an exception a
@@ -68,7 +68,7 @@ def hold() -> set[signal.Signals]:
     return signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
-def release(mask: set[signal.Signals]) -> None:
+def release(mask: set[int | signal.Signals]) -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
