@@ -48,7 +48,7 @@ sweep: $(STAMP)
 .PHONY: campaign
 FUZZ_BUDGET ?= 10m
 campaign: $(STAMP)
-	$(BIN)/durable-sim campaign --store both --crash process,power,storage --out reports/campaign $(if $(JOBS),--jobs $(JOBS))
+	$(BIN)/durable-sim campaign --store both --crash process,power,storage,pause --out reports/campaign $(if $(JOBS),--jobs $(JOBS))
 	$(if $(FUZZ_BUDGET),$(BIN)/durable-sim fuzz --store file --budget $(FUZZ_BUDGET) $(if $(JOBS),--jobs $(JOBS)))
 
 # Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
