@@ -1,4 +1,4 @@
-"""The oracles I0-I20: what must hold after every schedule, with minimal witnesses.
+"""The oracles I0-I21: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -40,6 +40,7 @@ from sim.judgement.oracles.inbox import (
     check_queue_order,
     check_rejections,
     check_steering_boundary,
+    check_steering_mode,
 )
 from sim.judgement.oracles.inputs import check_inputs
 from sim.judgement.oracles.liveness import check_liveness
@@ -84,6 +85,7 @@ __all__ = [
     "check_results",
     "check_resume",
     "check_steering_boundary",
+    "check_steering_mode",
     "check_stopped_runs_stay_stopped",
     "check_subagents",
     "check_suffix_loss",
@@ -116,8 +118,8 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     |---|---|
     | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``; no other |
     | always | I2 ``check_log``, I3 ``check_checkpoints``, I8 ``check_fencing``, I4
-      ``check_stopped_runs_stay_stopped``, I14-I16 ``check_inbox``, I19 ``check_compaction``,
-      I18 ``check_agent_log`` |
+      ``check_stopped_runs_stay_stopped``, I14-I16 and I21 ``check_inbox``, I19
+      ``check_compaction``, I18 ``check_agent_log`` |
     | the log reduces | I20 ``check_subagents``; then the store's promise decides (next rows);
       then I4 ``check_resume``, I5 ``check_inputs``, I9 ``check_transparency`` |
     | ... within the store's promise | I18 ``check_agent_effects``, I1 ``check_effects``, I6
