@@ -111,6 +111,11 @@ class ForkPlan:
     # Which points this run forks, by schedule text (``sim.explore.sweep.Roots``: a campaign
     # unit's share); every point by default. A point it does not own is neither run nor listed.
     owns: Callable[[str], bool] = field(default=lambda text: True)
+    # Stop at the first failure (``durable-sim mutants``): once a child fails, points that come
+    # after it in the sweep's order are neither forked nor listed (none of them can be the
+    # first failure); the sweep's order, not the forks', is what a failure is first in.
+    stop_at_first_failure: bool = False
+    first_failure: tuple[int, int, int] | None = None  # the order key of the earliest so far
 
     # -- in the parent ---------------------------------------------------------------------------
 
@@ -134,6 +139,8 @@ class ForkPlan:
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
         if not self.owns(text):
+            return False
+        if self.first_failure is not None and self._key(point) > self.first_failure:
             return False
         self.order.append(text)
         twin = self.twin_of.get(text)
@@ -229,6 +236,9 @@ class ForkPlan:
             error = f"child exited with status {code} without reporting an outcome"
             _write_outcome(child.path, {"error": error})
         self.done.append((child.schedule, child.path))
+        if self.stop_at_first_failure and _failed(child.path):
+            key = self._key(parse_schedule(child.schedule).points[-1])
+            self.first_failure = min(key, self.first_failure or key)
         if self.progress is not None and child.counted:
             self.progress(1)
 
@@ -253,13 +263,13 @@ class ForkPlan:
     def ordered(self) -> list[str]:
         """Schedules in the naive sweep's order (boundary, before/after, kind): boundaries nest
         (a store commit's ``after`` comes after its file operations), so fork order differs."""
-        kinds = {k: n for n, k in enumerate(self.kinds)}
+        return sorted(self.order, key=lambda text: self._key(parse_schedule(text).points[-1]))
 
-        def key(text: str) -> tuple[int, int, int]:
-            point = parse_schedule(text).points[-1]
-            return (point.index, 0 if point.when == "before" else 1, kinds[point.kind])
-
-        return sorted(self.order, key=key)
+    def _key(self, point: CrashPoint) -> tuple[int, int, int]:
+        """A crash point's place in the naive sweep's order (its tears share it: they are
+        listed in tear order, which ``sorted`` keeps)."""
+        kind = self.kinds.index(CrashKind(point.kind))
+        return (point.index, 0 if point.when == "before" else 1, kind)
 
     # -- in the child ----------------------------------------------------------------------------
 
@@ -343,6 +353,16 @@ def _renew_socketpair(wakeup_sock: socket.socket, write_sock: socket.socket) -> 
         new_write.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
         os.dup2(new_wakeup.fileno(), wakeup_sock.fileno(), inheritable=False)
         os.dup2(new_write.fileno(), write_sock.fileno(), inheritable=False)
+
+
+def _failed(path: str) -> bool:
+    """Whether a finished child's outcome is anything but a pass (one that cannot be read is
+    the harness's error: a failure too)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not isinstance(doc, dict) or doc.get("verdict") != "pass"
 
 
 def _write_outcome(path: str, doc: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -185,13 +185,16 @@ def sweep(
     seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` plus every failing one, ``"off"`` (or ``False``)
     none; the fault-free run is always checked unless off. A store that cannot be forked
     (``StoreKind.forks``: Postgres, whose state is on the server) always takes the naive
-    path, one schedule after another, each in a fresh schema."""
+    path, one schedule after another, each in a fresh schema.
+
+    ``stop_at_first_failure`` records the schedules up to the first failure in the sweep's
+    order and no further, on either path: the same schedules, the same first failure."""
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
     mode = determinism_mode(determinism)
     started = time.perf_counter()
     forks = StoreKind(store).forks
-    fast = fast and forking.AVAILABLE and depth == 1 and not stop_at_first_failure and forks
+    fast = fast and forking.AVAILABLE and depth == 1 and forks
     if fast:
         part = sweep_part(
             scenario,
@@ -204,6 +207,7 @@ def sweep(
             ref=ref,
             fork_from=fork_from,
             exhaustive=exhaustive,
+            stop_at_first_failure=stop_at_first_failure,
         )
         out = part.sweep
         record_part(out, part)
@@ -296,13 +300,16 @@ def sweep_part(
     ref: str | None = None,
     fork_from: int = FORK_FROM_BOUNDARIES,
     exhaustive: bool = True,
+    stop_at_first_failure: bool = False,
 ) -> SweepPart:
     """The depth-1 fast sweep's work for the points ``roots`` owns (``record_part`` records it;
     ``sweep`` is this with every point); without ``exhaustive``, of those only the CI tier's
     sample of a long trace and their fold classes (``sim.explore.tier``). With ``reference``,
     the part carries the fault-free run's outcome, judged with I10 as ``determinism`` says;
     without, that run is judged without I10 and only to know whether the crash schedules are
-    worth running."""
+    worth running. ``stop_at_first_failure``: the outcomes end at the first failure in the
+    sweep's order (what the naive path records when it stops there); later points are skipped
+    where they can be (a forking run forks none after a failure it has seen)."""
     mode = determinism_mode(determinism)
     tempdirs.remove_all_stale()  # what killed sweeps left behind
     out, kinds, base = _described(scenario, store, seed, 1, crash_kinds, mode, ref)
@@ -330,7 +337,8 @@ def sweep_part(
     owns = partial(roots.owns, twin_of=fold.twin_of)
     if out.sampled:  # the folded points it judges, as an exhaustive sweep counts all of them
         out.folded = sum(1 for text in fold.twin_of if owns(text))
-    run = _FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns)
+    stop = stop_at_first_failure
+    run = _FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns, stop)
     if len(out.labels) >= fork_from:
         part.prefix, part.outcomes = run.forked(traced, base, kinds)
     else:
@@ -522,13 +530,15 @@ class _NaiveRun:
 
 
 Parts = tuple[Schedule, str, list[Violation], list[str], list[str], list[str]]
+Listed = tuple[str, Outcome]  # a schedule's text and its outcome, in the sweep's order
 
 
 @dataclass
 class _FastRun:
     """The two fast paths over the points ``owns`` takes (by schedule text; see ``Roots``):
     each returns the outcomes in the sweep's order, a folded schedule's inherited from its twin
-    (``sim.explore.folding``), for ``record_part`` to record."""
+    (``sim.explore.folding``), for ``record_part`` to record; with ``stop``, up to the first
+    failure only (a folded schedule whose twin was skipped is run on its own)."""
 
     out: ScenarioSweep
     scenario: Scenario
@@ -538,6 +548,17 @@ class _FastRun:
     jobs: int
     twin_of: dict[str, str]
     owns: Callable[[str], bool]
+    stop: bool = False
+
+    def listed(self, texts: list[str], outcome: Callable[[str], Outcome]) -> list[Listed]:
+        """``(text, outcome(text))`` in order, up to the first failure if stopping: a stopped
+        worker or forking run has no outcome for what comes later."""
+        listed: list[Listed] = []
+        for text in texts:
+            listed.append((text, outcome(text)))
+            if self.stop and listed[-1][1][0] != "pass":
+                break
+        return listed
 
     def split(self, schedules: list[Schedule]) -> list[tuple[str, Outcome]]:
         """The naive path over ``jobs`` forked workers, each taking every ``jobs``-th schedule
@@ -549,7 +570,9 @@ class _FastRun:
         steps = [
             parallel.Step(
                 f"{out.name}[{out.store}]/{i}",
-                partial(_naive_parts, self.scenario, out, self.reference, chunk, self.mode),
+                partial(
+                    _naive_parts, self.scenario, out, self.reference, chunk, self.mode, self.stop
+                ),
             )
             for i, chunk in enumerate(chunks)
             if chunk
@@ -557,16 +580,20 @@ class _FastRun:
         parts: list[list[Parts]] = parallel.run_steps(steps, jobs=jobs, advance=progress)
         outcomes: dict[str, Outcome] = {}
         for k, schedule in enumerate(own):
-            _, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
-            outcomes[schedule.text()] = (verdict, violations, labels, paths, lines)
-        for text in texts:
-            if text in twin_of:
-                outcomes[text] = self.inherited(outcomes[twin_of[text]], text)
-                if progress:
-                    progress(1)
-        return [(text, outcomes[text]) for text in texts]
+            if k // jobs < len(parts[k % jobs]):  # a stopping worker ends at its first failure
+                _, verdict, violations, labels, paths, lines = parts[k % jobs][k // jobs]
+                outcomes[schedule.text()] = (verdict, violations, labels, paths, lines)
 
-    def inherited(self, twin: Outcome, text: str) -> Outcome:
+        def outcome_of(text: str) -> Outcome:
+            if text not in twin_of:
+                return outcomes[text]
+            if progress:
+                progress(1)
+            return self.inherited(outcomes.get(twin_of[text]), text)
+
+        return self.listed(texts, outcome_of)
+
+    def inherited(self, twin: Outcome | None, text: str) -> Outcome:
         return _inherited(twin, self.scenario, self.out, text, self.reference, self.mode)
 
     def forked(
@@ -587,6 +614,7 @@ class _FastRun:
             workdir=workdir,
             progress=self.progress,
             owns=self.owns,
+            stop_at_first_failure=self.stop,
         )
         try:
             store = StoreKind(out.store)
@@ -598,15 +626,27 @@ class _FastRun:
             children: dict[str, list[dict[str, Any]]] = {}
             for text, path in plan.done:
                 children.setdefault(text, []).append(_outcome_doc(path))
-            outcomes: dict[str, Outcome] = {}
-            for text, docs in children.items():
+            equivalent = dict(plan.equivalent)
+
+            @cache
+            def forked_outcome(text: str) -> Outcome | None:
+                """A forked schedule's outcome (None: a stopping sweep skipped it)."""
+                docs = children.get(text)
+                if docs is None:
+                    return None
                 outcome = _merge_twins(docs)
                 if mode == "sample" and len(docs) == 1 and outcome[0] not in ("pass", "error"):
                     outcome = _late_twin(outcome, docs[0]["fingerprint"], scenario, out, text)
-                outcomes[text] = outcome
-            for text, twin in plan.equivalent:
-                outcomes[text] = self.inherited(outcomes[twin], text)
-            return prefix, [(text, outcomes[text]) for text in plan.ordered()]
+                return outcome
+
+            def outcome_of(text: str) -> Outcome:
+                if text in equivalent:
+                    return self.inherited(forked_outcome(equivalent[text]), text)
+                outcome = forked_outcome(text)
+                assert outcome is not None, f"{text} was listed, never forked"
+                return outcome
+
+            return prefix, self.listed(plan.ordered(), outcome_of)
         finally:
             plan.kill_running()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -618,11 +658,14 @@ def _naive_parts(
     reference: RunResult,
     schedules: list[Schedule],
     mode: Determinism,
+    stop: bool,
     *,
     progress: ProgressFn,
 ) -> list[Parts]:
     """In a worker: run and judge each schedule as the naive path does; what ``_record``
-    would record of it (the timeline only for a failure, as a report shows only those)."""
+    would record of it (the timeline only for a failure, as a report shows only those). With
+    ``stop``, none after the first failure: the schedules come in the sweep's order, so the
+    sweep's first failure is the earliest of the workers' first ones."""
     parts: list[Parts] = []
     with collector.between_runs():
         for schedule in schedules:
@@ -634,11 +677,13 @@ def _naive_parts(
                 (schedule, outcome.verdict, outcome.violations, list(outcome.labels), paths, lines)
             )
             progress(1)
+            if stop and outcome.verdict != "pass":
+                break
     return parts
 
 
 def _inherited(
-    twin: Outcome,
+    twin: Outcome | None,
     scenario: Scenario,
     out: ScenarioSweep,
     text: str,
@@ -649,9 +694,9 @@ def _inherited(
     a pass is inherited as it is. A failure is run and judged again as the naive sweep would:
     its report must show *its* crash, timeline and witnesses (boundary numbers differ between
     the two), and I10 must say if it reproduces. An error is inherited too: re-running the
-    harness's own failure here could raise or hang again."""
-    verdict = twin[0]
-    if verdict in ("pass", "error"):
+    harness's own failure here could raise or hang again. Without ``twin`` (a stopping sweep
+    skipped it) it is run and judged on its own."""
+    if twin is not None and twin[0] in ("pass", "error"):
         return twin
     result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text))
     outcome = _judged(result, reference, mode)

@@ -12,7 +12,7 @@ code and reads its verdict here, and the families build violations, so a registr
 records from the families would close an import cycle (tests/project/test_layers.py). This
 module imports nothing of ``sim``, so reports and the target judge read it without the oracles.
 
-Order: I0..I20, then the findings only a foreign target has (H1, P1).
+Order: I0..I22, then the findings only a foreign target has (H1, P1).
 """
 
 from __future__ import annotations
@@ -404,6 +404,37 @@ INVARIANTS: tuple[Invariant, ...] = (
             f"{_ORACLES}.effects.check_effects",
             f"{_ORACLES}.effects.check_results",
         ),
+    ),
+    Invariant(
+        code="I21",
+        title="only a steering input is steered",
+        verdict="safety",
+        scope="runtime",
+        verifies=(
+            "every input placed into a running run (`inputs_steered`) was accepted with "
+            '`mode="steer"`: a follow-up waits for the next run'
+        ),
+        leaves=(
+            "where a steered input lands (I14) and in which order (I15); an input placed without "
+            "being accepted (I2: the log does not reduce)"
+        ),
+        implemented_by=(f"{_ORACLES}.inbox.check_steering_mode",),
+    ),
+    Invariant(
+        code="I22",
+        title="a graceful shutdown settles nothing",
+        verdict="safety",
+        scope="runtime",
+        verifies=(
+            "once a process begins its graceful shutdown (its runtime's context exits), no commit "
+            "of that process begins before its lease release: it stops no run, settles no input "
+            "and records nothing, so the next owner resumes exactly what was in flight"
+        ),
+        leaves=(
+            "work after the lease release (I8); what the next owner does with what it resumes "
+            "(every other invariant)"
+        ),
+        implemented_by=(f"{_ORACLES}.resume.check_shutdown",),
     ),
     Invariant(
         code="H1",

@@ -59,15 +59,17 @@ class Durable:
 
 @dataclass
 class Leases:
-    """Who held the scenario's conversation, and what a change of owner left (I8, I11): every
-    lease granted and renewed, every append the store accepted with the lease it carried, work
-    a process began after releasing its lease, the processes a takeover paused, and how many
-    handovers (a pause, a release) left a model request pinned for the next owner."""
+    """Who held the scenario's conversation, and what a change of owner left (I8, I11, I22):
+    every lease granted and renewed, every append the store accepted with the lease it carried,
+    when each graceful shutdown began, work a process began after releasing its lease, the
+    processes a takeover paused, and how many handovers (a pause, a release) left a model
+    request pinned for the next owner."""
 
     grants: list[LeaseGrant] = field(default_factory=list)
     renewals: list[LeaseGrant] = field(default_factory=list)
     accepted: list[AcceptedAppend] = field(default_factory=list)
     after_release: list[str] = field(default_factory=list)
+    shutdowns: list[tuple[str, int]] = field(default_factory=list)  # (process, boundaries then)
     paused: list[str] = field(default_factory=list)
     handovers_with_pinned_request: int = 0
 
@@ -157,4 +159,5 @@ class RunResult:
         self.leases.renewals = evidence.renewals
         self.leases.accepted = evidence.accepted
         self.leases.after_release = evidence.after_release
+        self.leases.shutdowns = evidence.shutdowns
         self.leases.handovers_with_pinned_request = evidence.handovers_with_pinned_request

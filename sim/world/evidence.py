@@ -26,7 +26,16 @@ Commit = tuple[int, list[EventRecord]]
 
 #: The evidence kept in lists, by attribute name: the real host keeps each under this name in
 #: its point's record, so a restarted process carries on with them and the parent rebuilds them.
-LISTS = ("boundaries", "crashes", "commits", "grants", "renewals", "accepted", "after_release")
+LISTS = (
+    "boundaries",
+    "crashes",
+    "commits",
+    "grants",
+    "renewals",
+    "accepted",
+    "after_release",
+    "shutdowns",
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class Evidence:
     accepted: list[AcceptedAppend] = field(default_factory=list)
     # Work (a commit, a tool effect, a model call) a process began after releasing its lease.
     after_release: list[str] = field(default_factory=list)
+    # Each graceful shutdown as it began: (process id, boundaries crossed by then). I22.
+    shutdowns: list[tuple[str, int]] = field(default_factory=list)
     # Counters by name: "handovers", see ``lease_handed_over``.
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -114,6 +125,11 @@ class Evidence:
             self.after_release.append(
                 f"{boundary.label} (boundary {boundary.index}) by {boundary.process}"
             )
+
+    def shutdown_began(self, process_id: str) -> None:
+        """``process_id``'s runtime begins its graceful shutdown (its context exits): from here
+        to its lease release it may only stop its work (I22)."""
+        self.shutdowns.append((process_id, len(self.boundaries)))
 
     def crashed(self, record: CrashRecord) -> None:
         self.crashes.append(record)

@@ -82,6 +82,8 @@ async def run_process(host: Host, process: SimProcess) -> Outcome:
             ) as runtime:
                 process.runtime = runtime
                 await client_session(host, process, runtime, store)
+                # Leaving the ``async with`` now is the runtime's graceful shutdown (I22).
+                host.machine.evidence.shutdown_began(process.id)
     except BaseException as exc:  # the machine is the OS here: it must see every way a process ends
         if not process.alive and is_crash_only(exc):
             return "crashed"

@@ -3,11 +3,11 @@ monkeypatching one piece of it (the runtime carries no bug switches).
 
 A harness is worth what it can catch. ``durable-sim mutants`` plants each mutant the depth-1
 sweep must kill and runs the default sweep (every bundled scenario, both stores, process and
-power crashes, depth 1, I10 included) until the first failing schedule, and prints a kill
-matrix; the tests run each mutant's witness (fast) and its kill (slow). The classes come from
-the runtime's own promises (intent before effect, atomic checkpoints, leases, only a crash may
-resume, recovery policies) and from public trackers of durable runtimes (a tool re-run after
-its effect landed, lost fencing, request dedupe).
+power crashes, depth 1, on the fast path with I10 sampled as ``make sweep`` samples it) until
+the first failing schedule, and prints a kill matrix; the tests run each mutant's witness (fast)
+and its kill (slow). The classes come from the runtime's own promises (intent before effect,
+atomic checkpoints, leases, only a crash may resume, recovery policies) and from public trackers
+of durable runtimes (a tool re-run after its effect landed, lost fencing, request dedupe).
 
 Each mutant lives in the module of its area, with its record (``core.mutant``); ``MUTANTS`` is
 every record, in the order of the areas below and of the definitions in each.

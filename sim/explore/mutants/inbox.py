@@ -1,5 +1,5 @@
 """Mutants of the inbox (docs/architecture.md, 1.5, "Inbox modes"): request-id dedupe, and
-where and in which order steering, follow-up and rejected inputs land."""
+where, in which order and in which mode steering, follow-up and rejected inputs land."""
 
 from __future__ import annotations
 
@@ -237,3 +237,40 @@ def steer_lost_on_settle(mp: Patcher) -> None:
         return original(state, ids, budget, kept) if kept else []
 
     mp.setattr(runs_mod, "start_run", start_run)
+
+
+@mutant(
+    name="steer-follow-ups",
+    bug_class="queued follow-ups steered into the running run (the next run never starts)",
+    scenario="steer_and_follow_up_queued",
+    caught_by=("I21",),
+    witness=None,  # tickets-2, a follow-up, is placed with steer-3 and steer-4
+    first_kill="none",
+)
+def steer_follow_ups(mp: Patcher) -> None:
+    """The post-tools boundary places the whole queue, follow-ups included, into the running
+    run, which answers them all with its own answer; the reducer's mode guard is patched away
+    too (a reducer that trusts the writer), so the placement reaches the log."""
+    original_place = runs_mod.place_steering
+    original_apply = state_mod._APPLY[InputsSteered]
+
+    def place_steering(state: Any, task_id: str) -> list[Any]:
+        original_place(state, task_id)  # its assertions: a settled turn that waited on tools
+        if not state.queue:
+            return []
+        run_id = state.tasks[task_id].run_id
+        return [InputsSteered(run_id=run_id, task_id=task_id, inputs=list(state.queue))]
+
+    def inputs_steered(state: Any, event: InputsSteered, sequence: int) -> None:
+        subs = [state.submissions[s] for s in event.inputs if s in state.submissions]
+        modes = [sub.mode for sub in subs]
+        for sub in subs:
+            sub.mode = "steer"  # what the guard checks; restored below, as the log says
+        try:
+            original_apply(state, event, sequence)
+        finally:
+            for sub, mode in zip(subs, modes, strict=True):
+                sub.mode = mode
+
+    mp.setattr(generation_mod, "place_steering", place_steering)
+    mp.setitem(state_mod._APPLY, InputsSteered, inputs_steered)

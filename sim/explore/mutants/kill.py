@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.explore.mutants.core import Mutant, planted
-from sim.explore.sweep import ScheduleOutcome, base_schedule, judge, sweep
+from sim.explore.sweep import Determinism, ScheduleOutcome, base_schedule, judge, sweep
 from sim.run.labels import LabelledCrash, schedule_at_label
 from sim.run.runner import run_scenario
 from sim.world.scenario import load_scenario
@@ -41,10 +41,18 @@ def kill(
     scenarios: list[str],
     stores: tuple[str, ...] = ("file", "sqlite"),
     seed: int = 0,
-    determinism: bool = True,
+    determinism: bool | Determinism = "sample",
     progress: Callable[[int], None] | None = None,
 ) -> KillResult:
-    """Run the sweep with ``mutant`` planted, its own scenario first, until the first failure."""
+    """Run the sweep with ``mutant`` planted, its own scenario first, until the first failure.
+
+    The sweep is ``make sweep``'s: the fast path (forked at every crash point, or the naive one
+    split over the cores for a short run), folded, with I10 on a seeded sample of the points
+    plus every failing one, stopped at the first failure in the sweep's order -- the naive
+    path's first failure, which the registry records (``first_kill``; the slow mutant tests
+    hold it, and that folding keeps it). A surviving mutant costs a full sweep of every
+    scenario: the naive path with I10 on every schedule ran about a quarter as many per second
+    (docs/mutants.md)."""
     ordered = [mutant.scenario] + [s for s in scenarios if s != mutant.scenario]
     # A store's own mutant is swept on that store first; a server's (postgres: never a default
     # store) on that store whatever was asked, since no other store runs its code.

@@ -1,7 +1,8 @@
 """Mutants of tool calls and their recovery policies (docs/architecture.md, 1.3 and 1.4): the
 intent before the effect, what recovery may do with an intent that has no result, and what a
-tool's result may contain. Some shapes come from public trackers of durable runtimes
-(LangGraph's: a tool re-run after its effect landed)."""
+tool's result may contain; and of what a graceful shutdown leaves to resume (1.5). Some shapes
+come from public trackers of durable runtimes (LangGraph's: a tool re-run after its effect
+landed)."""
 
 from __future__ import annotations
 
@@ -318,3 +319,26 @@ def process_global_counter(mp: Patcher) -> None:
         await original(env, dataclasses.replace(spec, fn=stamped), intent, attempt=attempt)
 
     mp.setattr(tool_mod, "execute_and_record", execute_and_record)
+
+
+@mutant(
+    name="shutdown-aborts-run",
+    bug_class="a graceful shutdown aborts the run in flight instead of leaving it to resume",
+    scenario="graceful_shutdown_takeover",
+    caught_by=("I22",),
+    witness=None,  # the shutdown at 3 s stops the run mid-charge; the standby has nothing left
+    first_kill="none",
+)
+def shutdown_aborts_run(mp: Patcher) -> None:
+    """A graceful shutdown settles each open conversation's active run as aborted (as if the
+    caller had aborted it) before it releases the lease: the standby that takes over finds
+    nothing to resume, and the caller's input ends unanswered."""
+    original = runtime_mod.Runtime._shutdown
+
+    async def _shutdown(self: Any) -> None:
+        for conversation in list(self._conversations.values()):
+            if not conversation.journal.fenced and conversation.state.active_run is not None:
+                await conversation.abort(reason="shut down")
+        await original(self)
+
+    mp.setattr(runtime_mod.Runtime, "_shutdown", _shutdown)

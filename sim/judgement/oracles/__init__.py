@@ -1,4 +1,4 @@
-"""The oracles I0-I20: what must hold after every schedule, with minimal witnesses.
+"""The oracles I0-I22: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -40,13 +40,18 @@ from sim.judgement.oracles.inbox import (
     check_queue_order,
     check_rejections,
     check_steering_boundary,
+    check_steering_mode,
 )
 from sim.judgement.oracles.inputs import check_inputs
 from sim.judgement.oracles.liveness import check_liveness
 from sim.judgement.oracles.log import check_log
 from sim.judgement.oracles.model_calls import _compacted, check_model_calls
 from sim.judgement.oracles.refusal import check_refusal
-from sim.judgement.oracles.resume import check_resume, check_stopped_runs_stay_stopped
+from sim.judgement.oracles.resume import (
+    check_resume,
+    check_shutdown,
+    check_stopped_runs_stay_stopped,
+)
 from sim.judgement.oracles.subagents import check_subagents, child_states, delegating_tools
 from sim.judgement.oracles.transparency import check_transparency
 from sim.judgement.violation import VERDICT_ORDER, Violation, verdict_of, worst_verdict
@@ -83,7 +88,9 @@ __all__ = [
     "check_rejections",
     "check_results",
     "check_resume",
+    "check_shutdown",
     "check_steering_boundary",
+    "check_steering_mode",
     "check_stopped_runs_stay_stopped",
     "check_subagents",
     "check_suffix_loss",
@@ -116,8 +123,8 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     |---|---|
     | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``; no other |
     | always | I2 ``check_log``, I3 ``check_checkpoints``, I8 ``check_fencing``, I4
-      ``check_stopped_runs_stay_stopped``, I14-I16 ``check_inbox``, I19 ``check_compaction``,
-      I18 ``check_agent_log`` |
+      ``check_stopped_runs_stay_stopped``, I14-I16 and I21 ``check_inbox``, I19
+      ``check_compaction``, I18 ``check_agent_log``, I22 ``check_shutdown`` |
     | the log reduces | I20 ``check_subagents``; then the store's promise decides (next rows);
       then I4 ``check_resume``, I5 ``check_inputs``, I9 ``check_transparency`` |
     | ... within the store's promise | I18 ``check_agent_effects``, I1 ``check_effects``, I6
@@ -157,6 +164,7 @@ def _always(result: RunResult, reduced: Reduced, compaction: CompactionWatcher) 
     out += check_inbox(result)
     out += check_compaction(result, compaction)
     out += check_agent_log(result)
+    out += check_shutdown(result)
     return out
 
 

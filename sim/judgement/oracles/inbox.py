@@ -1,6 +1,7 @@
-"""I14-I16, the inbox modes, on the raw log (they need no reducible log): a steered input lands
-only at a post-tools boundary (I14), the inputs of one mode are placed in acceptance order
-(I15), and a rejected input wrote nothing (I16).
+"""I14-I16 and I21, the inbox modes, on the raw log (they need no reducible log): a steered input
+lands only at a post-tools boundary (I14), the inputs of one mode are placed in acceptance order
+(I15), a rejected input wrote nothing (I16), and only an input accepted to steer is steered
+(I21).
 
 An input placed without being accepted makes the log irreducible (I2); a moved steering input
 changes the model calls, which I11 then does not count; a rejected input's outcome is excused
@@ -30,9 +31,10 @@ from sim.run.runner import RunResult
 
 
 def check_inbox(result: RunResult) -> list[Violation]:
-    """I14-I16 on the final log and the client's record of rejections (they need no reducible
-    log: each reads the raw events)."""
-    return check_steering_boundary(result) + check_queue_order(result) + check_rejections(result)
+    """I14-I16 and I21 on the final log and the client's record of rejections (they need no
+    reducible log: each reads the raw events)."""
+    out = check_steering_boundary(result) + check_queue_order(result) + check_rejections(result)
+    return out + check_steering_mode(result)
 
 
 @dataclass
@@ -189,3 +191,40 @@ def check_rejections(result: RunResult) -> list[Violation]:
                         )
                     ]
     return []
+
+
+def check_steering_mode(result: RunResult) -> list[Violation]:
+    """I21: every input placed into a running run (``inputs_steered``) was accepted with
+    ``mode="steer"``. A follow-up steered into the running run is answered with that run's
+    answer and never starts the run it was queued for; the reducer refuses it, so only a
+    runtime whose reducer tolerates it gets this far, and then no other invariant sees it (the
+    placement is at a post-tools boundary, in acceptance order, and settled)."""
+    mode: dict[str, str] = {}
+    for record in result.durable.records:
+        event = record.event
+        if isinstance(event, InputAccepted):
+            mode[event.submission_id] = event.mode
+        elif isinstance(event, InputsSteered):
+            # An input never accepted is I2's: the log does not reduce.
+            wrong = [sid for sid in event.inputs if mode.get(sid, "steer") != "steer"]
+            if wrong:
+                return [
+                    Violation(
+                        "I21",
+                        f"input {wrong[0]}, accepted as {mode[wrong[0]]}, was steered into the "
+                        f"running run {event.run_id}",
+                        (_accepted_row(result, wrong[0]), row(record)),
+                        expected=f"{wrong[0]} queued for the next run",
+                        actual=f"placed into {event.run_id} at #{record.sequence}",
+                    )
+                ]
+    return []
+
+
+def _accepted_row(result: RunResult, submission_id: str) -> str:
+    """The witness row of ``submission_id``'s acceptance."""
+    for record in result.durable.records:
+        event = record.event
+        if isinstance(event, InputAccepted) and event.submission_id == submission_id:
+            return row(record)
+    return f"{submission_id} accepted"

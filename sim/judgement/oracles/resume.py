@@ -1,15 +1,19 @@
 """I4, crash-only resume: nothing of a stopped run happens after it stopped -- no event of its
 tasks in the log (read raw, so it holds even when the log no longer reduces), no tool effect,
 no model call -- and every model request of a run contains the inputs the run had placed.
+I22, its other half (docs/architecture.md, 1.5): a graceful shutdown is not a return of control
+to the run's caller, so it settles nothing -- the process commits nothing between the start of
+its shutdown and its lease release, and the next owner resumes what was in flight.
 
-It leaves a zombie's call that was in flight before a newer epoch stopped the run (only a
-fencing service can refuse it: I8), and what a summarisation request contains (I19).
+I4 leaves a zombie's call that was in flight before a newer epoch stopped the run (only a
+fencing service can refuse it: I8), and what a summarisation request contains (I19); I22 leaves
+work after the lease release (I8).
 """
 
 from __future__ import annotations
 
-from durable.events import InputsSteered, RunStarted, RunStopped, TaskCreated
-from sim.judgement.oracles.facts import Facts, row
+from durable.events import InputSettled, InputsSteered, RunStarted, RunStopped, TaskCreated
+from sim.judgement.oracles.facts import Facts, durable_commits, row
 from sim.judgement.violation import Violation
 from sim.run.runner import RunResult
 
@@ -36,6 +40,37 @@ def check_stopped_runs_stay_stopped(result: RunResult) -> list[Violation]:
                     (row(record),),
                 )
             ]
+    return []
+
+
+def check_shutdown(result: RunResult) -> list[Violation]:
+    """I22 on the commits the final log holds: none of a process began after its graceful
+    shutdown began and before its lease release (a shutdown that stops or settles the run, or
+    records anything else, leaves the next owner a run that no longer is what was in flight;
+    the fault-free run cannot tell, as nobody resumes anything there)."""
+    boundaries = result.trace.boundaries
+    for process, began in result.leases.shutdowns:
+        released = next(
+            (
+                b.index
+                for b in boundaries[began:]
+                if b.process == process and b.label.startswith("store.lease.release")
+            ),
+            len(boundaries),
+        )
+        for index, records in durable_commits(result):
+            if began <= index < released and boundaries[index].process == process:
+                settles = [r for r in records if isinstance(r.event, RunStopped | InputSettled)]
+                what = "settled the run" if settles else "committed"
+                return [
+                    Violation(
+                        "I22",
+                        f"{process} {what} during its graceful shutdown",
+                        tuple(row(r) for r in (settles or records)[:3]),
+                        expected="nothing committed between the shutdown and the lease release",
+                        actual=f"a commit at boundary {index} (the shutdown began at {began})",
+                    )
+                ]
     return []
 
 
