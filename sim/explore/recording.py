@@ -55,6 +55,7 @@ class ScenarioSweep:
     effects: dict[str, int] = field(default_factory=dict)
     skipped_power: bool = False
     skipped_storage: bool = False
+    skipped_pause: bool = False  # asked for, but the scenario has no standby to take over
     tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
     determinism: str = "full"  # how I10 was checked: full, sample or off
     # Schedules not run because an earlier one leaves the same world (``sim.explore.folding``):
@@ -98,6 +99,7 @@ class ScenarioSweep:
             "effects": self.effects,
             "skipped_power": self.skipped_power,
             "skipped_storage": self.skipped_storage,
+            "skipped_pause": self.skipped_pause,
             "tear_schedules": self.tear_schedules,
             "determinism": self.determinism,
             "folded": self.folded,

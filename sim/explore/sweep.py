@@ -127,8 +127,8 @@ def twins(
     on its own run, so a fast sweep reports the naive sweep's first failure exactly when that
     failure's twin (if it has one) fails too -- what the mutant tests check."""
     store = StoreKind(store)
-    base = base_schedule(scenario, seed=seed, store=store)
-    kinds = tuple(CrashKind(k) for k in crash_kinds if store.can_inject(k))
+    _, swept, base = _described(scenario, store, seed, 1, crash_kinds, "off", None)
+    kinds = tuple(swept)
     fold = folding.FoldPlan(base, kinds)
     _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
     return fold.twin_of
@@ -381,8 +381,7 @@ def _account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
     """The CI tier's counts (``sim.explore.tier``): crash points listed and judged, strata and
     recovery classes offered and covered. A sample that misses one is the harness's error: the
     tier promises each at least once, and a run that breaks the promise must not pass."""
-    store = StoreKind(out.store)
-    kinds = [CrashKind(k) for k in out.crash_kinds if store.can_inject(k)]
+    kinds = swept_kinds(out)
     base = Schedule(tuple(out.base_points))
     cover = tier.coverage(texts, out.labels, kinds, base)
     out.points_total, out.points_run = total, len(texts)
@@ -406,10 +405,10 @@ def _described(
 ) -> tuple[ScenarioSweep, list[CrashKind], Schedule]:
     """A sweep's result before any run: its configuration, the crash kinds the store takes and
     the scenario's base schedule."""
-    # A pause needs a standby to take the lease over: a scenario without one has no pause points.
-    standby = scenario.standby_at_s() is not None
-    crash_kinds = [k for k in crash_kinds if standby or CrashKind(k) is not CrashKind.PAUSE]
     out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
+    # A pause needs a standby to take the lease over: a scenario without one has no pause
+    # points. The kinds asked for stay the sweep's (every sweep of one command shares them).
+    out.skipped_pause = CrashKind.PAUSE in out.crash_kinds and scenario.standby_at_s() is None
     out.ref = ref or scenario.name
     out.determinism = mode
     kinds = _store_kinds(out)
@@ -425,7 +424,18 @@ def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
     kinds = out.crash_kinds
     out.skipped_power = "power" in kinds and not store.can_inject("power")
     out.skipped_storage = "storage" in kinds and not store.can_inject("storage")
-    return [CrashKind(k) for k in kinds if store.can_inject(k)]
+    return swept_kinds(out)
+
+
+def swept_kinds(out: ScenarioSweep) -> list[CrashKind]:
+    """The crash kinds a sweep runs: those asked for that its store can take and, for a pause,
+    that its scenario can (a standby): the one place that decides it."""
+    store = StoreKind(out.store)
+    return [
+        CrashKind(k)
+        for k in out.crash_kinds
+        if store.can_inject(k) and not (CrashKind(k) is CrashKind.PAUSE and out.skipped_pause)
+    ]
 
 
 def _traced_runs(

@@ -43,6 +43,7 @@ DESCRIPTION_KEYS = (
     "effects",
     "skipped_power",
     "skipped_storage",
+    "skipped_pause",
     "tear_schedules",
     "determinism",
     "folded",
@@ -103,6 +104,7 @@ def described(doc: dict[str, Any], *, ref: str) -> ScenarioSweep:
     out.effects = dict(doc["effects"])
     out.skipped_power = doc["skipped_power"]
     out.skipped_storage = doc["skipped_storage"]
+    out.skipped_pause = doc["skipped_pause"]
     out.tear_schedules = doc["tear_schedules"]
     out.determinism = doc["determinism"]
     out.folded = doc["folded"]

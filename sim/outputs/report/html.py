@@ -204,6 +204,7 @@ def _kinds(s: dict[str, Any]) -> list[str]:
         for k in s.get("crash_kinds", [])
         if not (k == "power" and s.get("skipped_power"))
         and not (k == "storage" and s.get("skipped_storage"))
+        and not (k == "pause" and s.get("skipped_pause"))
     ]
     for cell in s.get("matrix", []):
         if str(cell.get("kind")) not in kinds:

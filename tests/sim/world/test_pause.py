@@ -98,7 +98,8 @@ def test_a_scenario_without_a_standby_has_no_pause_points() -> None:
     with pytest.raises(ScheduleError, match="no standby"):
         run_scenario(scenario, seed=0, store="file", schedule=parse_schedule("7:before:pause"))
     result = sweep(scenario, store="file", crash_kinds=("pause",), determinism=False)
-    assert result.crash_kinds == [] and result.schedules == 1  # the fault-free run only
+    assert result.skipped_pause and result.schedules == 1  # the fault-free run only
+    assert result.crash_kinds == ["pause"]  # asked for: every sweep of a command shares them
 
 
 def test_the_standby_scenarios_sweep_pauses() -> None:
@@ -129,3 +130,20 @@ def test_a_forked_child_pauses_as_a_fresh_run_does() -> None:
     verdicts = [(m["index"], m["when"], m["kind"], m["verdict"]) for m in naive.matrix]
     assert verdicts == [(m["index"], m["when"], m["kind"], m["verdict"]) for m in fast.matrix]
     assert {v for *_, v in verdicts} == {"pass", "safety"}
+
+
+def test_sweeps_with_and_without_a_standby_share_one_results_document() -> None:
+    """``make sweep`` asks every scenario for pauses; one without a standby gets none, and says
+    so (``skipped_pause``), while its crash kinds stay the command's: the results document
+    refuses sweeps of different kinds, and once refused ``make sweep`` at its very end."""
+    from sim.explore.results import results_document
+
+    kinds = ("process", "pause")
+    standby = sweep(load_scenario("lease_takeover"), store="file", crash_kinds=kinds)
+    alone = sweep(load_scenario("idempotent_payment"), store="file", crash_kinds=kinds)
+    assert (standby.skipped_pause, alone.skipped_pause) == (False, True)
+    assert any(cell["kind"] == "pause" for cell in standby.matrix)
+    assert not any(cell["kind"] == "pause" for cell in alone.matrix)
+    doc = results_document([standby, alone], wall_s=1.0)
+    assert doc["config"]["crash"] == "process,pause"
+    assert [s["skipped_pause"] for s in doc["scenarios"]] == [False, True]
