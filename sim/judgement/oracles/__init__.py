@@ -19,6 +19,7 @@ from sim.judgement.oracles.agent_state import check_agent_effects, check_agent_l
 from sim.judgement.oracles.checkpoints import check_checkpoints
 from sim.judgement.oracles.compaction import CompactionWatcher, check_compaction
 from sim.judgement.oracles.compensation import check_compensation
+from sim.judgement.oracles.damage_table import UnmappedFault, check_damage_table
 from sim.judgement.oracles.determinism import check_determinism, compare_fingerprints
 from sim.judgement.oracles.durability import check_durability, check_suffix_loss
 from sim.judgement.oracles.effects import check_effects, check_results
@@ -59,6 +60,7 @@ __all__ = [
     "CompactionWatcher",
     "Facts",
     "Reduced",
+    "UnmappedFault",
     "Violation",
     "Watcher",
     "_compacted",
@@ -69,6 +71,7 @@ __all__ = [
     "check_checkpoints",
     "check_compaction",
     "check_compensation",
+    "check_damage_table",
     "check_determinism",
     "check_durability",
     "check_effects",
@@ -114,10 +117,11 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
 
     | when | oracles, in order |
     |---|---|
-    | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``; no other |
+    | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``, I21
+      ``check_damage_table``; no other |
     | always | I2 ``check_log``, I3 ``check_checkpoints``, I8 ``check_fencing``, I4
       ``check_stopped_runs_stay_stopped``, I14-I16 ``check_inbox``, I19 ``check_compaction``,
-      I18 ``check_agent_log`` |
+      I18 ``check_agent_log``, I21 ``check_damage_table`` |
     | the log reduces | I20 ``check_subagents``; then the store's promise decides (next rows);
       then I4 ``check_resume``, I5 ``check_inputs``, I9 ``check_transparency`` |
     | ... within the store's promise | I18 ``check_agent_effects``, I1 ``check_effects``, I6
@@ -130,7 +134,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     if result.storage.refusal is not None:
         # A process stopped on corrupt storage and the world ended there: the run's own
         # promises end with it; I13 judges the stop, I8 the leases granted before it.
-        return check_refusal(result) + check_fencing(result)
+        return check_refusal(result) + check_fencing(result) + check_damage_table(result)
     compaction = CompactionWatcher()
     reduced = reduce_log(result, watchers=[compaction])
     facts = derive_facts(result, reduced)
@@ -157,6 +161,7 @@ def _always(result: RunResult, reduced: Reduced, compaction: CompactionWatcher) 
     out += check_inbox(result)
     out += check_compaction(result, compaction)
     out += check_agent_log(result)
+    out += check_damage_table(result)
     return out
 
 

@@ -1,0 +1,206 @@
+"""Storage faults as the file store's layout sees them, and the damage table's record of each.
+
+``SimFS.damage_synced`` damages bytes: it knows files, not what they are. What needs the store's
+layout (``durable.store.file``) lives here, next to the faults, in one place: the
+**damage-table record** of every injected fault (``table_row``): which record of
+``durable.store.damage`` it is, from the damaged file's role (log, checkpoint, lease, temporary
+or quarantine file) and where in the file it struck. The oracle I21
+(``sim.judgement.oracles.damage_table``) reads the store's response against that record. A
+fault this function cannot map is a harness error there, never a silent pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from durable.codec import canonical_json, parse_json, sha256_hex
+from durable.store.base import Checkpoint, Lease, checkpoint_usable
+from durable.store.file import EVENTS_FILE, LEASE_FILE, is_quarantine
+from sim.world.fs import SimFS
+
+#: The record of a file the store never reads (a quarantine file): no row of the table applies,
+#: and the store must go on as if nothing happened.
+UNREAD = "unread"
+#: The record of damage that left a file saying exactly what it said (a lease or checkpoint
+#: cut at its last newline): nothing to refuse or repair, the store goes on.
+INVISIBLE = "invisible"
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d{12})\.json$")
+
+
+class Role(StrEnum):
+    """What a file under the store's root is to the file store."""
+
+    LOG = "log"
+    CHECKPOINT = "checkpoint"
+    LEASE = "lease"
+    TEMPORARY = "temporary"
+    QUARANTINE = "quarantine"
+    OTHER = "other"
+
+
+def role_of(path: str) -> Role:
+    name = path.rsplit("/", 1)[-1]
+    if name == EVENTS_FILE:
+        return Role.LOG
+    if name == LEASE_FILE:
+        return Role.LEASE
+    if _CHECKPOINT.fullmatch(name):
+        return Role.CHECKPOINT
+    if is_quarantine(name):
+        return Role.QUARANTINE
+    if name.endswith(".tmp"):
+        return Role.TEMPORARY
+    return Role.OTHER
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """A damaged file's record in the damage table: ``kind`` (a ``durable.store.damage`` kind,
+    or ``UNREAD``) and, for damage to the log, the first sequence the damage takes
+    (``first_lost``: what a recovery that goes on may lose from, no earlier)."""
+
+    kind: str
+    first_lost: int = 0
+
+
+@dataclass(frozen=True)
+class _Line:
+    start: int
+    end: int  # one past its newline
+    sequence: int
+    batch: str
+    last_in_batch: bool
+
+
+def _lines(data: bytes) -> list[_Line]:
+    """The records of a synced, undamaged log, with their byte ranges."""
+    out: list[_Line] = []
+    pos = 0
+    while (newline := data.find(b"\n", pos)) >= 0:
+        doc = json.loads(data[pos:newline])
+        out.append(_Line(pos, newline + 1, doc["sequence"], doc["batch"], doc["last_in_batch"]))
+        pos = newline + 1
+    return out
+
+
+def _throughs(fs: SimFS, log_path: str) -> list[int]:
+    """The sequences the checkpoints beside ``log_path`` are through."""
+    directory = log_path.rsplit("/", 1)[0]
+    found = (_CHECKPOINT.fullmatch(name) for name in fs.listdir(directory))
+    return [int(match.group(1)) for match in found if match is not None]
+
+
+# -- the damage table's record of a fault ------------------------------------------------------
+
+
+def table_row(before: SimFS, after: SimFS, path: str, fault: str) -> TableRow | None:
+    """The damage-table record of ``fault`` (``KIND:DETAIL``, as the crash's outcome writes it)
+    on ``path``; ``before`` and ``after`` are the disk on either side of it. None: unmapped."""
+    role = role_of(path)
+    kind = fault.split(":", 1)[0]
+    if role is Role.QUARANTINE:
+        return TableRow(UNREAD)
+    if role is Role.TEMPORARY:
+        return TableRow("stray-temporary-files")
+    same = kind != "deleted" and role in (Role.LEASE, Role.CHECKPOINT)
+    if same and _meaning(before.read(path)) == _meaning(after.read(path)) is not None:
+        return TableRow(INVISIBLE)  # e.g. a cut of its last newline: the same lease
+    if role is Role.LEASE:
+        return _lease_row(after, path, kind)
+    if role is Role.CHECKPOINT:
+        return _checkpoint_row(after, path, kind)
+    if role is Role.LOG:
+        return _log_row(before, path, fault)
+    return None
+
+
+def _meaning(data: bytes) -> str | None:
+    """What a lease or checkpoint file says: its JSON, canonical (None: it does not parse)."""
+    try:
+        return canonical_json(parse_json(data))
+    except ValueError:
+        return None
+
+
+def _lease_row(after: SimFS, path: str, kind: str) -> TableRow | None:
+    """A lease deleted while the log exists, or one that no longer verifies (its checksum is
+    over the lease as stored: ``durable.store.file.encode_lease``)."""
+    directory = path.rsplit("/", 1)[0]
+    if kind == "deleted":
+        if after.exists(f"{directory}/{EVENTS_FILE}"):
+            return TableRow("lease-missing")
+        if not _throughs(after, f"{directory}/{EVENTS_FILE}"):
+            return TableRow("log-and-checkpoints-missing")
+        return None
+    try:
+        doc = parse_json(after.read(path))
+        if not isinstance(doc, dict) or set(doc) != {"checksum", "lease"}:
+            return TableRow("lease-garbage")
+    except ValueError:
+        return TableRow("lease-garbage")
+    if doc["checksum"] != sha256_hex(canonical_json(doc["lease"])):
+        return TableRow("lease-garbage")
+    try:
+        Lease.model_validate(doc["lease"])
+    except ValueError:
+        return TableRow("lease-out-of-range")
+    return None  # the damage left a valid lease: no record says what that is
+
+
+def _checkpoint_row(after: SimFS, path: str, kind: str) -> TableRow | None:
+    """A checkpoint gone, unparseable, failing its checksum, or under another's name."""
+    if kind == "deleted":
+        return TableRow("newest-checkpoint-missing")
+    directory, name = path.rsplit("/", 1)
+    conversation = directory.rsplit("/", 1)[-1]
+    try:
+        checkpoint = Checkpoint.model_validate(parse_json(after.read(path)))
+    except ValueError:
+        return TableRow("checkpoint-unparseable")
+    if not checkpoint_usable(checkpoint, conversation):
+        return TableRow("checkpoint-fails-checksum")
+    match = _CHECKPOINT.fullmatch(name)
+    if match is not None and int(match.group(1)) != checkpoint.through_sequence:
+        return TableRow("checkpoint-misnamed")
+    return None
+
+
+def _damaged_range(fault: str, block_size: int) -> tuple[int, int] | None:
+    """The bytes ``fault`` changed, [start, end), for a fault that changes bytes in place."""
+    kind, _, detail = fault.partition(":")
+    if kind == "bitflip":
+        offset = int(detail.split(".")[0])
+        return offset, offset + 1
+    if kind == "zeroed-block":
+        start, length = (int(part) for part in detail.split("+"))
+        return start, start + length
+    if kind == "misdirected-block":
+        dst = int(detail.split("->")[1])
+        return dst, dst + block_size
+    return None
+
+
+def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
+    """Damage to the log, read from the log as it was: the commit it struck, whether a later
+    commit follows (damage to an earlier commit) or not (the last commit: a torn write to a
+    single copy), and whether a checkpoint covers what a cut or a repair would lose."""
+    data = before.read(path)
+    lines = _lines(data)
+    top = max(_throughs(before, path), default=0)
+    damaged = _damaged_range(fault, before.block_size_bytes)
+    if damaged is None:
+        return None
+    start, end = damaged
+    struck = next((line for line in lines if line.start <= start < line.end), None)
+    if struck is None:
+        return None
+    first = next(line.sequence for line in lines if line.batch == struck.batch)
+    if any(line.start >= end and line.batch != struck.batch for line in lines):
+        return TableRow("damaged-earlier-commit", first)
+    if top >= first:
+        return TableRow("damaged-last-commit-under-checkpoint", first)
+    return TableRow("damaged-last-commit", first)
