@@ -413,7 +413,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         verifies=(
             "under a storage fault the store answers as the damage table (`durable.store.damage`) "
             "says its mode answers that damage: it refuses what the table refuses, for the "
-            "table's reason, and goes on where the table goes on"
+            "table's reason, goes on where the table goes on, and a recovery that goes on keeps "
+            "every acknowledged commit before the damage"
         ),
         leaves=(
             "whether a refusal names the damage and leaves the evidence as found (I13); whether "

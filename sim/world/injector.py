@@ -23,7 +23,7 @@ from sim.world.evidence import CrashRecord, Evidence
 from sim.world.faults import MAX_TEARS_PER_FILE, CrashKind, CrashPoint, Schedule, When
 from sim.world.fs import SimFS
 from sim.world.seeded import World, digest_of, trio_rng_state
-from sim.world.storage_faults import TableRow, table_row
+from sim.world.storage_faults import TableRow, aimed_fault, table_row
 
 
 class SimulatedCrash(BaseException):
@@ -240,7 +240,13 @@ class Injector:
         # data under the store's root. What it left is the evidence a refusing recovery must
         # not touch.
         before = self.fs.clone(deep=True)
-        outcome = self.fs.damage_synced(
+        # Aimed faults strike the scenario's own conversation only: a sub-agent's child is
+        # opened again only if its call re-runs, and the judge's read of it is no recovery that
+        # could refuse a cut it cannot see (docs/crash-model.md, "Not modelled").
+        main = self._evidence.main_conversation
+        aimed = self.world.rng(f"storage-aimed:{point.text()}")
+        under = f"{self.store_root}/{main}" if main else self.store_root
+        outcome = aimed_fault(self.fs, aimed, under=under) or self.fs.damage_synced(
             self.world.rng(f"storage:{point.text()}"), under=self.store_root
         )
         self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())

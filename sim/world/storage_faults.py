@@ -1,17 +1,27 @@
 """Storage faults as the file store's layout sees them, and the damage table's record of each.
 
-``SimFS.damage_synced`` damages bytes: it knows files, not what they are. What needs the store's
-layout (``durable.store.file``) lives here, next to the faults, in one place: the
-**damage-table record** of every injected fault (``table_row``): which record of
-``durable.store.damage`` it is, from the damaged file's role (log, checkpoint, lease, temporary
-or quarantine file) and where in the file it struck. The oracle I21
-(``sim.judgement.oracles.damage_table``) reads the store's response against that record. A
-fault this function cannot map is a harness error there, never a silent pass.
+``SimFS.damage_synced`` damages bytes: it knows files, not what they are. Two things need the
+store's layout (``durable.store.file``) and live here, next to the faults, in one place:
+
+- the **aimed faults** (``aimed_fault``), which only a layout can aim: a log cut at a commit
+  boundary, or deleted, while a checkpoint of its conversation proves commits beyond the cut; and
+  damage inside the log's last synced write. ``damage_synced`` never makes them, because a
+  single copy cannot tell them from a shorter log or a torn write -- except where a checkpoint
+  proves the loss, which is exactly what the damage table promises to refuse
+  (docs/crash-model.md, "Storage faults");
+- the **damage-table record** of every injected fault (``table_row``): which record of
+  ``durable.store.damage`` it is, from the damaged file's role (log, checkpoint, lease,
+  temporary or quarantine file) and where in the file it struck. The oracle I21
+  (``sim.judgement.oracles.damage_table``) reads the store's response against that record. A
+  fault this function cannot map is a harness error there, never a silent pass.
+
+Determinism: the only randomness is the ``random.Random`` handed to ``aimed_fault``.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,6 +31,13 @@ from durable.store.base import Checkpoint, Lease, checkpoint_usable
 from durable.store.file import EVENTS_FILE, LEASE_FILE, is_quarantine
 from sim.world.fs import SimFS
 
+#: How often a storage point makes an aimed fault when one is possible (else the draw of
+#: ``SimFS.damage_synced``, from its own stream, as before aimed faults existed).
+AIMED_SHARE = 1 / 3
+#: The aimed faults' names, as a crash's outcome writes them (``PATH: KIND:DETAIL``).
+CUT = "cut-at-commit"  # the log cut at a commit boundary: ``cut-at-commit:SIZE``
+DELETED = "deleted"  # the log gone: ``deleted:gone`` (as for a file written whole)
+LAST_WRITE = "last-write-bitflip"  # a bit of the last synced write: ``...:OFFSET.BIT``
 #: The record of a file the store never reads (a quarantine file): no row of the table applies,
 #: and the store must go on as if nothing happened.
 UNREAD = "unread"
@@ -92,6 +109,43 @@ def _throughs(fs: SimFS, log_path: str) -> list[int]:
     directory = log_path.rsplit("/", 1)[0]
     found = (_CHECKPOINT.fullmatch(name) for name in fs.listdir(directory))
     return [int(match.group(1)) for match in found if match is not None]
+
+
+def proven_cuts(fs: SimFS, path: str, data: bytes) -> list[int]:
+    """The commit boundaries of the synced log ``data`` (0 included, its end not) where a cut
+    loses a commit that a checkpoint of its conversation covers: what a store must refuse."""
+    top = max(_throughs(fs, path), default=0)
+    cuts, last = [0] if top > 0 else [], 0
+    for line in _lines(data):
+        last = line.sequence
+        if line.last_in_batch and line.end < len(data) and last < top:
+            cuts.append(line.end)
+    return cuts
+
+
+def aimed_fault(fs: SimFS, rng: random.Random, *, under: str) -> dict[str, str]:
+    """Maybe (``AIMED_SHARE``) make one aimed fault on a synced log under ``under``: a cut at a
+    commit boundary or the log deleted (only where a checkpoint proves the loss), or a bit
+    flipped inside its last synced write. ``{}``: none made (the caller draws a fault of
+    ``damage_synced`` instead)."""
+    options: list[tuple[str, str, bytes, int]] = []
+    for path, data, proven in fs.synced_logs(under=under):
+        options.append((path, LAST_WRITE, data, proven))
+        if proven_cuts(fs, path, data):
+            options += [(path, CUT, data, proven), (path, DELETED, data, proven)]
+    if not options or rng.random() >= AIMED_SHARE:
+        return {}
+    path, kind, data, proven = options[rng.randrange(len(options))]
+    if kind == CUT:
+        cut = rng.choice(proven_cuts(fs, path, data))
+        fs.damage_log(path, cut=cut)
+        return {path: f"{CUT}:{cut}"}
+    if kind == DELETED:
+        fs.damage_log(path)
+        return {path: f"{DELETED}:gone"}
+    offset, bit = proven + rng.randrange(len(data) - proven), rng.randrange(8)
+    fs.damage_log(path, flip=(offset, bit))
+    return {path: f"{LAST_WRITE}:{offset}.{bit}"}
 
 
 # -- the damage table's record of a fault ------------------------------------------------------
@@ -172,7 +226,7 @@ def _checkpoint_row(after: SimFS, path: str, kind: str) -> TableRow | None:
 def _damaged_range(fault: str, block_size: int) -> tuple[int, int] | None:
     """The bytes ``fault`` changed, [start, end), for a fault that changes bytes in place."""
     kind, _, detail = fault.partition(":")
-    if kind == "bitflip":
+    if kind in ("bitflip", LAST_WRITE):
         offset = int(detail.split(".")[0])
         return offset, offset + 1
     if kind == "zeroed-block":
@@ -188,9 +242,16 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
     """Damage to the log, read from the log as it was: the commit it struck, whether a later
     commit follows (damage to an earlier commit) or not (the last commit: a torn write to a
     single copy), and whether a checkpoint covers what a cut or a repair would lose."""
+    kind, _, detail = fault.partition(":")
     data = before.read(path)
     lines = _lines(data)
     top = max(_throughs(before, path), default=0)
+    if kind == DELETED:
+        return TableRow("log-missing", 1) if top else None
+    if kind == CUT:
+        cut = int(detail)
+        first = next((line.sequence for line in lines if line.start >= cut), None)
+        return TableRow("log-cut-under-checkpoint", first) if first and top >= first else None
     damaged = _damaged_range(fault, before.block_size_bytes)
     if damaged is None:
         return None

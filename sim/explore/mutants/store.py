@@ -424,3 +424,25 @@ def unparseable_checkpoint_skipped(mp: Patcher) -> None:
         return out
 
     mp.setattr(FileStore, "_load_checkpoints", _load_checkpoints)
+
+
+@mutant(
+    name="short-log-repaired",
+    bug_class="a log shorter than a checkpoint repaired instead of refused (fsync=True)",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I21",),
+    also=("I6", "I11"),  # the lost commits' effects and model calls are done again
+    witness=LabelledCrash(label="store.commit#11", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="48:after:storage",
+)
+def short_log_repaired(mp: Patcher) -> None:
+    """``FileStore(fsync=True)`` no longer checks that its log reaches its newest checkpoint: a
+    log cut at a commit boundary, emptied or deleted under a checkpoint is taken for a shorter
+    log, the checkpoints beyond it are set aside, and the acknowledged commits the checkpoint
+    proves are gone without a word. Only a storage fault that cuts a synced log makes one."""
+
+    def _check_no_lost_commits(self: FileStore, *args: Any) -> None:
+        return None
+
+    mp.setattr(FileStore, "_check_no_lost_commits", _check_no_lost_commits)

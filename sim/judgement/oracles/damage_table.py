@@ -1,7 +1,7 @@
 """I21, the damage table kept: under a storage fault, the store answers as the damage table
 (``durable.store.damage``, the registry docs/stores.md and tests/durable/test_damage_table.py
-read) says its mode answers that damage -- it refuses what the table refuses, for the table's
-reason, and goes on where the table goes on.
+read) says its mode answers that damage -- it refuses what the table refuses, goes on where the
+table goes on, and a recovery that goes on keeps what the table says it keeps.
 
 Each injected fault carries its record (``sim.world.storage_faults.table_row``, read when the
 fault is made: the damaged file's role and where the fault struck). "Refused" and "recovered
@@ -19,7 +19,7 @@ error, never a pass.
 
 from __future__ import annotations
 
-from durable.store.damage import Mode, Outcome, Response, by_kind
+from durable.store.damage import Kept, Mode, Outcome, Response, by_kind
 from sim.judgement.violation import Violation
 from sim.run.runner import RunResult
 from sim.world.evidence import CrashRecord
@@ -64,6 +64,19 @@ def promised(result: RunResult) -> list[tuple[str, TableRow, Outcome]]:
     return out
 
 
+def table_allows_loss(result: RunResult) -> bool:
+    """Whether the damage table lets this run's recovery lose acknowledged commits: a single
+    storage fault the store cannot tell from a shorter log (a damaged last commit, no
+    checkpoint beyond it). The other oracles then judge it as outside the store's promise, and
+    ``check_damage_table`` checks the loss starts no earlier than the damage."""
+    if not any(c.point.kind == "storage" for c in result.trace.crashes):
+        return False
+    return any(
+        outcome.response is not Response.REFUSE and outcome.kept is not Kept.ALL
+        for _, _, outcome in promised(result)
+    )
+
+
 def check_damage_table(result: RunResult) -> list[Violation]:
     """I21: the response the table promises for the fault's record in the run's mode."""
     out: list[Violation] = []
@@ -103,6 +116,8 @@ def check_damage_table(result: RunResult) -> list[Violation]:
                     actual=refusal[:120],
                 )
             )
+        elif outcome.kept is Kept.BEFORE_DAMAGE:
+            out += _lost_before_damage(result, fault, row, witness)
     return out
 
 
@@ -118,3 +133,28 @@ def _opened_after(result: RunResult, fault: CrashRecord, path: str) -> bool:
         g.granted.conversation_id == conversation and g.boundary > fault.point.index
         for g in result.leases.grants
     )
+
+
+def _lost_before_damage(
+    result: RunResult, fault: CrashRecord, row: TableRow, witness: tuple[str, ...]
+) -> list[Violation]:
+    """A recovery that may lose the damaged commit and what follows it must keep every
+    acknowledged commit before it (the scenario's own conversation)."""
+    if _conversation(next(iter(fault.fs_outcome))) != result.scenario.conversation_id:
+        return []
+    final = {r.checksum for r in result.durable.records}
+    accepted = {a.boundary for a in result.leases.accepted}
+    for index, records in result.durable.commits:
+        if index >= fault.point.index or index not in accepted or not records:
+            continue
+        if records[-1].sequence < row.first_lost and records[0].checksum not in final:
+            return [
+                Violation(
+                    "I21",
+                    "a recovery after damage lost an acknowledged commit from before the damage",
+                    (*witness, f"lost: commit at boundary {index} (#{records[0].sequence})"),
+                    expected=f"every acknowledged commit before #{row.first_lost} kept",
+                    actual=f"#{records[0].sequence} lost",
+                )
+            ]
+    return []

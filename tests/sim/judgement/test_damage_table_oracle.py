@@ -13,6 +13,7 @@ from sim.explore.mutants import mutant_named, planted
 from sim.judgement import oracles
 from sim.judgement.oracles import UnmappedFault, check
 from sim.judgement.oracles import damage_table as damage_table_mod
+from sim.judgement.oracles import facts as facts_mod
 from sim.run.runner import RunResult, run_scenario
 from sim.world import injector as injector_mod
 from sim.world.faults import CrashKind, CrashPoint, Schedule, When, parse_schedule, tries_kind
@@ -28,8 +29,8 @@ def _run(name: str, schedule: str) -> tuple[RunResult, RunResult]:
 
 
 def test_every_storage_fault_of_a_sweep_has_its_record_and_is_kept() -> None:
-    """The depth-1 storage sweep of one scenario: every fault maps to a record, and the
-    unbroken store answers each as its record says."""
+    """The depth-1 storage sweep of one scenario: every fault maps to a record (the aimed ones
+    among them), and the unbroken store answers each as its record says."""
     scenario = load_scenario("read_edit_answer")
     reference = run_scenario(scenario.without_faults(), seed=0, store="file")
     kinds: set[str] = set()
@@ -42,6 +43,7 @@ def test_every_storage_fault_of_a_sweep_has_its_record_and_is_kept() -> None:
         assert crash.fs_outcome and all(crash.damage_rows.values()), crash
         kinds |= {row.kind for row in crash.damage_rows.values() if row is not None}
         assert check(result, reference) == [], point.text()
+    assert {"log-cut-under-checkpoint", "log-missing", "damaged-last-commit"} <= kinds
     assert {"damaged-earlier-commit", "checkpoint-unparseable", "lease-garbage"} <= kinds
 
 
@@ -81,6 +83,44 @@ def test_a_refusal_the_table_does_not_give_is_caught() -> None:
     ((_, row),) = result.trace.crashes[0].damage_rows.items()
     assert row is not None and row.kind == "checkpoint-fails-checksum"
     assert "the store refused damage its damage table says it recovers from" in [
+        v.explanation for v in check(result, reference) if v.invariant == "I21"
+    ]
+
+
+def test_the_table_allows_the_loss_of_a_damaged_last_commit_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bit flipped in the log's last synced write reads as a torn write: the store cuts the
+    commit, and the others judge the run as outside the store's promise -- without that
+    allowance I12 reports the acknowledged submission the cut took."""
+    result, reference = _run("budget_exhausted", "96:after:storage")
+    ((_, row),) = result.trace.crashes[0].damage_rows.items()
+    assert row is not None and row.kind == "damaged-last-commit"
+    assert check(result, reference) == []
+    monkeypatch.setattr(facts_mod, "table_allows_loss", lambda result: False)
+    assert "I12" in {v.invariant for v in check(result, reference)}
+
+
+def test_a_recovery_may_not_lose_more_than_the_damage() -> None:
+    """The loss the table allows starts at the damaged commit: a store that cuts one commit
+    more than the torn tail (and sets aside the checkpoints that would prove it) loses an
+    acknowledged commit from before the damage."""
+    original = FileStore._cut_tail
+
+    def cut_more(self: FileStore, conversation_id: str, path: str, scan: Any) -> None:
+        original(self, conversation_id, path, scan)
+        last = [i for i, r in enumerate(scan.records) if r.batch == scan.records[-1].batch]
+        if last and last[0] > 0:  # the commit before the damaged one, and what proves it
+            self._fs.truncate(path, scan.offsets[last[0]])
+            self._set_aside_future_checkpoints(conversation_id, scan.records[last[0] - 1].sequence)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(FileStore, "_cut_tail", cut_more)
+    try:
+        result, reference = _run("budget_exhausted", "96:after:storage")
+    finally:
+        mp.undo()
+    assert "a recovery after damage lost an acknowledged commit from before the damage" in [
         v.explanation for v in check(result, reference) if v.invariant == "I21"
     ]
 

@@ -1,13 +1,25 @@
-"""The damage-table record of every storage fault (sim.world.storage_faults): each fault maps to
-the record the damage table gives it, from the damaged file's role and where the fault struck."""
+"""The aimed storage faults and the damage-table record of every fault (sim.world.storage_faults):
+a synced log is cut or deleted only where a checkpoint proves the loss, its last synced write
+is damaged only there, and each fault maps to the record the damage table gives it."""
 
 from __future__ import annotations
 
 import json
+import random
 
 from durable.codec import canonical_json, sha256_hex
 from sim.world.fs import SimFS
-from sim.world.storage_faults import INVISIBLE, UNREAD, table_row
+from sim.world.storage_faults import (
+    CUT,
+    DELETED,
+    INVISIBLE,
+    LAST_WRITE,
+    UNREAD,
+    TableRow,
+    aimed_fault,
+    proven_cuts,
+    table_row,
+)
 
 LOG = "/store/c1/events.jsonl"
 #: Three commits: sequences 1-2, 3, 4-5 (each appended and synced on its own).
@@ -40,6 +52,59 @@ def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
     return fs, ends
 
 
+def test_a_cut_is_proven_only_below_a_checkpoint() -> None:
+    fs, ends = store_disk(checkpoint_through=3)
+    assert proven_cuts(fs, LOG, fs.read(LOG)) == [0, ends[0]]  # not at ends[1]: #3 is kept
+    fs, _ = store_disk(checkpoint_through=None)
+    assert proven_cuts(fs, LOG, fs.read(LOG)) == []
+
+
+def test_aimed_faults_reach_every_kind_with_its_record() -> None:
+    seen: dict[str, set[str]] = {}
+    for seed in range(120):
+        fs, ends = store_disk(checkpoint_through=3)
+        before = fs.clone(deep=True)
+        outcome = aimed_fault(fs, random.Random(seed), under="/store/c1")
+        if not outcome:
+            assert fs.snapshot() == before.snapshot()
+            continue
+        ((path, what),) = outcome.items()
+        assert path == LOG
+        row = table_row(before, fs, path, what)
+        assert row is not None, what
+        seen.setdefault(what.split(":")[0], set()).add(row.kind)
+        kind, _, detail = what.partition(":")
+        if kind == CUT:
+            assert int(detail) in (0, ends[0]) and fs.read(LOG) == before.read(LOG)[: int(detail)]
+            assert row == TableRow("log-cut-under-checkpoint", 1 if detail == "0" else 3)
+        elif kind == LAST_WRITE:
+            assert ends[1] <= int(detail.split(".")[0]) < ends[2]  # inside the last write
+            assert row == TableRow("damaged-last-commit", 4)
+        else:
+            assert kind == DELETED and not fs.exists(LOG)
+            assert row == TableRow("log-missing", 1)
+    assert {k: sorted(v) for k, v in seen.items()} == {
+        CUT: ["log-cut-under-checkpoint"],
+        DELETED: ["log-missing"],
+        LAST_WRITE: ["damaged-last-commit"],
+    }
+
+
+def test_without_a_checkpoint_only_the_last_write_is_aimed_at() -> None:
+    kinds = set()
+    for seed in range(60):
+        fs, _ = store_disk(checkpoint_through=None)
+        kinds |= {w.split(":")[0] for w in aimed_fault(fs, random.Random(seed), under="/").values()}
+    assert kinds == {LAST_WRITE}
+
+
+def test_a_log_with_pending_data_is_not_aimed_at() -> None:
+    fs, _ = store_disk(checkpoint_through=3)
+    fs.append(LOG, _line(6, "d", True))  # acknowledged without fsync: pending
+    assert fs.synced_logs(under="/store") == []
+    assert all(aimed_fault(fs, random.Random(s), under="/store") == {} for s in range(30))
+
+
 def test_every_role_maps_to_its_record() -> None:
     fs, ends = store_disk(checkpoint_through=4)
     before = fs.clone(deep=True)
@@ -51,7 +116,7 @@ def test_every_role_maps_to_its_record() -> None:
         return None if found is None else found.kind
 
     assert row(LOG, "bitflip:3.0") == "damaged-earlier-commit"
-    assert row(LOG, f"bitflip:{ends[1]}.0") == "damaged-last-commit-under-checkpoint"
+    assert row(LOG, f"{LAST_WRITE}:{ends[1]}.0") == "damaged-last-commit-under-checkpoint"
     fs.write(lease, fs.read(lease).replace(b'"epoch":1', b'"epoch":3'))
     assert row(lease, "bitflip:40.1") == "lease-garbage"
     fs.write(lease, before.read(lease)[:-1])  # its last newline cut: the same lease
