@@ -31,6 +31,23 @@ def test_planted_depth2_bug_is_found_and_shrunk(capsys: pytest.CaptureFixture[st
     assert "schedule:" in capsys.readouterr().out
 
 
+STORAGE_ONLY = mutant_named("unparseable-checkpoint-skipped")
+
+
+def test_a_bug_only_a_storage_fault_shows_is_found_and_shrunk() -> None:
+    """The schedule fuzzer draws storage faults on a store that takes them: a store mutant
+    that only damage to a synced checkpoint exposes is found, and shrunk to that one fault."""
+    with planted(STORAGE_ONLY):
+        finding = fuzz_schedules(
+            load_scenario(STORAGE_ONLY.scenario), examples=60, fuzz_seed=0, max_depth=2
+        )
+    assert finding is not None, "no storage fault found the planted bug"
+    points = parse_schedule(finding.schedule).points
+    assert [p.kind for p in points] == ["storage"], finding.schedule
+    assert finding.labels[0].startswith("store."), finding.labels  # an acknowledged operation
+    assert finding.violations[0].invariant == STORAGE_ONLY.caught_by[0]
+
+
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if not m.swept], ids=lambda m: m.name)
 def test_planted_bug_is_invisible_at_depth_1(mutant: Mutant) -> None:
     """The registry says the depth-1 sweep does not kill it: that sweep must pass."""
