@@ -1,4 +1,4 @@
-"""The oracles I0-I20: what must hold after every schedule, with minimal witnesses.
+"""The oracles I0-I21: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
