@@ -90,7 +90,14 @@ class _Line:
     end: int  # one past its newline
     sequence: int
     batch: str
+    first: int  # the first sequence of its batch (its commit)
     last_in_batch: bool
+
+
+def _parse(data: bytes, start: int, end: int) -> _Line:
+    doc = json.loads(data[start : end - 1])
+    first = doc["sequence"] - doc["batch_index"]
+    return _Line(start, end, doc["sequence"], doc["batch"], first, doc["last_in_batch"])
 
 
 def _lines(data: bytes) -> list[_Line]:
@@ -98,10 +105,18 @@ def _lines(data: bytes) -> list[_Line]:
     out: list[_Line] = []
     pos = 0
     while (newline := data.find(b"\n", pos)) >= 0:
-        doc = json.loads(data[pos:newline])
-        out.append(_Line(pos, newline + 1, doc["sequence"], doc["batch"], doc["last_in_batch"]))
+        out.append(_parse(data, pos, newline + 1))
         pos = newline + 1
     return out
+
+
+def _line_at(data: bytes, offset: int) -> _Line | None:
+    """The record of the synced, undamaged log ``data`` whose line holds byte ``offset`` (only
+    that line is parsed: a long log is not read whole for one fault)."""
+    if not 0 <= offset < len(data):
+        return None
+    end = data.find(b"\n", offset)
+    return None if end < 0 else _parse(data, data.rfind(b"\n", 0, offset) + 1, end + 1)
 
 
 def _throughs(fs: SimFS, log_path: str) -> list[int]:
@@ -131,7 +146,7 @@ def aimed_fault(fs: SimFS, rng: random.Random, *, under: str) -> dict[str, str]:
     options: list[tuple[str, str, bytes, int]] = []
     for path, data, proven in fs.synced_logs(under=under):
         options.append((path, LAST_WRITE, data, proven))
-        if proven_cuts(fs, path, data):
+        if max(_throughs(fs, path), default=0) > 0:  # then a cut at 0, at least, is proven
             options += [(path, CUT, data, proven), (path, DELETED, data, proven)]
     if not options or rng.random() >= AIMED_SHARE:
         return {}
@@ -244,24 +259,25 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
     single copy), and whether a checkpoint covers what a cut or a repair would lose."""
     kind, _, detail = fault.partition(":")
     data = before.read(path)
-    lines = _lines(data)
     top = max(_throughs(before, path), default=0)
     if kind == DELETED:
         return TableRow("log-missing", 1) if top else None
     if kind == CUT:
-        cut = int(detail)
-        first = next((line.sequence for line in lines if line.start >= cut), None)
-        return TableRow("log-cut-under-checkpoint", first) if first and top >= first else None
+        cut = _line_at(data, int(detail))
+        return (
+            TableRow("log-cut-under-checkpoint", cut.sequence)
+            if cut and top >= cut.sequence
+            else None
+        )
     damaged = _damaged_range(fault, before.block_size_bytes)
-    if damaged is None:
+    struck = None if damaged is None else _line_at(data, damaged[0])
+    if damaged is None or struck is None:
         return None
-    start, end = damaged
-    struck = next((line for line in lines if line.start <= start < line.end), None)
-    if struck is None:
-        return None
-    first = next(line.sequence for line in lines if line.batch == struck.batch)
-    if any(line.start >= end and line.batch != struck.batch for line in lines):
-        return TableRow("damaged-earlier-commit", first)
-    if top >= first:
-        return TableRow("damaged-last-commit-under-checkpoint", first)
-    return TableRow("damaged-last-commit", first)
+    # Batches are contiguous: a later commit follows the damage if the last line starts after
+    # it and belongs to another batch.
+    last = _line_at(data, len(data) - 1)
+    if last is not None and last.start >= damaged[1] and last.batch != struck.batch:
+        return TableRow("damaged-earlier-commit", struck.first)
+    if top >= struck.first:
+        return TableRow("damaged-last-commit-under-checkpoint", struck.first)
+    return TableRow("damaged-last-commit", struck.first)

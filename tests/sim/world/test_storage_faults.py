@@ -26,9 +26,9 @@ LOG = "/store/c1/events.jsonl"
 BATCHES = (("a", (1, 2)), ("b", (3,)), ("c", (4, 5)))
 
 
-def _line(sequence: int, batch: str, last: bool) -> bytes:
-    doc = {"sequence": sequence, "batch": batch, "last_in_batch": last, "pad": "x" * 40}
-    return (json.dumps(doc) + "\n").encode()
+def _line(sequence: int, batch: str, index: int, last: bool) -> bytes:
+    doc = {"sequence": sequence, "batch": batch, "batch_index": index, "last_in_batch": last}
+    return (json.dumps({**doc, "pad": "x" * 40}) + "\n").encode()
 
 
 def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
@@ -38,7 +38,8 @@ def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
     fs.makedirs("/store/c1")
     ends: list[int] = []
     for batch, sequences in BATCHES:
-        fs.append(LOG, b"".join(_line(s, batch, s == sequences[-1]) for s in sequences))
+        lines = [_line(s, batch, i, s == sequences[-1]) for i, s in enumerate(sequences)]
+        fs.append(LOG, b"".join(lines))
         fs.fsync(LOG)
         ends.append(fs.size(LOG))
     lease = {"conversation_id": "c1", "owner_id": "w", "epoch": 1, "expires_at_s": 9.0}
@@ -100,7 +101,7 @@ def test_without_a_checkpoint_only_the_last_write_is_aimed_at() -> None:
 
 def test_a_log_with_pending_data_is_not_aimed_at() -> None:
     fs, _ = store_disk(checkpoint_through=3)
-    fs.append(LOG, _line(6, "d", True))  # acknowledged without fsync: pending
+    fs.append(LOG, _line(6, "d", 0, True))  # acknowledged without fsync: pending
     assert fs.synced_logs(under="/store") == []
     assert all(aimed_fault(fs, random.Random(s), under="/store") == {} for s in range(30))
 
