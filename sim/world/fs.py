@@ -510,8 +510,9 @@ class SimFS:
         - a file grown by appends (a log) is damaged only *below its latest synced extension*:
           later synced data proves those bytes were complete. Damage inside the last synced
           write reads exactly like a torn write, which no single copy can tell from a crash;
-          truncating or deleting such a file is not injected for the same reason (a log cut at
-          a record boundary, or gone, looks like a shorter log);
+          truncating or deleting such a file is not drawn for the same reason (a log cut at
+          a record boundary, or gone, looks like a shorter log). Those are aimed instead, by
+          ``sim.world.storage_faults``, which knows where a checkpoint proves the loss;
         - a file written whole (e.g. by the atomic-write protocol) and synced can suffer any of
           the five kinds.
 
