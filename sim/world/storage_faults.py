@@ -94,18 +94,25 @@ class _Line:
     last_in_batch: bool
 
 
-def _parse(data: bytes, start: int, end: int) -> _Line:
-    doc = json.loads(data[start : end - 1])
-    first = doc["sequence"] - doc["batch_index"]
-    return _Line(start, end, doc["sequence"], doc["batch"], first, doc["last_in_batch"])
+def _parse(data: bytes, start: int, end: int) -> _Line | None:
+    """The record of one line (None: not a record -- an earlier fault of the same schedule
+    damaged it; placing a fault must never raise inside the crash it is part of)."""
+    try:
+        doc = json.loads(data[start : end - 1])
+        sequence, index = int(doc["sequence"]), int(doc["batch_index"])
+        return _Line(
+            start, end, sequence, str(doc["batch"]), sequence - index, doc["last_in_batch"]
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _lines(data: bytes) -> list[_Line]:
-    """The records of a synced, undamaged log, with their byte ranges."""
+    """The records of a synced log, with their byte ranges, up to its first damaged line."""
     out: list[_Line] = []
     pos = 0
-    while (newline := data.find(b"\n", pos)) >= 0:
-        out.append(_parse(data, pos, newline + 1))
+    while (newline := data.find(b"\n", pos)) >= 0 and (line := _parse(data, pos, newline + 1)):
+        out.append(line)
         pos = newline + 1
     return out
 
@@ -276,7 +283,9 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
     # Batches are contiguous: a later commit follows the damage if the last line starts after
     # it and belongs to another batch.
     last = _line_at(data, len(data) - 1)
-    if last is not None and last.start >= damaged[1] and last.batch != struck.batch:
+    if last is None:
+        return None  # the log already ended in damage (an earlier fault): no record says more
+    if last.start >= damaged[1] and last.batch != struck.batch:
         return TableRow("damaged-earlier-commit", struck.first)
     if top >= struck.first:
         return TableRow("damaged-last-commit-under-checkpoint", struck.first)

@@ -131,3 +131,14 @@ def test_an_unmapped_fault_is_a_harness_error(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(UnmappedFault, match="maps to no damage record"):
         check(result, reference)
     assert damage_table_mod.UnmappedFault is UnmappedFault
+
+
+def test_a_second_fault_on_damaged_data_is_made_not_raised() -> None:
+    """Placing a fault reads the log as it was; after a first fault that log may hold damage.
+    The second fault is made and recorded (unmapped: no record describes damage on damage),
+    the runtime never sees the harness fail, and I21 judges only a schedule's single fault."""
+    result, reference = _run("idempotent_payment", "25:after:storage,31:after:storage")
+    first, second = result.trace.crashes
+    assert first.damage_rows and list(second.damage_rows.values()) == [None]
+    assert result.errors.runtime_error is None and result.storage.refusal is not None
+    assert check(result, reference) == []
