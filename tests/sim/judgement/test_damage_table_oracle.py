@@ -142,3 +142,14 @@ def test_a_second_fault_on_damaged_data_is_made_not_raised() -> None:
     assert first.damage_rows and list(second.damage_rows.values()) == [None]
     assert result.errors.runtime_error is None and result.storage.refusal is not None
     assert check(result, reference) == []
+
+
+def test_a_later_power_loss_is_not_blamed_for_what_the_damage_took() -> None:
+    """A damaged last commit cut as a torn tail, then a power loss with fsync: the commit the
+    damage took is I21's to judge, not a power loss's "commit lost from the middle" (I12)."""
+    result, reference = _run(
+        "model_overloaded", "7:after:storage,11:before:process,24:before:power"
+    )
+    ((_, row),) = result.trace.crashes[0].damage_rows.items()
+    assert row is not None and row.kind == "damaged-last-commit"
+    assert check(result, reference) == []
