@@ -63,7 +63,9 @@ def schedule_strategy(
 
     A storage fault lands where a sweep tries one (``tries_kind``: after an acknowledged store
     operation, whose data is synced): drawn at an index, it moves to the first such boundary
-    at or after it, and becomes a process kill where none is left."""
+    at or after it, and becomes a process kill where none is left -- or where the schedule
+    already has one: the oracles judge a storage fault against the damage table one at a time
+    (damage on damage has no record, docs/crash-model.md)."""
     n = len(reference.trace.boundaries)
     kinds_of = [(b.index, boundary_kind(b.label)) for b in reference.trace.boundaries]
     storage_at = [
@@ -85,14 +87,15 @@ def schedule_strategy(
     def draw_schedule(draw: st.DrawFn) -> Schedule:
         depth = draw(st.integers(1, max_depth))
         index = draw(firsts)
-        points = []
+        points: list[CrashPoint] = []
         for i in range(depth):
             if i:
                 index += draw(gaps)
             when = draw(st.sampled_from(("before", "after")))
             kind = draw(st.sampled_from(kinds))
             if kind == "storage":
-                later = [i for i in storage_at if i >= index]
+                taken = any(p.kind == "storage" for p in points)
+                later = [] if taken else [at for at in storage_at if at >= index]
                 index, when = (later[0], "after") if later else (index, when)
                 kind = kind if later else "process"
             points.append(CrashPoint(index, When(when), CrashKind(kind)))
