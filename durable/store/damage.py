@@ -428,8 +428,8 @@ _LEASE_DAMAGE: tuple[Damage, ...] = (
         "lease-garbage",
         "garbage lease (does not parse, fails its checksum; SQLite: not a number)",
         {
-            Mode.FILE_FSYNC: _refuse("lease file fails its checksum", "`CorruptStore`"),
-            Mode.FILE_NOFSYNC: _refuse("lease file fails its checksum", "`CorruptStore`"),
+            Mode.FILE_FSYNC: _refuse("lease file", "`CorruptStore`"),
+            Mode.FILE_NOFSYNC: _refuse("lease file", "`CorruptStore`"),
             Mode.SQLITE: _refuse("not a lease", "`CorruptStore` (the row is not a lease)"),
             Mode.POSTGRES: _cannot("cannot arise (typed columns; see the next row)"),
         },

@@ -44,7 +44,7 @@ from sim.judgement.oracles import Violation
 from sim.judgement.repro import replay_command
 from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
-from sim.world.faults import CrashKind, CrashPoint, Schedule, When, boundary_kind
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When, boundary_kind, tries_kind
 from sim.world.scenario import Scenario
 from sim.world.stores import StoreKind
 
@@ -59,9 +59,20 @@ MAX_GAP = 40  # how far after one crash the next one is drawn (the recovery regi
 def schedule_strategy(
     reference: RunResult, *, max_depth: int = 3, kinds: tuple[str, ...] = ("process", "power")
 ) -> st.SearchStrategy[Schedule]:
-    """Crash schedules over ``reference``'s boundary trace: 1..max_depth increasing points."""
+    """Crash schedules over ``reference``'s boundary trace: 1..max_depth increasing points.
+
+    A storage fault lands where a sweep tries one (``tries_kind``: after an acknowledged store
+    operation, whose data is synced): drawn at an index, it moves to the first such boundary
+    at or after it, and becomes a process kill where none is left -- or where the schedule
+    already has one: the oracles judge a storage fault against the damage table one at a time
+    (damage on damage has no record, docs/crash-model.md)."""
     n = len(reference.trace.boundaries)
     kinds_of = [(b.index, boundary_kind(b.label)) for b in reference.trace.boundaries]
+    storage_at = [
+        b.index
+        for b in reference.trace.boundaries
+        if tries_kind(CrashKind.STORAGE, When.AFTER, b.label)
+    ]
     effects = [i for i, kind in kinds_of if kind == "tool"]
     interesting = [i for i, kind in kinds_of if kind in INTERESTING_KINDS]
     firsts = st.one_of(
@@ -76,12 +87,17 @@ def schedule_strategy(
     def draw_schedule(draw: st.DrawFn) -> Schedule:
         depth = draw(st.integers(1, max_depth))
         index = draw(firsts)
-        points = []
+        points: list[CrashPoint] = []
         for i in range(depth):
             if i:
                 index += draw(gaps)
             when = draw(st.sampled_from(("before", "after")))
             kind = draw(st.sampled_from(kinds))
+            if kind == "storage":
+                taken = any(p.kind == "storage" for p in points)
+                later = [] if taken else [at for at in storage_at if at >= index]
+                index, when = (later[0], "after") if later else (index, when)
+                kind = kind if later else "process"
             points.append(CrashPoint(index, When(when), CrashKind(kind)))
         return Schedule.of(*points)
 
@@ -135,7 +151,7 @@ def fuzz_schedules(
 ) -> Finding | None:
     """Search crash schedules of ``scenario`` for an oracle failure; the shrunk one or None."""
     reference = run_scenario(scenario.without_faults(), seed=seed, store=store)
-    kinds = tuple(k for k in ("process", "power") if StoreKind(store).can_inject(k))
+    kinds = tuple(k for k in ("process", "power", "storage") if StoreKind(store).can_inject(k))
     last: list[tuple[Schedule, list[Violation], list[str]]] = []
 
     @hypothesis_seed(fuzz_seed)

@@ -12,7 +12,7 @@ code and reads its verdict here, and the families build violations, so a registr
 records from the families would close an import cycle (tests/project/test_layers.py). This
 module imports nothing of ``sim``, so reports and the target judge read it without the oracles.
 
-Order: I0..I22, then the findings only a foreign target has (H1, P1).
+Order: I0..I23, then the findings only a foreign target has (H1, P1).
 """
 
 from __future__ import annotations
@@ -435,6 +435,23 @@ INVARIANTS: tuple[Invariant, ...] = (
             "(every other invariant)"
         ),
         implemented_by=(f"{_ORACLES}.resume.check_shutdown",),
+    ),
+    Invariant(
+        code="I23",
+        title="the damage table kept",
+        verdict="safety",
+        scope="runtime",
+        verifies=(
+            "under a storage fault the store answers as the damage table (`durable.store.damage`) "
+            "says its mode answers that damage: it refuses what the table refuses, for the "
+            "table's reason, goes on where the table goes on, and a recovery that goes on keeps "
+            "every acknowledged commit before the damage"
+        ),
+        leaves=(
+            "whether a refusal names the damage and leaves the evidence as found (I13); whether "
+            "what a recovery kept is what the log holds (I2, I12 and the others)"
+        ),
+        implemented_by=(f"{_ORACLES}.damage_table.check_damage_table",),
     ),
     Invariant(
         code="H1",

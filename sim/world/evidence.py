@@ -20,6 +20,7 @@ from typing import Any
 from durable.events import EventRecord
 from durable.store.base import Lease
 from sim.world.faults import Boundary, CrashPoint, boundary_kind
+from sim.world.storage_faults import TableRow
 
 #: A commit as the machine saw it begin: its boundary index and the records it carried.
 Commit = tuple[int, list[EventRecord]]
@@ -49,6 +50,9 @@ class CrashRecord:
     # How many boundaries had been entered when the process died: an ``after`` crash of a
     # store commit comes after the commit's own file operations, which have higher indexes.
     boundaries_entered: int | None = None
+    # A storage fault: the damage table's record of each damaged file (None: unmapped), which
+    # the damage-table oracle (I23) reads the store's response against.
+    damage_rows: dict[str, TableRow | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -510,8 +510,9 @@ class SimFS:
         - a file grown by appends (a log) is damaged only *below its latest synced extension*:
           later synced data proves those bytes were complete. Damage inside the last synced
           write reads exactly like a torn write, which no single copy can tell from a crash;
-          truncating or deleting such a file is not injected for the same reason (a log cut at
-          a record boundary, or gone, looks like a shorter log);
+          truncating or deleting such a file is not drawn for the same reason (a log cut at
+          a record boundary, or gone, looks like a shorter log). Those are aimed instead, by
+          ``sim.world.storage_faults``, which knows where a checkpoint proves the loss;
         - a file written whole (e.g. by the atomic-write protocol) and synced can suffer any of
           the five kinds.
 
@@ -573,6 +574,50 @@ class SimFS:
             self._dirty.pop(node.ino, None)
             detail = "gone"
         return {_display(key): f"{kind}:{detail}"}
+
+    def synced_logs(self, *, under: str = "") -> list[tuple[str, bytes, int]]:
+        """Every file grown by appends under ``under`` whose whole content is synced and named
+        durably: (path, its bytes, where its last synced extension begins). What the aimed
+        storage faults (``sim.world.storage_faults``) may cut, delete or damage; a file with
+        pending changes is left alone, as every storage fault leaves pending data."""
+        prefix = "/".join(p for p in under.split("/") if p)
+        out: list[tuple[str, bytes, int]] = []
+        for key in sorted(self._dirs):
+            if prefix and key != prefix and not key.startswith(prefix + "/"):
+                continue
+            d = self._dirs[key]
+            for name in sorted(d.durable):
+                node = d.durable[name]
+                if (
+                    isinstance(node, Inode)
+                    and node.appended
+                    and d.entries.get(name) is node
+                    and node.ino not in self._dirty
+                    and node.durable_bytes is None
+                    and not node.rewritten
+                    and 0 < node.durable_len == len(node.data)
+                ):
+                    out.append((_display(_join(key, name)), bytes(node.data), node.proven_len))
+        return out
+
+    def damage_log(
+        self, path: str, *, cut: int | None = None, flip: tuple[int, int] | None = None
+    ) -> None:
+        """Damage one of ``synced_logs``, in both the page cache and the disk: cut it to ``cut``
+        bytes, flip a bit (``flip``: byte offset, bit), or (neither given) delete it. The aimed
+        storage faults (``sim.world.storage_faults``) decide where; this only performs it."""
+        d, name, node = self._file(path)
+        if cut is not None:
+            del node.data[cut:]
+            node.durable_len = cut
+            node.proven_len = min(node.proven_len, cut)
+        elif flip is not None:
+            node.data[flip[0]] ^= 1 << flip[1]
+        else:
+            del d.entries[name]
+            del d.durable[name]
+            d.pending.pop(name, None)
+            self._dirty.pop(node.ino, None)
 
     def clone(self, *, deep: bool = False) -> SimFS:
         """An independent copy of both states (an inode under two names stays one inode).

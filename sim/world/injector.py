@@ -24,6 +24,7 @@ from sim.world.evidence import CrashRecord, Evidence
 from sim.world.faults import MAX_TEARS_PER_FILE, CrashKind, CrashPoint, Schedule, When
 from sim.world.fs import SimFS
 from sim.world.seeded import World, digest_of, trio_rng_state
+from sim.world.storage_faults import TableRow, aimed_fault, table_row
 
 
 class SimulatedCrash(BaseException):
@@ -132,6 +133,9 @@ class Injector:
         # The disk as it was just before the storage fault: what the runtime had acknowledged,
         # read by the judge for a conversation nobody opened after the damage (latent damage).
         self.before_damage: SimFS | None = None
+        # The damage table's record of each file the latest storage fault damaged (None: the
+        # fault maps to no record, which the damage-table oracle reports as a harness error).
+        self.damage_rows: dict[str, TableRow | None] = {}
 
     def fork_with(self, hook: ForkHook, state_parts: Callable[[], list[Any]]) -> None:
         """Set by the simulator's runner (``sim.run.runner``) before the world starts, for a fast
@@ -227,8 +231,9 @@ class Injector:
         for victim in victims:
             victim.alive = False
         outcome = self._damage(point)
+        rows = dict(self.damage_rows) if point.kind == "storage" else {}
         record = CrashRecord(
-            point, label, process.id, self._now(), pinned, outcome, self._next_index
+            point, label, process.id, self._now(), pinned, outcome, self._next_index, rows
         )
         self._evidence.crashed(record)
         self.world.record("crash", point.text(), label, process.id, sorted(outcome.items()))
@@ -251,11 +256,20 @@ class Injector:
         # data under the store's root. What it left is the evidence a refusing recovery must
         # not touch.
         before = self.fs.clone(deep=True)
-        outcome = self.fs.damage_synced(
+        # Aimed faults strike the scenario's own conversation only: a sub-agent's child is
+        # opened again only if its call re-runs, and the judge's read of it is no recovery that
+        # could refuse a cut it cannot see (docs/crash-model.md, "Not modelled").
+        main = self._evidence.main_conversation
+        aimed = self.world.rng(f"storage-aimed:{point.text()}")
+        under = f"{self.store_root}/{main}" if main else self.store_root
+        outcome = aimed_fault(self.fs, aimed, under=under) or self.fs.damage_synced(
             self.world.rng(f"storage:{point.text()}"), under=self.store_root
         )
         self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
         self.before_damage = before
+        self.damage_rows = {
+            path: table_row(before, self.fs, path, fault) for path, fault in outcome.items()
+        }
         return outcome
 
     @staticmethod

@@ -9,7 +9,7 @@ from typing import Any
 
 from durable import events as events_mod
 from durable import journal as journal_mod
-from durable.codec import canonical_json, sha256_hex
+from durable.codec import canonical_json, parse_json, sha256_hex
 from durable.events import SCHEMA_VERSION
 from durable.store import file as file_store_mod
 from durable.store import logscan as logscan_mod
@@ -333,10 +333,10 @@ def ack_before_durable(mp: Patcher) -> None:
     bug_class="damage to synced data read as a torn tail (acknowledged commits truncated)",
     scenario="read_edit_answer",
     crash_kinds=STORAGE,
-    caught_by=("I12",),
-    also=("I5",),  # the client re-sends the input whose acknowledgement was cut away
-    witness=LabelledCrash(label="store.commit#3", when=When.AFTER, kind=CrashKind.STORAGE),
-    first_kill="14:after:storage",
+    caught_by=("I23",),  # the damage table refuses it; I12 and I5 see the loss later on
+    also=("I12", "I5"),
+    witness=LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="11:after:storage",
 )
 def damage_read_as_torn_tail(mp: Patcher) -> None:
     """The file store's reader treats *any* damaged line as a torn tail, even one followed by
@@ -378,6 +378,7 @@ def repair_before_refusing(mp: Patcher) -> None:
     scenario="read_edit_answer",
     crash_kinds=STORAGE,
     caught_by=("I13",),
+    also=("I23",),  # nor does it give the table's reason
     witness=LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="11:after:storage",
 )
@@ -393,3 +394,55 @@ def corruption_unnamed(mp: Patcher) -> None:
             raise CorruptStore("the store is corrupt") from None
 
     mp.setattr(FileStore, "_check_tail", _check_tail)
+
+
+@mutant(
+    name="unparseable-checkpoint-skipped",
+    bug_class="an unparseable checkpoint skipped under fsync=True (recovered from the log)",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I23",),
+    witness=LabelledCrash(label="store.checkpoint#1", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="38:after:storage",
+)
+def unparseable_checkpoint_skipped(mp: Patcher) -> None:
+    """``FileStore(fsync=True)`` skips a checkpoint that does not parse, as the mode without
+    fsync may (a power loss can tear one there), and recovers from the older one or the log.
+    Every acknowledged commit survives, so only the damage table's promise -- the atomic write
+    never leaves an unparseable checkpoint, so one is damage to refuse -- tells it apart."""
+
+    def _load_checkpoints(self: FileStore, conversation_id: str) -> list[Checkpoint]:
+        directory, found, _ = self._checkpoint_files(conversation_id)
+        out: list[Checkpoint] = []
+        for _through, name in found:
+            try:
+                data = parse_json(self._read_file(f"{directory}/{name}"))
+                out.append(Checkpoint.model_validate(data))
+            except ValueError:
+                continue
+        out.sort(key=lambda cp: cp.through_sequence, reverse=True)
+        return out
+
+    mp.setattr(FileStore, "_load_checkpoints", _load_checkpoints)
+
+
+@mutant(
+    name="short-log-repaired",
+    bug_class="a log shorter than a checkpoint repaired instead of refused (fsync=True)",
+    scenario="read_edit_answer",
+    crash_kinds=STORAGE,
+    caught_by=("I23",),
+    also=("I6", "I11"),  # the lost commits' effects and model calls are done again
+    witness=LabelledCrash(label="store.commit#11", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="48:after:storage",
+)
+def short_log_repaired(mp: Patcher) -> None:
+    """``FileStore(fsync=True)`` no longer checks that its log reaches its newest checkpoint: a
+    log cut at a commit boundary, emptied or deleted under a checkpoint is taken for a shorter
+    log, the checkpoints beyond it are set aside, and the acknowledged commits the checkpoint
+    proves are gone without a word. Only a storage fault that cuts a synced log makes one."""
+
+    def _check_no_lost_commits(self: FileStore, *args: Any) -> None:
+        return None
+
+    mp.setattr(FileStore, "_check_no_lost_commits", _check_no_lost_commits)

@@ -1,4 +1,4 @@
-"""The oracles I0-I22: what must hold after every schedule, with minimal witnesses.
+"""The oracles I0-I23: what must hold after every schedule, with minimal witnesses.
 
 Each check reads only ground truth: the durable log and checkpoints as a fresh reader sees them,
 the external services' effect ledgers, the client's view (what was acknowledged and answered), the
@@ -19,6 +19,7 @@ from sim.judgement.oracles.agent_state import check_agent_effects, check_agent_l
 from sim.judgement.oracles.checkpoints import check_checkpoints
 from sim.judgement.oracles.compaction import CompactionWatcher, check_compaction
 from sim.judgement.oracles.compensation import check_compensation
+from sim.judgement.oracles.damage_table import UnmappedFault, check_damage_table
 from sim.judgement.oracles.determinism import check_determinism, compare_fingerprints
 from sim.judgement.oracles.durability import check_durability, check_suffix_loss
 from sim.judgement.oracles.effects import check_effects, check_results
@@ -64,6 +65,7 @@ __all__ = [
     "CompactionWatcher",
     "Facts",
     "Reduced",
+    "UnmappedFault",
     "Violation",
     "Watcher",
     "_compacted",
@@ -74,6 +76,7 @@ __all__ = [
     "check_checkpoints",
     "check_compaction",
     "check_compensation",
+    "check_damage_table",
     "check_determinism",
     "check_durability",
     "check_effects",
@@ -121,10 +124,12 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
 
     | when | oracles, in order |
     |---|---|
-    | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``; no other |
+    | a process refused damaged storage | I13 ``check_refusal``, I8 ``check_fencing``, I23
+      ``check_damage_table``; no other |
     | always | I2 ``check_log``, I3 ``check_checkpoints``, I8 ``check_fencing``, I4
       ``check_stopped_runs_stay_stopped``, I14-I16 and I21 ``check_inbox``, I19
-      ``check_compaction``, I18 ``check_agent_log``, I22 ``check_shutdown`` |
+      ``check_compaction``, I18 ``check_agent_log``, I22 ``check_shutdown``, I23
+      ``check_damage_table`` |
     | the log reduces | I20 ``check_subagents``; then the store's promise decides (next rows);
       then I4 ``check_resume``, I5 ``check_inputs``, I9 ``check_transparency`` |
     | ... within the store's promise | I18 ``check_agent_effects``, I1 ``check_effects``, I6
@@ -137,7 +142,7 @@ def check(result: RunResult, reference: RunResult) -> list[Violation]:
     if result.storage.refusal is not None:
         # A process stopped on corrupt storage and the world ended there: the run's own
         # promises end with it; I13 judges the stop, I8 the leases granted before it.
-        return check_refusal(result) + check_fencing(result)
+        return check_refusal(result) + check_fencing(result) + check_damage_table(result)
     compaction = CompactionWatcher()
     reduced = reduce_log(result, watchers=[compaction])
     facts = derive_facts(result, reduced)
@@ -165,6 +170,7 @@ def _always(result: RunResult, reduced: Reduced, compaction: CompactionWatcher) 
     out += check_compaction(result, compaction)
     out += check_agent_log(result)
     out += check_shutdown(result)
+    out += check_damage_table(result)
     return out
 
 

@@ -9,6 +9,7 @@ What the surviving log says is the other families'; a rejected input was never a
 
 from __future__ import annotations
 
+from sim.judgement.oracles.damage_table import table_allows_loss
 from sim.judgement.oracles.facts import Facts
 from sim.judgement.violation import Violation
 from sim.run.runner import RunResult
@@ -21,8 +22,11 @@ def check_suffix_loss(result: RunResult) -> list[Violation]:
     final = {r.checksum for r in result.durable.records}
     accepted = {a.boundary for a in result.leases.accepted}
     previous = -1  # what survived an earlier power loss is durable from then on
+    # A storage fault the damage table lets lose commits is a loss of its own, judged by I23:
+    # like a power loss, it closes the window of commits the next power loss is judged on.
+    damage_loses = table_allows_loss(result)
     for crash in result.trace.crashes:
-        if crash.point.kind != "power":
+        if crash.point.kind != "power" and not (crash.point.kind == "storage" and damage_loses):
             continue
         before = [
             (index, records)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from durable.events import EventRecord, RunStopped
 from durable.state import InvariantViolation, State, apply, new_state
+from sim.judgement.oracles.damage_table import table_allows_loss
 from sim.run.runner import RunResult
 from sim.world.stores import StoreKind
 
@@ -36,9 +37,11 @@ def store_promises_power(result: RunResult) -> bool:
 
 
 def within_promise(result: RunResult) -> bool:
-    """False if a crash happened that the store mode does not promise to survive."""
+    """False if a crash happened that the store mode does not promise to survive: a power loss
+    its mode may lose commits to, or storage damage the damage table lets it lose commits to
+    (I23 checks that loss starts at the damage)."""
     power = any(c.point.kind == "power" for c in result.trace.crashes)
-    return not power or store_promises_power(result)
+    return (not power or store_promises_power(result)) and not table_allows_loss(result)
 
 
 def row(record: EventRecord) -> str:

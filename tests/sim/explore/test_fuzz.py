@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
 from testkit import REPO
 
-from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case
+from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case, schedule_strategy
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.sweep import judge
 from sim.run.runner import run_scenario
-from sim.world.faults import parse_schedule
+from sim.world.faults import Schedule, parse_schedule, tries_kind
 from sim.world.scenario import load_scenario, load_scenario_file
 
 BUDGET = 300  # the CLI's default --examples
@@ -29,6 +30,42 @@ def test_planted_depth2_bug_is_found_and_shrunk(capsys: pytest.CaptureFixture[st
     assert finding.violations[0].invariant == DEPTH2.caught_by[0]
     print("\n".join(finding.describe()))
     assert "schedule:" in capsys.readouterr().out
+
+
+STORAGE_ONLY = mutant_named("unparseable-checkpoint-skipped")
+
+
+def test_a_bug_only_a_storage_fault_shows_is_found_and_shrunk() -> None:
+    """The schedule fuzzer draws storage faults on a store that takes them: a store mutant
+    that only damage to a synced checkpoint exposes is found, and shrunk to that one fault."""
+    with planted(STORAGE_ONLY):
+        finding = fuzz_schedules(
+            load_scenario(STORAGE_ONLY.scenario), examples=60, fuzz_seed=0, max_depth=2
+        )
+    assert finding is not None, "no storage fault found the planted bug"
+    points = parse_schedule(finding.schedule).points
+    assert [p.kind for p in points] == ["storage"], finding.schedule
+    assert finding.labels[0].startswith("store."), finding.labels  # an acknowledged operation
+    assert finding.violations[0].invariant == STORAGE_ONLY.caught_by[0]
+
+
+def test_storage_faults_are_drawn_once_after_a_store_operation() -> None:
+    """A drawn storage fault sits after an acknowledged store operation, one per schedule."""
+    reference = run_scenario(load_scenario("read_edit_answer"), seed=0, store="file")
+    labels = {b.index: b.label for b in reference.trace.boundaries}
+    seen: list[Schedule] = []
+
+    @settings(max_examples=80, database=None, deadline=None)
+    @given(schedule_strategy(reference, kinds=("process", "power", "storage")))
+    def draw(schedule: Schedule) -> None:
+        storage = [p for p in schedule.points if p.kind == "storage"]
+        assert len(storage) <= 1, schedule.text()
+        for p in storage:
+            assert tries_kind(p.kind, p.when, labels[p.index]), schedule.text()
+        seen.append(schedule)
+
+    draw()
+    assert any(p.kind == "storage" for s in seen for p in s.points)
 
 
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if not m.swept], ids=lambda m: m.name)
@@ -135,9 +172,11 @@ def test_parallel_fuzzers_find_what_one_process_finds(
     from sim.outputs.cli.main import main
 
     with planted(DEPTH2):
-        alone = fuzz_schedules(load_scenario("read_edit_answer"), examples=60, fuzz_seed=0)
-        args = ["fuzz", "read_edit_answer", "idempotent_payment", "--no-machine"]
-        args += ["--examples", "60", "--jobs", "2", "--corpus", str(tmp_path)]
+        # 120 examples: with storage faults among the drawn kinds, 60 no longer reach it; the
+        # other scenario calls no tool, so the planted bug (an intent forgotten) cannot show.
+        alone = fuzz_schedules(load_scenario("read_edit_answer"), examples=120, fuzz_seed=0)
+        args = ["fuzz", "read_edit_answer", "model_overloaded", "--no-machine"]
+        args += ["--examples", "120", "--jobs", "2", "--corpus", str(tmp_path)]
         status = main(args)
     assert alone is not None, "the planted bug was not found: nothing to compare"
     assert status == 1

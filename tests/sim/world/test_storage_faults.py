@@ -1,0 +1,132 @@
+"""The aimed storage faults and the damage-table record of every fault (sim.world.storage_faults):
+a synced log is cut or deleted only where a checkpoint proves the loss, its last synced write
+is damaged only there, and each fault maps to the record the damage table gives it."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from durable.codec import canonical_json, sha256_hex
+from sim.world.fs import SimFS
+from sim.world.storage_faults import (
+    CUT,
+    DELETED,
+    INVISIBLE,
+    LAST_WRITE,
+    UNREAD,
+    TableRow,
+    aimed_fault,
+    proven_cuts,
+    table_row,
+)
+
+LOG = "/store/c1/events.jsonl"
+#: Three commits: sequences 1-2, 3, 4-5 (each appended and synced on its own).
+BATCHES = (("a", (1, 2)), ("b", (3,)), ("c", (4, 5)))
+
+
+def _line(sequence: int, batch: str, index: int, last: bool) -> bytes:
+    doc = {"sequence": sequence, "batch": batch, "batch_index": index, "last_in_batch": last}
+    return (json.dumps({**doc, "pad": "x" * 40}) + "\n").encode()
+
+
+def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
+    """A conversation directory as the file store leaves it: the log synced commit by commit, a
+    lease, and maybe one checkpoint. Also returns each commit's end offset."""
+    fs = SimFS()
+    fs.makedirs("/store/c1")
+    ends: list[int] = []
+    for batch, sequences in BATCHES:
+        lines = [_line(s, batch, i, s == sequences[-1]) for i, s in enumerate(sequences)]
+        fs.append(LOG, b"".join(lines))
+        fs.fsync(LOG)
+        ends.append(fs.size(LOG))
+    lease = {"conversation_id": "c1", "owner_id": "w", "epoch": 1, "expires_at_s": 9.0}
+    doc = {"checksum": sha256_hex(canonical_json(lease)), "lease": lease}
+    fs.write("/store/c1/lease.json", (canonical_json(doc) + "\n").encode())
+    fs.fsync("/store/c1/lease.json")
+    if checkpoint_through is not None:
+        fs.write(f"/store/c1/checkpoint-{checkpoint_through:012d}.json", b"{}\n")
+        fs.fsync(f"/store/c1/checkpoint-{checkpoint_through:012d}.json")
+    fs.fsync_dir("/store/c1")
+    return fs, ends
+
+
+def test_a_cut_is_proven_only_below_a_checkpoint() -> None:
+    fs, ends = store_disk(checkpoint_through=3)
+    assert proven_cuts(fs, LOG, fs.read(LOG)) == [0, ends[0]]  # not at ends[1]: #3 is kept
+    fs, _ = store_disk(checkpoint_through=None)
+    assert proven_cuts(fs, LOG, fs.read(LOG)) == []
+
+
+def test_aimed_faults_reach_every_kind_with_its_record() -> None:
+    seen: dict[str, set[str]] = {}
+    for seed in range(120):
+        fs, ends = store_disk(checkpoint_through=3)
+        before = fs.clone(deep=True)
+        outcome = aimed_fault(fs, random.Random(seed), under="/store/c1")
+        if not outcome:
+            assert fs.snapshot() == before.snapshot()
+            continue
+        ((path, what),) = outcome.items()
+        assert path == LOG
+        row = table_row(before, fs, path, what)
+        assert row is not None, what
+        seen.setdefault(what.split(":")[0], set()).add(row.kind)
+        kind, _, detail = what.partition(":")
+        if kind == CUT:
+            assert int(detail) in (0, ends[0]) and fs.read(LOG) == before.read(LOG)[: int(detail)]
+            assert row == TableRow("log-cut-under-checkpoint", 1 if detail == "0" else 3)
+        elif kind == LAST_WRITE:
+            assert ends[1] <= int(detail.split(".")[0]) < ends[2]  # inside the last write
+            assert row == TableRow("damaged-last-commit", 4)
+        else:
+            assert kind == DELETED and not fs.exists(LOG)
+            assert row == TableRow("log-missing", 1)
+    assert {k: sorted(v) for k, v in seen.items()} == {
+        CUT: ["log-cut-under-checkpoint"],
+        DELETED: ["log-missing"],
+        LAST_WRITE: ["damaged-last-commit"],
+    }
+
+
+def test_without_a_checkpoint_only_the_last_write_is_aimed_at() -> None:
+    kinds = set()
+    for seed in range(60):
+        fs, _ = store_disk(checkpoint_through=None)
+        kinds |= {w.split(":")[0] for w in aimed_fault(fs, random.Random(seed), under="/").values()}
+    assert kinds == {LAST_WRITE}
+
+
+def test_a_log_with_pending_data_is_not_aimed_at() -> None:
+    fs, _ = store_disk(checkpoint_through=3)
+    fs.append(LOG, _line(6, "d", 0, True))  # acknowledged without fsync: pending
+    assert fs.synced_logs(under="/store") == []
+    assert all(aimed_fault(fs, random.Random(s), under="/store") == {} for s in range(30))
+
+
+def test_every_role_maps_to_its_record() -> None:
+    fs, ends = store_disk(checkpoint_through=4)
+    before = fs.clone(deep=True)
+    lease = "/store/c1/lease.json"
+    checkpoint = "/store/c1/checkpoint-000000000004.json"
+
+    def row(path: str, what: str) -> str | None:
+        found = table_row(before, fs, path, what)
+        return None if found is None else found.kind
+
+    assert row(LOG, "bitflip:3.0") == "damaged-earlier-commit"
+    assert row(LOG, f"{LAST_WRITE}:{ends[1]}.0") == "damaged-last-commit-under-checkpoint"
+    fs.write(lease, fs.read(lease).replace(b'"epoch":1', b'"epoch":3'))
+    assert row(lease, "bitflip:40.1") == "lease-garbage"
+    fs.write(lease, before.read(lease)[:-1])  # its last newline cut: the same lease
+    assert row(lease, "truncated:10") == INVISIBLE
+    fs.unlink(lease)
+    assert row(lease, "deleted:gone") == "lease-missing"
+    fs.write(checkpoint, b"{")
+    assert row(checkpoint, "truncated:1") == "checkpoint-unparseable"
+    assert row(checkpoint, "deleted:gone") == "newest-checkpoint-missing"
+    assert row("/store/c1/quarantine-0001.events-from-byte-9.jsonl", "bitflip:1.1") == UNREAD
+    assert row("/store/c1/lease.json.tmp", "bitflip:1.1") == "stray-temporary-files"
+    assert row("/store/c1/notes.txt", "bitflip:1.1") is None  # unmapped: a harness error
