@@ -520,22 +520,12 @@ class SimFS:
         under ``under`` is eligible (no synced data yet). Only the page cache's copy and the
         disk's copy of the same bytes change; nothing pending is touched.
         """
-        prefix = "/".join(p for p in under.split("/") if p)
         candidates: list[tuple[str, Dir, str, Inode, int, bool]] = []
-        for key in sorted(self._dirs):
-            if prefix and key != prefix and not key.startswith(prefix + "/"):
-                continue
-            d = self._dirs[key]
-            for name in sorted(d.durable):
-                node = d.durable[name]
-                if not isinstance(node, Inode) or d.entries.get(name) is not node:
-                    continue  # a directory, or a name whose rename/unlink is not durable yet
-                if node.rewritten or node.durable_bytes is not None:
-                    continue  # a rewrite in flight: its synced content is not in ``data``
-                whole = not node.appended
-                window = node.durable_len if whole else node.proven_len
-                if window > 0:
-                    candidates.append((_join(key, name), d, name, node, window, whole))
+        for key, d, name, node in self._durable_files(under):
+            whole = not node.appended
+            window = node.durable_len if whole else node.proven_len
+            if window > 0:
+                candidates.append((_join(key, name), d, name, node, window, whole))
         if not candidates:
             return {}
         key, d, name, node, window, whole = candidates[rng.randrange(len(candidates))]
@@ -580,25 +570,29 @@ class SimFS:
         durably: (path, its bytes, where its last synced extension begins). What the aimed
         storage faults (``sim.world.storage_faults``) may cut, delete or damage; a file with
         pending changes is left alone, as every storage fault leaves pending data."""
+        return [
+            (_display(_join(key, name)), bytes(node.data), node.proven_len)
+            for key, _, name, node in self._durable_files(under)
+            if node.appended
+            and node.ino not in self._dirty
+            and 0 < node.durable_len == len(node.data)
+        ]
+
+    def _durable_files(self, under: str) -> Iterator[tuple[str, Dir, str, Inode]]:
+        """Every file under ``under`` whose name is durable and whose synced content is in
+        ``data`` (no rewrite in flight), in sorted order: what a storage fault may damage."""
         prefix = "/".join(p for p in under.split("/") if p)
-        out: list[tuple[str, bytes, int]] = []
         for key in sorted(self._dirs):
             if prefix and key != prefix and not key.startswith(prefix + "/"):
                 continue
             d = self._dirs[key]
             for name in sorted(d.durable):
                 node = d.durable[name]
-                if (
-                    isinstance(node, Inode)
-                    and node.appended
-                    and d.entries.get(name) is node
-                    and node.ino not in self._dirty
-                    and node.durable_bytes is None
-                    and not node.rewritten
-                    and 0 < node.durable_len == len(node.data)
-                ):
-                    out.append((_display(_join(key, name)), bytes(node.data), node.proven_len))
-        return out
+                if not isinstance(node, Inode) or d.entries.get(name) is not node:
+                    continue  # a directory, or a name whose rename/unlink is not durable yet
+                if node.rewritten or node.durable_bytes is not None:
+                    continue  # a rewrite in flight: its synced content is not in ``data``
+                yield key, d, name, node
 
     def damage_log(
         self, path: str, *, cut: int | None = None, flip: tuple[int, int] | None = None
