@@ -12,6 +12,7 @@ import pytest
 from sim.explore.results import ResultsError, results_document
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
+from sim.outputs.options import DEFAULT_CRASH_KINDS
 from sim.world.scenario import load_scenario
 
 SCENARIO = "idempotent_payment"
@@ -30,10 +31,14 @@ def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
     assert main(["sweep", SCENARIO, "--out", str(tmp_path), "--quiet"]) == 0
     written = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     scenario = load_scenario(SCENARIO)
-    sweeps = [sweep(scenario, ref=SCENARIO, store=store) for store in ("file", "sqlite")]
+    kinds = DEFAULT_CRASH_KINDS  # the command line's default, which the library leaves to it
+    sweeps = [
+        sweep(scenario, ref=SCENARIO, store=store, crash_kinds=kinds)
+        for store in ("file", "sqlite")
+    ]
     built = results_document(sweeps, wall_s=1.0)
     assert _without_wall_times(built) == _without_wall_times(written)
-    assert built["config"]["store"] == "both" and built["config"]["crash"] == "process,power"
+    assert built["config"]["store"] == "both" and built["config"]["crash"] == ",".join(kinds)
 
 
 def test_sweeps_of_different_runs_cannot_share_a_document() -> None:
