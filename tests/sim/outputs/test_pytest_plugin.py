@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sim.outputs.options import DEFAULT_CRASH_KINDS
 from sim.world.scenario import SCENARIO_DIR
 
 pytest_plugins = ["pytester"]
@@ -195,7 +196,7 @@ def test_a_failing_sweep_reports_invariant_and_repro(pytester: pytest.Pytester) 
     result.stdout.fnmatch_lines(
         [
             f"*durable-sim sweep of scenarios/{SCENARIO} on the file store (seed 0, crash "
-            "process,power): * of * schedules failed",
+            f"{','.join(DEFAULT_CRASH_KINDS)}): * of * schedules failed",
             "verdicts: safety *, pass *",
             "I1 safety at schedule *:*:*",
             "  call call-1 (charge): 2 effects*",
