@@ -19,9 +19,8 @@ from typing import Any
 from sim.explore.campaign.document import described, part_from_json
 from sim.explore.campaign.plan import Plan, Unit
 from sim.explore.recording import ScenarioSweep
-from sim.explore.sweep import SweepPart, record_part
-from sim.world.faults import CrashKind, parse_schedule
-from sim.world.stores import StoreKind
+from sim.explore.sweep import SweepPart, record_part, swept_kinds
+from sim.world.faults import parse_schedule
 
 
 @dataclass
@@ -90,8 +89,7 @@ def merge_sweep(ref: str, docs: list[dict[str, Any]]) -> tuple[ScenarioSweep, li
 def _sweep_order(out: ScenarioSweep) -> Any:
     """The key that puts schedules in the order both fast paths record them: boundary index,
     before before after, the crash kinds in the sweep's order, the enumerated tears last."""
-    store = StoreKind(out.store)
-    kinds = [kind for kind in out.crash_kinds if store.can_inject(CrashKind(kind))]
+    kinds = swept_kinds(out)  # the sweep's own decision (store and standby), not a second one
     position = {kind: n for n, kind in enumerate(kinds)}
 
     def key(text: str) -> tuple[int, int, int, int]:
