@@ -36,6 +36,7 @@ import json
 import os
 import random
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +66,17 @@ def hold_path(fleet_dir: Path, conversation_id: str) -> Path:
 
 
 def stop_self() -> None:
-    """``SIGSTOP`` to this process: every thread stops until the parent's ``SIGCONT``."""
-    os.kill(os.getpid(), signal.SIGSTOP)
+    """``SIGSTOP`` to this process: every thread stops until the parent's ``SIGCONT``, and the
+    calling thread before it runs one more instruction.
+
+    Sent to this *thread* (``pthread_kill``), not the process: a process-directed stop is taken
+    by whichever thread the kernel picks (the main thread, asleep in trio's ``epoll_wait``), and
+    the caller -- a worker thread inside the append's transaction -- runs on until that thread
+    has been scheduled and stops it in turn. On a loaded machine it ran the INSERT and the COMMIT
+    first: the "zombie" wrote before it was stopped, a new owner took the lease while it stood
+    still, and a correct Postgres store looked taken over. A thread-directed stop is taken by the
+    caller itself on its way out of the system call, and stops the whole process from there."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 def install_fence_hook(store: Any) -> None:
