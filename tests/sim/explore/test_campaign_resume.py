@@ -39,11 +39,18 @@ WAIT_S = 600.0  # the longest any wait below may take (a loaded machine is slow,
 STOP_S = 30.0
 
 
-def _driver(out: Path, tmp: Path, *extra: str) -> subprocess.Popen[str]:
-    """``durable-sim campaign`` of ``SMALL`` on the file store, in a session of its own (so
+#: A campaign that cannot end while a stop test looks: ``SMALL`` alone (8 units, about 3 s)
+#: once ended before the test, held up on a loaded machine, sent its signal.
+LONGER = (*SMALL, "retry_backoff")
+
+
+def _driver(
+    out: Path, tmp: Path, *extra: str, names: tuple[str, ...] = SMALL
+) -> subprocess.Popen[str]:
+    """``durable-sim campaign`` of ``names`` on the file store, in a session of its own (so
     every process it starts can be found and killed), its temporary files under ``tmp``."""
     tmp.mkdir(exist_ok=True)
-    args = ["campaign", *SMALL, "--store", "file", "--crash", ",".join(KINDS)]
+    args = ["campaign", *names, "--store", "file", "--crash", ",".join(KINDS)]
     args += ["--points-per-unit", str(POINTS), "--out", str(out), *extra]
     return subprocess.Popen(
         [sys.executable, "-m", "sim", *args],
@@ -124,10 +131,12 @@ def test_a_stopped_driver_ends_promptly_and_leaves_nothing_behind(
     tmp_path: Path, signum: int, driver_cleanup: list[subprocess.Popen[str]]
 ) -> None:
     out, tmp = tmp_path / "campaign", tmp_path / "tmp"
-    proc = _driver(out, tmp, "--jobs", "2")
+    proc = _driver(out, tmp, "--jobs", "2", names=LONGER)
     driver_cleanup.append(proc)
     _wait_for_units(out / "units", 1, proc)
     assert len(_session(proc.pid)) > 1  # units are running in workers
+    # Popen.send_signal sends nothing to a process that has ended: say so, not "exit 0".
+    assert proc.poll() is None, "the campaign ended before the test could stop it"
     proc.send_signal(signum)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=WAIT_S)
