@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
@@ -575,6 +576,22 @@ async def wait_until(predicate: Callable[[], bool], *, step_s: float = 0.5) -> N
 
 #: The repository's root: tests live at different depths (tests/durable, tests/sim/explore, ...).
 REPO = Path(__file__).resolve().parent.parent
+
+#: ``python -c`` code that resets SIGINT to its default and then becomes ``python ARGS...``
+#: (``exec`` keeps a default disposition; the new interpreter installs its KeyboardInterrupt).
+_SIGINT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+def python_with_sigint(*args: str) -> list[str]:
+    """A command line running ``python ARGS...`` with SIGINT at its default disposition, as a
+    terminal's foreground job has it. A job a non-interactive shell starts in the background
+    (``make check &`` in a CI script, ``nohup``) ignores SIGINT, and so does every process it
+    starts: a command rightly keeps ignoring Ctrl-C then (``sim.explore.interrupts``), and a
+    test that sends it SIGINT would see the stop "lost" (exit 0)."""
+    return [sys.executable, "-c", _SIGINT_DEFAULT, *args]
 
 
 def run_lease_race(

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from test_campaign import (
     small_plan,
     sweep_document,
 )
+from testkit import python_with_sigint
 
 from sim.explore import forking
 from sim.explore.campaign.engines import LocalEngine
@@ -53,7 +53,7 @@ def _driver(
     args = ["campaign", *names, "--store", "file", "--crash", ",".join(KINDS)]
     args += ["--points-per-unit", str(POINTS), "--out", str(out), *extra]
     return subprocess.Popen(
-        [sys.executable, "-m", "sim", *args],
+        python_with_sigint("-m", "sim", *args),
         env={**os.environ, "TMPDIR": str(tmp)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

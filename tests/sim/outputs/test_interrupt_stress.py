@@ -18,12 +18,11 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, python_with_sigint
 
 SIGNALS_PER_CASE = int(os.environ.get("DURABLE_SIM_STRESS_SIGNALS", "1"))
 # (store, jobs): one sweep in-process (its fork plan runs ``jobs`` children at once), and
@@ -35,7 +34,7 @@ STOP_TIMEOUT_S = 60.0  # from the signal to the exit: "promptly", with room for 
 
 
 def _sweep(store: str, jobs: int, out: Path, scratch: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "sim", "sweep", SCENARIO, "--store", store]
+    command = python_with_sigint("-m", "sim", "sweep", SCENARIO, "--store", store)
     command += ["--crash", "process,power", "--jobs", str(jobs), "--out", str(out)]
     return subprocess.Popen(
         command,
