@@ -8,10 +8,10 @@ family keeps its cheapest case in the fast tier and sweeps the rest with ``--run
 Per scenario, the fast side sweeps every crash point; the naive side, which re-runs each schedule
 from the start (a sweep's cost squared), runs the CI tier's stratified sample of them
 (``sim.explore.tier``: a point of every stratum and every recovery class, then seeded others,
-``SAMPLE_POINTS`` in all), and every point it ran must have the fast side's verdict. A folded
-point is as likely to be drawn as its root, so a wrong fold shows up. The mutant and split
+``SAMPLE_POINTS`` in all), and every point it ran must have the fast side's verdict. The sample
+draws folded points as well as their roots, so a wrong fold can show. The mutant and split
 comparisons below stay exhaustive. ``DURABLE_SIM_NAIVE_POINTS=all`` makes every naive side
-exhaustive (a release check: about twice the slow tier's time); a number sets the sample."""
+exhaustive (a release check: CONTRIBUTING.md, "Release checks"); a number sets the sample."""
 
 from __future__ import annotations
 
