@@ -165,9 +165,9 @@ def test_fleet_mutants_are_caught(
     shape = ["--workers", "4", "--conversations", "8", "--pauses", "4"]
     if mutant == "fence-outside-transaction":
         # The zombie stopped at its fence needs a worker free to take its lease over within the
-        # fence wait: no kills or pauses (FENCED_FLEET's shape). With them, on a loaded machine,
+        # fence wait: FENCED_FLEET's shape, no kills or pauses. With them, on a loaded machine,
         # restarts and parent pauses left nobody free in all 12 fleets of one run (file store).
-        shape = ["--workers", "3", "--conversations", "6", "--kills", "0", "--pauses", "0"]
+        shape = [a for k, v in FENCED_FLEET.items() for a in (f"--{k.replace('_', '-')}", str(v))]
     status = cli_main(
         [
             "workers",
