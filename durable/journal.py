@@ -102,6 +102,10 @@ class Journal:
         async with self._lock:
             if self.fenced:
                 raise Fenced(f"{self.state.conversation_id}: lease lost")
+            # A commit whose caller was cancelled while it waited here (a graceful shutdown
+            # began) must not start: the next owner resumes what was in flight, not more.
+            # This yields only when cancelled, so an uncancelled commit schedules as before.
+            await trio.lowlevel.checkpoint_if_cancelled()
             await self._ensure_lease_fresh()
             events = build(self.state)
             if not events:
@@ -176,6 +180,9 @@ class Journal:
         async with self._lock:
             if self.fenced:
                 raise Fenced(f"{self.state.conversation_id}: lease lost")
+            # Nor may a tool whose caller was cancelled while it waited here (see ``commit``)
+            # start, or renew the lease for it.
+            await trio.lowlevel.checkpoint_if_cancelled()
             await self._ensure_lease_fresh()
 
     async def renew_locked(self) -> None:
