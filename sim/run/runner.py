@@ -52,6 +52,7 @@ from sim.world.seeded import World, fake_workspace, seed_trio_scheduler
 from sim.world.services import Services
 from sim.world.session import run_process
 from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
+from sim.world.storage_faults import Role, role_of
 from sim.world.stores import StoreKind, StorePlace
 
 STORE_ROOT = "/store"
@@ -342,12 +343,16 @@ def _evidence_changes(
     bytes it held changed or cut off in place (appending is no change; a file replaced whole by
     a rename, such as a lease taken over, supersedes rather than destroys -- except the damaged
     file itself, which must stay exactly as the fault left it). A recovery that stops on corrupt
-    storage must leave all of it as it found it (I13)."""
+    storage must leave all of it as it found it (I13). A temporary of the atomic-write protocol
+    is no evidence unless damaged: it was never acknowledged, and the damage table's row for
+    stray temporaries says the next write of the same file replaces it."""
     now, now_inodes = fs.snapshot(), fs.inode_numbers()
     out: list[str] = []
     for path, before in files.items():
         after = now.get(path)
         damaged = path in damage
+        if not damaged and role_of(path) is Role.TEMPORARY:
+            continue  # unacknowledged by definition: the damage table lets a write replace it
         if after is None:
             out.append(f"{path} removed")
         elif damaged and after != before:

@@ -251,7 +251,13 @@ class Injector:
             if tear is False:
                 n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
                 raise ScheduleError(f"{point.text()}: this point has {n} enumerated tears")
-            return self.fs.power_loss(self.world.rng(self._power_stream(point)), tear=tear)
+            lost = self.fs.power_loss(self.world.rng(self._power_stream(point)), tear=tear)
+            if self.damaged is not None:
+                # After an earlier storage fault, the evidence a refusing recovery must leave
+                # as found is what the disk holds *now*: the power took the page cache the
+                # fault's snapshot still held, and no process took it (I13).
+                self.damaged = (self.damaged[0], self.fs.snapshot(), self.fs.inode_numbers())
+            return lost
         # A storage fault: the page cache survives (as for a kill); the disk damages synced
         # data under the store's root. What it left is the evidence a refusing recovery must
         # not touch.
