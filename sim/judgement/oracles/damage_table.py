@@ -10,10 +10,11 @@ checkpoint under ``fsync=True`` and recovers from the log would pass every stora
 schedule. What it leaves to others: whether a refusal names the damage and leaves the evidence
 as found (I13); whether what a recovery kept is what the log then holds (I2, I12 and the rest).
 
-Only a schedule with one storage fault is judged (a second fault changes what the first's
-record promises); a refusal the table demands is judged only when a process opened the damaged
-conversation after the fault (a lease granted to it: the scenario's own conversation, whose
-grants the machine records). A fault the mapping cannot place is ``UnmappedFault``: a harness
+Only a schedule with one storage fault and no power loss after it is judged (a second fault,
+or a power loss dropping what the page cache held, changes what the first's record promises);
+a refusal the table demands is judged only when a process opened the damaged conversation
+after the fault (a lease granted to it: the scenario's own conversation, whose grants the
+machine records). A fault the mapping cannot place is ``UnmappedFault``: a harness
 error, never a pass.
 """
 
@@ -82,6 +83,8 @@ def check_damage_table(result: RunResult) -> list[Violation]:
     out: list[Violation] = []
     refusal = result.storage.refusal
     fault = _only_fault(result)
+    if fault is not None and _power_lost_after(result, fault):
+        return []  # the disk a later process found is no longer the one the record describes
     for path, row, outcome in promised(result):
         assert fault is not None
         witness = (f"{path}: {fault.fs_outcome[path]} ({row.kind})", f"table: {outcome.doc}")
@@ -119,6 +122,16 @@ def check_damage_table(result: RunResult) -> list[Violation]:
         elif outcome.kept is Kept.BEFORE_DAMAGE:
             out += _lost_before_damage(result, fault, row, witness)
     return out
+
+
+def _power_lost_after(result: RunResult, fault: CrashRecord) -> bool:
+    """Whether a power loss followed the storage fault: it drops what the page cache held
+    then (with ``fsync=False``, perhaps the whole damaged log), so the record made at the fault
+    no longer says what a recovery finds; the refusal is still judged by I13, any loss by the
+    other families."""
+    return any(
+        c.point.kind == "power" and c.point.index > fault.point.index for c in result.trace.crashes
+    )
 
 
 def _conversation(path: str) -> str:
