@@ -417,8 +417,8 @@ def _pause_if_due(env: WorldEnv, process: SimProcess) -> None:
 
 def _pause(env: WorldEnv, process: SimProcess, until_s: float) -> None:
     process.paused_until_s = until_s
+    process.takeover_pending = True  # counted when a standby takes the lease over (I11)
     env.paused.add(process.id)
-    env.machine.evidence.lease_handed_over(pinned_request=process.pinned_request())
     env.world.record("pause", process.id, until_s)
 
 

@@ -43,6 +43,7 @@ class Victim(Protocol):
     alive: bool
     released_lease: bool
     paused_until_s: float | None
+    takeover_pending: bool
     open_stores: list[Any]
     scope: trio.CancelScope
 
@@ -322,7 +323,7 @@ class Injector:
             trio_rng_state(),
             sorted(self.world.ids._next.items()),
             self._timed,
-            [(p.id, p.alive, p.paused_until_s) for p in self._processes],
+            [(p.id, p.alive, p.paused_until_s, p.takeover_pending) for p in self._processes],
             self._evidence.handovers_with_pinned_request,
             process.pinned_request() and not process.released_lease,
             self._state_parts(),

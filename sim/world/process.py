@@ -49,6 +49,10 @@ class SimProcess:
         self.runtime: Any = None
         self.open_stores: list[Any] = []  # SQLite's, Postgres's: abandoned by a kill
         self.paused_until_s: float | None = None
+        # A takeover's pause was placed on it and no other owner took its lease since: the
+        # handover is counted when one does, with what was pinned *then* (a paused process
+        # goes on until its next sleep, and may pin a request meanwhile: I11).
+        self.takeover_pending = False
         self.error: str | None = None
         self.slot = 0  # the worker slot it runs in (a scenario's second worker is slot 1)
         # Released its lease (and not acquired one since): it must do no more work (I8).
@@ -258,6 +262,15 @@ class Machine:
         if self.evidence.crashes:  # a restart: see ``seed_process_scheduler``
             seed_process_scheduler(self.world.seed, process.number)
         return process
+
+    def took_over_from(self, owner_id: str) -> None:
+        """Another process was granted ``owner_id``'s lease: if a takeover's pause was holding
+        that owner, the handover happened now, and the re-sent request I11 allows is the one it
+        has pinned now (not when the pause was placed: it ran on to its next sleep)."""
+        for process in self.processes:
+            if process.owner_id == owner_id and process.takeover_pending:
+                process.takeover_pending = False
+                self.evidence.lease_handed_over(pinned_request=process.pinned_request())
 
     def now(self) -> float:
         """The machine's clock: trio's (virtual, under the simulator's ``MockClock``)."""
@@ -581,6 +594,8 @@ class InstrumentedStore:
         grant = LeaseGrant(now_s, index, previous, lease)
         self._p.machine.evidence.lease_granted(conversation_id, grant)
         self._p.machine.pauses.granted(self._p)
+        if previous is not None and previous.owner_id != owner_id:
+            self._p.machine.took_over_from(previous.owner_id)
         self._p.released_lease = False
         return lease
 
