@@ -126,6 +126,20 @@ def _line_at(data: bytes, offset: int) -> _Line | None:
     return None if end < 0 else _parse(data, data.rfind(b"\n", 0, offset) + 1, end + 1)
 
 
+def _last_record(data: bytes, *, stop: int) -> _Line | None:
+    """The last line of ``data`` that is a record, looking back no further than byte ``stop``:
+    what a power loss tore off the end (a line without its newline, or with a letter changed)
+    is skipped, as the store's scan skips a torn tail."""
+    end = data.rfind(b"\n") + 1  # past the last complete line (0: none)
+    while end > stop:
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        line = _parse(data, start, end)
+        if line is not None:
+            return line
+        end = start
+    return None
+
+
 def _throughs(fs: SimFS, log_path: str) -> list[int]:
     """The sequences the checkpoints beside ``log_path`` are through."""
     directory = log_path.rsplit("/", 1)[0]
@@ -277,14 +291,18 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
             else None
         )
     damaged = _damaged_range(fault, before.block_size_bytes)
-    struck = None if damaged is None else _line_at(data, damaged[0])
-    if damaged is None or struck is None:
+    if damaged is None:
         return None
-    # Batches are contiguous: a later commit follows the damage if the last line starts after
-    # it and belongs to another batch.
-    last = _line_at(data, len(data) - 1)
-    if last is None:
-        return None  # the log already ended in damage (an earlier fault): no record says more
+    last = _last_record(data, stop=0)
+    if last is None or damaged[0] >= last.end:
+        # Only bytes after the last record changed: a torn tail (a power loss's) stays one.
+        return TableRow(INVISIBLE)
+    struck = _line_at(data, damaged[0])
+    if struck is None:
+        return None
+    # Batches are contiguous: a later commit follows the damage if the last record starts
+    # after it and belongs to another batch (as ``durable.store.logscan`` decides: a torn
+    # tail after it proves nothing).
     if last.start >= damaged[1] and last.batch != struck.batch:
         return TableRow("damaged-earlier-commit", struck.first)
     if top >= struck.first:

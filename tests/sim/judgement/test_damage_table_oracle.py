@@ -18,6 +18,7 @@ from sim.run.runner import RunResult, run_scenario
 from sim.world import injector as injector_mod
 from sim.world.faults import CrashKind, CrashPoint, Schedule, When, parse_schedule, tries_kind
 from sim.world.scenario import load_scenario
+from sim.world.storage_faults import TableRow
 
 
 def _run(name: str, schedule: str) -> tuple[RunResult, RunResult]:
@@ -135,11 +136,14 @@ def test_an_unmapped_fault_is_a_harness_error(monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_second_fault_on_damaged_data_is_made_not_raised() -> None:
     """Placing a fault reads the log as it was; after a first fault that log may hold damage.
-    The second fault is made and recorded (unmapped: no record describes damage on damage),
-    the runtime never sees the harness fail, and I23 judges only a schedule's single fault."""
+    The second fault is made and recorded -- read as the store's scan reads it: the first
+    fault's damaged last line is a tail that proves nothing, the valid records before it are
+    later commits than the second fault's -- the runtime never sees the harness fail, and I23
+    judges only a schedule's single fault."""
     result, reference = _run("idempotent_payment", "25:after:storage,31:after:storage")
     first, second = result.trace.crashes
-    assert first.damage_rows and list(second.damage_rows.values()) == [None]
+    assert first.damage_rows["/store/c1/events.jsonl"] == TableRow("damaged-last-commit", 11)
+    assert list(second.damage_rows.values()) == [TableRow("damaged-earlier-commit", 1)]
     assert result.errors.runtime_error is None and result.storage.refusal is not None
     assert check(result, reference) == []
 
