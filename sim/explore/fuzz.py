@@ -53,6 +53,12 @@ INTERESTING_KINDS = ("commit", "tool", "model", "lease")
 MAX_GAP = 40  # how far after one crash the next one is drawn (the recovery region)
 
 
+class _OracleFailed(Exception):
+    """An example the oracles failed: the fuzzers' own signal to Hypothesis. Any other error
+    raised in an example (the harness's: an unmapped fault, a broken assertion) propagates as
+    itself, never mistaken for a finding."""
+
+
 # -- schedules ------------------------------------------------------------------------------------
 
 
@@ -174,12 +180,12 @@ def fuzz_schedules(
         bad = _failing(outcome.violations, liveness=True)
         if bad:
             last.append((schedule, bad, list(outcome.labels)))
-            raise AssertionError(f"{schedule.text()}: {bad[0].invariant} {bad[0].explanation}")
+            raise _OracleFailed(f"{schedule.text()}: {bad[0].invariant} {bad[0].explanation}")
 
     try:
         with collector.between_runs():
             prop()
-    except AssertionError:
+    except _OracleFailed:
         schedule, violations, labels = last[-1]  # Hypothesis replays the shrunk example last
         return Finding(
             "schedules", scenario, store, seed, schedule.text(), violations, labels=labels
@@ -340,7 +346,7 @@ class WorldMachine(RuleBasedStateMachine):
             WorldMachine.failures.append(
                 (json.loads(json.dumps(self.program)), bad, list(self.steps))
             )
-            raise AssertionError(f"{bad[0].invariant}: {bad[0].explanation}")
+            raise _OracleFailed(f"{bad[0].invariant}: {bad[0].explanation}")
 
     @invariant()
     def safety_holds(self) -> None:
@@ -378,7 +384,7 @@ def fuzz_machine(
     try:
         with collector.between_runs():
             run_state_machine_as_test(WorldMachine, settings=chosen)
-    except AssertionError:
+    except _OracleFailed:
         program, violations, steps = WorldMachine.failures[-1]
         return Finding("machine", program_scenario(program), store, seed, "none", violations, steps)
     finally:

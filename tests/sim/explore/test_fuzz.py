@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from testkit import REPO
 
+from sim.explore import fuzz as fuzz_mod
 from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case, schedule_strategy
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.sweep import judge
@@ -91,6 +92,22 @@ def test_unplanted_runtime_survives_the_same_budget() -> None:
 @pytest.mark.slow
 def test_world_machine_runs_clean() -> None:
     assert fuzz_machine(examples=12, fuzz_seed=1) is None
+
+
+def test_a_harness_error_inside_an_example_is_raised_as_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error of the harness's own in an example (here an oracle's assertion) is no finding:
+    it propagates as itself, with its message, from both fuzzers."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an oracle's own assertion")
+
+    monkeypatch.setattr(fuzz_mod, "judge", broken)
+    with pytest.raises(AssertionError, match="an oracle's own assertion"):
+        fuzz_schedules(load_scenario("idempotent_payment"), examples=5, fuzz_seed=1)
+    with pytest.raises(AssertionError, match="an oracle's own assertion"):
+        fuzz_machine(examples=3, fuzz_seed=1)
 
 
 def test_findings_are_saved_as_schema_versioned_cases(tmp_path: Path) -> None:
