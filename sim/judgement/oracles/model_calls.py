@@ -1,14 +1,23 @@
 """I11, model calls: no more calls than the fault-free run plus one per crash or takeover that hit
 a pinned request; a re-send is byte for byte the pinned request; a retry is sent when due.
 
-The bound is not applied when a crash moved a steering input or changed which prefixes were
-compacted (the runs then took other turns); I19 still bounds each compaction to one request.
+The bound is not applied when a crash moved a steering input, moved an abort across a model
+request, or changed which prefixes were compacted (the runs then took other turns); I19 still
+bounds each compaction to one request.
 Judged only within the store's promise (``check`` decides): lost commits legitimately redo calls.
 """
 
 from __future__ import annotations
 
-from durable.events import CompactionApplied, InputAccepted, InputsSteered, TaskCheckpoint
+from durable.events import (
+    CompactionApplied,
+    InputAccepted,
+    InputsSteered,
+    ModelRequested,
+    RunStarted,
+    RunStopped,
+    TaskCheckpoint,
+)
 from sim.judgement.violation import Violation
 from sim.run.runner import RunResult
 from sim.world.model import ModelCall
@@ -100,6 +109,12 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         # A crash moved a steering input to the other side of a post-tools boundary (it arrived
         # after the boundary, or the run settled first): the runs took other turns, legitimately.
         return []
+    if _requested_before_stop(result) != _requested_before_stop(reference):
+        # A crash moved an abort (or abandon) to the other side of a model request: the run
+        # it stopped sent a request the fault-free run's abort came before (or the other way
+        # round). The same instant orders the client and the runtime either way; a re-send
+        # adds no request record, so this excuses no duplicate.
+        return []
     if _compacted(result) != _compacted(reference):
         # A crash changed what the conversation holds (an interrupted tool's result is another
         # text), so its turns compacted other prefixes: other summarisation requests and
@@ -139,6 +154,22 @@ def _steered(run: RunResult) -> set[str]:
             names[event.submission_id] = event.request_id or event.submission_id
         elif isinstance(event, InputsSteered):
             out.update(names.get(sid, sid) for sid in event.inputs)
+    return out
+
+
+def _requested_before_stop(run: RunResult) -> list[int]:
+    """For each run a client's abort or abandon stopped, in order, how many model requests it
+    had pinned (records, not calls) before it stopped."""
+    out: list[int] = []
+    requested = 0
+    for record in run.durable.records:
+        event = record.event
+        if isinstance(event, RunStarted):
+            requested = 0
+        elif isinstance(event, ModelRequested):
+            requested += 1
+        elif isinstance(event, RunStopped) and event.reason in ("aborted", "abandoned"):
+            out.append(requested)
     return out
 
 
