@@ -36,8 +36,8 @@ slow: $(STAMP)
 check: test slow
 
 # The CI tier: every scenario x store at once, JOBS at a time (default: every core; the report is
-# the same). Each trace is swept exhaustively except one longer than the tier's threshold
-# (long_horizon today), which runs a stratified sample (sim/explore/tier.py, docs/campaigns.md).
+# the same). Each trace is swept exhaustively except one longer than the tier's threshold (36
+# of the 64 today), which runs a stratified sample (sim/explore/tier.py, docs/campaigns.md).
 JOBS ?=
 sweep: $(STAMP)
 	$(BIN)/durable-sim sweep --store both --crash process,power,storage,pause --out reports/latest $(if $(JOBS),--jobs $(JOBS))

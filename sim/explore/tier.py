@@ -15,7 +15,11 @@ exhaustive search to campaigns (``durable-sim campaign``, ``durable-sim sweep --
    recovery follows that tool's policy), the SQLite engine's own commit or checkpoint, or
    ``start`` before the first one. Recovery reads a different durable state in each: a torn log
    tail, a half-written checkpoint, a lease file mid-rename, an intent with no settlement;
-3. then a seeded sample of the other points, up to ``SAMPLE_POINTS`` points in all.
+3. every *storage fault* point, up to ``STORAGE_POINTS_MAX`` of them (seeded beyond): each one
+   draws its own damage (which file, which bytes, aimed at a commit boundary or not), so one
+   does not stand for its stratum as a process kill does -- a store that mishandles a damaged
+   sub-agent log is killed only where the fault strikes that log;
+4. then a seeded sample of the other points, up to ``SAMPLE_POINTS`` points in all.
 
 The sample depends only on the seed, the scenario, the store and the traced run's labels: a local
 ``random.Random`` seeded with a string (hashed by SHA-512, not ``hash()``), groups visited in
@@ -42,17 +46,20 @@ from sim.world.faults import (
 )
 
 #: Crash points (depth-1 schedules, enumerated power tears included, before folding) of one
-#: scenario x store above which the CI tier samples. Measured on the bundled scenarios with
-#: process, power and storage crashes: the largest other trace lists 868 points
-#: (``abandon_restores_files`` on SQLite); ``long_horizon`` lists 6,586 (file) and 6,708 (SQLite).
-EXHAUSTIVE_POINTS_MAX = 2000
+#: scenario x store above which the CI tier samples. Sized for ``make sweep``'s 3 minutes on 2
+#: cores (docs/performance.md, "The CI tier"): 28 of the 64 bundled traces are at or under it
+#: and swept exhaustively, among them every trace a registered mutant's first kill needs but
+#: those the sample kills anyway (``test_tier.py`` runs the sampled tier with each planted).
+EXHAUSTIVE_POINTS_MAX = 380
 
-#: Crash points chosen per sampled trace (strata and recovery classes first), before the points
-#: that share a chosen point's fold class are added. Sized for ``make sweep``'s 3 minutes on 2
-#: cores: on ``long_horizon`` the strata and classes alone choose 54 points (file; 47 on
-#: SQLite); 80 cost 40 CPU-seconds on the file store and 66 on SQLite, where 200 cost 79 and
-#: 115 (docs/campaigns.md).
-SAMPLE_POINTS = 80
+#: Crash points chosen per sampled trace (strata, recovery classes and storage faults first),
+#: before the points that share a chosen point's fold class are added: the strata and classes
+#: alone choose 30 to 55 points, so this adds a few seeded others where they leave room.
+SAMPLE_POINTS = 60
+
+#: Storage fault points a sampled trace runs besides its strata and classes: all of them on
+#: every bundled trace but ``long_horizon`` (at most 37 on the others; 292 there).
+STORAGE_POINTS_MAX = 40
 
 Stratum = tuple[str, str, str]  # boundary kind, before/after, crash kind
 RecoveryClass = tuple[str, str]  # operation in flight, crash kind
@@ -104,9 +111,9 @@ def select(
     budget: int | None = None,
 ) -> frozenset[str]:
     """The chosen points' schedule texts: a point of every stratum, then of every recovery
-    class not yet covered, then seeded others up to ``budget`` in all (``salt`` names the
-    scenario and store, so two traces of one seed draw independently; ``budget`` defaults to
-    ``SAMPLE_POINTS``)."""
+    class not yet covered, then the storage fault points (up to ``STORAGE_POINTS_MAX``), then
+    seeded others up to ``budget`` in all (``salt`` names the scenario and store, so two traces
+    of one seed draw independently; ``budget`` defaults to ``SAMPLE_POINTS``)."""
     budget = SAMPLE_POINTS if budget is None else budget
     rng = random.Random(f"durable-sim tier|{seed}|{salt}")
     after = in_flight(labels)
@@ -119,6 +126,9 @@ def select(
     )
     for key in keys:
         chosen |= _one_of_each(rng, [key(p) for p in last], texts, chosen)
+    storage = [t for t, p in zip(texts, last, strict=True) if p.kind == CrashKind.STORAGE]
+    storage = [t for t in storage if t not in chosen]
+    chosen.update(rng.sample(storage, min(len(storage), STORAGE_POINTS_MAX)))
     rest = [text for text in texts if text not in chosen]
     chosen.update(rng.sample(rest, min(len(rest), max(0, budget - len(chosen)))))
     return frozenset(chosen)

@@ -65,7 +65,8 @@ def add_parsers(sub: Any) -> None:
         help=(
             "every crash point of every trace, as campaigns run them; by default a trace of more "
             f"than {EXHAUSTIVE_POINTS_MAX} points is sampled (the CI tier: every stratum and "
-            f"recovery class once, then seeded points up to {SAMPLE_POINTS}; docs/campaigns.md)"
+            f"recovery class once, the storage faults, then seeded points up to {SAMPLE_POINTS}; "
+            "docs/campaigns.md)"
         ),
     )
     sw.add_argument(

@@ -7,11 +7,12 @@ family keeps its cheapest case in the fast tier and sweeps the rest with ``--run
 
 Per scenario, the fast side sweeps every crash point; the naive side, which re-runs each schedule
 from the start (a sweep's cost squared), runs the CI tier's stratified sample of them
-(``sim.explore.tier``: a point of every stratum and every recovery class, then seeded others,
-``SAMPLE_POINTS`` in all), and every point it ran must have the fast side's verdict. The sample
-draws folded points as well as their roots, so a wrong fold can show. The mutant and split
-comparisons below stay exhaustive. ``DURABLE_SIM_NAIVE_POINTS=all`` makes every naive side
-exhaustive (a release check: CONTRIBUTING.md, "Release checks"); a number sets the sample."""
+(``sim.explore.tier``: a point of every stratum and every recovery class, the storage faults,
+then seeded others, ``NAIVE_POINTS`` in all), and every point it ran must have the fast side's
+verdict. The sample draws folded points as well as their roots, so a wrong fold can show. The
+mutant and split comparisons below stay exhaustive. ``DURABLE_SIM_NAIVE_POINTS=all`` makes
+every naive side exhaustive (a release check: CONTRIBUTING.md, "Release checks"); a number
+sets the sample."""
 
 from __future__ import annotations
 
@@ -60,9 +61,14 @@ def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
     return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]  # type: ignore[attr-defined]
 
 
+#: The naive side's sample per trace: more than the CI tier's ``SAMPLE_POINTS`` (the strata,
+#: classes and storage faults leave room for seeded others), as the comparison was sized.
+NAIVE_POINTS = 80
+
+
 def _naive_points() -> int | None:
     """The naive side's sample per sweep (module docstring); None: every point."""
-    value = os.environ.get("DURABLE_SIM_NAIVE_POINTS", str(tier.SAMPLE_POINTS))
+    value = os.environ.get("DURABLE_SIM_NAIVE_POINTS", str(NAIVE_POINTS))
     return None if value == "all" else int(value)
 
 
@@ -77,7 +83,7 @@ def naive(monkeypatch: pytest.MonkeyPatch) -> Naive:
     def run(scenario: Any, **options: Any) -> ScenarioSweep:
         if points is None:
             return sweep(scenario, fast=False, **options)
-        # Every trace longer than the sample is sampled, as the CI tier samples long_horizon.
+        # Every trace longer than the sample is sampled, as the CI tier samples long traces.
         monkeypatch.setattr(tier, "EXHAUSTIVE_POINTS_MAX", points)
         monkeypatch.setattr(tier, "SAMPLE_POINTS", points)
         return sweep(scenario, fast=False, exhaustive=False, **options)
