@@ -234,8 +234,9 @@ INVARIANTS: tuple[Invariant, ...] = (
         scope="runtime",
         verifies=(
             "at most the fault-free run's model calls plus one per crash or takeover that hit a "
-            "pinned request (not counted when a crash moved a steering input or changed which "
-            "prefixes were compacted: the runs then took other turns); a re-sent request is byte "
+            "pinned request (not counted when a crash moved a steering input, moved an abort "
+            "across a model request or changed which prefixes were compacted: the runs then "
+            "took other turns); a re-sent request is byte "
             "for byte the pinned one (model, options, messages); a retry is sent when due, neither "
             "before its committed deadline nor later than it (or than the recovery, if later)"
         ),
@@ -272,7 +273,8 @@ INVARIANTS: tuple[Invariant, ...] = (
         scope="runtime",
         verifies=(
             "a process stops with `CorruptStore` only after a storage fault damaged something, "
-            "names a damaged file and leaves every file it found as it found it"
+            "names a damaged file and leaves every file it found as it found it (the disk after "
+            "any later power loss; a stray temporary, never acknowledged, excepted)"
         ),
         leaves=(
             "a recovery that goes on (every other invariant judges it); the leases granted before "
@@ -445,7 +447,8 @@ INVARIANTS: tuple[Invariant, ...] = (
             "under a storage fault the store answers as the damage table (`durable.store.damage`) "
             "says its mode answers that damage: it refuses what the table refuses, for the "
             "table's reason, goes on where the table goes on, and a recovery that goes on keeps "
-            "every acknowledged commit before the damage"
+            "every acknowledged commit before the damage (judged for a schedule's single storage "
+            "fault with no power loss after it)"
         ),
         leaves=(
             "whether a refusal names the damage and leaves the evidence as found (I13); whether "
