@@ -55,6 +55,11 @@ class TraceLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
 
+    @property
+    def fd(self) -> int:
+        """The trace file's descriptor (a program's patched ``os.fsync`` leaves it alone)."""
+        return self._fd
+
     def write(self, row: dict[str, Any], *, sync: bool = False) -> None:
         line = json.dumps(row, separators=(",", ":"), ensure_ascii=True) + "\n"
         with self._lock:
@@ -78,6 +83,10 @@ class Boundaries:
         self._next = 1 + max(
             (int(r["i"]) for r in read_trace(log.path) if r.get("t") == "b"), default=-1
         )
+
+    @property
+    def log_fd(self) -> int:
+        return self._log.fd
 
     def numbered(self, kind: str) -> str:
         """``kind#n``: the n-th boundary of this kind in this process."""

@@ -67,13 +67,16 @@ class TargetOptions:
     """How one target run is configured: the durability mode; the tool variant (``as_is``: the
     tools as a user writes them first; ``idempotent``: each effect carries a key derived from the
     thread id and the tool call id, and the service deduplicates it); the checkpointer (a
-    target's first saver is its default); and the restart's resume rule (``tasks``: resume while
-    the runtime has any task left; ``next``: only while it names a node to run next)."""
+    target's first saver is its default); the restart's resume rule (``tasks``: resume while
+    the runtime has any task left; ``next``: only while it names a node to run next); and, for
+    the ``python`` target only, the user's program and its effect functions."""
 
     durability: str = ""  # "": the target's default (its first), for each field
     variant: str = "as_is"
     saver: str = ""
     resume: str = ""
+    app: str = ""  # the python target's program: FILE.py:FUNCTION or MODULE:FUNCTION
+    effects: str = ""  # the python target's effect functions: NAME=POLICY,NAME=POLICY
 
     def to_json(self) -> dict[str, str]:
         return dict(self.__dict__)
@@ -140,8 +143,9 @@ class Target(Protocol):
         """Why the target cannot run here (its library is not installed), or None."""
         ...
 
-    def tools(self) -> tuple[TargetTool, ...]:
-        """The agent's tools and the policy declared for each."""
+    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
+        """The agent's tools and the policy declared for each (the ``python`` target's come
+        from its options: the user's ``--effect NAME=POLICY``)."""
         ...
 
     def run_child(self, ctx: ChildContext) -> str:

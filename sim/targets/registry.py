@@ -12,6 +12,7 @@ TARGETS: dict[str, str] = {
     "langgraph": "sim.targets.langgraph",
     "dbos": "sim.targets.dbos",
     "pydantic-ai": "sim.targets.pydantic_ai",
+    "python": "sim.targets.python_app",
 }
 
 

@@ -25,6 +25,7 @@ from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.targets.python_app import PythonTarget
 
 WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
@@ -36,6 +37,10 @@ def check_options(target: Target, options: TargetOptions) -> TargetOptions:
     missing = target.missing()
     if missing is not None:
         raise TargetError(missing)
+    if isinstance(target, PythonTarget):
+        options = target.validate(options)
+    elif options.app or options.effects:
+        raise TargetError(f"{target.name}: --app and --effect are the python target's options")
     options = replace(
         options,
         durability=options.durability or target.durabilities[0],
@@ -88,6 +93,9 @@ def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
     ):
         if value != default:
             words += [flag, value]
+    if options.app:
+        words += ["--app", options.app]
+        words += [w for effect in options.effects.split(",") for w in ("--effect", effect)]
     words += ["--schedule", crash.text()]
     return " ".join(shlex.quote(w) for w in words)
 
@@ -105,7 +113,7 @@ def run_name(target: Target, options: TargetOptions) -> str:
 def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -> PointRun:
     """The fault-free run; one that fails is refused (every point is judged against it)."""
     reference = run_point(target, options, None, timeout_s=timeout_s)
-    verdict = judge_point(reference, reference, target.tools())
+    verdict = judge_point(reference, reference, target.tools(options))
     if verdict.verdict != "pass" or not reference.labels:
         why = verdict.violations[0].explanation if verdict.violations else "no boundary crossed"
         raise TargetError(f"{target.name}: the fault-free run fails: {why}")
@@ -160,7 +168,7 @@ def sweep_target(
     )
     for n, crash in enumerate(crashes, 1):
         run = run_point(target, options, crash, timeout_s=timeout_s)
-        verdict = judge_point(run, reference, target.tools())
+        verdict = judge_point(run, reference, target.tools(options))
         record(out, target, options, run, verdict)
         if progress is not None:
             progress(n, len(crashes), crash, verdict.verdict)

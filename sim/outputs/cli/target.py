@@ -108,6 +108,25 @@ def _common(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
+        "--app",
+        type=text_arg,
+        default=None,
+        metavar="FILE.py:FUNCTION",
+        help="python target: your program (or MODULE:FUNCTION), run unmodified in each child",
+    )
+    p.add_argument(
+        "--effect",
+        type=text_arg,
+        action="append",
+        default=[],
+        metavar="NAME=POLICY",
+        help=(
+            "python target, repeatable: a function of your program that acts on the outside "
+            "world, and what you promise for it across crashes (exactly_once, the default; "
+            "at_most_once; at_least_once); a call passing idempotency_key=... is deduplicated"
+        ),
+    )
+    p.add_argument(
         "--timeout",
         type=options.arg_type(options.number, 0.0, MAX_TIMEOUT_S),
         default=60.0,
@@ -122,9 +141,15 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
 
     try:
         target = get_target(args.target)
-        options = check_options(
-            target, TargetOptions(args.durability, args.variant, args.saver, args.resume)
+        given = TargetOptions(
+            args.durability,
+            args.variant,
+            args.saver,
+            args.resume,
+            app=args.app or "",
+            effects=",".join(args.effect),
         )
+        options = check_options(target, given)
     except TargetError as exc:
         raise UsageError(str(exc)) from exc
     return target, options
@@ -202,7 +227,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 def _summary(result: Any, versions: dict[str, str]) -> None:
     shown = ", ".join(f"{name} {version}" for name, version in versions.items())
-    print(f"{result.name}[{result.store}]  ({shown})")
+    print(f"{result.name}[{result.store}]" + (f"  ({shown})" if shown else ""))
     print(
         f"boundaries {result.boundaries}  schedules {result.schedules}  "
         f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
@@ -233,7 +258,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     keep = Path(args.keep) if args.keep else None
     run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep)
-    verdict = judge_point(run, reference, target.tools())
+    verdict = judge_point(run, reference, target.tools(options))
     if args.json:
         doc = {
             "target": target.name,

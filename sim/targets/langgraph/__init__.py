@@ -54,7 +54,8 @@ class LangGraphTarget:
     def missing(self) -> str | None:
         return missing_extra(self.name, REQUIRED, self.extra)
 
-    def tools(self) -> tuple[TargetTool, ...]:
+    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
+        del options  # the same agent whatever the options
         return PAYMENT_AGENT_TOOLS
 
     def run_child(self, ctx: ChildContext) -> str:

@@ -150,7 +150,7 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
     trapped = False
     for _ in range(TRAP_ATTEMPTS):
         run = run_point(target, trusting, crash_at(reference, index, when))
-        verdict = judge_point(run, reference, target.tools())
+        verdict = judge_point(run, reference, target.tools(trusting))
         (found,) = [r for r in run.rows if r["t"] == "note"]
         if found["next"] or not found["saved"]:
             assert verdict.verdict == "pass", verdict.violations  # no trap: resumed normally

@@ -121,7 +121,8 @@ def test_parse_point_accepts_the_process_kind() -> None:
 def test_cli_refuses_an_unknown_target_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["target", "sweep", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["durable-sim: unknown target 'nope' (known: langgraph, dbos, pydantic-ai)"]
+    known = "langgraph, dbos, pydantic-ai, python"
+    assert err == [f"durable-sim: unknown target 'nope' (known: {known})"]
 
 
 def test_cli_says_how_to_install_a_missing_extra(

@@ -1,0 +1,188 @@
+"""Inside a ``python`` target child: install the boundaries, load the user's program, wrap its
+effect functions, run it in the point's ``app`` directory; and, in the parent, what its trace
+says it did (``read_state``). See ``sim.targets.python_app`` for what is a boundary and why.
+
+Everything here patches the child's own interpreter only: it is a fresh process per run, killed
+or ended, so nothing is restored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import importlib.util
+import inspect
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
+from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+from sim.targets.python_app.options import SERVICE, parse_effects
+
+#: The program's working directory inside the point directory: its durable files live here.
+APP_DIR = "app"
+#: The module name a ``FILE.py`` program is loaded under.
+MODULE_NAME = "durable_sim_app"
+#: How much of an effect's arguments, or the program's return value, a trace row keeps.
+DETAIL_CHARS = 200
+
+
+class AppError(Exception):
+    """The program cannot be run as declared (it does not import, names no such function)."""
+
+
+def run_child(ctx: ChildContext) -> str:
+    """Run the program once: ``returned`` or ``raised`` (a raise is the program's own failure,
+    judged as a run that did not finish, not the harness's)."""
+    work = ctx.point_dir / APP_DIR
+    work.mkdir(exist_ok=True)
+    _install_boundaries(ctx.boundaries, keep_fds={ctx.boundaries.log_fd})
+    module, function = _load(ctx.options.app)
+    _wrap_effects(ctx, module)
+    os.chdir(work)
+    try:
+        value = function()
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+    except Exception as exc:
+        ctx.boundaries.note(what="raised", error=f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS])
+        return "raised"
+    ctx.boundaries.note(what="returned", value=repr(value)[:DETAIL_CHARS])
+    return "returned"
+
+
+def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
+    """What the trace says the last process did: the program returned (its value is the run's
+    answer, compared with the fault-free run's), or raised, or was never seen to end."""
+    del options
+    notes = [r for r in read_trace(point_dir / TRACE_NAME) if r["t"] == "note"]
+    last = notes[-1] if notes else {}
+    if last.get("what") == "returned":
+        return TargetState(finished=True, answer=str(last["value"]))
+    if last.get("what") == "raised":
+        return TargetState(pending=[f"the program raised {last['error']}"])
+    return TargetState(pending=["the program did not return"])
+
+
+def _load(app: str) -> tuple[ModuleType, Callable[[], Any]]:
+    where, name = app.rsplit(":", 1)
+    try:
+        if where.endswith(".py"):
+            sys.path.insert(0, str(Path(where).parent))
+            spec = importlib.util.spec_from_file_location(MODULE_NAME, where)
+            if spec is None or spec.loader is None:
+                raise AppError(f"{where} cannot be loaded as a module")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[MODULE_NAME] = module
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())  # where the user ran durable-sim, as `python -m`
+            module = importlib.import_module(where)
+    except AppError:
+        raise
+    except Exception as exc:
+        raise AppError(f"--app {app}: importing it raised {type(exc).__name__}: {exc}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise AppError(f"--app {app}: the module has no function {name!r}")
+    return module, function
+
+
+def _wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
+    """Each declared effect function of the program's module, replaced by one that lands the
+    call on the ledger (the external service) and then runs the function."""
+    counts: dict[str, int] = {}
+    for tool in parse_effects(ctx.options.effects):
+        original = getattr(module, tool.name, None)
+        if not callable(original):
+            raise AppError(f"--effect {tool.name}: the program has no function {tool.name!r}")
+
+        def effect(*args: Any, _name: str = tool.name, _fn: Any = original, **kwargs: Any) -> Any:
+            counts[_name] = counts.get(_name, 0) + 1
+            key = kwargs.get("idempotency_key")
+            ctx.ledger.effect(
+                ctx.boundaries,
+                service=SERVICE,
+                op=_name,
+                tool=_name,
+                call_id=f"{_name}-{counts[_name]}",
+                key=None if key is None else str(key),
+                process=ctx.process,
+                detail=_describe(args, kwargs),
+            )
+            return _fn(*args, **kwargs)
+
+        setattr(module, tool.name, functools.wraps(original)(effect))
+
+
+def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
+    return ", ".join(parts)[:DETAIL_CHARS]
+
+
+def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
+    """``sqlite3.connect`` hands out connections whose commits cross ``sqlite.commit#n``;
+    ``os.fsync``, ``os.replace`` and ``os.rename`` cross ``os.fsync#n`` and so on. The harness's
+    own trace file (``keep_fds``) is synced without a boundary."""
+    real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
+
+    def fsync(fd: Any) -> None:
+        number = fd if isinstance(fd, int) else fd.fileno()
+        if number in keep_fds:
+            return real_fsync(number)
+        label = boundaries.numbered("os.fsync")
+        return boundaries.crossing(label, lambda: real_fsync(fd), what=_fd_name(number))
+
+    def moved(kind: str, real: Callable[..., None]) -> Callable[..., None]:
+        def move(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            label = boundaries.numbered(kind)
+            what = f"{os.path.basename(os.fsdecode(src))} -> {os.path.basename(os.fsdecode(dst))}"
+            boundaries.crossing(label, lambda: real(src, dst, *args, **kwargs), what=what)
+
+        return move
+
+    os.fsync = fsync
+    os.replace = moved("os.replace", real_replace)
+    os.rename = moved("os.rename", real_rename)
+    _instrument_sqlite(boundaries)
+
+
+def _fd_name(fd: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return f"fd {fd}"
+
+
+def _instrument_sqlite(boundaries: Boundaries) -> None:
+    real_connect = sqlite3.connect
+
+    class Connection(sqlite3.Connection):
+        """A connection whose commits are boundaries (a commit with nothing to commit is not)."""
+
+        def commit(self) -> None:
+            if not self.in_transaction:
+                return sqlite3.Connection.commit(self)
+            label = boundaries.numbered("sqlite.commit")
+            return boundaries.crossing(label, lambda: sqlite3.Connection.commit(self))
+
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+            if exc_type is None and self.in_transaction:
+                self.commit()
+                return False
+            return sqlite3.Connection.__exit__(self, exc_type, exc, tb)
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        if "factory" in kwargs or len(args) >= 6:  # the program's own connection class
+            connection: sqlite3.Connection = real_connect(*args, **kwargs)
+        else:
+            connection = real_connect(*args, factory=Connection, **kwargs)
+        return connection
+
+    sqlite3.connect = connect  # type: ignore[assignment]  # same signature, keyword factory

@@ -1,0 +1,56 @@
+"""The ``python`` target's options: the program (``--app``) and its effect functions
+(``--effect NAME=POLICY``), checked in the parent before any child starts and read again in each
+child (``sim.targets.python_app``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sim.targets.protocol import POLICIES, TargetError, TargetTool
+
+#: ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION`` (a dotted module on the caller's path).
+_APP = re.compile(r"^(?P<where>[^:]+):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Effect functions a program may declare at most (each is a column of the report's effects).
+MAX_EFFECTS = 16
+#: The ledger service every effect function of a program acts on.
+SERVICE = "app"
+
+
+def parse_effects(text: str) -> tuple[TargetTool, ...]:
+    """``charge=exactly_once,notify=at_least_once`` as the tools the judge holds to their
+    policies (a bare name is ``exactly_once``); a malformed entry is a one-line ``TargetError``."""
+    tools: list[TargetTool] = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        name, _, policy = entry.partition("=")
+        policy = policy or "exactly_once"
+        if not _NAME.fullmatch(name):
+            raise TargetError(f"python: --effect {entry!r}: NAME=POLICY with NAME a function name")
+        if policy not in POLICIES:
+            raise TargetError(
+                f"python: --effect {entry!r}: the policy is one of {', '.join(POLICIES)}"
+            )
+        if any(t.name == name for t in tools):
+            raise TargetError(f"python: --effect {name!r} is declared twice")
+        tools.append(TargetTool(name, SERVICE, policy))
+    if len(tools) > MAX_EFFECTS:
+        raise TargetError(f"python: at most {MAX_EFFECTS} --effect functions, not {len(tools)}")
+    return tuple(tools)
+
+
+def checked_app(text: str) -> str:
+    """The ``--app`` value with a file made absolute (children run in the point's directory);
+    one line naming the problem otherwise."""
+    match = _APP.fullmatch(text.strip())
+    if match is None:
+        raise TargetError(f"python: --app is FILE.py:FUNCTION or MODULE:FUNCTION, not {text!r}")
+    where, function = match["where"], match["function"]
+    if where.endswith(".py"):
+        path = Path(where).resolve()
+        if not path.is_file():
+            raise TargetError(f"python: --app {text!r}: no file {where}")
+        return f"{path}:{function}"
+    if not all(_NAME.fullmatch(part) for part in where.split(".")):
+        raise TargetError(f"python: --app {text!r}: {where!r} is not a module name")
+    return f"{where}:{function}"

@@ -1,0 +1,24 @@
+"""The same batch job, fixed: each charge carries the order id as its idempotency key, so the
+provider applies a charge repeated after a crash only once (the sweep of this one is clean).
+"""
+
+import sqlite3
+
+ORDERS = [("order-1", 19), ("order-2", 42)]
+
+
+def charge(order_id: str, amount: int, idempotency_key: str | None = None) -> str:
+    """The payment provider's client (a stub here; in production, its HTTP call)."""
+    return f"charged {amount} for {order_id}"
+
+
+def main() -> list[str]:
+    db = sqlite3.connect("progress.sqlite")
+    db.execute("CREATE TABLE IF NOT EXISTS done (order_id TEXT PRIMARY KEY)")
+    for order_id, amount in ORDERS:
+        if db.execute("SELECT 1 FROM done WHERE order_id = ?", (order_id,)).fetchone():
+            continue
+        charge(order_id, amount, idempotency_key=order_id)
+        with db:
+            db.execute("INSERT INTO done VALUES (?)", (order_id,))
+    return sorted(row[0] for row in db.execute("SELECT order_id FROM done"))

@@ -1,0 +1,96 @@
+"""The ``python`` target on a user's own program, run unmodified (``tests/sim/targets/apps``):
+a batch job that keeps its progress in SQLite and charges each order through a function the
+user declares as an effect. Its first version charges an order twice after a crash between the
+charge and the commit that records it; its keyed fix sweeps clean; a program that refuses to
+resume is a liveness finding; bad options are one line each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.outputs.cli.main import main
+from sim.targets.protocol import TargetError, TargetOptions
+from sim.targets.python_app import PythonTarget
+from sim.targets.registry import get_target
+from sim.targets.sweep import check_options, sweep_target
+
+APPS = Path(__file__).parent / "apps"
+
+
+def _sweep(app: str, effects: str = "charge=exactly_once", **kwargs: object):  # type: ignore[no-untyped-def]
+    target = get_target("python")
+    options = check_options(target, TargetOptions(app=f"{APPS / app}:main", effects=effects))
+    return sweep_target(target, options, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
+    result = _sweep("orders.py")
+    assert result.labels == [
+        "effect:app.charge#charge-1",
+        "sqlite.commit#1",
+        "effect:app.charge#charge-2",
+        "sqlite.commit#2",
+    ]
+    failing = sorted(f.schedule for f in result.failures)
+    assert failing == ["0:after:process", "1:before:process", "2:after:process", "3:before:process"]
+    assert {f.invariant for f in result.failures} == {"I1"}
+    first = next(f for f in result.failures if f.schedule == "1:before:process")
+    applied = [w for w in first.witness if w.startswith("ledger#") and w.endswith("[applied]")]
+    assert len(applied) == 3 and "'order-1', 19" in applied[0] and "'order-1', 19" in applied[1]
+    assert first.repro.startswith("durable-sim target replay python --app ")
+    assert first.repro.endswith("--effect charge=exactly_once --schedule 1:before")
+
+
+def test_the_keyed_fix_sweeps_clean() -> None:
+    result = _sweep("orders_keyed.py")
+    assert result.schedules == 8 and not result.failures, result.failures
+
+
+def test_a_program_that_refuses_to_resume_does_not_finish() -> None:
+    """Killed after the first order's commit, the strict job's next run raises: the second
+    order is never charged (I1: fewer charges than declared) and the run does not finish (I7,
+    with what the program raised as its pending work): findings on the app, not a harness
+    error."""
+    result = _sweep("orders_strict.py", points=[(1, "after")])
+    (failure,) = result.failures
+    assert failure.verdict == "safety" and failure.invariants == ["I1", "I7"]
+    assert any("the program raised RuntimeError: a half-done batch" in w for w in failure.witness)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (TargetOptions(effects="charge"), "--app FILE.py:FUNCTION"),
+        (TargetOptions(app="orders.py", effects="charge"), "FILE.py:FUNCTION or MODULE:FUNCTION"),
+        (TargetOptions(app="no/such.py:main", effects="charge"), "no file no/such.py"),
+        (TargetOptions(app="my-app:main", effects="charge"), "is not a module name"),
+        (TargetOptions(app="orders:main"), "at least one effect function"),
+        (TargetOptions(app="orders:main", effects="charge=twice"), "the policy is one of"),
+        (TargetOptions(app="orders:main", effects="charge,charge"), "declared twice"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(options: TargetOptions, message: str) -> None:
+    with pytest.raises(TargetError, match=message) as caught:
+        PythonTarget().validate(options)
+    assert "\n" not in str(caught.value)
+
+
+def test_only_the_python_target_takes_an_app() -> None:
+    target = get_target("dbos")
+    if target.missing() is not None:
+        pytest.skip(target.missing())
+    with pytest.raises(TargetError, match="the python target's options"):
+        check_options(target, TargetOptions(app="x.py:main"))
+
+
+def test_an_effect_the_program_does_not_have_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    app = f"{APPS / 'orders.py'}:main"
+    status = main(["target", "sweep", "python", "--app", app, "--effect", "refund"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1
+    assert "the program has no function 'refund'" in err
