@@ -74,10 +74,20 @@ class Boundaries:
     ``crash`` is ``(label, when)`` or None (the fault-free run, or a resuming child). Indexes
     continue the trace of the point's earlier children, so a timeline reads as one run."""
 
-    def __init__(self, log: TraceLog, process: str, crash: tuple[str, str] | None) -> None:
+    def __init__(
+        self,
+        log: TraceLog,
+        process: str,
+        crash: tuple[str, str] | None,
+        *,
+        grace_s: float = 0.0,
+    ) -> None:
+        """``grace_s`` > 0 makes the crash a preemption: SIGTERM, then SIGKILL that much later
+        (an autoscaler's or a gym's deadline) unless the process ended first."""
         self._log = log
         self._process = process
         self._crash = crash
+        self._grace_s = grace_s
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
         self._next = 1 + max(
@@ -120,10 +130,16 @@ class Boundaries:
     def _maybe_kill(self, label: str, when: str) -> None:
         if self._crash != (label, when):
             return
-        self._log.write(
-            {"t": "crash", "label": label, "when": when, "p": self._process, "wall": time.time()},
-            sync=True,
-        )
+        self._crash = None  # once: a preempted process may cross more boundaries as it stops
+        how = "preempt" if self._grace_s > 0 else "kill"
+        row = {"t": "crash", "label": label, "when": when, "p": self._process, "how": how}
+        self._log.write(row | {"wall": time.time()}, sync=True)
+        if self._grace_s > 0:
+            deadline = threading.Timer(self._grace_s, os.kill, (os.getpid(), signal.SIGKILL))
+            deadline.daemon = True
+            deadline.start()
+            os.kill(os.getpid(), signal.SIGTERM)  # the process's own handler, if any, runs next
+            return
         os.kill(os.getpid(), signal.SIGKILL)
         while True:  # pragma: no cover - a signal to oneself is delivered before kill returns
             time.sleep(1.0)

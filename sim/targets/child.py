@@ -5,7 +5,8 @@
 The point directory holds ``point.json`` (the target, its options and the crash point, if this
 process is to crash), the ledger and whatever durable files the target writes. The child appends
 ``spawn``, the boundaries it crosses, what it did (``action``) and ``ended`` to the trace; an
-exception is one ``error`` row and exit status 3. A kill is SIGKILL (``sim.targets.boundaries``).
+exception is one ``error`` row and exit status 3. A kill is SIGKILL; a preemption SIGTERM, then
+SIGKILL after its grace (``sim.targets.boundaries``).
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     crash = config.get("crash")
     # Only the first process crashes (depth 1): the ones after it resume in peace.
     kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None
+    options = TargetOptions(**config["options"])
     ctx = ChildContext(
         point_dir=point_dir,
         process=process,
-        options=TargetOptions(**config["options"]),
-        boundaries=Boundaries(log, process, kill_at),
+        options=options,
+        boundaries=Boundaries(log, process, kill_at, grace_s=options.preempt_s),
         ledger=Ledger(point_dir / LEDGER_NAME),
     )
     try:

@@ -88,7 +88,7 @@ def run_point(
         (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
         Ledger.create(point_dir / LEDGER_NAME).close()
         run = PointRun(crash)
-        run.error = _run_children(run, point_dir, timeout_s)
+        run.error = _run_children(run, point_dir, timeout_s, preempt=options.preempt_s > 0)
         _collect(run, target, options, point_dir)
         run.wall_s = time.perf_counter() - started
         return run
@@ -97,7 +97,10 @@ def run_point(
             shutil.rmtree(point_dir, ignore_errors=True)
 
 
-def _run_children(run: PointRun, point_dir: Path, timeout_s: float) -> str | None:
+def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool) -> str | None:
+    """The point's processes, until one ends on its own. A killed first process is followed by
+    the next; so is a preempted one however it ended (SIGTERM's default, its own exit within the
+    grace, or the SIGKILL after it)."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     for number in range(1, MAX_PROCESSES + 1):
         command = [sys.executable, "-m", "sim.targets.child", str(point_dir), str(number)]
@@ -108,7 +111,7 @@ def _run_children(run: PointRun, point_dir: Path, timeout_s: float) -> str | Non
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
         rows = read_trace(point_dir / TRACE_NAME)
         crashed = any(r["t"] == "crash" and r["p"] == f"p{number}" for r in rows)
-        if proc.returncode == -signal.SIGKILL and crashed:
+        if crashed and (proc.returncode == -signal.SIGKILL or preempt):
             continue
         if proc.returncode == 0:
             if number == 1 and run.crash is not None:

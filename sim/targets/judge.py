@@ -63,7 +63,7 @@ def crash_rows(run: PointRun) -> list[str]:
     """Where the run was killed and what each next process did, as witness rows."""
     rows = [
         f"crash: {c['when']} {c['label']} (boundary {run.crash.index if run.crash else '?'}) "
-        f"killed {c['p']}"
+        f"{'preempted' if c.get('how') == 'preempt' else 'killed'} {c['p']}"
         for c in run.crashes
     ]
     rows += [f"{p}: {action}" for p, action in sorted(run.actions.items())]
@@ -230,7 +230,9 @@ def timeline(run: PointRun) -> list[str]:
                 f"[{row['i']:>3}] {row['p']} {row['label']}" + (f"  {what}" if what else "")
             )
         elif t == "crash":
-            lines.append(f"CRASH (SIGKILL) {row['when']} {row['label']} in {row['p']}")
+            preempted = row.get("how") == "preempt"
+            how = "SIGTERM, then SIGKILL after its grace" if preempted else "SIGKILL"
+            lines.append(f"CRASH ({how}) {row['when']} {row['label']} in {row['p']}")
         elif t == "spawn":
             lines.append(f"--- {row['p']} starts")
         elif t == "ended":

@@ -77,8 +77,11 @@ class TargetOptions:
     resume: str = ""
     app: str = ""  # the python target's program: FILE.py:FUNCTION or MODULE:FUNCTION
     effects: str = ""  # the python target's effect functions: NAME=POLICY,NAME=POLICY
+    # 0: the crash is a kill (SIGKILL at the boundary). More: a preemption -- SIGTERM at the
+    # boundary, whatever shutdown the process has, then SIGKILL this many seconds later.
+    preempt_s: float = 0.0
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 

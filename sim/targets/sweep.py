@@ -93,6 +93,8 @@ def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
     ):
         if value != default:
             words += [flag, value]
+    if options.preempt_s:
+        words += ["--preempt", f"{options.preempt_s:g}"]
     if options.app:
         words += ["--app", options.app]
         words += [w for effect in options.effects.split(",") for w in ("--effect", effect)]
@@ -107,6 +109,8 @@ def run_name(target: Target, options: TargetOptions) -> str:
         name += f"+{options.variant}"
     if options.resume != target.resumes[0]:
         name += f"+resume={options.resume}"
+    if options.preempt_s:
+        name += f"+preempt={options.preempt_s:g}s"
     return name
 
 

@@ -127,6 +127,16 @@ def _common(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
+        "--preempt",
+        type=options.arg_type(options.number, 0.0, MAX_TIMEOUT_S),
+        default=0.0,
+        metavar="GRACE_S",
+        help=(
+            "preemption instead of a kill: SIGTERM at the boundary, then SIGKILL GRACE_S seconds "
+            "later unless the process ended (as an autoscaler or an RL gym stops a server)"
+        ),
+    )
+    p.add_argument(
         "--timeout",
         type=options.arg_type(options.number, 0.0, MAX_TIMEOUT_S),
         default=60.0,
@@ -148,6 +158,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
             args.resume,
             app=args.app or "",
             effects=",".join(args.effect),
+            preempt_s=args.preempt,
         )
         options = check_options(target, given)
     except TargetError as exc:

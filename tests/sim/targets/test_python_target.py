@@ -20,10 +20,10 @@ from sim.targets.sweep import check_options, sweep_target
 APPS = Path(__file__).parent / "apps"
 
 
-def _sweep(app: str, effects: str = "charge=exactly_once", **kwargs: object):  # type: ignore[no-untyped-def]
+def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: ignore[no-untyped-def]
     target = get_target("python")
-    options = check_options(target, TargetOptions(app=f"{APPS / app}:main", effects=effects))
-    return sweep_target(target, options, **kwargs)  # type: ignore[arg-type]
+    given = TargetOptions(app=f"{APPS / app}:main", effects="charge", preempt_s=preempt_s)
+    return sweep_target(target, check_options(target, given), **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
@@ -47,6 +47,20 @@ def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
 def test_the_keyed_fix_sweeps_clean() -> None:
     result = _sweep("orders_keyed.py")
     assert result.schedules == 8 and not result.failures, result.failures
+
+
+def test_a_graceful_shutdown_is_what_preemption_needs() -> None:
+    """Preempted (SIGTERM, then SIGKILL 5 s later), the job that finishes the order in hand on
+    SIGTERM sweeps clean; killed, it charges twice like the first version; and the first
+    version, which has no SIGTERM handler, charges twice when preempted too."""
+    graceful = _sweep("orders_graceful.py", preempt_s=5.0)
+    assert graceful.name == "python+preempt=5s" and graceful.schedules == 8
+    assert not graceful.failures, graceful.failures
+    killed = _sweep("orders_graceful.py")
+    assert len(killed.failures) == 4
+    plain = _sweep("orders.py", preempt_s=5.0)
+    assert len(plain.failures) == 4 and plain.failures[0].repro.count("--preempt 5") == 1
+    assert any("SIGTERM, then SIGKILL" in line for line in plain.failures[0].timeline)
 
 
 def test_a_program_that_refuses_to_resume_does_not_finish() -> None:
