@@ -9,6 +9,8 @@ from what it does, without a line of it changed:
 - every commit of a ``sqlite3`` connection the program opens (``Connection.commit`` and the
   connection used as a context manager), ``sqlite.commit#n``;
 - every ``os.fsync``, ``os.replace`` and ``os.rename``, ``os.fsync#n`` and so on;
+- every ``close`` of a file the program opened by name for writing (``open``, ``io.open``,
+  ``pathlib``'s writes), ``file.close#n``: a kill before it loses what Python buffered;
 - every call of a function the user names with ``--effect NAME=POLICY`` (a module-level function
   of the program's module, looked up at call time as the program's own calls look it up): the
   call lands on the effect ledger outside the child (``effect:app.NAME#NAME-n``), which models
@@ -22,8 +24,9 @@ The judge (``sim.targets.judge``) holds each effect function to the policy the u
 return value to the fault-free run's, and the run to finishing. The program's own state is
 opaque to the harness: the findings that read a runtime's history (H1, I6) do not apply.
 
-What it does not see: a commit made by executing ``COMMIT`` as SQL, a file's ``close``, a
-connection opened with a ``factory`` of its own, writes of another process the program starts.
+What it does not see: a commit made by executing ``COMMIT`` as SQL, a connection opened with a
+``factory`` of its own, a file opened with ``os.open``, writes of another process the program
+starts.
 """
 
 from __future__ import annotations

@@ -151,6 +151,56 @@ def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
     os.replace = moved("os.replace", real_replace)
     os.rename = moved("os.rename", real_rename)
     _instrument_sqlite(boundaries)
+    _instrument_open(boundaries)
+
+
+#: Modes of ``open`` that write: the file's ``close`` is a boundary (what Python buffered is lost
+#: by a kill before it, as a program that keeps its progress in a JSON file finds out).
+_WRITING = frozenset("wax+")
+
+
+class _ClosingIsABoundary:
+    """A file opened for writing whose ``close`` (or ``with`` exit) crosses ``file.close#n``;
+    everything else is the file's own."""
+
+    def __init__(self, file: Any, boundaries: Boundaries, name: str) -> None:
+        self._file, self._boundaries, self._name = file, boundaries, name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._file, attribute)
+
+    def __iter__(self) -> Any:
+        return iter(self._file)
+
+    def __enter__(self) -> _ClosingIsABoundary:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        label = self._boundaries.numbered("file.close")
+        self._boundaries.crossing(label, self._file.close, what=self._name)
+
+
+def _instrument_open(boundaries: Boundaries) -> None:
+    """``open`` (and ``io.open``, which ``pathlib`` calls) hands out files whose ``close`` is a
+    boundary when they are opened for writing by name."""
+    import builtins
+    import io
+
+    real_open = io.open
+
+    def opened(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(file, mode, *args, **kwargs)
+        if isinstance(file, int) or not _WRITING.intersection(mode):
+            return handle
+        return _ClosingIsABoundary(handle, boundaries, os.path.basename(os.fsdecode(file)))
+
+    builtins.open = opened
+    io.open = opened
 
 
 def _fd_name(fd: int) -> str:

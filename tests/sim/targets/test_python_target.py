@@ -44,6 +44,17 @@ def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
     assert first.repro.endswith("--effect charge=exactly_once --schedule 1:before")
 
 
+def test_progress_in_a_json_file_has_its_close_and_rename_as_boundaries() -> None:
+    """The same job keeping its progress in ``done.json`` (a temporary, then ``os.replace``):
+    a kill anywhere from after a charge to before the rename that records it charges again --
+    before the temporary's ``close`` too, which loses what Python buffered."""
+    result = _sweep("orders_json.py")
+    assert result.labels[:3] == ["effect:app.charge#charge-1", "file.close#1", "os.replace#1"]
+    failing = sorted(f.schedule for f in result.failures)
+    first = ["0:after", "1:before", "1:after", "2:before", "3:after", "4:before", "4:after"]
+    assert failing == sorted(f"{p}:process" for p in [*first, "5:before"])
+
+
 def test_the_keyed_fix_sweeps_clean() -> None:
     result = _sweep("orders_keyed.py")
     assert result.schedules == 8 and not result.failures, result.failures
