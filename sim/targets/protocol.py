@@ -69,14 +69,20 @@ class TargetOptions:
     thread id and the tool call id, and the service deduplicates it); the checkpointer (a
     target's first saver is its default); the restart's resume rule (``tasks``: resume while
     the runtime has any task left; ``next``: only while it names a node to run next); and, for
-    the ``python`` target only, the user's program and its effect functions."""
+    a user's own app (``--app``: the ``python`` target's program, or a graph of the user's for
+    LangGraph) with its effect functions, input and model script."""
 
     durability: str = ""  # "": the target's default (its first), for each field
     variant: str = "as_is"
     saver: str = ""
     resume: str = ""
-    app: str = ""  # the python target's program: FILE.py:FUNCTION or MODULE:FUNCTION
-    effects: str = ""  # the python target's effect functions: NAME=POLICY,NAME=POLICY
+    # The user's own app (the python target's program; a framework target's graph factory):
+    # FILE.py:FUNCTION or MODULE:FUNCTION, its effect functions NAME=POLICY,NAME=POLICY, and
+    # for a framework target the input (a JSON file) and the model's script (a JSON file).
+    app: str = ""
+    effects: str = ""
+    app_input: str = ""
+    model_script: str = ""
     # 0: the crash is a kill (SIGKILL at the boundary). More: a preemption -- SIGTERM at the
     # boundary, whatever shutdown the process has, then SIGKILL this many seconds later.
     preempt_s: float = 0.0

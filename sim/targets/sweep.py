@@ -25,7 +25,6 @@ from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
 from sim.targets.protocol import Target, TargetError, TargetOptions
-from sim.targets.python_app import PythonTarget
 
 WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
@@ -37,10 +36,11 @@ def check_options(target: Target, options: TargetOptions) -> TargetOptions:
     missing = target.missing()
     if missing is not None:
         raise TargetError(missing)
-    if isinstance(target, PythonTarget):
-        options = target.validate(options)
-    elif options.app or options.effects:
-        raise TargetError(f"{target.name}: --app and --effect are the python target's options")
+    validate = getattr(target, "validate", None)  # a target that takes a user's app
+    if validate is not None:
+        options = validate(options)
+    elif options.app or options.effects or options.app_input or options.model_script:
+        raise TargetError(f"{target.name}: takes no --app (its agent is bundled)")
     options = replace(
         options,
         durability=options.durability or target.durabilities[0],
@@ -98,6 +98,9 @@ def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
     if options.app:
         words += ["--app", options.app]
         words += [w for effect in options.effects.split(",") for w in ("--effect", effect)]
+    for flag, value in (("--input", options.app_input), ("--model-script", options.model_script)):
+        if value:
+            words += [flag, value]
     words += ["--schedule", crash.text()]
     return " ".join(shlex.quote(w) for w in words)
 
@@ -109,6 +112,8 @@ def run_name(target: Target, options: TargetOptions) -> str:
         name += f"+{options.variant}"
     if options.resume != target.resumes[0]:
         name += f"+resume={options.resume}"
+    if options.app and target.name != "python":
+        name += "+app"
     if options.preempt_s:
         name += f"+preempt={options.preempt_s:g}s"
     return name

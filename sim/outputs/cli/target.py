@@ -107,25 +107,7 @@ def _common(p: argparse.ArgumentParser) -> None:
             "next, only while the runtime's state names a node to run next)"
         ),
     )
-    p.add_argument(
-        "--app",
-        type=text_arg,
-        default=None,
-        metavar="FILE.py:FUNCTION",
-        help="python target: your program (or MODULE:FUNCTION), run unmodified in each child",
-    )
-    p.add_argument(
-        "--effect",
-        type=text_arg,
-        action="append",
-        default=[],
-        metavar="NAME=POLICY",
-        help=(
-            "python target, repeatable: a function of your program that acts on the outside "
-            "world, and what you promise for it across crashes (exactly_once, the default; "
-            "at_most_once; at_least_once); a call passing idempotency_key=... is deduplicated"
-        ),
-    )
+    _app_options(p)
     p.add_argument(
         "--preempt",
         type=options.arg_type(options.number, 0.0, MAX_TIMEOUT_S),
@@ -144,6 +126,50 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _app_options(p: argparse.ArgumentParser) -> None:
+    """A user's own app: the python target's program, or a LangGraph graph of the user's."""
+    p.add_argument(
+        "--app",
+        type=text_arg,
+        default=None,
+        metavar="FILE.py:FUNCTION",
+        help=(
+            "your own app, run unmodified in each child: the python target's program, or "
+            "langgraph's graph factory (or MODULE:FUNCTION)"
+        ),
+    )
+    p.add_argument(
+        "--effect",
+        type=text_arg,
+        action="append",
+        default=[],
+        metavar="NAME=POLICY",
+        help=(
+            "with --app, repeatable: a function of your app that acts on the outside "
+            "world, and what you promise for it across crashes (exactly_once, the default; "
+            "at_most_once; at_least_once); a call passing idempotency_key=... is deduplicated"
+        ),
+    )
+    p.add_argument(
+        "--input",
+        type=text_arg,
+        default=None,
+        metavar="FILE.json",
+        help="langgraph --app: the run's input (a JSON string: the user's message; or the input)",
+    )
+    p.add_argument(
+        "--model-script",
+        type=text_arg,
+        default=None,
+        metavar="FILE.json",
+        help=(
+            "langgraph --app: the model's turns in order, a JSON list of "
+            '{"content": ..., "tool_calls": [{"name": ..., "args": {...}}]}; the graph factory '
+            "takes the scripted model as its argument"
+        ),
+    )
+
+
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     from sim.targets.protocol import TargetError, TargetOptions
     from sim.targets.registry import get_target
@@ -158,6 +184,8 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
             args.resume,
             app=args.app or "",
             effects=",".join(args.effect),
+            app_input=args.input or "",
+            model_script=args.model_script or "",
             preempt_s=args.preempt,
         )
         options = check_options(target, given)

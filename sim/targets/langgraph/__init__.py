@@ -18,16 +18,20 @@ imported inside the child process and when the state is read.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
     ChildContext,
+    TargetError,
     TargetOptions,
     TargetState,
     TargetTool,
     missing_extra,
 )
+from sim.targets.python_app.options import checked_app, parse_effects
 
 #: The distributions the extra installs, checked before anything imports them.
 REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
@@ -54,19 +58,62 @@ class LangGraphTarget:
     def missing(self) -> str | None:
         return missing_extra(self.name, REQUIRED, self.extra)
 
+    def validate(self, options: TargetOptions) -> TargetOptions:
+        """With ``--app``: the user's graph factory, its effect functions, its input and its
+        model's script, checked (files made absolute: children run elsewhere). Without: none of
+        those options."""
+        if not options.app:
+            if options.effects or options.app_input or options.model_script:
+                raise TargetError("langgraph: --effect, --input and --model-script need --app")
+            return options
+        if options.variant not in ("", "as_is"):
+            raise TargetError("langgraph: --variant is the bundled agent's; fix your app instead")
+        if not options.effects:
+            raise TargetError("langgraph: --app needs its effect functions: --effect NAME=POLICY")
+        effects = ",".join(f"{t.name}={t.policy}" for t in parse_effects(options.effects))
+        return replace(
+            options,
+            app=checked_app(options.app),
+            effects=effects,
+            app_input=_json_file("--input", options.app_input, (str, dict)),
+            model_script=_json_file("--model-script", options.model_script, (list,)),
+        )
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options  # the same agent whatever the options
-        return PAYMENT_AGENT_TOOLS
+        return parse_effects(options.effects) if options.app else PAYMENT_AGENT_TOOLS
 
     def run_child(self, ctx: ChildContext) -> str:
+        if ctx.options.app:
+            from sim.targets.langgraph.app import run_child as run_app
+
+            return run_app(ctx)
         from sim.targets.langgraph.agent import run_child
 
         return run_child(ctx)
 
     def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        if options.app:
+            from sim.targets.langgraph.app_state import read_state as read_app_state
+
+            return read_app_state(point_dir, options)
         from sim.targets.langgraph.agent import read_state
 
         return read_state(point_dir, options)
+
+
+def _json_file(flag: str, path: str, kinds: tuple[type, ...]) -> str:
+    """``path`` made absolute, once it holds JSON of one of ``kinds`` (one line otherwise)."""
+    if not path:
+        raise TargetError(f"langgraph: --app needs {flag} FILE.json")
+    file = Path(path).resolve()
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"langgraph: {flag} {path}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise TargetError(f"langgraph: {flag} {path}: expected a JSON {names}")
+    return str(file)
 
 
 TARGET = LangGraphTarget()

@@ -57,6 +57,8 @@ class PythonTarget:
             raise TargetError("python: --app FILE.py:FUNCTION (or MODULE:FUNCTION) is required")
         if not options.effects:
             raise TargetError("python: name at least one effect function: --effect NAME=POLICY")
+        if options.app_input or options.model_script:
+            raise TargetError("python: --input and --model-script are a framework target's")
         tools = parse_effects(options.effects)
         effects = ",".join(f"{t.name}={t.policy}" for t in tools)
         return replace(options, app=checked_app(options.app), effects=effects)

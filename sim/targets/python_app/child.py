@@ -9,32 +9,19 @@ or ended, so nothing is restored.
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib
-import importlib.util
 import inspect
 import os
 import sqlite3
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
-from sim.targets.python_app.options import SERVICE, parse_effects
+from sim.targets.python_app.loading import DETAIL_CHARS, load_app, wrap_effects
 
 #: The program's working directory inside the point directory: its durable files live here.
 APP_DIR = "app"
-#: The module name a ``FILE.py`` program is loaded under.
-MODULE_NAME = "durable_sim_app"
-#: How much of an effect's arguments, or the program's return value, a trace row keeps.
-DETAIL_CHARS = 200
-
-
-class AppError(Exception):
-    """The program cannot be run as declared (it does not import, names no such function)."""
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -43,8 +30,8 @@ def run_child(ctx: ChildContext) -> str:
     work = ctx.point_dir / APP_DIR
     work.mkdir(exist_ok=True)
     _install_boundaries(ctx.boundaries, keep_fds={ctx.boundaries.log_fd})
-    module, function = _load(ctx.options.app)
-    _wrap_effects(ctx, module)
+    module, function = load_app(ctx.options.app)
+    wrap_effects(ctx, module)
     os.chdir(work)
     try:
         value = function()
@@ -68,62 +55,6 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     if last.get("what") == "raised":
         return TargetState(pending=[f"the program raised {last['error']}"])
     return TargetState(pending=["the program did not return"])
-
-
-def _load(app: str) -> tuple[ModuleType, Callable[[], Any]]:
-    where, name = app.rsplit(":", 1)
-    try:
-        if where.endswith(".py"):
-            sys.path.insert(0, str(Path(where).parent))
-            spec = importlib.util.spec_from_file_location(MODULE_NAME, where)
-            if spec is None or spec.loader is None:
-                raise AppError(f"{where} cannot be loaded as a module")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[MODULE_NAME] = module
-            spec.loader.exec_module(module)
-        else:
-            sys.path.insert(0, os.getcwd())  # where the user ran durable-sim, as `python -m`
-            module = importlib.import_module(where)
-    except AppError:
-        raise
-    except Exception as exc:
-        raise AppError(f"--app {app}: importing it raised {type(exc).__name__}: {exc}") from exc
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise AppError(f"--app {app}: the module has no function {name!r}")
-    return module, function
-
-
-def _wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
-    """Each declared effect function of the program's module, replaced by one that lands the
-    call on the ledger (the external service) and then runs the function."""
-    counts: dict[str, int] = {}
-    for tool in parse_effects(ctx.options.effects):
-        original = getattr(module, tool.name, None)
-        if not callable(original):
-            raise AppError(f"--effect {tool.name}: the program has no function {tool.name!r}")
-
-        def effect(*args: Any, _name: str = tool.name, _fn: Any = original, **kwargs: Any) -> Any:
-            counts[_name] = counts.get(_name, 0) + 1
-            key = kwargs.get("idempotency_key")
-            ctx.ledger.effect(
-                ctx.boundaries,
-                service=SERVICE,
-                op=_name,
-                tool=_name,
-                call_id=f"{_name}-{counts[_name]}",
-                key=None if key is None else str(key),
-                process=ctx.process,
-                detail=_describe(args, kwargs),
-            )
-            return _fn(*args, **kwargs)
-
-        setattr(module, tool.name, functools.wraps(original)(effect))
-
-
-def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
-    return ", ".join(parts)[:DETAIL_CHARS]
 
 
 def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:

@@ -107,7 +107,7 @@ def test_only_the_python_target_takes_an_app() -> None:
     target = get_target("dbos")
     if target.missing() is not None:
         pytest.skip(target.missing())
-    with pytest.raises(TargetError, match="the python target's options"):
+    with pytest.raises(TargetError, match="takes no --app"):
         check_options(target, TargetOptions(app="x.py:main"))
 
 

@@ -1,0 +1,36 @@
+"""The thread's state of a user's LangGraph graph, as its last process noted it in the trace
+(``sim.targets.langgraph.app``): read in the parent without importing langgraph or the user's
+code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.protocol import TargetOptions, TargetState
+
+#: The trace note the last process writes.
+STATE_NOTE = "app_state"
+
+
+def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
+    """The last process's note of the thread's state (None of it: the run never ended). The
+    user's tools need not be named as its effects, so H1 (the history hides a duplicate) is not
+    judged here: ``exists`` stays False."""
+    del options
+    notes = [
+        r
+        for r in read_trace(point_dir / TRACE_NAME)
+        if r["t"] == "note" and r.get("what") == STATE_NOTE
+    ]
+    if not notes:
+        return TargetState(pending=["the graph never ended"])
+    last = notes[-1]
+    answer = last["answer"]
+    return TargetState(
+        finished=not last["next"] and answer is not None,
+        pending=list(last["pending"]),
+        inputs=list(last["inputs"]),
+        answer=answer,
+        history=list(last["history"]),
+    )

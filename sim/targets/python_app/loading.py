@@ -1,0 +1,83 @@
+"""Loading a user's program into a target's child, and landing its effect functions on the
+ledger: shared by the ``python`` target and the ``--app`` mode of the framework targets (the
+effect functions are the program's clients of outside services, whatever calls them)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sim.targets.protocol import ChildContext
+from sim.targets.python_app.options import SERVICE, parse_effects
+
+#: The module name a ``FILE.py`` program is loaded under.
+MODULE_NAME = "durable_sim_app"
+#: How much of an effect's arguments a ledger row keeps.
+DETAIL_CHARS = 200
+
+
+class AppError(Exception):
+    """The program cannot be run as declared (it does not import, names no such function)."""
+
+
+def load_app(app: str) -> tuple[ModuleType, Callable[[], Any]]:
+    where, name = app.rsplit(":", 1)
+    try:
+        if where.endswith(".py"):
+            sys.path.insert(0, str(Path(where).parent))
+            spec = importlib.util.spec_from_file_location(MODULE_NAME, where)
+            if spec is None or spec.loader is None:
+                raise AppError(f"{where} cannot be loaded as a module")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[MODULE_NAME] = module
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())  # where the user ran durable-sim, as `python -m`
+            module = importlib.import_module(where)
+    except AppError:
+        raise
+    except Exception as exc:
+        raise AppError(f"--app {app}: importing it raised {type(exc).__name__}: {exc}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise AppError(f"--app {app}: the module has no function {name!r}")
+    return module, function
+
+
+def wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
+    """Each declared effect function of the program's module, replaced by one that lands the
+    call on the ledger (the external service) and then runs the function."""
+    counts: dict[str, int] = {}
+    for tool in parse_effects(ctx.options.effects):
+        original = getattr(module, tool.name, None)
+        if not callable(original):
+            raise AppError(f"--effect {tool.name}: the program has no function {tool.name!r}")
+
+        def effect(*args: Any, _name: str = tool.name, _fn: Any = original, **kwargs: Any) -> Any:
+            counts[_name] = counts.get(_name, 0) + 1
+            key = kwargs.get("idempotency_key")
+            ctx.ledger.effect(
+                ctx.boundaries,
+                service=SERVICE,
+                op=_name,
+                tool=_name,
+                call_id=f"{_name}-{counts[_name]}",
+                key=None if key is None else str(key),
+                process=ctx.process,
+                detail=_describe(args, kwargs),
+            )
+            return _fn(*args, **kwargs)
+
+        setattr(module, tool.name, functools.wraps(original)(effect))
+
+
+def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
+    return ", ".join(parts)[:DETAIL_CHARS]

@@ -1,0 +1,72 @@
+"""A user's own LangGraph graph (``tests/sim/targets/apps/support_graph.py``, not in ``sim/``),
+swept unmodified through ``--app FILE.py:FACTORY``: the factory gets the scripted model, the
+harness compiles the graph with its checkpointer, the app's service clients are the effects.
+
+Its first version refunds twice after a kill between the refund and the checkpoint that saves
+the tool's result; the keyed version sweeps the same points clean. Slow (LangGraph children);
+skipped where the ``langgraph`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
+
+from sim.targets.protocol import TargetError, TargetOptions
+from sim.targets.registry import get_target
+from sim.targets.sweep import check_options, sweep_target
+
+APPS = Path(__file__).parent / "apps"
+REFUND = "effect:app.refund#"
+
+
+def _options(factory: str, **changes: str) -> TargetOptions:
+    given = {
+        "app": f"{APPS / 'support_graph.py'}:{factory}",
+        "effects": "refund,send_email",
+        "app_input": str(APPS / "support_input.json"),
+        "model_script": str(APPS / "support_script.json"),
+        **changes,
+    }
+    return check_options(get_target("langgraph"), TargetOptions("sync", **given))  # type: ignore[arg-type]
+
+
+def _around_the_refund(labels: list[str]) -> list[tuple[int, str]]:
+    """Before and after the refund's effect (chosen by label, as the bundled agent's tests)."""
+    refund = next(i for i, label in enumerate(labels) if label.startswith(REFUND))
+    return [(refund, "before"), (refund, "after")]
+
+
+@pytest.mark.slow
+def test_the_users_graph_refunds_twice_and_its_keyed_fix_does_not() -> None:
+    target = get_target("langgraph")
+    first = sweep_target(target, _options("build_graph"), choose=_around_the_refund)
+    assert first.name == "langgraph+app"
+    assert [c["verdict"] for c in first.matrix] == ["pass", "safety"]
+    (failure,) = first.failures
+    assert failure.invariant == "I1" and "refund is declared exactly_once" in failure.explanation
+    assert "--app " in failure.repro and "--model-script " in failure.repro
+    keyed = sweep_target(target, _options("build_keyed_graph"), choose=_around_the_refund)
+    assert [c["verdict"] for c in keyed.matrix] == ["pass", "pass"], keyed.failures
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model_script": "nope.json"}, "--model-script nope.json: FileNotFoundError"),
+        ({"app_input": str(APPS / "support_script.json")}, "expected a JSON str or dict"),
+        ({"effects": ""}, "--app needs its effect functions"),
+        ({"variant": "idempotent"}, "--variant is the bundled agent's"),
+    ],
+)
+def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> None:
+    with pytest.raises(TargetError, match=message):
+        _options("build_graph", **changes)
+
+
+def test_the_bundled_agent_takes_no_model_script() -> None:
+    with pytest.raises(TargetError, match="need --app"):
+        check_options(get_target("langgraph"), TargetOptions("sync", model_script="x.json"))
