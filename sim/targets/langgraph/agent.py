@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,7 +60,11 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         del stop, run_manager, kwargs
         self._calls += 1
-        suffix = f"{self.process}_{self._calls}"
+        message = self._turn(messages, f"{self.process}_{self._calls}")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _turn(self, messages: list[BaseMessage], suffix: str) -> AIMessage:
+        """The next turn; ``suffix`` (process and call count) makes its ids."""
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
         done = sum(isinstance(m, ToolMessage) for m in messages[last_user:])
         calls = [
@@ -77,7 +82,7 @@ class ScriptedChatModel(BaseChatModel):
             )
         else:
             message = AIMessage(content=ANSWER, id=f"ai_{suffix}")
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        return message
 
 
 def _key(config: RunnableConfig, tool_call_id: str) -> str:
@@ -208,27 +213,43 @@ def _decide(ctx: ChildContext, snapshot: Any) -> str:
 
 def run_child(ctx: ChildContext) -> str:
     """Start or resume the run (see ``_decide``) on the chosen checkpointer, to its end."""
+    return run_graph(ctx, lambda saver: build_graph(saver, ctx), _first_input)
+
+
+Build = Callable[[BaseCheckpointSaver[Any]], Any]
+Noted = Callable[[ChildContext, Any], None]
+
+
+def run_graph(
+    ctx: ChildContext, build: Build, first_input: Callable[[], Any], noted: Noted | None = None
+) -> str:
+    """Build the graph on the chosen checkpointer, start or resume it (``_decide``) to its end,
+    then hand ``noted`` the thread's state (the ``--app`` mode notes it for the judge)."""
     wrap_savers(ctx.boundaries)
     path = ctx.point_dir / CHECKPOINTS_NAME
-    durability = ctx.options.durability
     if ctx.options.saver == "aiosqlite":
-        return asyncio.run(_run_async(ctx, str(path)))
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    graph = build_graph(SqliteSaver(conn), ctx)
+        return asyncio.run(_run_async(ctx, str(path), build, first_input, noted))
+    graph = build(SqliteSaver(sqlite3.connect(str(path), check_same_thread=False)))
     action = _decide(ctx, graph.get_state(_config()))
     if action != "none":
-        first = _first_input() if action == "start" else None
-        graph.invoke(first, _config(), durability=durability)
+        first = first_input() if action == "start" else None
+        graph.invoke(first, _config(), durability=ctx.options.durability)
+    if noted is not None:
+        noted(ctx, graph.get_state(_config()))
     return action
 
 
-async def _run_async(ctx: ChildContext, path: str) -> str:
+async def _run_async(
+    ctx: ChildContext, path: str, build: Build, first_input: Callable[[], Any], noted: Noted | None
+) -> str:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        graph = build_graph(saver, ctx)
+        graph = build(saver)
         action = _decide(ctx, await graph.aget_state(_config()))
         if action != "none":
-            first = _first_input() if action == "start" else None
+            first = first_input() if action == "start" else None
             await graph.ainvoke(first, _config(), durability=ctx.options.durability)
+        if noted is not None:
+            noted(ctx, await graph.aget_state(_config()))
         return action
 
 

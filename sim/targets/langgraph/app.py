@@ -19,77 +19,48 @@ Imports langgraph at module level: import this module only in a child process.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import PrivateAttr
 
 from sim.targets.boundaries import Boundaries
-from sim.targets.langgraph.agent import (
-    CHECKPOINTS_NAME,
-    _config,
-    _decide,
-    _message_row,
-    wrap_savers,
-)
+from sim.targets.langgraph.agent import ScriptedChatModel, _message_row, run_graph
 from sim.targets.langgraph.app_state import STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
 from sim.targets.python_app.loading import load_app, wrap_effects
 
 
-class ScriptModel(BaseChatModel):
+class ScriptModel(ScriptedChatModel):
     """A chat model that answers from the user's script (no network); see the module docstring."""
 
     script: list[dict[str, Any]]
-    process: str = "p0"
-    _calls: int = PrivateAttr(default=0)
     _boundaries: Boundaries | None = PrivateAttr(default=None)
-
-    @property
-    def _llm_type(self) -> str:
-        return "durable-sim-script"
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         del tools, kwargs  # the script names the tools it calls
         return self
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        del stop, run_manager, kwargs
-        self._calls += 1
+    def _turn(self, messages: list[BaseMessage], suffix: str) -> AIMessage:
         turn = sum(isinstance(m, AIMessage) for m in messages)
         if turn >= len(self.script):
             raise RuntimeError(f"the model script has {len(self.script)} turns; turn {turn + 1}")
         step = self.script[turn]
-        suffix = f"{self.process}_{self._calls}"
         calls = [
             {"name": c["name"], "args": c.get("args", {}), "id": f"call_{suffix}_{i}"}
             for i, c in enumerate(step.get("tool_calls", []))
         ]
-        message = AIMessage(
+        boundaries = self._boundaries
+        if boundaries is not None:
+            boundaries.crossing(boundaries.numbered("model.call"), lambda: None, turn=turn)
+        return AIMessage(
             content=str(step.get("content", "")),
             id=f"ai_{suffix}",
             tool_calls=[{**c, "type": "tool_call"} for c in calls],
         )
-        boundaries = self._boundaries
-        if boundaries is not None:
-            boundaries.crossing(boundaries.numbered("model.call"), lambda: None, turn=turn)
-        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def _graph(ctx: ChildContext, saver: Any) -> Any:
@@ -116,28 +87,9 @@ def _first_input(options: TargetOptions) -> Any:
 def run_child(ctx: ChildContext) -> str:
     """Start or resume the user's graph on the chosen checkpointer, to its end; then note the
     thread's state for the judge."""
-    wrap_savers(ctx.boundaries)
-    path = ctx.point_dir / CHECKPOINTS_NAME
-    if ctx.options.saver == "aiosqlite":
-        return asyncio.run(_run_async(ctx, str(path)))
-    graph = _graph(ctx, SqliteSaver(sqlite3.connect(str(path), check_same_thread=False)))
-    action = _decide(ctx, graph.get_state(_config()))
-    if action != "none":
-        first = _first_input(ctx.options) if action == "start" else None
-        graph.invoke(first, _config(), durability=ctx.options.durability)
-    _note_state(ctx, graph.get_state(_config()))
-    return action
-
-
-async def _run_async(ctx: ChildContext, path: str) -> str:
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
-        graph = _graph(ctx, saver)
-        action = _decide(ctx, await graph.aget_state(_config()))
-        if action != "none":
-            first = _first_input(ctx.options) if action == "start" else None
-            await graph.ainvoke(first, _config(), durability=ctx.options.durability)
-        _note_state(ctx, await graph.aget_state(_config()))
-        return action
+    return run_graph(
+        ctx, lambda saver: _graph(ctx, saver), lambda: _first_input(ctx.options), _note_state
+    )
 
 
 def _note_state(ctx: ChildContext, snapshot: Any) -> None:
