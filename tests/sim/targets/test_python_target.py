@@ -21,8 +21,10 @@ APPS = Path(__file__).parent / "apps"
 
 
 def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: ignore[no-untyped-def]
+    """Sweep ``FILE.py:FUNCTION`` of the apps (``FILE.py`` alone: its ``main``)."""
     target = get_target("python")
-    given = TargetOptions(app=f"{APPS / app}:main", effects="charge", preempt_s=preempt_s)
+    app = app if ":" in app else f"{app}:main"
+    given = TargetOptions(app=f"{APPS / app}", effects="charge", preempt_s=preempt_s)
     return sweep_target(target, check_options(target, given), **kwargs)  # type: ignore[arg-type]
 
 
@@ -56,7 +58,7 @@ def test_progress_in_a_json_file_has_its_close_and_rename_as_boundaries() -> Non
 
 
 def test_the_keyed_fix_sweeps_clean() -> None:
-    result = _sweep("orders_keyed.py")
+    result = _sweep("orders.py:main_keyed")
     assert result.schedules == 8 and not result.failures, result.failures
 
 
@@ -64,10 +66,10 @@ def test_a_graceful_shutdown_is_what_preemption_needs() -> None:
     """Preempted (SIGTERM, then SIGKILL 5 s later), the job that finishes the order in hand on
     SIGTERM sweeps clean; killed, it charges twice like the first version; and the first
     version, which has no SIGTERM handler, charges twice when preempted too."""
-    graceful = _sweep("orders_graceful.py", preempt_s=5.0)
+    graceful = _sweep("orders.py:main_graceful", preempt_s=5.0)
     assert graceful.name == "python+preempt=5s" and graceful.schedules == 8
     assert not graceful.failures, graceful.failures
-    killed = _sweep("orders_graceful.py")
+    killed = _sweep("orders.py:main_graceful")
     assert len(killed.failures) == 4
     plain = _sweep("orders.py", preempt_s=5.0)
     assert len(plain.failures) == 4 and plain.failures[0].repro.count("--preempt 5") == 1
@@ -79,7 +81,7 @@ def test_a_program_that_refuses_to_resume_does_not_finish() -> None:
     order is never charged (I1: fewer charges than declared) and the run does not finish (I7,
     with what the program raised as its pending work): findings on the app, not a harness
     error."""
-    result = _sweep("orders_strict.py", points=[(1, "after")])
+    result = _sweep("orders.py:main_strict", points=[(1, "after")])
     (failure,) = result.failures
     assert failure.verdict == "safety" and failure.invariants == ["I1", "I7"]
     assert any("the program raised RuntimeError: a half-done batch" in w for w in failure.witness)

@@ -1,13 +1,23 @@
-"""A user's batch job, as first written: charge each order, then record it as done in SQLite.
+"""A user's batch job that charges each order once and keeps its progress in SQLite, in the
+versions its team wrote one after the other (each a ``--app orders.py:FUNCTION`` of the
+durable-sim ``python`` target, run unmodified; ``charge`` is the declared effect):
 
-The durable-sim ``python`` target runs ``main`` unmodified (``--app orders.py:main --effect
-charge=exactly_once``) and finds the duplicate: a crash after the charge and before the commit
-that records it makes the next run charge the order again.
+- ``main``, as first written: charge, then record the order as done. A crash between the two
+  makes the next run charge the order again;
+- ``main_keyed``, fixed: the charge carries the order id as its idempotency key, so the provider
+  applies a repeated charge once;
+- ``main_strict``, with a startup check that refuses a half-done batch: after a crash between
+  two orders its next run raises instead of finishing;
+- ``main_graceful``: on SIGTERM it finishes the order in hand, charge and record, and returns.
+  Killed, it charges twice as ``main`` does; preempted (SIGTERM, then a deadline), it does not.
 """
 
+import signal
 import sqlite3
+from types import FrameType
 
 ORDERS = [("order-1", 19), ("order-2", 42)]
+stopping = False
 
 
 def charge(order_id: str, amount: int, idempotency_key: str | None = None) -> str:
@@ -15,13 +25,53 @@ def charge(order_id: str, amount: int, idempotency_key: str | None = None) -> st
     return f"charged {amount} for {order_id}"
 
 
-def main() -> list[str]:
+def _progress() -> sqlite3.Connection:
     db = sqlite3.connect("progress.sqlite")
     db.execute("CREATE TABLE IF NOT EXISTS done (order_id TEXT PRIMARY KEY)")
-    for order_id, amount in ORDERS:
-        if db.execute("SELECT 1 FROM done WHERE order_id = ?", (order_id,)).fetchone():
-            continue
-        charge(order_id, amount)
-        with db:
-            db.execute("INSERT INTO done VALUES (?)", (order_id,))
+    return db
+
+
+def _done(db: sqlite3.Connection) -> list[str]:
     return sorted(row[0] for row in db.execute("SELECT order_id FROM done"))
+
+
+def _record(db: sqlite3.Connection, order_id: str) -> None:
+    with db:
+        db.execute("INSERT OR IGNORE INTO done VALUES (?)", (order_id,))
+
+
+def _run(*, keyed: bool) -> list[str]:
+    db = _progress()
+    for order_id, amount in ORDERS:
+        if stopping:
+            break
+        if order_id in _done(db):
+            continue
+        charge(order_id, amount, idempotency_key=order_id if keyed else None)
+        _record(db, order_id)
+    return _done(db)
+
+
+def main() -> list[str]:
+    return _run(keyed=False)
+
+
+def main_keyed() -> list[str]:
+    return _run(keyed=True)
+
+
+def main_strict() -> list[str]:
+    done = _done(_progress())
+    if 0 < len(done) < len(ORDERS):
+        raise RuntimeError(f"a half-done batch: {done}")
+    return _run(keyed=True)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    global stopping
+    stopping = True
+
+
+def main_graceful() -> list[str]:
+    signal.signal(signal.SIGTERM, _stop)
+    return _run(keyed=False)
