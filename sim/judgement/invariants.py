@@ -234,9 +234,9 @@ INVARIANTS: tuple[Invariant, ...] = (
         scope="runtime",
         verifies=(
             "at most the fault-free run's model calls plus one per crash or takeover that hit a "
-            "pinned request (not counted when a crash moved a steering input, moved an abort "
-            "across a model request or changed which prefixes were compacted: the runs then "
-            "took other turns); a re-sent request is byte "
+            "pinned request, and per request a crash let a run pin before the client's abort "
+            "stopped it (not counted when a crash moved a steering input or changed which "
+            "prefixes were compacted: the runs then took other turns); a re-sent request is byte "
             "for byte the pinned one (model, options, messages); a retry is sent when due, neither "
             "before its committed deadline nor later than it (or than the recovery, if later)"
         ),

@@ -1,9 +1,9 @@
 """I11, model calls: no more calls than the fault-free run plus one per crash or takeover that hit
 a pinned request; a re-send is byte for byte the pinned request; a retry is sent when due.
 
-The bound is not applied when a crash moved a steering input, moved an abort across a model
-request, or changed which prefixes were compacted (the runs then took other turns); I19 still
-bounds each compaction to one request.
+The bound is not applied when a crash moved a steering input or changed which prefixes were
+compacted (the runs then took other turns; I19 still bounds each compaction to one request);
+it allows one call more per request a crash let a run pin before the client's abort stopped it.
 Judged only within the store's promise (``check`` decides): lost commits legitimately redo calls.
 """
 
@@ -109,12 +109,6 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         # A crash moved a steering input to the other side of a post-tools boundary (it arrived
         # after the boundary, or the run settled first): the runs took other turns, legitimately.
         return []
-    if _requested_before_stop(result) != _requested_before_stop(reference):
-        # A crash moved an abort (or abandon) to the other side of a model request: the run
-        # it stopped sent a request the fault-free run's abort came before (or the other way
-        # round). The same instant orders the client and the runtime either way; a re-send
-        # adds no request record, so this excuses no duplicate.
-        return []
     if _compacted(result) != _compacted(reference):
         # A crash changed what the conversation holds (an interrupted tool's result is another
         # text), so its turns compacted other prefixes: other summarisation requests and
@@ -124,6 +118,7 @@ def _calls_within_bound(result: RunResult, reference: RunResult) -> list[Violati
         len(reference.outside.model_calls)
         + sum(1 for c in result.trace.crashes if c.pinned_request)
         + result.leases.handovers_with_pinned_request
+        + _moved_abort_requests(result, reference)
     )
     actual = len(result.outside.model_calls)
     if actual <= allowed:
@@ -155,6 +150,16 @@ def _steered(run: RunResult) -> set[str]:
         elif isinstance(event, InputsSteered):
             out.update(names.get(sid, sid) for sid in event.inputs)
     return out
+
+
+def _moved_abort_requests(result: RunResult, reference: RunResult) -> int:
+    """The requests a crash let a run pin before the client's abort (or abandon) stopped it,
+    beyond the fault-free run's: the same instant orders the client and the runtime either way,
+    so each may cost one call. Only those: a re-send adds no request record, so a duplicated
+    call is still counted against the bound."""
+    crashed, fault_free = _requested_before_stop(result), _requested_before_stop(reference)
+    extra = sum(max(0, r - f) for r, f in zip(crashed, fault_free, strict=False))
+    return extra + sum(crashed[len(fault_free) :])
 
 
 def _requested_before_stop(run: RunResult) -> list[int]:
