@@ -267,9 +267,15 @@ class Machine:
         """Another process was granted ``owner_id``'s lease: if a takeover's pause was holding
         that owner, the handover happened now, and the re-sent request I11 allows is the one it
         has pinned now (not when the pause was placed: it ran on to its next sleep)."""
+        now = self.now()
         for process in self.processes:
-            if process.owner_id == owner_id and process.takeover_pending:
-                process.takeover_pending = False
+            if process.owner_id != owner_id or not process.takeover_pending:
+                continue
+            process.takeover_pending = False
+            # Only from an owner still held by the pause: one it released, or that died, or
+            # whose pause ended first, handed nothing over here (a crash counts its own).
+            paused = process.paused_until_s is not None and process.paused_until_s > now
+            if process.alive and paused:
                 self.evidence.lease_handed_over(pinned_request=process.pinned_request())
 
     def now(self) -> float:
