@@ -29,6 +29,7 @@ from enum import StrEnum
 from durable.codec import canonical_json, parse_json, sha256_hex
 from durable.store.base import Checkpoint, Lease, checkpoint_usable
 from durable.store.file import EVENTS_FILE, LEASE_FILE, is_quarantine
+from durable.store.logscan import check_line
 from sim.world.fs import SimFS
 
 #: How often a storage point makes an aimed fault when one is possible (else the draw of
@@ -126,15 +127,16 @@ def _line_at(data: bytes, offset: int) -> _Line | None:
     return None if end < 0 else _parse(data, data.rfind(b"\n", 0, offset) + 1, end + 1)
 
 
-def _last_record(data: bytes, *, stop: int) -> _Line | None:
-    """The last line of ``data`` that is a record, looking back no further than byte ``stop``:
-    what a power loss tore off the end (a line without its newline, or with a letter changed)
-    is skipped, as the store's scan skips a torn tail."""
+def _last_record(data: bytes, conversation_id: str) -> _Line | None:
+    """The last line of ``data`` that is a valid record -- parsed and its checksum verified, as
+    ``durable.store.logscan`` checks a line: what a power loss tore off the end (a line without
+    its newline, or with a letter's case changed, which still parses) is skipped, as the store's
+    scan skips a torn tail."""
     end = data.rfind(b"\n") + 1  # past the last complete line (0: none)
-    while end > stop:
+    while end > 0:
         start = data.rfind(b"\n", 0, end - 1) + 1
         line = _parse(data, start, end)
-        if line is not None:
+        if line is not None and check_line(data[start : end - 1], conversation_id)[1] is None:
             return line
         end = start
     return None
@@ -293,7 +295,7 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
     damaged = _damaged_range(fault, before.block_size_bytes)
     if damaged is None:
         return None
-    last = _last_record(data, stop=0)
+    last = _last_record(data, path.rsplit("/", 2)[-2])
     if last is None or damaged[0] >= last.end:
         # Only bytes after the last record changed: a torn tail (a power loss's) stays one.
         return TableRow(INVISIBLE)

@@ -4,10 +4,12 @@ is damaged only there, and each fault maps to the record the damage table gives 
 
 from __future__ import annotations
 
-import json
 import random
 
+from testkit import input_batch
+
 from durable.codec import canonical_json, sha256_hex
+from durable.store.base import Lease
 from sim.world.fs import SimFS
 from sim.world.storage_faults import (
     CUT,
@@ -26,9 +28,17 @@ LOG = "/store/c1/events.jsonl"
 BATCHES = (("a", (1, 2)), ("b", (3,)), ("c", (4, 5)))
 
 
-def _line(sequence: int, batch: str, index: int, last: bool) -> bytes:
-    doc = {"sequence": sequence, "batch": batch, "batch_index": index, "last_in_batch": last}
-    return (json.dumps({**doc, "pad": "x" * 40}) + "\n").encode()
+#: The lease the log's records were written under.
+LEASE = Lease(conversation_id="c1", owner_id="w", epoch=1, expires_at_s=9.0)
+
+
+def _commit(sequences: tuple[int, ...], batch: str) -> bytes:
+    """One commit's lines, sealed as the file store writes them (the mapping verifies records
+    as the store's scan does: checksums included)."""
+    records = input_batch(
+        sequences[0], len(sequences), lease=LEASE, conversation_id="c1", batch=batch
+    )
+    return b"".join((r.to_line() + "\n").encode() for r in records)
 
 
 def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
@@ -38,8 +48,7 @@ def store_disk(*, checkpoint_through: int | None) -> tuple[SimFS, list[int]]:
     fs.makedirs("/store/c1")
     ends: list[int] = []
     for batch, sequences in BATCHES:
-        lines = [_line(s, batch, i, s == sequences[-1]) for i, s in enumerate(sequences)]
-        fs.append(LOG, b"".join(lines))
+        fs.append(LOG, _commit(sequences, batch))
         fs.fsync(LOG)
         ends.append(fs.size(LOG))
     lease = {"conversation_id": "c1", "owner_id": "w", "epoch": 1, "expires_at_s": 9.0}
@@ -101,7 +110,7 @@ def test_without_a_checkpoint_only_the_last_write_is_aimed_at() -> None:
 
 def test_a_log_with_pending_data_is_not_aimed_at() -> None:
     fs, _ = store_disk(checkpoint_through=3)
-    fs.append(LOG, _line(6, "d", 0, True))  # acknowledged without fsync: pending
+    fs.append(LOG, _commit((6,), "d"))  # acknowledged without fsync: pending
     assert fs.synced_logs(under="/store") == []
     assert all(aimed_fault(fs, random.Random(s), under="/store") == {} for s in range(30))
 
