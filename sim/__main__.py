@@ -1,5 +1,5 @@
 """``python -m sim`` is the ``durable-sim`` command."""
 
-from sim.outputs.cli import main
+from sim.outputs.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -8,6 +8,6 @@ Exit status: 0 all pass, 1 a safety violation, 2 usage error, 3 liveness, 4 nond
 5 harness error. Bad input gets one line on stderr naming the problem, never a traceback.
 """
 
-from sim.outputs.cli.main import main
+from sim.outputs.cli.main import entry, main
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]

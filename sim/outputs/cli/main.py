@@ -43,7 +43,36 @@ COMMANDS = (
 )
 
 
-def main(argv: list[str] | None = None) -> int:
+def entry() -> int:
+    """The ``durable-sim`` process (its console script and ``python -m sim``): ``main``, with its
+    signal policy kept to the very end. A stop that comes after the command's own handling --
+    its work done, its temporary directories gone -- still ends the process with 130 and the
+    one line, never with SIGTERM's default death (-15) or a ``KeyboardInterrupt`` traceback."""
+    try:
+        status = main(restore_signals=False)
+        _stop_at_once_from_now_on()
+    except KeyboardInterrupt:  # a Ctrl-C, or a SIGTERM turned into one, after main's handling
+        _stop_at_once_from_now_on()
+        status = _late_stop()
+    return status
+
+
+def _stop_at_once_from_now_on() -> None:
+    """Until the process exits, SIGINT and SIGTERM end it at once, with 130 and the line."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: os._exit(_late_stop()))
+
+
+def _late_stop() -> int:
+    sys.stdout.flush()
+    print("durable-sim: interrupted", file=sys.stderr, flush=True)
+    return 130
+
+
+def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
+    """Run one command; ``restore_signals``: put SIGTERM's handler back on the way out (a caller
+    in the same process, such as a test, goes on; ``entry`` does not)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -79,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print("durable-sim: interrupted", file=sys.stderr)
         return 130
     finally:
-        if on_main_thread:
+        if on_main_thread and restore_signals:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 

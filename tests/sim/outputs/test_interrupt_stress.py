@@ -18,6 +18,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,7 +36,8 @@ STOP_TIMEOUT_S = 60.0  # from the signal to the exit: "promptly", with room for 
 
 def _sweep(store: str, jobs: int, out: Path, scratch: Path) -> subprocess.Popen[str]:
     command = python_with_sigint("-m", "sim", "sweep", SCENARIO, "--store", store)
-    command += ["--crash", "process,power", "--jobs", str(jobs), "--out", str(out)]
+    # Exhaustive: the CI tier's sample of this scenario ends in under 2 s, before most signals.
+    command += ["--crash", "process,power", "--jobs", str(jobs), "--out", str(out), "--exhaustive"]
     return subprocess.Popen(
         command,
         cwd=REPO,
@@ -93,6 +95,48 @@ def _signalled(store: str, jobs: int, signum: int, delay_s: float, tmp: Path) ->
     time.sleep(0.2)  # a SIGKILLed child is reaped by its parent before the parent exits
     assert not _group_alive(process.pid), f"{what}: a process of the sweep outlived it"
     assert list(scratch.iterdir()) == [], f"{what}: temporary directories left behind"
+
+
+#: A ``durable-sim list`` whose SIGTERM comes when the command's own handling is over: right after
+#: ``main`` returned, or after ``entry`` returned too (the interpreter on its way out).
+_LATE = """
+import importlib, os, signal, sys, time
+cli = importlib.import_module("sim.outputs.cli.main")  # the module: the package's `main` is main
+real_main = cli.main
+
+def main_then_sigterm(**options):
+    status = real_main(["list"], **options)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(1.0)
+    return status
+
+if sys.argv[1] == "main":
+    cli.main = main_then_sigterm
+    raise SystemExit(cli.entry())
+status = cli.entry()
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(1.0)
+raise SystemExit(status)
+"""
+
+
+@pytest.mark.parametrize("after", ["main", "entry"])
+def test_a_sigterm_after_the_command_ends_it_with_130_not_minus_15(after: str) -> None:
+    """The window between the command's own handling and the process's exit: before ``entry``,
+    ``main`` put SIGTERM's default back on its way out, and a SIGTERM there killed the process
+    (-15, seen once in the interrupt stress test when a sampled sweep finished just before it)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE, after],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr.strip().splitlines()[-1] == "durable-sim: interrupted", done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
