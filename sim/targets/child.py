@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m sim.targets.child POINT_DIR PROCESS_NUMBER", file=sys.stderr)
         return 2
-    point_dir, number = Path(args[0]), int(args[1])
+    point_dir, number = Path(args[0]).resolve(), int(args[1])  # a program may chdir
     config = json.loads((point_dir / POINT_NAME).read_text(encoding="utf-8"))
     process = f"p{number}"
     log = TraceLog(point_dir / TRACE_NAME)

@@ -100,7 +100,7 @@ def run_point(
 def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool) -> str | None:
     """The point's processes, until one ends on its own. A killed first process is followed by
     the next; so is a preempted one however it ended (SIGTERM's default, its own exit within the
-    grace, or the SIGKILL after it)."""
+    grace, or the SIGKILL after it) -- unless the harness or the target raised in it."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     for number in range(1, MAX_PROCESSES + 1):
         command = [sys.executable, "-m", "sim.targets.child", str(point_dir), str(number)]
@@ -111,13 +111,13 @@ def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: 
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
         rows = read_trace(point_dir / TRACE_NAME)
         crashed = any(r["t"] == "crash" and r["p"] == f"p{number}" for r in rows)
-        if crashed and (proc.returncode == -signal.SIGKILL or preempt):
+        errors = [str(r["msg"]) for r in rows if r["t"] == "error" and r["p"] == f"p{number}"]
+        if crashed and (proc.returncode == -signal.SIGKILL or (preempt and not errors)):
             continue
         if proc.returncode == 0:
             if number == 1 and run.crash is not None:
                 return f"the crash point {run.crash.text()} ({run.crash.label}) was not reached"
             return None
-        errors = [str(r["msg"]) for r in rows if r["t"] == "error" and r["p"] == f"p{number}"]
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
         why = errors[-1] if errors else " | ".join(tail)
         return f"child p{number} exited with status {proc.returncode}" + (f": {why}" if why else "")

@@ -177,6 +177,10 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
 
     try:
         target = get_target(args.target)
+        if args.preempt >= args.timeout:
+            raise TargetError(
+                f"--preempt {args.preempt:g} must be shorter than --timeout {args.timeout:g}"
+            )
         given = TargetOptions(
             args.durability,
             args.variant,

@@ -31,7 +31,7 @@ from sim.targets.boundaries import Boundaries
 from sim.targets.langgraph.agent import ScriptedChatModel, _message_row, run_graph
 from sim.targets.langgraph.app_state import STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
-from sim.targets.python_app.loading import load_app, wrap_effects
+from sim.targets.python_app.loading import enter_app_dir, load_app, wrap_effects
 
 
 class ScriptModel(ScriptedChatModel):
@@ -64,7 +64,7 @@ class ScriptModel(ScriptedChatModel):
 
 
 def _graph(ctx: ChildContext, saver: Any) -> Any:
-    module, factory = load_app(ctx.options.app)
+    module, factory = load_app(ctx.options.app, work=enter_app_dir(ctx))
     wrap_effects(ctx, module)
     script = json.loads(Path(ctx.options.model_script).read_text(encoding="utf-8"))
     model = ScriptModel(script=script, process=ctx.process)

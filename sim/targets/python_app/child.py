@@ -18,21 +18,15 @@ from typing import Any
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
-from sim.targets.python_app.loading import DETAIL_CHARS, load_app, wrap_effects
-
-#: The program's working directory inside the point directory: its durable files live here.
-APP_DIR = "app"
+from sim.targets.python_app.loading import DETAIL_CHARS, enter_app_dir, load_app, wrap_effects
 
 
 def run_child(ctx: ChildContext) -> str:
     """Run the program once: ``returned`` or ``raised`` (a raise is the program's own failure,
     judged as a run that did not finish, not the harness's)."""
-    work = ctx.point_dir / APP_DIR
-    work.mkdir(exist_ok=True)
     _install_boundaries(ctx.boundaries, keep_fds={ctx.boundaries.log_fd})
-    module, function = load_app(ctx.options.app)
+    module, function = load_app(ctx.options.app, work=enter_app_dir(ctx))
     wrap_effects(ctx, module)
-    os.chdir(work)
     try:
         value = function()
         if inspect.iscoroutine(value):
@@ -103,6 +97,9 @@ class _ClosingIsABoundary:
     def __iter__(self) -> Any:
         return iter(self._file)
 
+    def __next__(self) -> Any:
+        return next(self._file)
+
     def __enter__(self) -> _ClosingIsABoundary:
         return self
 
@@ -155,7 +152,11 @@ def _instrument_sqlite(boundaries: Boundaries) -> None:
 
         def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
             if exc_type is None and self.in_transaction:
-                self.commit()
+                try:
+                    self.commit()
+                except BaseException:  # as sqlite3's own __exit__: a failed commit rolls back
+                    self.rollback()
+                    raise
                 return False
             return sqlite3.Connection.__exit__(self, exc_type, exc, tb)
 

@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +18,8 @@ from typing import Any
 from sim.targets.protocol import ChildContext
 from sim.targets.python_app.options import SERVICE, parse_effects
 
+#: The app's working directory inside the point directory: its durable files live here.
+APP_DIR = "app"
 #: The module name a ``FILE.py`` program is loaded under.
 MODULE_NAME = "durable_sim_app"
 #: How much of an effect's arguments a ledger row keeps.
@@ -27,7 +30,19 @@ class AppError(Exception):
     """The program cannot be run as declared (it does not import, names no such function)."""
 
 
-def load_app(app: str) -> tuple[ModuleType, Callable[[], Any]]:
+def enter_app_dir(ctx: ChildContext) -> str:
+    """Make the point's ``app`` directory the working directory -- before the program is
+    imported, so even its module-level files are the point's, never the user's -- and return the
+    directory the command ran in (where a ``MODULE:FUNCTION`` is found, as ``python -m`` would)."""
+    origin = os.getcwd()
+    work = ctx.point_dir / APP_DIR
+    work.mkdir(exist_ok=True)
+    os.chdir(work)
+    return origin
+
+
+def load_app(app: str, *, work: str) -> tuple[ModuleType, Callable[[], Any]]:
+    """The app's module and function; ``work``: the directory the command ran in."""
     where, name = app.rsplit(":", 1)
     try:
         if where.endswith(".py"):
@@ -39,7 +54,7 @@ def load_app(app: str) -> tuple[ModuleType, Callable[[], Any]]:
             sys.modules[MODULE_NAME] = module
             spec.loader.exec_module(module)
         else:
-            sys.path.insert(0, os.getcwd())  # where the user ran durable-sim, as `python -m`
+            sys.path.insert(0, work)  # where the user ran durable-sim, as `python -m`
             module = importlib.import_module(where)
     except AppError:
         raise
@@ -55,20 +70,22 @@ def wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
     """Each declared effect function of the program's module, replaced by one that lands the
     call on the ledger (the external service) and then runs the function."""
     counts: dict[str, int] = {}
+    lock = threading.Lock()  # a framework may call tools on threads: numbers stay per call
     for tool in parse_effects(ctx.options.effects):
         original = getattr(module, tool.name, None)
         if not callable(original):
             raise AppError(f"--effect {tool.name}: the program has no function {tool.name!r}")
 
         def effect(*args: Any, _name: str = tool.name, _fn: Any = original, **kwargs: Any) -> Any:
-            counts[_name] = counts.get(_name, 0) + 1
+            with lock:
+                counts[_name] = n = counts.get(_name, 0) + 1
             key = kwargs.get("idempotency_key")
             ctx.ledger.effect(
                 ctx.boundaries,
                 service=SERVICE,
                 op=_name,
                 tool=_name,
-                call_id=f"{_name}-{counts[_name]}",
+                call_id=f"{_name}-{n}",
                 key=None if key is None else str(key),
                 process=ctx.process,
                 detail=_describe(args, kwargs),

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from sim.outputs.cli.main import main
+from sim.targets.host import run_point
+from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.python_app import PythonTarget
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import check_options, crash_at, reference_run, sweep_target
 
 APPS = Path(__file__).parent / "apps"
 
@@ -74,6 +76,22 @@ def test_a_graceful_shutdown_is_what_preemption_needs() -> None:
     plain = _sweep("orders.py", preempt_s=5.0)
     assert len(plain.failures) == 4 and plain.failures[0].repro.count("--preempt 5") == 1
     assert any("SIGTERM, then SIGKILL" in line for line in plain.failures[0].timeline)
+
+
+def test_a_program_that_ignores_sigterm_is_killed_after_the_grace() -> None:
+    """Preempted right after its first charge with a 0.3 s grace, the stubborn job (SIGTERM
+    ignored, a second per order) is ended by the SIGKILL: it never reaches its end, the next
+    process finishes the batch, and its keys make that clean."""
+    target = get_target("python")
+    given = TargetOptions(
+        app=f"{APPS / 'orders.py'}:main_stubborn", effects="charge", preempt_s=0.3
+    )
+    options = check_options(target, given)
+    reference = reference_run(target, options, timeout_s=60.0)
+    run = run_point(target, options, crash_at(reference, 0, "after"))
+    assert [c["how"] for c in run.crashes] == ["preempt"] and run.error is None
+    assert run.actions == {"p2": "returned"}  # p1 never ended: the SIGKILL took it
+    assert judge_point(run, reference, target.tools(options)).verdict == "pass"
 
 
 def test_a_program_that_refuses_to_resume_does_not_finish() -> None:

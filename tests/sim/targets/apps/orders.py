@@ -9,11 +9,14 @@ durable-sim ``python`` target, run unmodified; ``charge`` is the declared effect
 - ``main_strict``, with a startup check that refuses a half-done batch: after a crash between
   two orders its next run raises instead of finishing;
 - ``main_graceful``: on SIGTERM it finishes the order in hand, charge and record, and returns.
-  Killed, it charges twice as ``main`` does; preempted (SIGTERM, then a deadline), it does not.
+  Killed, it charges twice as ``main`` does; preempted (SIGTERM, then a deadline), it does not;
+- ``main_stubborn``: ignores SIGTERM and takes a second per order, so a preemption ends it with
+  the SIGKILL after the grace (keyed, so that costs nothing).
 """
 
 import signal
 import sqlite3
+import time
 from types import FrameType
 
 ORDERS = [("order-1", 19), ("order-2", 42)]
@@ -40,13 +43,14 @@ def _record(db: sqlite3.Connection, order_id: str) -> None:
         db.execute("INSERT OR IGNORE INTO done VALUES (?)", (order_id,))
 
 
-def _run(*, keyed: bool) -> list[str]:
+def _run(*, keyed: bool, pause_s: float = 0.0) -> list[str]:
     db = _progress()
     for order_id, amount in ORDERS:
         if stopping:
             break
         if order_id in _done(db):
             continue
+        time.sleep(pause_s)
         charge(order_id, amount, idempotency_key=order_id if keyed else None)
         _record(db, order_id)
     return _done(db)
@@ -75,3 +79,8 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 def main_graceful() -> list[str]:
     signal.signal(signal.SIGTERM, _stop)
     return _run(keyed=False)
+
+
+def main_stubborn() -> list[str]:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return _run(keyed=True, pause_s=1.0)
