@@ -1,4 +1,4 @@
-"""A user's own LangGraph graph (``tests/sim/targets/apps/support_graph.py``, not in ``sim/``),
+"""A user's own LangGraph graph (``examples/langgraph_support/support_graph.py``, not in ``sim/``),
 swept unmodified through ``--app FILE.py:FACTORY``: the factory gets the scripted model, the
 harness compiles the graph with its checkpointer, the app's service clients are the effects.
 
@@ -9,17 +9,17 @@ skipped where the ``langgraph`` extra is not installed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
+
+from testkit import REPO
 
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import check_options, sweep_target
 
-APPS = Path(__file__).parent / "apps"
+APPS = REPO / "examples" / "langgraph_support"
 REFUND = "effect:app.refund#"
 
 
@@ -27,8 +27,8 @@ def _options(factory: str, **changes: str) -> TargetOptions:
     given = {
         "app": f"{APPS / 'support_graph.py'}:{factory}",
         "effects": "refund,send_email",
-        "app_input": str(APPS / "support_input.json"),
-        "model_script": str(APPS / "support_script.json"),
+        "app_input": str(APPS / "input.json"),
+        "model_script": str(APPS / "script.json"),
         **changes,
     }
     return check_options(get_target("langgraph"), TargetOptions("sync", **given))  # type: ignore[arg-type]
@@ -57,7 +57,7 @@ def test_the_users_graph_refunds_twice_and_its_keyed_fix_does_not() -> None:
     ("changes", "message"),
     [
         ({"model_script": "nope.json"}, "--model-script nope.json: FileNotFoundError"),
-        ({"app_input": str(APPS / "support_script.json")}, "expected a JSON str or dict"),
+        ({"app_input": str(APPS / "script.json")}, "expected a JSON str or dict"),
         ({"effects": ""}, "--app needs its effect functions"),
         ({"variant": "idempotent"}, "--variant is the bundled agent's"),
     ],

@@ -1,4 +1,4 @@
-"""The ``python`` target on a user's own program, run unmodified (``tests/sim/targets/apps``):
+"""The ``python`` target on a user's own program, run unmodified (``examples/orders_job``):
 a batch job that keeps its progress in SQLite and charges each order through a function the
 user declares as an effect. Its first version charges an order twice after a crash between the
 charge and the commit that records it; its keyed fix sweeps clean; a program that refuses to
@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
 from sim.outputs.cli.main import main
 from sim.targets.host import run_point
@@ -19,7 +20,7 @@ from sim.targets.python_app import PythonTarget
 from sim.targets.registry import get_target
 from sim.targets.sweep import check_options, crash_at, reference_run, sweep_target
 
-APPS = Path(__file__).parent / "apps"
+APPS = REPO / "examples" / "orders_job"
 
 
 def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: ignore[no-untyped-def]
