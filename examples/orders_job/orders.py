@@ -11,11 +11,14 @@ durable-sim ``python`` target, run unmodified; ``charge`` is the declared effect
 - ``main_graceful``: on SIGTERM it finishes the order in hand, charge and record, and returns.
   Killed, it charges twice as ``main`` does; preempted (SIGTERM, then a deadline), it does not;
 - ``main_stubborn``: ignores SIGTERM and takes a second per order, so a preemption ends it with
-  the SIGKILL after the grace (keyed, so that costs nothing).
+  the SIGKILL after the grace (keyed, so that costs nothing);
+- ``main_script``: ``main_keyed`` ending as a script does, with ``sys.exit``: 0 when the batch is
+  done, 1 when it finds it half done (as ``main_strict`` refuses it).
 """
 
 import signal
 import sqlite3
+import sys
 import time
 from types import FrameType
 
@@ -84,3 +87,11 @@ def main_graceful() -> list[str]:
 def main_stubborn() -> list[str]:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return _run(keyed=True, pause_s=1.0)
+
+
+def main_script() -> None:
+    done = _done(_progress())
+    if 0 < len(done) < len(ORDERS):
+        sys.exit(1)
+    _run(keyed=True)
+    sys.exit(0)

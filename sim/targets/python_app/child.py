@@ -22,8 +22,9 @@ from sim.targets.python_app.loading import DETAIL_CHARS, enter_app_dir, load_app
 
 
 def run_child(ctx: ChildContext) -> str:
-    """Run the program once: ``returned`` or ``raised`` (a raise is the program's own failure,
-    judged as a run that did not finish, not the harness's)."""
+    """Run the program once: ``returned`` or ``raised`` (a raise, or ``sys.exit`` with a status
+    other than 0, is the program's own failure, judged as a run that did not finish, not the
+    harness's; ``sys.exit(0)`` returns None)."""
     _install_boundaries(ctx.boundaries, keep_fds={ctx.boundaries.log_fd})
     module, function = load_app(ctx.options.app, work=enter_app_dir(ctx))
     wrap_effects(ctx, module)
@@ -31,6 +32,11 @@ def run_child(ctx: ChildContext) -> str:
         value = function()
         if inspect.iscoroutine(value):
             value = asyncio.run(value)
+    except SystemExit as exc:  # a script's own `sys.exit(...)`: a success only with status 0
+        if exc.code not in (None, 0):
+            ctx.boundaries.note(what="raised", error=f"SystemExit: {exc.code}"[:DETAIL_CHARS])
+            return "raised"
+        value = None
     except Exception as exc:
         ctx.boundaries.note(what="raised", error=f"{type(exc).__name__}: {exc}"[:DETAIL_CHARS])
         return "raised"

@@ -106,6 +106,19 @@ def test_a_program_that_refuses_to_resume_does_not_finish() -> None:
     assert any("the program raised RuntimeError: a half-done batch" in w for w in failure.witness)
 
 
+def test_sys_exit_0_is_a_return_and_another_status_a_failure() -> None:
+    """A program that ends with ``sys.exit``: 0 passes as a return (the fault-free run, and the
+    points before the first order is recorded or after the second); 1, from a run that found the
+    batch half done, is the program's failure (I7 with the status), never the harness's."""
+    result = _sweep("orders.py:main_script")
+    failing = sorted(f.schedule for f in result.failures)
+    assert failing == [f"{p}:process" for p in ("1:after", "2:after", "2:before", "3:before")]
+    for failure in result.failures:
+        assert failure.verdict != "error" and "I7" in failure.invariants
+        said = [failure.explanation, *failure.witness]
+        assert any("the program raised SystemExit: 1" in w for w in said), said
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
