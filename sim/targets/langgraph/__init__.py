@@ -31,7 +31,7 @@ from sim.targets.protocol import (
     TargetTool,
     missing_extra,
 )
-from sim.targets.python_app.options import checked_app, parse_effects
+from sim.targets.python_app.options import canonical_effects, checked_app, parse_effects
 
 #: The distributions the extra installs, checked before anything imports them.
 REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
@@ -70,11 +70,10 @@ class LangGraphTarget:
             raise TargetError("langgraph: --variant is the bundled agent's; fix your app instead")
         if not options.effects:
             raise TargetError("langgraph: --app needs its effect functions: --effect NAME=POLICY")
-        effects = ",".join(f"{t.name}={t.policy}" for t in parse_effects(options.effects))
         return replace(
             options,
             app=checked_app(options.app),
-            effects=effects,
+            effects=canonical_effects(options.effects),
             app_input=_json_file("--input", options.app_input, (str, dict)),
             model_script=_json_file("--model-script", options.model_script, (list,)),
         )

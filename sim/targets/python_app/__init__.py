@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sim.targets.protocol import ChildContext, TargetError, TargetOptions, TargetState, TargetTool
-from sim.targets.python_app.options import checked_app, parse_effects
+from sim.targets.python_app.options import canonical_effects, checked_app, parse_effects
 
 
 class PythonTarget:
@@ -59,8 +59,7 @@ class PythonTarget:
             raise TargetError("python: name at least one effect function: --effect NAME=POLICY")
         if options.app_input or options.model_script:
             raise TargetError("python: --input and --model-script are a framework target's")
-        tools = parse_effects(options.effects)
-        effects = ",".join(f"{t.name}={t.policy}" for t in tools)
+        effects = canonical_effects(options.effects)
         return replace(options, app=checked_app(options.app), effects=effects)
 
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:

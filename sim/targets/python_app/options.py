@@ -54,3 +54,9 @@ def checked_app(text: str) -> str:
     if not all(_NAME.fullmatch(part) for part in where.split(".")):
         raise TargetError(f"python: --app {text!r}: {where!r} is not a module name")
     return f"{where}:{function}"
+
+
+def canonical_effects(text: str) -> str:
+    """``--effect`` values as the options keep them (``NAME=POLICY,...``, a bare name given its
+    policy): what reports name and replay lines repeat."""
+    return ",".join(f"{t.name}={t.policy}" for t in parse_effects(text))
