@@ -18,7 +18,6 @@ imported inside the child process and when the state is read.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +30,12 @@ from sim.targets.protocol import (
     TargetTool,
     missing_extra,
 )
-from sim.targets.python_app.options import canonical_effects, checked_app, parse_effects
+from sim.targets.python_app.options import (
+    canonical_effects,
+    checked_app,
+    json_file,
+    parse_effects,
+)
 
 #: The distributions the extra installs, checked before anything imports them.
 REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
@@ -74,8 +78,8 @@ class LangGraphTarget:
             options,
             app=checked_app(options.app),
             effects=canonical_effects(options.effects),
-            app_input=_json_file("--input", options.app_input, (str, dict)),
-            model_script=_json_file("--model-script", options.model_script, (list,)),
+            app_input=json_file(self.name, "--input", options.app_input, (str, dict)),
+            model_script=json_file(self.name, "--model-script", options.model_script, (list,)),
         )
 
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
@@ -98,21 +102,6 @@ class LangGraphTarget:
         from sim.targets.langgraph.agent import read_state
 
         return read_state(point_dir, options)
-
-
-def _json_file(flag: str, path: str, kinds: tuple[type, ...]) -> str:
-    """``path`` made absolute, once it holds JSON of one of ``kinds`` (one line otherwise)."""
-    if not path:
-        raise TargetError(f"langgraph: --app needs {flag} FILE.json")
-    file = Path(path).resolve()
-    try:
-        value = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise TargetError(f"langgraph: {flag} {path}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(value, kinds):
-        names = " or ".join(k.__name__ for k in kinds)
-        raise TargetError(f"langgraph: {flag} {path}: expected a JSON {names}")
-    return str(file)
 
 
 TARGET = LangGraphTarget()

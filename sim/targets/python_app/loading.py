@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import threading
@@ -68,31 +69,46 @@ def load_app(app: str, *, work: str) -> tuple[ModuleType, Callable[[], Any]]:
 
 def wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
     """Each declared effect function of the program's module, replaced by one that lands the
-    call on the ledger (the external service) and then runs the function."""
+    call on the ledger (the external service) and then runs the function. A coroutine function
+    stays one (a framework that awaits its tools, or runs a plain one on a thread, tells them
+    apart by that), and lands its call when awaited, where the effect would happen."""
     counts: dict[str, int] = {}
     lock = threading.Lock()  # a framework may call tools on threads: numbers stay per call
+
+    def land(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        with lock:
+            counts[name] = n = counts.get(name, 0) + 1
+        key = kwargs.get("idempotency_key")
+        ctx.ledger.effect(
+            ctx.boundaries,
+            service=SERVICE,
+            op=name,
+            tool=name,
+            call_id=f"{name}-{n}",
+            key=None if key is None else str(key),
+            process=ctx.process,
+            detail=_describe(args, kwargs),
+        )
+
     for tool in parse_effects(ctx.options.effects):
         original = getattr(module, tool.name, None)
         if not callable(original):
             raise AppError(f"--effect {tool.name}: the program has no function {tool.name!r}")
+        wrapper: Callable[..., Any]
+        if inspect.iscoroutinefunction(original):
 
-        def effect(*args: Any, _name: str = tool.name, _fn: Any = original, **kwargs: Any) -> Any:
-            with lock:
-                counts[_name] = n = counts.get(_name, 0) + 1
-            key = kwargs.get("idempotency_key")
-            ctx.ledger.effect(
-                ctx.boundaries,
-                service=SERVICE,
-                op=_name,
-                tool=_name,
-                call_id=f"{_name}-{n}",
-                key=None if key is None else str(key),
-                process=ctx.process,
-                detail=_describe(args, kwargs),
-            )
-            return _fn(*args, **kwargs)
+            async def wrapper(
+                *args: Any, _name: str = tool.name, _fn: Any = original, **kw: Any
+            ) -> Any:
+                land(_name, args, kw)
+                return await _fn(*args, **kw)
+        else:
 
-        setattr(module, tool.name, functools.wraps(original)(effect))
+            def wrapper(*args: Any, _name: str = tool.name, _fn: Any = original, **kw: Any) -> Any:
+                land(_name, args, kw)
+                return _fn(*args, **kw)
+
+        setattr(module, tool.name, functools.wraps(original)(wrapper))
 
 
 def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

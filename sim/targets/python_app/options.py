@@ -4,6 +4,7 @@ child (``sim.targets.python_app``)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -60,3 +61,19 @@ def canonical_effects(text: str) -> str:
     """``--effect`` values as the options keep them (``NAME=POLICY,...``, a bare name given its
     policy): what reports name and replay lines repeat."""
     return ",".join(f"{t.name}={t.policy}" for t in parse_effects(text))
+
+
+def json_file(target: str, flag: str, path: str, kinds: tuple[type, ...]) -> str:
+    """``path`` made absolute (children run elsewhere), once it holds JSON of one of ``kinds``;
+    one line naming the target, the flag and the problem otherwise."""
+    if not path:
+        raise TargetError(f"{target}: --app needs {flag} FILE.json")
+    file = Path(path).resolve()
+    try:
+        value = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"{target}: {flag} {path}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(value, kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise TargetError(f"{target}: {flag} {path}: expected a JSON {names}")
+    return str(file)
