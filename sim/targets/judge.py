@@ -6,7 +6,9 @@ the child, and the runtime's durable state as a fresh reader sees it -- compared
 fault-free run of the same target and options:
 
 - I1 effects per tool against the policy the user declares for it (``exactly_once``: as many
-  applied effects as the fault-free run; ``at_most_once``: no more; ``at_least_once``: no fewer);
+  applied effects as the fault-free run; ``at_most_once``: no more; ``at_least_once``: no fewer;
+  a recovery policy of the reference runtime's is held to the one it promises,
+  ``sim.targets.protocol.RECOVERY_GUARANTEES``);
 - H1 the runtime's own state hides a duplicate: its checkpointed history records fewer results of
   a tool than the ledger shows applied effects, so nothing the runtime offers (its state, its
   history, its UI) can tell the user the effect happened twice;
@@ -102,10 +104,10 @@ def check_effects(
         out.append(
             Violation(
                 "I1",
-                f"{tool.name} is declared {tool.policy}, but the {tool.service} ledger shows "
+                f"{tool.name} is declared {tool.promise()}, but the {tool.service} ledger shows "
                 f"{applied} applied effects where the fault-free run has {expected}",
                 tuple(rows + crash_rows(run)),
-                expected=f"{expected} applied {tool.service} effect(s) ({tool.policy})",
+                expected=f"{expected} applied {tool.service} effect(s) ({tool.promise()})",
                 actual=f"{applied} applied {tool.service} effect(s)",
             )
         )

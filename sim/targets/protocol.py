@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from durable.tools import POLICIES as DURABLE_POLICIES
+
 if TYPE_CHECKING:
     from sim.targets.boundaries import Boundaries
     from sim.targets.ledger import Ledger
@@ -23,6 +25,21 @@ if TYPE_CHECKING:
 #: no fewer.
 Policy = Literal["exactly_once", "at_most_once", "at_least_once"]
 POLICIES: tuple[Policy, ...] = ("exactly_once", "at_most_once", "at_least_once")
+
+#: The reference runtime's recovery policies (``durable.tools.POLICIES``), which a user may
+#: declare instead, as the guarantee each promises for the effect: ``replay_safe`` may run again
+#: (none lost, repeats harmless); ``idempotent`` runs again with the same key, which the service
+#: deduplicates (as many applied as the fault-free run); ``verify_then_continue`` asks the service
+#: before running again (the same); ``unsafe`` and ``manual`` never run again by themselves (no
+#: more than the fault-free run).
+RECOVERY_GUARANTEES: dict[str, Policy] = {
+    "replay_safe": "at_least_once",
+    "idempotent": "exactly_once",
+    "verify_then_continue": "exactly_once",
+    "unsafe": "at_most_once",
+    "manual": "at_most_once",
+}
+assert tuple(RECOVERY_GUARANTEES) == DURABLE_POLICIES, "one guarantee per recovery policy"
 
 
 def missing_extra(target: str, modules: tuple[str, ...], extra: str) -> str | None:
@@ -52,6 +69,15 @@ class TargetTool:
     name: str
     service: str
     policy: Policy
+    #: The word the user declared: ``policy`` itself, or a recovery policy of the reference
+    #: runtime's (``RECOVERY_GUARANTEES``) that promises it.
+    declared: str = ""
+
+    def promise(self) -> str:
+        """How reports name the declaration: ``idempotent (exactly_once)``, or ``exactly_once``."""
+        if self.declared and self.declared != self.policy:
+            return f"{self.declared} ({self.policy})"
+        return self.policy
 
 
 #: The tools every bundled target's agent has: the scenario of ``idempotent_payment`` (charge a

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from sim.targets.protocol import POLICIES, TargetError, TargetTool
+from sim.targets.protocol import POLICIES, RECOVERY_GUARANTEES, TargetError, TargetTool
 
 #: ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION`` (a dotted module on the caller's path).
 _APP = re.compile(r"^(?P<where>[^:]+):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -21,20 +21,22 @@ SERVICE = "app"
 
 def parse_effects(text: str) -> tuple[TargetTool, ...]:
     """``charge=exactly_once,notify=at_least_once`` as the tools the judge holds to their
-    policies (a bare name is ``exactly_once``); a malformed entry is a one-line ``TargetError``."""
+    policies (a bare name is ``exactly_once``; a recovery policy of the reference runtime's,
+    ``charge=idempotent``, is held to the guarantee it promises); a malformed entry is a
+    one-line ``TargetError``."""
     tools: list[TargetTool] = []
     for entry in (e.strip() for e in text.split(",") if e.strip()):
         name, _, policy = entry.partition("=")
         policy = policy or "exactly_once"
         if not _NAME.fullmatch(name):
             raise TargetError(f"python: --effect {entry!r}: NAME=POLICY with NAME a function name")
-        if policy not in POLICIES:
-            raise TargetError(
-                f"python: --effect {entry!r}: the policy is one of {', '.join(POLICIES)}"
-            )
+        guarantee = RECOVERY_GUARANTEES.get(policy, policy)
+        if guarantee not in POLICIES:
+            words = ", ".join((*POLICIES, *RECOVERY_GUARANTEES))
+            raise TargetError(f"python: --effect {entry!r}: the policy is one of {words}")
         if any(t.name == name for t in tools):
             raise TargetError(f"python: --effect {name!r} is declared twice")
-        tools.append(TargetTool(name, SERVICE, policy))
+        tools.append(TargetTool(name, SERVICE, guarantee, declared=policy))
     if len(tools) > MAX_EFFECTS:
         raise TargetError(f"python: at most {MAX_EFFECTS} --effect functions, not {len(tools)}")
     return tuple(tools)
@@ -60,7 +62,7 @@ def checked_app(text: str) -> str:
 def canonical_effects(text: str) -> str:
     """``--effect`` values as the options keep them (``NAME=POLICY,...``, a bare name given its
     policy): what reports name and replay lines repeat."""
-    return ",".join(f"{t.name}={t.policy}" for t in parse_effects(text))
+    return ",".join(f"{t.name}={t.declared}" for t in parse_effects(text))
 
 
 def json_file(target: str, flag: str, path: str, kinds: tuple[type, ...]) -> str:

@@ -3,13 +3,17 @@ rows that prove it and stays quiet on the fault-free shape, and bad input is one
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from durable.tools import POLICIES as DURABLE_POLICIES
 from sim.outputs.cli.main import main
 from sim.targets.host import Crash, PointRun
 from sim.targets.judge import judge_point
 from sim.targets.ledger import LedgerRow
-from sim.targets.protocol import TargetError, TargetState, TargetTool
+from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
+from sim.targets.python_app.options import parse_effects
 from sim.targets.sweep import parse_point
 
 TOOLS = (TargetTool("charge_card", "payments", "exactly_once"),)
@@ -79,6 +83,27 @@ def test_a_deduplicated_rerun_passes_and_policies_bound_the_right_side() -> None
     # ...but the history then differs from the fault-free run's (a duplicated message).
     at_most = (TargetTool("charge_card", "payments", "at_most_once"),)
     assert [v.invariant for v in judge_point(run, _reference(), at_most).violations] == ["I1"]
+
+
+def test_a_recovery_policy_is_held_to_the_guarantee_it_promises() -> None:
+    """``--effect charge=idempotent`` (the reference runtime's word): a re-run that the service
+    deduplicates passes, one it applies again is I1, named by the word the user declared."""
+    tools = parse_effects("charge_card=idempotent,send=unsafe,poll=replay_safe")
+    assert [(t.policy, t.declared) for t in tools] == [
+        ("exactly_once", "idempotent"),
+        ("at_most_once", "unsafe"),
+        ("at_least_once", "replay_safe"),
+    ]
+    keyed = (replace(tools[0], service="payments"),)
+    deduped = [_row(1, "p1", "call_p1_1"), _row(2, "p2", "call_p1_1", applied=False)]
+    run = _crashed(deduped, _state(["call_p1_1"]), "resume")
+    assert judge_point(run, _reference(), keyed).verdict == "pass"
+    twice = [_row(1, "p1", "call_p1_1"), _row(2, "p2", "call_p1_1")]
+    run = _crashed(twice, _state(["call_p1_1"]), "resume")
+    first = judge_point(run, _reference(), keyed).violations[0]
+    assert first.invariant == "I1"
+    assert "charge_card is declared idempotent (exactly_once)" in first.explanation
+    assert set(RECOVERY_GUARANTEES) == set(DURABLE_POLICIES)
 
 
 def test_a_restart_from_scratch_after_effects_is_progress_lost() -> None:
