@@ -10,21 +10,36 @@ Crash boundaries (wrapped in the child only): each step's effect on the ledger
 ``record_operation_result`` (``dbos.record_operation_result#n``: a step's output is durable
 only once this returns), ``init_workflow`` and ``update_workflow_outcome``.
 
-This module never imports dbos: only ``sim.targets.dbos.workflow`` does, inside the child
-process and when the state is read.
+With ``--app FILE.py:WORKFLOW`` the workflow is the user's own ``@DBOS.workflow()`` function,
+unmodified, started with the arguments of ``--input`` and its effect functions (``--effect``)
+landed on the ledger (``sim.targets.dbos.app``); the last process notes the workflow's final
+status in the trace, where the parent reads it (``sim.targets.dbos.app_state``).
+
+This module never imports dbos: only ``sim.targets.dbos.workflow`` and ``sim.targets.dbos.app``
+do, inside the child process (the former also when the bundled workflow's state is read).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
     ChildContext,
+    TargetError,
     TargetOptions,
     TargetState,
     TargetTool,
     missing_extra,
+)
+from sim.targets.python_app.options import (
+    canonical_effects,
+    checked_app,
+    json_file,
+    parse_effects,
 )
 
 
@@ -41,19 +56,66 @@ class DBOSTarget:
     def missing(self) -> str | None:
         return missing_extra(self.name, ("dbos",), self.extra)
 
+    def validate(self, options: TargetOptions) -> TargetOptions:
+        """With ``--app``: the user's workflow, its effect functions and its input, checked
+        (files made absolute: children run elsewhere). Without: none of those. A DBOS workflow
+        calls no model, so ``--model-script`` is refused either way."""
+        if options.model_script:
+            raise TargetError("dbos: --model-script scripts an agent's model; a workflow has none")
+        if not options.app:
+            if options.effects or options.app_input:
+                raise TargetError("dbos: --effect and --input need --app")
+            return options
+        if options.variant not in ("", "as_is"):
+            raise TargetError("dbos: --variant is the bundled workflow's; fix your app instead")
+        if not options.effects:
+            raise TargetError("dbos: --app needs its effect functions: --effect NAME=POLICY")
+        app_input = json_file(self.name, "--input", options.app_input, (list, dict))
+        try:
+            workflow_arguments(json.loads(Path(app_input).read_text(encoding="utf-8")))
+        except ValueError as exc:
+            raise TargetError(f"dbos: --input {options.app_input}: {exc}") from exc
+        return replace(
+            options,
+            app=checked_app(options.app),
+            effects=canonical_effects(options.effects),
+            app_input=app_input,
+        )
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options  # the same agent whatever the options
-        return PAYMENT_AGENT_TOOLS
+        return parse_effects(options.effects) if options.app else PAYMENT_AGENT_TOOLS
 
     def run_child(self, ctx: ChildContext) -> str:
+        if ctx.options.app:
+            from sim.targets.dbos.app import run_child as run_app
+
+            return run_app(ctx)
         from sim.targets.dbos.workflow import run_child
 
         return run_child(ctx)
 
     def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        if options.app:
+            from sim.targets.dbos.app_state import read_state as read_app_state
+
+            return read_app_state(point_dir, options)
         from sim.targets.dbos.workflow import read_state
 
         return read_state(point_dir, options)
+
+
+def workflow_arguments(given: object) -> tuple[list[Any], dict[str, Any]]:
+    """``--input``'s JSON as the workflow's arguments: a list is its positional arguments; an
+    object ``{"args": [...], "kwargs": {...}}`` (either key optional) both. Anything else is a
+    ``ValueError`` naming the shape: checked in the parent, without dbos, before any child
+    starts, and read again in each child (``sim.targets.dbos.app``)."""
+    if isinstance(given, list):
+        return given, {}
+    if isinstance(given, dict) and set(given) <= {"args", "kwargs"}:
+        args, kwargs = given.get("args", []), given.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise ValueError('expected a JSON list of arguments, or {"args": [...], "kwargs": {...}}')
 
 
 TARGET = DBOSTarget()
