@@ -240,7 +240,15 @@ def compare_point(
     sim_result = run_scenario(pair.scenario, seed=pair.seed, store=pair.kind, schedule=schedule)
     sim_outcome = judge(sim_result, pair.sim_ref, determinism=False)
     sim_s = time.perf_counter() - t0
-    sim_crashes = [c.label for c in sim_result.trace.crashes]
+    preempt = pair.options.preempt_s > 0
+    # A preempted real run has no crash at the point itself: the simulator's kill there is
+    # left out of the line-up (its verdict stays, as what a kill would have done).
+    own = (point.index, point.when)
+    sim_crashes = [
+        c.label
+        for c in sim_result.trace.crashes
+        if not (preempt and (c.point.index, c.point.when) == own)
+    ]
     lined_up = partial(
         _lines_up, sim_labels=pair.sim_labels, upto=point.index + 1, sim_crashes=sim_crashes
     )
@@ -249,7 +257,10 @@ def compare_point(
     real_outcome, real_error = _judge_real(run, real_ref)
     real_side, sim_side = _side(real_outcome, real_error), _side(sim_outcome)
     label = real_labels[point.index] if point.index < len(real_labels) else "?"
-    agree = aligned and real_side["verdict"] == sim_side["verdict"]
+    # Preempted, the run must pass (a graceful shutdown may lose nothing); killed, it must
+    # reach the simulator's verdict.
+    expected = "pass" if preempt else sim_side["verdict"]
+    agree = aligned and real_side["verdict"] == expected
     differences = _diff(observables(run.result), observables(sim_result))
     row = {
         "point": schedule.text(),

@@ -62,7 +62,7 @@ from sim.explore.realcrash import (
     select_points,
 )
 from sim.explore.sweep import base_schedule, depth1_schedules
-from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, RealOptions
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, MAX_GRACE_S, RealOptions
 from sim.run.runner import run_scenario
 from sim.world.faults import CrashKind
 from sim.world.model import MODEL_LATENCY_S
@@ -104,6 +104,7 @@ def _options(
     speedup: float | None,
     blocking: str | None,
     workdir: str | None,
+    preempt_s: float,
 ) -> RealOptions:
     """The real runs' hosting, validated eagerly (one line per bad option): ``speedup`` and
     threaded blocking need the scaled clock; each defaults to what its clock needs."""
@@ -118,6 +119,8 @@ def _options(
         raise RealcrashError(f"--points must be at least 1, got {points}")
     if speedup is not None and not speedup > 0:
         raise RealcrashError(f"--speedup must be positive, got {speedup}")
+    if not 0 <= preempt_s <= MAX_GRACE_S:
+        raise RealcrashError(f"--preempt must be 0..{MAX_GRACE_S:g} seconds, got {preempt_s:g}")
     if clock == "virtual" and speedup is not None:
         raise RealcrashError("--speedup scales the wall clock: it needs --clock scaled")
     if clock == "virtual" and blocking == "thread":
@@ -130,6 +133,7 @@ def _options(
         blocking=blocking or ("inline" if clock == "virtual" else "thread"),
         workdir=workdir,
         seams=seam_specs(),
+        preempt_s=preempt_s,
     )
 
 
@@ -143,6 +147,7 @@ def realcrash(
     speedup: float | None = None,
     blocking: str | None = None,
     workdir: str | None = None,
+    preempt_s: float = 0.0,
     progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """Kill real processes at the scenario's process-kill crash points (at most ``points`` of
@@ -153,7 +158,7 @@ def realcrash(
     Raises ``ScenarioError`` for an unknown or invalid scenario and ``RealcrashError`` for one
     realcrash cannot run (``refusal`` names the feature) or a bad option.
     """
-    options = _options(store, points, clock, speedup, blocking, workdir)
+    options = _options(store, points, clock, speedup, blocking, workdir, preempt_s)
     scenario = load_scenario(scenario_name)
     reason = refusal(scenario)
     if reason is not None:
@@ -197,7 +202,8 @@ def _document(
         "scenario": scenario.name,
         "store": str(pair.kind),
         "seed": pair.seed,
-        "crash_kind": "process",
+        "crash_kind": "preempt" if options.preempt_s else "process",
+        "preempt_s": options.preempt_s,
         "blocking": options.blocking,
         "clock": options.clock,
         "time_scale": None

@@ -14,8 +14,10 @@ Exit status of a child that is not killed: 0 its client session ended, 3 the run
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -31,6 +33,30 @@ EXIT_LIVENESS = 4
 
 
 async def _live(host: RealHost, process: SimProcess) -> int:
+    """``_run``, and under preemption (``realcrash --preempt``) a SIGTERM handler beside it:
+    the signal ends the client session, and leaving the runtime's context is its graceful
+    shutdown (as a process that ends its session at the scenario's shutdown time)."""
+    if not host.machine.preempt_at:
+        return await _run(host, process)
+    # Once the run is over a SIGTERM has nothing left to stop: ignored, not re-delivered with
+    # the default action when the receiver closes (trio restores this handler then).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_on_sigterm, signals, process)
+            status = await _run(host, process)
+            nursery.cancel_scope.cancel()
+    return status
+
+
+async def _on_sigterm(signals: Any, process: SimProcess) -> None:
+    async for _ in signals:
+        process.preempted = True
+        if process.stop_session is not None:
+            process.stop_session.cancel()
+
+
+async def _run(host: RealHost, process: SimProcess) -> int:
     """Run the process until its session ends or the liveness bound passes (scenario time
     after the start or the latest crash, as in the simulator)."""
     clock = host.world.clock

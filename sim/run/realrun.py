@@ -47,6 +47,10 @@ DEFAULT_SPEEDUP = 50.0
 BLOCKING_MODES = ("thread", "inline")
 # A child on the virtual clock only computes: the longest bundled scenario takes seconds.
 VIRTUAL_CHILD_TIMEOUT_S = 120.0
+#: The longest grace a preemption gives (``RealOptions.preempt_s``), in wall seconds.
+MAX_GRACE_S = 60.0
+#: How often the parent looks for a preempted child's record while it waits for it.
+POLL_S = 0.02
 
 
 @dataclass
@@ -70,12 +74,16 @@ class RealOptions:
     workdir: str | None = None
     seams: tuple[tuple[str, str], ...] = ()
     keep: bool = False
+    # 0: the schedule's last point is a kill. More: a preemption there instead -- SIGTERM, the
+    # runtime's graceful shutdown, SIGKILL after this many wall seconds if it is still alive.
+    preempt_s: float = 0.0
 
     def __post_init__(self) -> None:
         assert self.clock in CLOCKS, self.clock
         assert self.blocking in BLOCKING_MODES, self.blocking
         assert self.clock == "scaled" or self.blocking == "inline", "virtual time needs inline"
         assert self.speedup > 0, self.speedup
+        assert 0 <= self.preempt_s <= MAX_GRACE_S, self.preempt_s
 
     def child_timeout_s(self, scenario: Scenario) -> float:
         """Wall seconds a child may run before it counts as hung: its liveness bound in real
@@ -116,6 +124,10 @@ def run_real(
     if timed is None and scenario.timed_crashes:
         timed = timed_points(run_scenario(scenario, seed=seed, store=store, schedule=schedule))
     point_dir = Path(tempfile.mkdtemp(prefix="realcrash-", dir=options.workdir))
+    kills: tuple[CrashPoint, ...] = schedule.points
+    preempt_at: tuple[CrashPoint, ...] = ()
+    if options.preempt_s:  # the schedule's own point is a preemption, its base points kills
+        kills, preempt_at = schedule.points[:-1], schedule.points[-1:]
     try:
         config = {
             "scenario": scenario.model_dump(mode="json"),
@@ -123,7 +135,8 @@ def run_real(
             "store": str(store),
             "clock": options.clock,
             "speedup": options.speedup,
-            "schedule": Schedule.of(*schedule.points, *(timed or ())).text(),
+            "schedule": Schedule.of(*kills, *(timed or ())).text(),
+            "preempt_at": [[p.index, str(p.when)] for p in preempt_at],
             "blocking": options.blocking,
             "seams": dict(options.seams),
         }
@@ -132,7 +145,7 @@ def run_real(
         services = SQLiteServices.create(point_dir / SERVICES_NAME, initial_files(seed, scenario))
         services.close()
         harness_error, timed_out, children = _run_children(
-            point_dir, options.child_timeout_s(scenario)
+            point_dir, options.child_timeout_s(scenario), options.preempt_s
         )
         result = _collect(scenario, store, seed, schedule, point_dir, timed_out)  # as scheduled
         return RealRun(result, harness_error, children, time.perf_counter() - started)
@@ -141,26 +154,39 @@ def run_real(
             shutil.rmtree(point_dir, ignore_errors=True)
 
 
-def _run_children(point_dir: Path, timeout_s: float) -> tuple[str | None, bool, int]:
+def _run_children(
+    point_dir: Path, timeout_s: float, grace_s: float
+) -> tuple[str | None, bool, int]:
     """Start children until one is not killed at a crash point (the simulator's worker loop:
     after a crash a new child always runs, even when the client has its answers, so recovery
-    runs and settles whatever the crash left)."""
+    runs and settles whatever the crash left). A child preempted (``grace_s`` > 0) that shut
+    down within its grace is followed by the next, as an autoscaler starts a replacement; one
+    still alive when the grace ran out is SIGKILLed and its point ends there, with that as the
+    runtime's error (I0): a shutdown that outlives its grace loses what it had not finished."""
     log = point_dir / LOG_NAME
     for number in range(1, MAX_PROCESSES + 1):
         command = [sys.executable, "-m", "sim.run.realchild", str(point_dir), str(number)]
         try:
-            proc = subprocess.run(command, capture_output=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:  # subprocess.run has killed it
+            returncode, stderr = _run_child(command, timeout_s, grace_s, log, f"p{number}")
+        except subprocess.TimeoutExpired:  # _run_child has killed it
             return None, True, number
-        crashes = replay(read_entries(log)).get("crashes", [])
-        crashed = any(c.process == f"p{number}" for c in crashes)
-        if proc.returncode == -signal.SIGKILL and crashed:
+        state = replay(read_entries(log))
+        crashed = any(c.process == f"p{number}" for c in state.get("crashes", []))
+        preempted = any(p[0] == f"p{number}" for p in state.get("preempted", []))
+        if returncode == -signal.SIGKILL and crashed:
             continue
-        if proc.returncode in (EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS) and not crashed:
+        if returncode == -signal.SIGKILL and preempted:
+            PointLog(log).list("errors").append(
+                f"p{number} did not stop within its grace of {grace_s:g} s after SIGTERM"
+            )
             return None, False, number
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        if returncode == EXIT_ENDED and preempted and not crashed:
+            continue
+        if returncode in (EXIT_ENDED, EXIT_ERROR, EXIT_LIVENESS) and not crashed:
+            return None, False, number
+        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
         return (
-            f"child p{number} exited with status {proc.returncode}"
+            f"child p{number} exited with status {returncode}"
             + (f": {' | '.join(tail)}" if tail else ""),
             False,
             number,
@@ -168,6 +194,49 @@ def _run_children(point_dir: Path, timeout_s: float) -> tuple[str | None, bool, 
     # The simulator's world gives up the same way (and reports it as the runtime's failure).
     PointLog(log).list("errors").append(f"more than {MAX_PROCESSES} processes")
     return None, False, MAX_PROCESSES
+
+
+def _run_child(
+    command: list[str], timeout_s: float, grace_s: float, log: Path, process: str
+) -> tuple[int, bytes]:
+    """Run one child to its end: its status and its standard error. Without a grace, as
+    ``subprocess.run``; with one, the parent watches the point's record, and SIGKILLs the child
+    ``grace_s`` wall seconds after it recorded its preemption. Raises ``TimeoutExpired`` (the
+    child killed) past ``timeout_s``."""
+    if not grace_s:
+        done = subprocess.run(command, capture_output=True, timeout=timeout_s)
+        return done.returncode, done.stderr
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            _wait_preempted(proc, timeout_s, grace_s, log, process)
+        finally:
+            if proc.poll() is None:  # an interrupt, a timeout or the grace: no child left
+                proc.kill()
+            proc.wait()
+        err.seek(0)
+        return proc.returncode, err.read()
+
+
+def _wait_preempted(
+    proc: subprocess.Popen[bytes], timeout_s: float, grace_s: float, log: Path, process: str
+) -> None:
+    """Wait for ``proc`` to end, at most ``timeout_s`` and at most ``grace_s`` after its
+    preemption shows in the point's record (then kill it)."""
+    started = time.monotonic()
+    grace_ends: float | None = None
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now - started > timeout_s:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        if grace_ends is None:
+            preempted = replay(read_entries(log)).get("preempted", [])
+            if any(p[0] == process for p in preempted):
+                grace_ends = now + grace_s
+        elif now >= grace_ends:
+            proc.kill()
+            return
+        time.sleep(POLL_S)
 
 
 def _collect(

@@ -57,6 +57,10 @@ class SimProcess:
         self.slot = 0  # the worker slot it runs in (a scenario's second worker is slot 1)
         # Released its lease (and not acquired one since): it must do no more work (I8).
         self.released_lease = False
+        # A preemption (``realcrash --preempt``: SIGTERM, then SIGKILL after a grace) asked it
+        # to shut down gracefully; ``stop_session`` ends its client session when it has one.
+        self.preempted = False
+        self.stop_session: trio.CancelScope | None = None
 
     def now(self) -> float:
         return self.machine.now()

@@ -194,9 +194,16 @@ class RealMachine(Machine):
     its evidence and its injector's label counters live in the point's record, and its
     boundary numbering goes on from the boundaries recorded there."""
 
-    def __init__(self, world: RealWorld, schedule: Schedule, log: PointLog) -> None:
+    def __init__(
+        self,
+        world: RealWorld,
+        schedule: Schedule,
+        log: PointLog,
+        preempt_at: frozenset[tuple[int, str]] = frozenset(),
+    ) -> None:
         # No timed crashes of its own: the parent resolved them to boundary indexes of the
         # schedule (``sim.run.realrun``), since a real clock runs ahead of the simulator's.
+        self.preempt_at = preempt_at
         super().__init__(
             world,
             schedule,
@@ -206,6 +213,7 @@ class RealMachine(Machine):
             counters=log.dict("counters"),
         )
         self.clock = world.clock
+        self.log = log
         self.spawned = log.list("spawned")
 
     def now(self) -> float:
@@ -216,7 +224,23 @@ class RealMachine(Machine):
 
     def before(self, process: SimProcess, label: str) -> int:
         self.clock.start()  # the process's first boundary: time runs from here (ScaledClock)
-        return super().before(process, label)
+        index = super().before(process, label)
+        self._preempt(process, index, "before")
+        return index
+
+    def after(self, process: SimProcess, index: int, label: str) -> None:
+        super().after(process, index, label)
+        self._preempt(process, index, "after")
+
+    def _preempt(self, process: SimProcess, index: int, when: str) -> None:
+        """A preemption point (``realcrash --preempt``): record it, then SIGTERM to this very
+        process, as an autoscaler sends it. The boundary goes on; the signal's handler
+        (``sim.run.realchild``) begins the graceful shutdown at the next checkpoint, and the
+        parent SIGKILLs the process if it is still alive when the grace runs out."""
+        if (index, when) not in self.preempt_at:
+            return
+        self.log.list("preempted").append([process.id, index, when])
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def spawn_numbered(self, number: int) -> SimProcess:
         process = SimProcess(self, number)
@@ -304,7 +328,8 @@ def open_host(point_dir: Path, number: int) -> tuple[RealHost, SimProcess]:
     crashes = log.state.get("crashes", [])
     clock = host_clock(cfg, crashes[-1].time_s if crashes else 0.0)
     world = RealWorld(int(cfg["seed"]), clock, log.dict("ids"))
-    machine = RealMachine(world, parse_schedule(cfg["schedule"]), log)
+    preempt_at = frozenset((int(i), str(w)) for i, w in cfg.get("preempt_at", []))
+    machine = RealMachine(world, parse_schedule(cfg["schedule"]), log, preempt_at)
     client = ClientView(
         acked=log.dict("client.acked"),
         answers=log.dict("client.answers"),

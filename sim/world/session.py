@@ -126,7 +126,11 @@ async def client_session(
         if scenario.operator is not None:
             nursery.start_soon(operator, host, process, conversation)
         # A graceful shutdown ends the session at its time: the runtime then exits normally.
-        with trio.move_on_at(shutdown_s):
+        # So does a preemption (the real host's SIGTERM, ``sim.run.realchild``), at its instant.
+        with trio.move_on_at(shutdown_s) as stop:
+            process.stop_session = stop
+            if process.preempted:
+                stop.cancel()
             try:
                 await client_steps(host, process, conversation)
                 for spec in scenario.inputs:

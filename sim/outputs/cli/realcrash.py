@@ -14,7 +14,7 @@ from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import SEED_HELP, seed_arg, text_arg
 from sim.outputs.realcrash import RealcrashError, realcrash
-from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP
+from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, MAX_GRACE_S
 from sim.world.realhost import CLOCKS
 
 #: The stores ``realcrash`` takes: those whose store lives in files beside a real process.
@@ -87,6 +87,18 @@ def add_realcrash_arguments(parser: argparse.ArgumentParser) -> None:
             "worker threads as in production (default with --clock scaled)"
         ),
     )
+    parser.add_argument(
+        "--preempt",
+        type=options.arg_type(options.number, 0.0, MAX_GRACE_S),
+        default=0.0,
+        metavar="GRACE_S",
+        help=(
+            "preempt instead of kill: SIGTERM at each point, the runtime's graceful shutdown, "
+            f"SIGKILL GRACE_S wall seconds later if still alive (0 < GRACE_S <= {MAX_GRACE_S:g}); "
+            "each preempted run must pass, and the table shows the simulator's verdict for a "
+            "kill at the same point beside it"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON document on stdout")
 
 
@@ -119,6 +131,7 @@ def main_realcrash(args: argparse.Namespace) -> int:
             clock=args.clock,
             speedup=args.speedup,
             blocking=args.blocking,
+            preempt_s=args.preempt,
             progress=show if live else None,
         )
     except RealcrashError as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stuck_runtime import stuck_shutdown_runtime
 from testkit import REPO
 from tiers import tiered
 
@@ -214,3 +215,33 @@ def test_swapped_seams_reach_the_real_processes_by_name() -> None:
     unnamed = seams(file_store=lambda root, fs, fsync: FileStore(root, fs=fs, fsync=fsync))
     with unnamed, pytest.raises(RealcrashError, match="file_store seam cannot be named"):
         seam_specs()
+
+
+@pytest.mark.slow
+def test_a_preempted_runtime_shuts_down_and_the_next_process_resumes() -> None:
+    """``--preempt``: SIGTERM at each point instead of SIGKILL. The reference runtime's graceful
+    shutdown (stop the work, release the lease) loses nothing: every preempted run passes, and
+    a replacement process finishes it where the preemption came before the end."""
+    doc = realcrash("idempotent_payment", store="file", points=4, preempt_s=5.0)
+    assert doc["crash_kind"] == "preempt" and doc["preempt_s"] == 5.0
+    assert [p["real"] for p in doc["points"]] == ["pass"] * 4, doc["disagreements"]
+    assert doc["agreement"] == 1.0 and all(p["aligned"] for p in doc["points"])
+    assert any(p["children"] >= 2 for p in doc["points"])
+
+
+@pytest.mark.slow
+def test_a_shutdown_that_outlives_its_grace_is_killed_and_reported() -> None:
+    """A runtime whose shutdown does not end within the grace is SIGKILLed by the parent, and
+    the point fails with that as the runtime's error: the check can fail."""
+    with seams(open_runtime=stuck_shutdown_runtime):
+        doc = realcrash("idempotent_payment", store="file", points=1, preempt_s=0.5)
+    (row,) = doc["points"]
+    assert row["real"] != "pass" and not row["agree"]
+    (disagreement,) = doc["disagreements"]
+    said = json.dumps(disagreement["real"])
+    assert "did not stop within its grace of 0.5 s after SIGTERM" in said
+
+
+def test_a_grace_out_of_range_is_one_line() -> None:
+    with pytest.raises(RealcrashError, match=r"--preempt must be 0\.\.60 seconds"):
+        realcrash("idempotent_payment", store="file", points=1, preempt_s=61.0)
