@@ -127,15 +127,17 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _app_options(p: argparse.ArgumentParser) -> None:
-    """A user's own app: the python target's program, or a LangGraph graph of the user's."""
+    """A user's own app: the python target's program, or a graph, workflow or agent of the
+    user's for a framework target."""
     p.add_argument(
         "--app",
         type=text_arg,
         default=None,
         metavar="FILE.py:FUNCTION",
         help=(
-            "your own app, run unmodified in each child: the python target's program, or "
-            "langgraph's graph factory (or MODULE:FUNCTION)"
+            "your own app, run unmodified in each child: the python target's program, "
+            "langgraph's graph factory, dbos's workflow, pydantic-ai's Agent factory "
+            "(or MODULE:FUNCTION)"
         ),
     )
     p.add_argument(
@@ -147,7 +149,9 @@ def _app_options(p: argparse.ArgumentParser) -> None:
         help=(
             "with --app, repeatable: a function of your app that acts on the outside "
             "world, and what you promise for it across crashes (exactly_once, the default; "
-            "at_most_once; at_least_once); a call passing idempotency_key=... is deduplicated"
+            "at_most_once; at_least_once; or a recovery policy: idempotent, "
+            "verify_then_continue, unsafe, manual, replay_safe); a call passing "
+            "idempotency_key=... is deduplicated"
         ),
     )
     p.add_argument(
@@ -155,7 +159,11 @@ def _app_options(p: argparse.ArgumentParser) -> None:
         type=text_arg,
         default=None,
         metavar="FILE.json",
-        help="langgraph --app: the run's input (a JSON string: the user's message; or the input)",
+        help=(
+            "a framework target's --app: the run's input (langgraph, pydantic-ai: a JSON "
+            "string, the user's message; langgraph: or the graph's input; dbos: the "
+            'workflow\'s arguments, a JSON list or {"args": [...], "kwargs": {...}})'
+        ),
     )
     p.add_argument(
         "--model-script",
@@ -163,9 +171,10 @@ def _app_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE.json",
         help=(
-            "langgraph --app: the model's turns in order, a JSON list of "
-            '{"content": ..., "tool_calls": [{"name": ..., "args": {...}}]}; the graph factory '
-            "takes the scripted model as its argument"
+            "langgraph and pydantic-ai --app: the model's turns in order, a JSON list of "
+            '{"content": ..., "tool_calls": [{"name": ..., "args": {...}}]}; the factory '
+            "takes the scripted model as its argument (pydantic-ai --durability capability "
+            "requires it)"
         ),
     )
 
