@@ -25,6 +25,7 @@ from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.targets.python_app.loading import undeclared_tools
 
 WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
@@ -164,6 +165,9 @@ def sweep_target(
         "history": reference.state.history,
         "processes": reference.processes,
     }
+    undeclared = undeclared_tools(reference.rows)
+    if undeclared:  # the app's tools that landed no declared effect: counted, not judged
+        out.reference_outcome["undeclared_effects"] = undeclared
     for row in reference.ledger:
         if row.applied:
             key = f"{row.service}.{row.op}"

@@ -21,6 +21,7 @@ from typing import Any
 from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
+from sim.outputs.report.markdown import undeclared_note
 
 FAILURES_SHOWN = 5
 MAX_TIMEOUT_S = 3600.0  # one child's run
@@ -284,6 +285,9 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
         f"boundaries {result.boundaries}  schedules {result.schedules}  "
         f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
     )
+    undeclared = undeclared_note({"reference_outcome": result.reference_outcome})
+    if undeclared:
+        print(undeclared)
     for failure in result.failures[:FAILURES_SHOWN]:
         also = [i for i in failure.invariants if i != failure.invariant]
         print(

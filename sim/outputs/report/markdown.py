@@ -66,6 +66,19 @@ def _table(header: list[str], rows: list[list[str]], *, numeric_from: int = 99) 
     return [_row(header), _row(align), *(_row(r) for r in rows)]
 
 
+def undeclared_note(s: dict[str, Any]) -> str:
+    """The app's tools that landed no declared effect in the fault-free run (a target's
+    ``--app`` sweep): counted, not judged -- name their service clients with ``--effect``."""
+    undeclared = s.get("reference_outcome", {}).get("undeclared_effects") or {}
+    if not undeclared:
+        return ""
+    calls = ", ".join(f"{tool} ({n} call{'s' if n != 1 else ''})" for tool, n in undeclared.items())
+    return (
+        f"undeclared effects: {calls} -- tools that landed no declared effect, counted but not "
+        "judged; name their clients of outside services with --effect"
+    )
+
+
 def render(results: dict[str, Any]) -> str:
     runs: list[dict[str, Any]] = list(results.get("scenarios", []))
     t = totals(results)
@@ -107,6 +120,9 @@ def render(results: dict[str, Any]) -> str:
     out += _table(header, rows, numeric_from=2)
     notes = [f"- {text(store)}: {skipped_note(store)}" for store in skipped_power_stores(results)]
     notes += [f"- {text(run_name(s))}: {text(sampled_note(s))}" for s in runs if s.get("sampled")]
+    notes += [
+        f"- {text(run_name(s))}: {text(undeclared_note(s))}" for s in runs if undeclared_note(s)
+    ]
     if notes:
         out += ["", "**Notes**", "", *notes]
 

@@ -25,13 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from sim.targets.boundaries import Boundaries
 from sim.targets.langgraph.agent import ScriptedChatModel, _message_row, run_graph
 from sim.targets.langgraph.app_state import STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
-from sim.targets.python_app.loading import enter_app_dir, load_app, wrap_effects
+from sim.targets.python_app.loading import (
+    enter_app_dir,
+    load_app,
+    wrap_effects,
+    wrap_tool_calls,
+)
 
 
 class ScriptModel(ScriptedChatModel):
@@ -66,6 +72,7 @@ class ScriptModel(ScriptedChatModel):
 def _graph(ctx: ChildContext, saver: Any) -> Any:
     module, factory = load_app(ctx.options.app, work=enter_app_dir(ctx))
     wrap_effects(ctx, module)
+    wrap_tool_calls(ctx, BaseTool, "invoke", "ainvoke")
     script = json.loads(Path(ctx.options.model_script).read_text(encoding="utf-8"))
     model = ScriptModel(script=script, process=ctx.process)
     model._boundaries = ctx.boundaries

@@ -54,12 +54,19 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.dbos.system_db import sqlite_url
 from sim.targets.protocol import ChildContext, TargetState
 from sim.targets.pydantic_ai.agent import DB_NAME, FINAL, _history, wrap_boundaries
 from sim.targets.pydantic_ai.app_state import STATE_NOTE
-from sim.targets.python_app.loading import AppError, enter_app_dir, load_app, wrap_effects
+from sim.targets.python_app.loading import (
+    AppError,
+    enter_app_dir,
+    load_app,
+    running_tool,
+    wrap_effects,
+)
 
 #: The run's workflow: one per point, so a later process finds the first one's.
 WORKFLOW_ID = "app-agent-run"
@@ -161,6 +168,7 @@ def run_child(ctx: ChildContext) -> str:
     the workflow or wait for the recovered one, then note the run for the judge."""
     global _AGENT
     wrap_boundaries(ctx.boundaries)
+    _wrap_tool_calls(ctx)
     _AGENT = build_agent(ctx)
     db = sqlite_url(ctx.point_dir / DB_NAME)
     DBOS(config={"name": "durable-sim-pydantic-ai-app", "system_database_url": db})
@@ -169,6 +177,19 @@ def run_child(ctx: ChildContext) -> str:
         return asyncio.run(_start_or_wait(ctx, _AGENT))
     finally:
         DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def _wrap_tool_calls(ctx: ChildContext) -> None:
+    """pydantic-ai's call of a function tool (the tool named by its argument) runs inside
+    ``running_tool``: the caller of the effects it lands, or a tool the report lists as
+    undeclared."""
+    original = FunctionToolset.call_tool
+
+    async def call_tool(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        with running_tool(ctx, name):
+            return await original(self, name, *args, **kwargs)
+
+    FunctionToolset.call_tool = call_tool  # type: ignore[method-assign]  # the child's own copy of the class
 
 
 async def _start_or_wait(ctx: ChildContext, agent: Any) -> str:

@@ -4,6 +4,7 @@ effect functions are the program's clients of outside services, whatever calls t
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import importlib.util
@@ -11,7 +12,8 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +27,65 @@ APP_DIR = "app"
 MODULE_NAME = "durable_sim_app"
 #: How much of an effect's arguments a ledger row keeps.
 DETAIL_CHARS = 200
+
+
+#: Trace notes of a framework app: a tool call of the framework began (``tool``), and a declared
+#: effect was landed while one ran (``effect``, ``tool``: its caller).
+TOOL_NOTE = "tool_call"
+CALLER_NOTE = "effect_caller"
+#: The framework's tool call running now, in this task or thread: an effect's caller.
+_TOOL: contextvars.ContextVar[str | None] = contextvars.ContextVar("app_tool", default=None)
+
+
+@contextmanager
+def running_tool(ctx: ChildContext, name: str) -> Iterator[None]:
+    """Around one call of the framework's tool ``name``: noted in the trace, and the caller of
+    every declared effect landed inside it. A tool whose calls land no declared effect is what
+    the report lists as undeclared (``undeclared_tools``): counted, not judged. Inside another
+    tool call (a framework's async entry running its sync one) it is that call."""
+    if _TOOL.get() is not None:
+        yield
+        return
+    ctx.boundaries.note(what=TOOL_NOTE, tool=name)
+    token = _TOOL.set(name)
+    try:
+        yield
+    finally:
+        _TOOL.reset(token)
+
+
+def wrap_tool_calls(ctx: ChildContext, cls: type, sync: str, asynchronous: str) -> None:
+    """``cls.sync`` and ``cls.asynchronous`` (a framework's entries that run one tool call, the
+    tool named by the instance's ``name``) run inside ``running_tool``."""
+    original_sync, original_async = getattr(cls, sync), getattr(cls, asynchronous)
+
+    @functools.wraps(original_sync)
+    def run_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with running_tool(ctx, str(self.name)):
+            return original_sync(self, *args, **kwargs)
+
+    @functools.wraps(original_async)
+    async def run_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with running_tool(ctx, str(self.name)):
+            return await original_async(self, *args, **kwargs)
+
+    setattr(cls, sync, run_sync)
+    setattr(cls, asynchronous, run_async)
+
+
+def undeclared_tools(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """From a run's trace: each tool the framework called whose calls landed no declared
+    effect, with its number of calls."""
+    calls: dict[str, int] = {}
+    landed: set[str] = set()
+    for row in rows:
+        if row.get("t") != "note":
+            continue
+        if row.get("what") == TOOL_NOTE:
+            calls[str(row["tool"])] = calls.get(str(row["tool"]), 0) + 1
+        elif row.get("what") == CALLER_NOTE:
+            landed.add(str(row["tool"]))
+    return {tool: n for tool, n in sorted(calls.items()) if tool not in landed}
 
 
 class AppError(Exception):
@@ -79,6 +140,9 @@ def wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
         with lock:
             counts[name] = n = counts.get(name, 0) + 1
         key = kwargs.get("idempotency_key")
+        caller = _TOOL.get()
+        if caller is not None:
+            ctx.boundaries.note(what=CALLER_NOTE, effect=name, tool=caller)
         ctx.ledger.effect(
             ctx.boundaries,
             service=SERVICE,
@@ -87,7 +151,7 @@ def wrap_effects(ctx: ChildContext, module: ModuleType) -> None:
             call_id=f"{name}-{n}",
             key=None if key is None else str(key),
             process=ctx.process,
-            detail=_describe(args, kwargs),
+            detail=(f"by tool {caller}: " if caller else "") + _describe(args, kwargs),
         )
 
     for tool in parse_effects(ctx.options.effects):

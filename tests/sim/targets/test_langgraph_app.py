@@ -70,3 +70,14 @@ def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> 
 def test_the_bundled_agent_takes_no_model_script() -> None:
     with pytest.raises(TargetError, match="need --app"):
         check_options(get_target("langgraph"), TargetOptions("sync", model_script="x.json"))
+
+
+@pytest.mark.slow
+def test_a_tool_that_lands_no_declared_effect_is_listed_not_judged() -> None:
+    """Only ``refund`` declared: ``email_customer`` still runs, lands nothing the judge counts,
+    and the report lists it as an undeclared effect; with both declared, nothing is listed."""
+    target = get_target("langgraph")
+    one = sweep_target(target, _options("build_graph", effects="refund"), choose=lambda _: [])
+    assert one.reference_outcome["undeclared_effects"] == {"email_customer": 1}
+    both = sweep_target(target, _options("build_graph"), choose=lambda _: [])
+    assert "undeclared_effects" not in both.reference_outcome

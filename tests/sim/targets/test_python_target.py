@@ -13,10 +13,12 @@ import pytest
 from testkit import REPO
 
 from sim.outputs.cli.main import main
+from sim.outputs.report.markdown import undeclared_note
 from sim.targets.host import run_point
 from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.python_app import PythonTarget
+from sim.targets.python_app.loading import CALLER_NOTE, TOOL_NOTE, undeclared_tools
 from sim.targets.registry import get_target
 from sim.targets.sweep import check_options, crash_at, reference_run, sweep_target
 
@@ -161,3 +163,20 @@ def test_an_effect_the_program_does_not_have_is_one_line_exit_2(
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1
     assert "the program has no function 'refund'" in err
+
+
+def test_undeclared_tools_are_those_whose_calls_landed_no_declared_effect() -> None:
+    def note(**fields: str) -> dict[str, str]:
+        return {"t": "note", "p": "p1", **fields}
+
+    rows = [
+        note(what=TOOL_NOTE, tool="lookup"),
+        note(what=TOOL_NOTE, tool="refund_order"),
+        note(what=CALLER_NOTE, effect="refund", tool="refund_order"),
+        note(what=TOOL_NOTE, tool="lookup"),
+        {"t": "b", "p": "p1", "label": "effect:app.refund#refund-1"},
+    ]
+    assert undeclared_tools(rows) == {"lookup": 2}
+    line = undeclared_note({"reference_outcome": {"undeclared_effects": {"lookup": 2}}})
+    assert line.startswith("undeclared effects: lookup (2 calls)")
+    assert undeclared_note({"reference_outcome": {}}) == ""
