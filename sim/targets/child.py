@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
+from sim.targets.offline import refuse_network
 from sim.targets.protocol import ChildContext, TargetOptions
 from sim.targets.registry import get_target
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     process = f"p{number}"
     log = TraceLog(point_dir / TRACE_NAME)
     log.write({"t": "spawn", "p": process}, sync=True)
+    refuse_network(log, process)
     crash = config.get("crash")
     # Only the first process crashes (depth 1): the ones after it resume in peace.
     kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None

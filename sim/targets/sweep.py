@@ -24,6 +24,7 @@ from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
+from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
 from sim.targets.python_app.loading import undeclared_tools
 
@@ -125,6 +126,13 @@ def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -
     reference = run_point(target, options, None, timeout_s=timeout_s)
     verdict = judge_point(reference, reference, target.tools(options))
     if verdict.verdict != "pass" or not reference.labels:
+        tried = network_attempts(reference.rows)
+        if tried:
+            raise TargetError(
+                f"{target.name}: the app tried to reach {', '.join(tried)} in the fault-free run, "
+                "and sweeps run offline: script its model (--model-script) and point its "
+                "clients of outside services at stubs"
+            )
         why = verdict.violations[0].explanation if verdict.violations else "no boundary crossed"
         raise TargetError(f"{target.name}: the fault-free run fails: {why}")
     return reference

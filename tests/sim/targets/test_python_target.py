@@ -16,6 +16,7 @@ from sim.outputs.cli.main import main
 from sim.outputs.report.markdown import undeclared_note
 from sim.targets.host import run_point
 from sim.targets.judge import judge_point
+from sim.targets.offline import is_local
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.python_app import PythonTarget
 from sim.targets.python_app.loading import CALLER_NOTE, TOOL_NOTE, undeclared_tools
@@ -180,3 +181,47 @@ def test_undeclared_tools_are_those_whose_calls_landed_no_declared_effect() -> N
     line = undeclared_note({"reference_outcome": {"undeclared_effects": {"lookup": 2}}})
     assert line.startswith("undeclared effects: lookup (2 calls)")
     assert undeclared_note({"reference_outcome": {}}) == ""
+
+
+CALLS_HOME = """
+import urllib.request
+
+
+def charge(order):
+    return order
+
+
+def main():
+    charge("order-1")
+    urllib.request.urlopen("http://api.payments.example:8080/v1/charges", timeout=5)
+"""
+
+
+def test_an_app_that_calls_the_network_is_one_line_naming_the_host(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Sweeps run offline: the child refuses a host that is not this machine and notes it,
+    and the sweep says which host the app tried -- one line, exit 2, no traceback."""
+    program = tmp_path / "calls_home.py"
+    program.write_text(CALLS_HOME, encoding="utf-8")
+    status = main(["target", "sweep", "python", "--app", f"{program}:main", "--effect", "charge"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert "tried to reach api.payments.example:8080" in err and "offline" in err
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("::1", True),
+        (None, True),
+        ("0.0.0.0", True),
+        ("api.openai.com", False),
+        ("10.0.0.1", False),
+        (b"example.com", False),
+    ],
+)
+def test_only_this_machine_is_local(host: object, local: bool) -> None:
+    assert is_local(host) is local
