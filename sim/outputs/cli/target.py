@@ -73,6 +73,24 @@ def add_parsers(sub: Any) -> None:
     rp.add_argument("--json", action="store_true", help="print the verdict as JSON")
     rp.set_defaults(handler=_run_replay)
 
+    rc = tsub.add_parser(
+        "record",
+        help="run your app once with its own model and save the model's turns as a script",
+        description=(
+            "Run a langgraph or pydantic-ai --app once, fault-free, with the model its factory "
+            "builds when given none (a network is needed for a provider's model), and write the "
+            "model's responses -- text and tool calls -- as a --model-script file, so every later "
+            "sweep is offline and deterministic. The app's service clients are not stubbed here."
+        ),
+    )
+    rc.add_argument("target", type=text_arg, help="langgraph or pydantic-ai")
+    rc.add_argument("--app", type=text_arg, required=True, metavar="FILE.py:FACTORY")
+    rc.add_argument("--input", type=text_arg, required=True, metavar="FILE.json")
+    rc.add_argument(
+        "--out", type=text_arg, required=True, metavar="FILE.json", help="the script to write"
+    )
+    rc.set_defaults(handler=_run_record)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -206,6 +224,19 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     except TargetError as exc:
         raise UsageError(str(exc)) from exc
     return target, options
+
+
+def _run_record(args: argparse.Namespace) -> int:
+    from sim.targets.protocol import TargetError
+    from sim.targets.recording import record_script
+
+    try:
+        turns = record_script(args.target, app=args.app, app_input=args.input, out=Path(args.out))
+    except TargetError as exc:
+        raise UsageError(str(exc)) from exc
+    calls = sum(len(t["tool_calls"]) for t in turns)
+    print(f"recorded {len(turns)} model turns ({calls} tool calls) to {args.out}")
+    return 0
 
 
 def _run_list(args: argparse.Namespace) -> int:
