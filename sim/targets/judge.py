@@ -120,6 +120,8 @@ def check_hidden(run: PointRun, tools: tuple[TargetTool, ...]) -> list[Violation
         return []
     out: list[Violation] = []
     for tool in tools:
+        if state.hidden_judged is not None and tool.name not in state.hidden_judged:
+            continue
         applied = _applied(run.ledger, tool.name)
         recorded = state.results.get(tool.name, [])
         if applied <= len(recorded):

@@ -130,6 +130,9 @@ class TargetState:
     results: dict[str, list[str]] = field(default_factory=dict)  # tool -> call ids with a result
     calls: dict[str, list[str]] = field(default_factory=dict)  # tool -> call ids requested
     history: list[str] = field(default_factory=list)  # one comparable row per message
+    # The tools H1 judges (None: every tool). An app's effects are its service clients, not the
+    # framework's tools: only those a tool called have results the history can record.
+    hidden_judged: list[str] | None = None
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
@@ -112,4 +112,14 @@ def _note_state(ctx: ChildContext, snapshot: Any) -> None:
         pending=[t.name for t in snapshot.tasks],
         next=list(snapshot.next),
         answer=answer,
+        results=_tool_results(messages),
     )
+
+
+def _tool_results(messages: list[BaseMessage]) -> dict[str, list[str]]:
+    """Each tool's results in the thread's history: the call ids of its tool messages."""
+    results: dict[str, list[str]] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            results.setdefault(str(message.name), []).append(str(message.tool_call_id))
+    return results

@@ -8,26 +8,28 @@ from pathlib import Path
 
 from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.python_app.loading import effect_results
 
 #: The trace note the last process writes.
 STATE_NOTE = "app_state"
 
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
-    """The last process's note of the thread's state (None of it: the run never ended). The
-    user's tools need not be named as its effects, so H1 (the history hides a duplicate) is not
-    judged here: ``exists`` stays False."""
+    """The last process's note of the thread's state (None of it: the run never ended). H1
+    (the history hides a duplicate) is judged for each effect a graph's tool called, against
+    that tool's results in the thread's history (``effect_results``)."""
     del options
-    notes = [
-        r
-        for r in read_trace(point_dir / TRACE_NAME)
-        if r["t"] == "note" and r.get("what") == STATE_NOTE
-    ]
+    rows = read_trace(point_dir / TRACE_NAME)
+    notes = [r for r in rows if r["t"] == "note" and r.get("what") == STATE_NOTE]
     if not notes:
         return TargetState(pending=["the graph never ended"])
     last = notes[-1]
     answer = last["answer"]
+    results, judged = effect_results(rows, dict(last.get("results", {})))
     return TargetState(
+        exists=True,
+        results=results,
+        hidden_judged=judged,
         finished=not last["next"] and answer is not None,
         pending=list(last["pending"]),
         inputs=list(last["inputs"]),

@@ -233,5 +233,6 @@ def _note(ctx: ChildContext, status: str, error: str, result: Any) -> None:
             if isinstance(part, UserPromptPart)
         ],
         history=state.history,
+        results=state.results,
         answer=None if result is None else str(result.output),
     )

@@ -8,26 +8,28 @@ from pathlib import Path
 
 from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.python_app.loading import effect_results
 
 #: The trace note the last process writes.
 STATE_NOTE = "pydantic_ai_app_state"
 
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
-    """The last process's note of the agent's workflow (none: no process saw it end). The
-    effects are the app's service clients, not its tools, so H1 (the history hides a duplicate)
-    is not judged here: ``exists`` stays False."""
+    """The last process's note of the agent's workflow (none: no process saw it end). H1 (the
+    history hides a duplicate) is judged for each effect an agent's tool called, against that
+    tool's results in the run's messages (``effect_results``)."""
     del options
-    notes = [
-        r
-        for r in read_trace(point_dir / TRACE_NAME)
-        if r["t"] == "note" and r.get("what") == STATE_NOTE
-    ]
+    rows = read_trace(point_dir / TRACE_NAME)
+    notes = [r for r in rows if r["t"] == "note" and r.get("what") == STATE_NOTE]
     if not notes:
         return TargetState(pending=["the agent's workflow never ended"])
     last = notes[-1]
     finished = last["status"] == "SUCCESS"
+    results, judged = effect_results(rows, dict(last.get("results", {})))
     return TargetState(
+        exists=True,
+        results=results,
+        hidden_judged=judged,
         finished=finished,
         pending=[] if finished else [f"{last['status']}: {last['error']}"],
         inputs=list(last["inputs"]),

@@ -73,6 +73,25 @@ def wrap_tool_calls(ctx: ChildContext, cls: type, sync: str, asynchronous: str) 
     setattr(cls, asynchronous, run_async)
 
 
+def effect_results(
+    rows: list[dict[str, Any]], tool_results: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """For H1 on an app: each declared effect's results in the framework's history -- the
+    results of the tools that called it (``CALLER_NOTE`` rows of the point's trace) -- and the
+    effects that have such a caller (an effect called from outside any tool is not judged)."""
+    callers: dict[str, list[str]] = {}
+    for row in rows:
+        if row.get("t") == "note" and row.get("what") == CALLER_NOTE:
+            tools = callers.setdefault(str(row["effect"]), [])
+            if str(row["tool"]) not in tools:
+                tools.append(str(row["tool"]))
+    results = {
+        effect: [call for tool in tools for call in tool_results.get(tool, [])]
+        for effect, tools in callers.items()
+    }
+    return results, sorted(callers)
+
+
 def undeclared_tools(rows: list[dict[str, Any]]) -> dict[str, int]:
     """From a run's trace: each tool the framework called whose calls landed no declared
     effect, with its number of calls."""

@@ -48,6 +48,8 @@ def test_the_users_graph_refunds_twice_and_its_keyed_fix_does_not() -> None:
     assert [c["verdict"] for c in first.matrix] == ["pass", "safety"]
     (failure,) = first.failures
     assert failure.invariant == "I1" and "refund is declared exactly_once" in failure.explanation
+    # The refund_order tool's one result in the thread's history, for two refunds: H1.
+    assert failure.invariants == ["I1", "H1"]
     assert "--app " in failure.repro and "--model-script " in failure.repro
     keyed = sweep_target(target, _options("build_keyed_graph"), choose=_around_the_refund)
     assert [c["verdict"] for c in keyed.matrix] == ["pass", "pass"], keyed.failures

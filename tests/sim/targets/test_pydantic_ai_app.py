@@ -60,7 +60,8 @@ def test_the_users_agent_books_twice_and_its_keyed_fix_does_not() -> None:
     assert first.name == "pydantic-ai+app"
     assert [c["verdict"] for c in first.matrix] == ["safety", "safety"]
     after_booking, before_outcome = first.failures
-    assert after_booking.invariants == before_outcome.invariants == ["I1"]
+    # Two bookings applied, one book_hotel result in the run's messages: the history hides it.
+    assert after_booking.invariants == before_outcome.invariants == ["I1", "H1"]
     assert "reserve_room is declared exactly_once" in after_booking.explanation
     assert "--app " in after_booking.repro and "--model-script " in after_booking.repro
     # The recovered workflow replays the recorded model step: the same tool call id, run again.

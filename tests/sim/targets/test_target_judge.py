@@ -13,6 +13,7 @@ from sim.targets.host import Crash, PointRun
 from sim.targets.judge import judge_point
 from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
+from sim.targets.python_app.loading import CALLER_NOTE, effect_results
 from sim.targets.python_app.options import parse_effects
 from sim.targets.sweep import parse_point
 
@@ -184,3 +185,20 @@ def test_cli_says_how_to_install_the_pydantic_ai_extra(
         "durable-sim: the pydantic-ai target needs pydantic_ai, which is not installed: "
         "pip install 'durable-sim[pydantic-ai]'"
     ]
+
+
+def test_h1_on_an_app_judges_only_effects_a_tool_called() -> None:
+    """An app's effect maps to the results of the framework tools that called it; one called
+    from outside any tool has no results the history could record, so H1 leaves it alone."""
+    rows = [
+        {"t": "note", "p": "p1", "what": CALLER_NOTE, "effect": "charge_card", "tool": "pay"},
+        {"t": "note", "p": "p2", "what": CALLER_NOTE, "effect": "charge_card", "tool": "pay"},
+    ]
+    results, judged = effect_results(rows, {"pay": ["call_p1_1"], "lookup": ["call_p1_2"]})
+    assert results == {"charge_card": ["call_p1_1"]} and judged == ["charge_card"]
+    twice = [_row(1, "p1", "call_p1_1"), _row(2, "p2", "call_p1_1")]
+    run = _crashed(twice, _state(["call_p1_1"]), "resume")
+    run.state.results, run.state.hidden_judged = results, judged
+    assert "H1" in [v.invariant for v in judge_point(run, _reference(), TOOLS).violations]
+    run.state.hidden_judged = []  # no tool called it
+    assert "H1" not in [v.invariant for v in judge_point(run, _reference(), TOOLS).violations]
