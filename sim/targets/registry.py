@@ -13,6 +13,7 @@ TARGETS: dict[str, str] = {
     "dbos": "sim.targets.dbos",
     "pydantic-ai": "sim.targets.pydantic_ai",
     "python": "sim.targets.python_app",
+    "llama-index": "sim.targets.llama_index",
 }
 
 

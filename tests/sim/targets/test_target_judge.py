@@ -15,6 +15,7 @@ from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
 from sim.targets.python_app.loading import CALLER_NOTE, effect_results
 from sim.targets.python_app.options import parse_effects
+from sim.targets.registry import target_names
 from sim.targets.sweep import parse_point
 
 TOOLS = (TargetTool("charge_card", "payments", "exactly_once"),)
@@ -147,7 +148,7 @@ def test_parse_point_accepts_the_process_kind() -> None:
 def test_cli_refuses_an_unknown_target_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["target", "sweep", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    known = "langgraph, dbos, pydantic-ai, python"
+    known = ", ".join(target_names())
     assert err == [f"durable-sim: unknown target 'nope' (known: {known})"]
 
 

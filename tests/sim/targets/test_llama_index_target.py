@@ -1,0 +1,92 @@
+"""A reduced sweep of the real llama-index target: a LlamaIndex Workflow of two steps with the
+checkpoint loop of upstream's durable-workflows page (``ctx.to_dict()`` saved to SQLite at each
+step's end), killed for real, resumed by ``Context.from_dict`` and ``run(ctx=...)`` in a fresh
+interpreter.
+
+The known finding must be found: a step whose effect landed before the next snapshot was saved
+runs again on resume (the page: "Resume is at-least-once") -- the receipt step re-run from the
+snapshot that holds it in progress, under the same work item id; and the charge step, which no
+snapshot covers yet, re-run by a process that starts the run over. Effects keyed by the run id
+and the work item id must sweep the same points clean. Skipped, with the reason, where the
+``llama-index`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip(
+    "workflows", reason="needs the llama-index extra: pip install -e '.[llama-index]'"
+)
+
+from sim.targets.protocol import TargetError, TargetOptions
+from sim.targets.registry import get_target
+from sim.targets.sweep import check_options, sweep_target
+
+CHARGE = "effect:payments.charge#"
+SEND = "effect:outbox.send#"
+
+
+def _after_each_effect(labels: list[str]) -> list[tuple[int, str]]:
+    """Just after the charge's effect (no snapshot saved yet) and just after the receipt's
+    (the last snapshot holds the receipt step in progress): chosen by label, not index."""
+    charge = next(i for i, label in enumerate(labels) if label.startswith(CHARGE))
+    send = next(i for i, label in enumerate(labels) if label.startswith(SEND))
+    return [(charge, "after"), (send, "after")]
+
+
+def _applied(witness: list[str]) -> list[str]:
+    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
+
+
+@pytest.mark.slow
+def test_a_step_in_flight_at_the_kill_runs_again_on_resume() -> None:
+    result = sweep_target(get_target("llama-index"), TargetOptions(), choose=_after_each_effect)
+    assert [c["verdict"] for c in result.matrix] == ["safety", "safety"]
+    after_charge, after_send = result.failures
+    # No snapshot yet: the restart starts the run over and charges again.
+    assert after_charge.invariants == ["I1", "H1", "P1"]
+    charged = _applied(after_charge.witness)
+    assert [("by p1" in charged[0]), ("by p2" in charged[1])] == [True, True]
+    # The snapshot holds send_receipt in progress: resumed, it runs again under the same id.
+    assert after_send.invariants == ["I1", "H1"]
+    sent = _applied(after_send.witness)
+    assert [("by p1" in sent[0]), ("by p2" in sent[1])] == [True, True]
+    same = "call=pay-INV-42:work_item_2 "
+    assert same in sent[0] and same in sent[1]
+    send = after_send.schedule.split(":")[0]
+    assert after_send.repro == f"durable-sim target replay llama-index --schedule {send}:after"
+
+
+@pytest.mark.slow
+def test_a_receipt_keyed_by_run_and_work_item_id_is_sent_once() -> None:
+    """The resumed step's key is the one the killed process sent (the work item id is in the
+    snapshot). After the charge the key deduplicates too, but the run started over is still
+    P1 (the full sweep shows it): the loop saves nothing before the first step ends."""
+    result = sweep_target(
+        get_target("llama-index"),
+        TargetOptions(variant="idempotent"),
+        choose=lambda labels: _after_each_effect(labels)[1:],
+    )
+    assert result.schedules == 1
+    assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
+
+
+def test_the_defaults_are_the_checkpoint_loop_on_sqlite() -> None:
+    options = check_options(get_target("llama-index"), TargetOptions())
+    assert (options.durability, options.saver, options.resume) == ("step", "sqlite", "running")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (TargetOptions(variant="step"), "llama-index: --variant must be as_is|idempotent"),
+        (TargetOptions(durability="dbos"), "llama-index: --durability must be step"),
+        (TargetOptions(resume="next"), "llama-index: --resume must be running"),
+        (TargetOptions(app="app.py:build"), "llama-index: takes no --app"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(options: TargetOptions, message: str) -> None:
+    with pytest.raises(TargetError, match=message) as refused:
+        check_options(get_target("llama-index"), options)
+    assert "\n" not in str(refused.value)
