@@ -6,14 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: test check sweep coverage lint format clean
 
-# The postgres extra (PostgresStore's driver; its tests start a throw-away cluster) and the
-# targets' extras (langgraph, dbos, pydantic-ai, llama-index): tests/sim/targets crash-test real
-# installs; the dask extra: tests/sim/explore/test_campaign_dask.py runs campaigns on a real Dask
-# cluster.
+# The postgres extra (PostgresStore's driver; its tests start a throw-away cluster), the targets'
+# extras (tests/sim/targets crash-test real installs of each runtime) and the dask extra
+# (tests/sim/explore/test_campaign_dask.py runs campaigns on a real Dask cluster).
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai,llama-index,dask]'
+	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai,llama-index,agent-framework,dask]'
 	touch $(STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.

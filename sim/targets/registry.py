@@ -14,6 +14,7 @@ TARGETS: dict[str, str] = {
     "pydantic-ai": "sim.targets.pydantic_ai",
     "python": "sim.targets.python_app",
     "llama-index": "sim.targets.llama_index",
+    "agent-framework": "sim.targets.agent_framework",
 }
 
 

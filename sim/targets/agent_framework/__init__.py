@@ -1,0 +1,72 @@
+"""The agent-framework target: a Microsoft Agent Framework workflow (``WorkflowBuilder``) of
+plain executors with a fan-out and a fan-in, checkpointed by ``FileCheckpointStorage``.
+
+The workflow pays invoice INV-42: ``dispatcher`` fans out to ``charge`` (``charge_card`` on
+payments, declared exactly once) and ``prepare_receipt``; a fan-in joins them into
+``send_receipt`` (``send_receipt`` on the outbox, declared exactly once), which yields the
+answer as the workflow's output. No LLM agent executor: nothing in the payment needs a model
+decision (``sim.targets.agent_framework.workflow`` says why). The framework checkpoints at the
+end of each superstep (and an entry checkpoint holding the input); a restart resumes the latest
+checkpoint with ``workflow.run(checkpoint_id=..., checkpoint_storage=...)``, as the framework's
+checkpoint docs show.
+
+Variants: ``as_is``; ``idempotent`` (each effect keyed by the workflow name and the call id the
+dispatcher put in the checkpointed message, which a restored superstep gets back unchanged);
+``unregistered`` (the storage is not given the workflow's message types in
+``allowed_checkpoint_types``: its restricted unpickler would refuse them, so ``save`` refuses
+every checkpoint that holds one, and the framework only logs a warning and runs on).
+
+Crash boundaries (wrapped in the child only): each executor's run (``executor:{id}#n``), each
+effect (``effect:{service}.{op}#{call_id}``), the fan-in's delivery of each source's message
+(``fan_in:{source}#n``), and ``FileCheckpointStorage.save`` (``checkpoint.save#n``).
+
+This module never imports agent_framework: only ``sim.targets.agent_framework.workflow`` and
+``sim.targets.agent_framework.state`` do, in the child and when the state is read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim.targets.protocol import (
+    PAYMENT_AGENT_TOOLS,
+    ChildContext,
+    TargetOptions,
+    TargetState,
+    TargetTool,
+    missing_extra,
+)
+
+
+class AgentFrameworkTarget:
+    name = "agent-framework"
+    description = (
+        "Microsoft Agent Framework workflow (executors, fan-out, fan-in) checkpointed by "
+        "FileCheckpointStorage, resumed from the latest checkpoint"
+    )
+    extra = "agent-framework"
+    distributions = ("agent-framework-core",)
+    durabilities = ("superstep",)
+    variants = ("as_is", "idempotent", "unregistered")
+    savers = ("file",)
+    resumes = ("latest",)
+
+    def missing(self) -> str | None:
+        return missing_extra(self.name, ("agent_framework",), self.extra)
+
+    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
+        del options
+        return PAYMENT_AGENT_TOOLS
+
+    def run_child(self, ctx: ChildContext) -> str:
+        from sim.targets.agent_framework.workflow import run_child
+
+        return run_child(ctx)
+
+    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        from sim.targets.agent_framework.state import read_state
+
+        return read_state(point_dir, options)
+
+
+TARGET = AgentFrameworkTarget()
