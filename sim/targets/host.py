@@ -10,6 +10,7 @@ asks the target for its durable state through a fresh reader.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -88,13 +89,25 @@ def run_point(
         (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
         Ledger.create(point_dir / LEDGER_NAME).close()
         run = PointRun(crash)
-        run.error = _run_children(run, point_dir, timeout_s, preempt=options.preempt_s > 0)
-        _collect(run, target, options, point_dir)
+        with target_service(target, options):
+            run.error = _run_children(run, point_dir, timeout_s, preempt=options.preempt_s > 0)
+            _collect(run, target, options, point_dir)
         run.wall_s = time.perf_counter() - started
         return run
     finally:
         if keep is None:
             shutil.rmtree(point_dir, ignore_errors=True)
+
+
+def target_service(
+    target: Target, options: TargetOptions
+) -> contextlib.AbstractContextManager[object]:
+    """The durable service a target's children and its reader need alive (a server the crash
+    never kills, e.g. Temporal's), if the target has one: its optional ``service(options)``
+    context manager, entered around a point's children and its state read, and by a sweep around
+    all of its points (the target reuses a service already running). Nothing for the others."""
+    service = getattr(target, "service", None)
+    return contextlib.nullcontext() if service is None else service(options)
 
 
 def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool) -> str | None:

@@ -15,6 +15,7 @@ TARGETS: dict[str, str] = {
     "python": "sim.targets.python_app",
     "llama-index": "sim.targets.llama_index",
     "agent-framework": "sim.targets.agent_framework",
+    "temporal": "sim.targets.temporal",
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
-from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point
+from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point, target_service
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
@@ -154,6 +154,19 @@ def sweep_target(
     ``reference``: a fault-free run of the same target and options made before (``reference_run``),
     to judge against instead of running one more."""
     options = check_options(target, options)
+    with target_service(target, options):  # one service (if any) for every point
+        return _sweep(target, options, points, choose, timeout_s, progress, reference)
+
+
+def _sweep(
+    target: Target,
+    options: TargetOptions,
+    points: list[tuple[int, str]] | None,
+    choose: Callable[[list[str]], list[tuple[int, str]]] | None,
+    timeout_s: float,
+    progress: ProgressFn | None,
+    reference: PointRun | None,
+) -> ScenarioSweep:
     started = time.perf_counter()
     if reference is None:
         reference = reference_run(target, options, timeout_s=timeout_s)
