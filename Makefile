@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai,llama-index,agent-framework,temporal,dask]'
+	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai,llama-index,agent-framework,temporal,openai-agents,dask]'
 	touch $(STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.

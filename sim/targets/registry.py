@@ -16,6 +16,7 @@ TARGETS: dict[str, str] = {
     "llama-index": "sim.targets.llama_index",
     "agent-framework": "sim.targets.agent_framework",
     "temporal": "sim.targets.temporal",
+    "openai-agents": "sim.targets.openai_agents",
 }
 
 
