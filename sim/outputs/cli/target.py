@@ -24,6 +24,7 @@ from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report.markdown import undeclared_note
 
 FAILURES_SHOWN = 5
+NAME_WIDTH = 16  # target list: the longest target name and a space
 MAX_TIMEOUT_S = 3600.0  # one child's run
 
 
@@ -247,13 +248,13 @@ def _run_list(args: argparse.Namespace) -> int:
         target = get_target(name)
         missing = target.missing()
         status = "installed" if missing is None else f"not installed: {missing}"
-        print(f"{name:<12} {target.description}")
+        print(f"{name:<{NAME_WIDTH}} {target.description}")
         print(
-            f"{'':<12} --durability {'|'.join(target.durabilities)}  --saver "
+            f"{'':<{NAME_WIDTH}} --durability {'|'.join(target.durabilities)}  --saver "
             f"{'|'.join(target.savers)}  --variant {'|'.join(target.variants)}  --resume "
             f"{'|'.join(target.resumes)}"
         )
-        print(f"{'':<12} {status}")
+        print(f"{'':<{NAME_WIDTH}} {status}")
     return 0
 
 
