@@ -29,7 +29,9 @@ finished run (a finished snapshot passed to ``run(ctx=...)`` starts the workflow
 Variants: ``as_is``; ``idempotent``: each effect keyed by the run id (fixed, ``pay-INV-42``)
 and the step's work item id (``work_item_1``), which the runtime keeps in the snapshot of an
 in-progress step and gives back to the re-run step (and numbers the same way in a run started
-over), so the re-run carries the same key.
+over), so the re-run carries the same key -- and the workflow starts with a step that does
+nothing outside (``accept``), so the loop has saved a snapshot before the first effect: a kill
+during the charge resumes it instead of starting the run over (the fix the page implies).
 
 Crash boundaries (in the child only): each step's body (``step.{name}#n``: before it runs,
 after it returned its event), each effect (``effect:{service}.{op}#{run id}:{work item}``) and

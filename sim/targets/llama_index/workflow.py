@@ -69,6 +69,39 @@ def _effect(service: str, op: str, tool: str, call_id: str, detail: str) -> None
     ctx.effect(service=service, op=op, tool=tool, call_id=call_id, key=call_id, detail=detail)
 
 
+async def _charge(ctx: Context, invoice: str, amount: int, to: str) -> Charged:
+    """Charge the card and keep the result in the state store (one step's work, whichever step
+    of the two workflows runs it)."""
+    b = _ctx().boundaries
+    label = b.numbered("step.charge_card")
+    b.before(label, what="StartEvent")
+    call_id = _call_id()
+    _effect("payments", "charge", "charge_card", call_id, f"{invoice} {amount} EUR")
+    await ctx.store.set("request", f"{invoice} {amount} {to}")
+    result = f"charged {amount} EUR for {invoice}"
+    await ctx.store.set("charge_card", {"call": call_id, "result": result})
+    b.after(label)
+    return Charged(invoice=invoice, amount_eur=amount, to=to)
+
+
+async def _send(ctx: Context, ev: Charged) -> StopEvent:
+    b = _ctx().boundaries
+    label = b.numbered("step.send_receipt")
+    b.before(label, what=f"Charged {ev.invoice}")
+    call_id = _call_id()
+    _effect("outbox", "send", "send_receipt", call_id, f"receipt {ev.invoice} to {ev.to}")
+    result = f"receipt for {ev.invoice} sent to {ev.to}"
+    await ctx.store.set("send_receipt", {"call": call_id, "result": result})
+    answer = f"Paid invoice {ev.invoice} ({ev.amount_eur} EUR) and emailed the receipt to {ev.to}."
+    await ctx.store.set("answer", answer)
+    b.after(label)
+    return StopEvent(result=answer)
+
+
+def _order(ev: Event) -> tuple[str, int, str]:
+    return str(ev.get("invoice")), int(ev.get("amount_eur")), str(ev.get("to"))
+
+
 class PayInvoice(Workflow):
     """Charge the card, then email the receipt, then answer: the payment agent's effects as a
     workflow a user writes, each step's result kept in the state store (where the durable-
@@ -76,33 +109,38 @@ class PayInvoice(Workflow):
 
     @step
     async def charge_card(self, ctx: Context, ev: StartEvent) -> Charged:
-        b = _ctx().boundaries
-        label = b.numbered("step.charge_card")
-        b.before(label, what="StartEvent")
-        invoice, amount, to = str(ev.get("invoice")), int(ev.get("amount_eur")), str(ev.get("to"))
-        call_id = _call_id()
-        _effect("payments", "charge", "charge_card", call_id, f"{invoice} {amount} EUR")
-        await ctx.store.set("request", f"{invoice} {amount} {to}")
-        result = f"charged {amount} EUR for {invoice}"
-        await ctx.store.set("charge_card", {"call": call_id, "result": result})
-        b.after(label)
-        return Charged(invoice=invoice, amount_eur=amount, to=to)
+        return await _charge(ctx, *_order(ev))
 
     @step
     async def send_receipt(self, ctx: Context, ev: Charged) -> StopEvent:
-        b = _ctx().boundaries
-        label = b.numbered("step.send_receipt")
-        b.before(label, what=f"Charged {ev.invoice}")
-        call_id = _call_id()
-        _effect("outbox", "send", "send_receipt", call_id, f"receipt {ev.invoice} to {ev.to}")
-        result = f"receipt for {ev.invoice} sent to {ev.to}"
-        await ctx.store.set("send_receipt", {"call": call_id, "result": result})
-        answer = (
-            f"Paid invoice {ev.invoice} ({ev.amount_eur} EUR) and emailed the receipt to {ev.to}."
-        )
-        await ctx.store.set("answer", answer)
-        b.after(label)
-        return StopEvent(result=answer)
+        return await _send(ctx, ev)
+
+
+class Accepted(Event):
+    """``accept``'s output: the order, now in a snapshot before anything touches the world."""
+
+    invoice: str
+    amount_eur: int
+    to: str
+
+
+class PayInvoiceAcceptedFirst(Workflow):
+    """The fixed workflow (``idempotent`` variant): the same steps behind a first one that does
+    nothing outside (``accept``), so the checkpoint loop has a snapshot -- the charge queued --
+    before the first effect, and a kill during the charge resumes instead of starting over."""
+
+    @step
+    async def accept(self, ctx: Context, ev: StartEvent) -> Accepted:
+        invoice, amount, to = _order(ev)
+        return Accepted(invoice=invoice, amount_eur=amount, to=to)
+
+    @step
+    async def charge_card(self, ctx: Context, ev: Accepted) -> Charged:
+        return await _charge(ctx, ev.invoice, ev.amount_eur, ev.to)
+
+    @step
+    async def send_receipt(self, ctx: Context, ev: Charged) -> StopEvent:
+        return await _send(ctx, ev)
 
 
 class CheckpointDB:
@@ -162,7 +200,8 @@ def _save(db: CheckpointDB, b: Boundaries, snapshot: dict[str, Any]) -> None:
 async def _drive(ctx: ChildContext, db: CheckpointDB) -> str:
     """The page's checkpoint loop: start the run, or resume it from the last snapshot while it
     says the run is still running; save ``ctx.to_dict()`` at each step's end."""
-    wf = PayInvoice(timeout=None)
+    fixed = ctx.options.variant == "idempotent"
+    wf = PayInvoiceAcceptedFirst(timeout=None) if fixed else PayInvoice(timeout=None)
     snapshot = db.load(RUN_ID)
     if snapshot is None:
         handler = wf.run(invoice=INVOICE, amount_eur=AMOUNT_EUR, to=TO, run_id=RUN_ID)

@@ -59,17 +59,17 @@ def test_a_step_in_flight_at_the_kill_runs_again_on_resume() -> None:
 
 
 @pytest.mark.slow
-def test_a_receipt_keyed_by_run_and_work_item_id_is_sent_once() -> None:
+def test_the_keyed_workflow_with_a_first_step_sweeps_clean_after_each_effect() -> None:
     """The resumed step's key is the one the killed process sent (the work item id is in the
-    snapshot). After the charge the key deduplicates too, but the run started over is still
-    P1 (the full sweep shows it): the loop saves nothing before the first step ends."""
+    snapshot), and the first step does nothing outside, so a kill after the charge resumes from
+    a snapshot instead of starting over (no P1)."""
     result = sweep_target(
         get_target("llama-index"),
         TargetOptions(variant="idempotent"),
-        choose=lambda labels: _after_each_effect(labels)[1:],
+        choose=_after_each_effect,
     )
-    assert result.schedules == 1
-    assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
+    assert result.schedules == 2
+    assert result.verdicts["pass"] == 2, [f.explanation for f in result.failures]
 
 
 def test_the_defaults_are_the_checkpoint_loop_on_sqlite() -> None:
