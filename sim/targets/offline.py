@@ -80,8 +80,8 @@ def refuse_network(log: TraceLog, process: str) -> None:
         return connect_ex(sock, address)
 
     socket.getaddrinfo = getaddrinfo
-    socket.socket.connect = guarded_connect  # type: ignore[method-assign,assignment]  # this process only
-    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign,assignment]  # this process only
+    socket.socket.connect = guarded_connect  # type: ignore[method-assign, assignment]  # this process only
+    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign, assignment]  # this process only
 
 
 def network_attempts(rows: list[dict[str, Any]]) -> list[str]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
+from sim.targets.dbos.arguments import workflow_arguments
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
     ChildContext,
@@ -102,20 +102,6 @@ class DBOSTarget:
         from sim.targets.dbos.workflow import read_state
 
         return read_state(point_dir, options)
-
-
-def workflow_arguments(given: object) -> tuple[list[Any], dict[str, Any]]:
-    """``--input``'s JSON as the workflow's arguments: a list is its positional arguments; an
-    object ``{"args": [...], "kwargs": {...}}`` (either key optional) both. Anything else is a
-    ``ValueError`` naming the shape: checked in the parent, without dbos, before any child
-    starts, and read again in each child (``sim.targets.dbos.app``)."""
-    if isinstance(given, list):
-        return given, {}
-    if isinstance(given, dict) and set(given) <= {"args", "kwargs"}:
-        args, kwargs = given.get("args", []), given.get("kwargs", {})
-        if isinstance(args, list) and isinstance(kwargs, dict):
-            return args, kwargs
-    raise ValueError('expected a JSON list of arguments, or {"args": [...], "kwargs": {...}}')
 
 
 TARGET = DBOSTarget()

@@ -31,8 +31,8 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from dbos import _dbos as dbos_module
 
-from sim.targets.dbos import workflow_arguments
 from sim.targets.dbos.app_state import STATE_NOTE
+from sim.targets.dbos.arguments import workflow_arguments
 from sim.targets.dbos.system_db import sqlite_url, wrap_system_database
 from sim.targets.protocol import ChildContext
 from sim.targets.python_app.loading import AppError, enter_app_dir, load_app, wrap_effects

@@ -139,8 +139,8 @@ def wrap_boundaries(b: Boundaries) -> None:
         b.after(label)
 
     # A wrap of the library's method, with the same call signature.
-    owner.complete_workflow_activation = workflow_task  # type: ignore[method-assign,assignment]
-    owner.complete_activity_task = activity_task  # type: ignore[method-assign,assignment]
+    owner.complete_workflow_activation = workflow_task  # type: ignore[method-assign, assignment]  # the same signature, see above
+    owner.complete_activity_task = activity_task  # type: ignore[method-assign, assignment]  # the same signature, see above
 
 
 def run_child(ctx: ChildContext) -> str:
