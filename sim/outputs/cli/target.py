@@ -104,27 +104,31 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--durability",
         default="",
         help=(
-            "the runtime's durability mode (langgraph: sync default; pydantic-ai: agent, its "
-            "DBOSAgent, default, or capability, its DBOSDurability)"
+            "the runtime's durability mode; each target's are in `durable-sim target list`, its "
+            "first the default (langgraph: sync, async, exit; pydantic-ai: agent, capability, "
+            "prefect)"
         ),
     )
     p.add_argument(
         "--variant",
         default="as_is",
         help=(
-            "as_is (the tools as first written) or idempotent (keyed by thread + tool call id); "
-            "pydantic-ai also: step, child_workflow (each tool in a DBOS step / child workflow)"
+            "as_is (the tools as first written) or idempotent (each effect keyed by ids the "
+            "runtime keeps across a recovery); a target's others are in `durable-sim target list`"
         ),
     )
     p.add_argument(
-        "--saver", default="", help="the checkpointer (langgraph: sqlite, default, or aiosqlite)"
+        "--saver",
+        default="",
+        help="the checkpointer (langgraph: sqlite, default, or aiosqlite; see target list)",
     )
     p.add_argument(
         "--resume",
         default="",
         help=(
             "the restart's rule (langgraph: tasks, resume while any task is left, default; or "
-            "next, only while the runtime's state names a node to run next)"
+            "next, only while the runtime's state names a node to run next; pydantic-ai on "
+            "prefect: retry the flow run, default, or rerun it as a new one; see target list)"
         ),
     )
     _app_options(p)

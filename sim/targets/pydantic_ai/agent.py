@@ -20,64 +20,30 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.boundaries import Boundaries, wrap_async_method
 from sim.targets.dbos.system_db import read_workflow, sqlite_url, wrap_system_database
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+from sim.targets.pydantic_ai.script import (
+    AGENT_NAME,
+    USER_INPUT,
+    ScriptedModel,
+    history,
+    record_calls,
+)
 
 DB_NAME = "dbos.sqlite"
-AGENT_NAME = "payer"
 WORKFLOW_ID = "pay-INV-42"
-USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
-ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
 FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-#: The model's script: one tool call per turn, in this order, then the answer.
-SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("charge_card", {"invoice": "INV-42", "amount_eur": 42}),
-    ("send_receipt", {"to": "ada@example.com", "invoice": "INV-42"}),
-)
 
 # The child's context and agent, set before DBOS launches: DBOS registers workflows by name, so
 # the capability's workflow lives at module level and finds the agent (and the tools the
 # point's ledger) through these.
 _CTX: ChildContext | None = None
 _AGENT: Agent[None, str] | None = None
-
-
-class ScriptedModel:
-    """The ``FunctionModel``'s function: the number of tool results since the user's last
-    prompt decides the next turn (charge, then email, then the answer), so a recovered run gets
-    the turn a real model would give it."""
-
-    def __init__(self, process: str) -> None:
-        self.process = process
-        self.calls = 0
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        del info
-        self.calls += 1
-        done = 0
-        for message in messages:
-            for part in message.parts:
-                if isinstance(part, UserPromptPart):
-                    done = 0
-                elif isinstance(part, ToolReturnPart):
-                    done += 1
-        if done < len(SCRIPT):
-            name, args = SCRIPT[done]
-            call_id = f"call_{self.process}_{self.calls}"
-            return ModelResponse(parts=[ToolCallPart(name, dict(args), tool_call_id=call_id)])
-        return ModelResponse(parts=[TextPart(ANSWER)])
 
 
 def _apply(service: str, op: str, tool: str, call_id: str, detail: str) -> None:
@@ -200,19 +166,7 @@ async def _start_or_wait(ctx: ChildContext, agent: Agent[None, str]) -> str:
     return action
 
 
-def _history(messages: list[ModelMessage], state: TargetState) -> None:
-    """One comparable row per message part, and the tool calls and results they hold."""
-    for message in messages:
-        for part in message.parts:
-            if isinstance(part, UserPromptPart):
-                state.history.append(f"user: {part.content}")
-            elif isinstance(part, ToolCallPart):
-                state.history.append(f"model: calls {part.tool_name}")
-            elif isinstance(part, TextPart):
-                state.history.append(f"model: {part.content}")
-            elif isinstance(part, ToolReturnPart):
-                state.history.append(f"tool {part.tool_name}: {part.content}")
-                state.results.setdefault(part.tool_name, []).append(part.tool_call_id)
+_history = history  # the name sim.targets.pydantic_ai.app imports
 
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
@@ -226,11 +180,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     if status.input is not None:
         state.inputs = [str(arg) for arg in status.input["args"][:1]]
     for step in steps:  # the model's requests: the only record of the calls it asked for
-        output = step["output"]
-        if isinstance(output, ModelResponse):
-            for part in output.parts:
-                if isinstance(part, ToolCallPart):
-                    state.calls.setdefault(part.tool_name, []).append(part.tool_call_id)
+        record_calls(step["output"], state)
     if state.finished:
         _history(status.output.all_messages(), state)
         state.answer = str(status.output.output)
