@@ -9,10 +9,11 @@ world goes through the ledger, so the effects survive the kill and can be counte
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from durable.tools import POLICIES as DURABLE_POLICIES
 
@@ -86,6 +87,14 @@ PAYMENT_AGENT_TOOLS = (
     TargetTool("charge_card", "payments", "exactly_once"),
     TargetTool("send_receipt", "outbox", "exactly_once"),
 )
+#: What the bundled agents' user asks, the model's script for it (one tool call per turn, in
+#: this order), and the answer: one conversation, so the targets compare side by side.
+PAYMENT_USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
+PAYMENT_SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("charge_card", {"invoice": "INV-42", "amount_eur": 42}),
+    ("send_receipt", {"to": "ada@example.com", "invoice": "INV-42"}),
+)
+PAYMENT_ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
 
 
 @dataclass(frozen=True)
@@ -194,3 +203,33 @@ class Target(Protocol):
     def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
         """In the parent, after the last child: the runtime's durable state."""
         ...
+
+
+class BundledAgentTarget:
+    """The common part of a target whose agent is the bundled payment agent: its library's
+    modules checked without importing them, the payment tools, and the child's run and the
+    state reader in modules of their own (``child_module``, ``state_module``), imported only
+    when called, since they import the runtime's library."""
+
+    name: str
+    extra: str
+    required: tuple[str, ...]  # the modules the extra installs
+    child_module: str  # has ``run_child(ctx)``
+    state_module: str  # has ``read_state(point_dir, options)``
+
+    def missing(self) -> str | None:
+        return missing_extra(self.name, self.required, self.extra)
+
+    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
+        del options  # the same agent whatever the options
+        return PAYMENT_AGENT_TOOLS
+
+    def run_child(self, ctx: ChildContext) -> str:
+        action: str = importlib.import_module(self.child_module).run_child(ctx)
+        return action
+
+    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        state: TargetState = importlib.import_module(self.state_module).read_state(
+            point_dir, options
+        )
+        return state

@@ -26,19 +26,12 @@ This module never imports agent_framework: only ``sim.targets.agent_framework.wo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sim.targets.protocol import (
-    PAYMENT_AGENT_TOOLS,
-    ChildContext,
-    TargetOptions,
-    TargetState,
-    TargetTool,
-    missing_extra,
+    BundledAgentTarget,
 )
 
 
-class AgentFrameworkTarget:
+class AgentFrameworkTarget(BundledAgentTarget):
     name = "agent-framework"
     description = (
         "Microsoft Agent Framework workflow (executors, fan-out, fan-in) checkpointed by "
@@ -50,23 +43,9 @@ class AgentFrameworkTarget:
     variants = ("as_is", "idempotent", "unregistered")
     savers = ("file",)
     resumes = ("latest",)
-
-    def missing(self) -> str | None:
-        return missing_extra(self.name, ("agent_framework",), self.extra)
-
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options
-        return PAYMENT_AGENT_TOOLS
-
-    def run_child(self, ctx: ChildContext) -> str:
-        from sim.targets.agent_framework.workflow import run_child
-
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        from sim.targets.agent_framework.state import read_state
-
-        return read_state(point_dir, options)
+    required = ("agent_framework",)
+    child_module = "sim.targets.agent_framework.workflow"
+    state_module = "sim.targets.agent_framework.state"
 
 
 TARGET = AgentFrameworkTarget()

@@ -43,22 +43,15 @@ and when the state is read.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sim.targets.protocol import (
-    PAYMENT_AGENT_TOOLS,
-    ChildContext,
-    TargetOptions,
-    TargetState,
-    TargetTool,
-    missing_extra,
+    BundledAgentTarget,
 )
 
 #: The module the distribution ``llama-index-workflows`` installs (its import name).
 REQUIRED = ("workflows",)
 
 
-class LlamaIndexTarget:
+class LlamaIndexTarget(BundledAgentTarget):
     name = "llama-index"
     description = (
         "LlamaIndex Workflow (two @steps) with the checkpoint loop of its durable-workflows "
@@ -70,23 +63,9 @@ class LlamaIndexTarget:
     variants = ("as_is", "idempotent")
     savers = ("sqlite",)
     resumes = ("running",)
-
-    def missing(self) -> str | None:
-        return missing_extra(self.name, REQUIRED, self.extra)
-
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options
-        return PAYMENT_AGENT_TOOLS
-
-    def run_child(self, ctx: ChildContext) -> str:
-        from sim.targets.llama_index.workflow import run_child
-
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        from sim.targets.llama_index.workflow import read_state
-
-        return read_state(point_dir, options)
+    required = REQUIRED
+    child_module = "sim.targets.llama_index.workflow"
+    state_module = "sim.targets.llama_index.workflow"
 
 
 TARGET = LlamaIndexTarget()

@@ -34,23 +34,17 @@ inside the child and when the state is read.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sim.targets.protocol import (
-    PAYMENT_AGENT_TOOLS,
-    ChildContext,
+    BundledAgentTarget,
     TargetError,
     TargetOptions,
-    TargetState,
-    TargetTool,
-    missing_extra,
 )
 
 #: The modules the extra installs, checked before anything imports them.
 REQUIRED = ("agents",)
 
 
-class OpenAIAgentsTarget:
+class OpenAIAgentsTarget(BundledAgentTarget):
     name = "openai-agents"
     description = (
         "OpenAI Agents SDK Runner (scripted Model, two function tools), durable by a "
@@ -62,9 +56,9 @@ class OpenAIAgentsTarget:
     variants = ("as_is", "idempotent", "call_id")
     savers = ("sqlite",)
     resumes = ("continue", "resend")
-
-    def missing(self) -> str | None:
-        return missing_extra(self.name, REQUIRED, self.extra)
+    required = REQUIRED
+    child_module = "sim.targets.openai_agents.agent"
+    state_module = "sim.targets.openai_agents.state"
 
     def validate(self, options: TargetOptions) -> TargetOptions:
         """The agent is bundled (no ``--app``), and ``--resume resend`` is a session's: a saved
@@ -77,20 +71,6 @@ class OpenAIAgentsTarget:
                 "(a saved RunState is resumed, never re-sent)"
             )
         return options
-
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options
-        return PAYMENT_AGENT_TOOLS
-
-    def run_child(self, ctx: ChildContext) -> str:
-        from sim.targets.openai_agents.agent import run_child
-
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        from sim.targets.openai_agents.state import read_state
-
-        return read_state(point_dir, options)
 
 
 TARGET = OpenAIAgentsTarget()

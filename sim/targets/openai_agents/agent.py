@@ -35,19 +35,18 @@ from agents.usage import Usage
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 from sim.targets.boundaries import Boundaries, wrap_async_method
-from sim.targets.protocol import ChildContext
+from sim.targets.protocol import (
+    PAYMENT_ANSWER,
+    PAYMENT_SCRIPT,
+    PAYMENT_USER_INPUT,
+    ChildContext,
+)
 
 DB_NAME = "session.sqlite"
 STATE_NAME = "run_state.json"
 RUN_ID = "pay-INV-42"  # the session id, and the caller's name for its saved RunState
 AGENT_NAME = "payer"
-USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
-ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
-#: The model's script: one tool call per turn, in this order, then the answer.
-SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("charge_card", {"invoice": "INV-42", "amount_eur": 42}),
-    ("send_receipt", {"to": "ada@example.com", "invoice": "INV-42"}),
-)
+USER_INPUT, SCRIPT, ANSWER = PAYMENT_USER_INPUT, PAYMENT_SCRIPT, PAYMENT_ANSWER
 
 # The child's context, set before the agent runs: the tools reach the point's ledger through it.
 _CTX: ChildContext | None = None

@@ -20,7 +20,6 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
-from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -31,6 +30,8 @@ from sim.targets.pydantic_ai.script import (
     AGENT_NAME,
     USER_INPUT,
     ScriptedModel,
+    describe_call,
+    describe_request,
     history,
     record_calls,
 )
@@ -109,22 +110,12 @@ async def pay_invoice(prompt: str) -> Any:
     return await _AGENT.run(prompt)
 
 
-def _describe_request(self: Any, messages: list[ModelMessage], *args: Any, **kw: Any) -> str:
-    del self, args, kw
-    return f"{len(messages)} message(s) in"
-
-
-def _describe_call(self: Any, name: str, args: Any, run: RunContext[None], *rest: Any) -> str:
-    del self, args, rest
-    return f"{name} call {run.tool_call_id}"
-
-
 def wrap_boundaries(b: Boundaries) -> None:
     """The model request inside its DBOS step, pydantic-ai's call of a function tool (in the
     workflow's own code: no step), and DBOS's system database."""
     wrap_system_database(b)
-    wrap_async_method(FunctionModel, "request", b, "model.request", _describe_request)
-    wrap_async_method(FunctionToolset, "call_tool", b, "pydantic_ai.call_tool", _describe_call)
+    wrap_async_method(FunctionModel, "request", b, "model.request", describe_request)
+    wrap_async_method(FunctionToolset, "call_tool", b, "pydantic_ai.call_tool", describe_call)
 
 
 def _url(point_dir: Path) -> str:

@@ -58,13 +58,18 @@ from prefect.server.api.server import create_app
 from prefect.states import Crashed, Scheduled
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.durable_exec.prefect import PrefectDurability
-from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.boundaries import Boundaries, wrap_async_method, wrap_method
 from sim.targets.protocol import ChildContext
-from sim.targets.pydantic_ai.script import AGENT_NAME, USER_INPUT, ScriptedModel
+from sim.targets.pydantic_ai.script import (
+    AGENT_NAME,
+    USER_INPUT,
+    ScriptedModel,
+    describe_call,
+    describe_request,
+)
 
 FLOW_NAME = "pay_invoice_with_agent"
 FLOW_RUN_NAME = "pay-INV-42"
@@ -116,16 +121,6 @@ async def pay_invoice(prompt: str) -> Any:
     return await _AGENT.run(prompt)
 
 
-def _describe_request(self: Any, messages: list[ModelMessage], *args: Any, **kw: Any) -> str:
-    del self, args, kw
-    return f"{len(messages)} message(s) in"
-
-
-def _describe_call(self: Any, name: str, args: Any, run: RunContext[None], *rest: Any) -> str:
-    del self, args, rest
-    return f"{name} call {run.tool_call_id}"
-
-
 def _describe_record(self: Any, result_record: ResultRecord[Any], *args: Any, **kw: Any) -> str:
     """What a result record holds (the key is a hash of the flow run id: random per point)."""
     del self, args, kw
@@ -135,8 +130,8 @@ def _describe_record(self: Any, result_record: ResultRecord[Any], *args: Any, **
 def wrap_boundaries(b: Boundaries) -> None:
     """The model request and the tool call inside their Prefect tasks, and Prefect's write of a
     task's (or the flow's) result record, through the sync or the async path, as one kind."""
-    wrap_async_method(FunctionModel, "request", b, "model.request", _describe_request)
-    wrap_async_method(FunctionToolset, "call_tool", b, "pydantic_ai.call_tool", _describe_call)
+    wrap_async_method(FunctionModel, "request", b, "model.request", describe_request)
+    wrap_async_method(FunctionToolset, "call_tool", b, "pydantic_ai.call_tool", describe_call)
     kind = "prefect.persist_result"
     wrap_method(ResultStore, "_persist_result_record", b, kind, _describe_record)
     wrap_async_method(ResultStore, "_apersist_result_record", b, kind, _describe_record)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -25,16 +26,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo
 
-from sim.targets.protocol import TargetState
+from sim.targets.protocol import PAYMENT_ANSWER, PAYMENT_SCRIPT, PAYMENT_USER_INPUT, TargetState
 
 AGENT_NAME = "payer"
-USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
-ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
-#: The model's script: one tool call per turn, in this order, then the answer.
-SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("charge_card", {"invoice": "INV-42", "amount_eur": 42}),
-    ("send_receipt", {"to": "ada@example.com", "invoice": "INV-42"}),
-)
+USER_INPUT, SCRIPT, ANSWER = PAYMENT_USER_INPUT, PAYMENT_SCRIPT, PAYMENT_ANSWER
 
 
 class ScriptedModel:
@@ -84,3 +79,15 @@ def record_calls(response: object, state: TargetState) -> None:
         for part in response.parts:
             if isinstance(part, ToolCallPart):
                 state.calls.setdefault(part.tool_name, []).append(part.tool_call_id)
+
+
+def describe_request(self: Any, messages: list[ModelMessage], *args: Any, **kw: Any) -> str:
+    """A model request's boundary detail (both durable ways wrap ``FunctionModel.request``)."""
+    del self, args, kw
+    return f"{len(messages)} message(s) in"
+
+
+def describe_call(self: Any, name: str, args: Any, run: RunContext[None], *rest: Any) -> str:
+    """A function-tool call's boundary detail (``FunctionToolset.call_tool``)."""
+    del self, args, rest
+    return f"{name} call {run.tool_call_id}"

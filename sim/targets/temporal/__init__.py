@@ -28,19 +28,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 
 from sim.targets.protocol import (
-    PAYMENT_AGENT_TOOLS,
-    ChildContext,
+    BundledAgentTarget,
     TargetOptions,
-    TargetState,
-    TargetTool,
     missing_extra,
 )
 
 
-class TemporalTarget:
+class TemporalTarget(BundledAgentTarget):
     name = "temporal"
     description = "Temporal workflow (two activities) on a Temporal dev server kept by the harness"
     extra = "temporal"
@@ -49,6 +45,9 @@ class TemporalTarget:
     variants = ("as_is", "idempotent")
     savers = ("dev-server",)
     resumes = ("worker",)
+    required = ("temporalio",)
+    child_module = "sim.targets.temporal.worker"
+    state_module = "sim.targets.temporal.worker"
 
     def missing(self) -> str | None:
         missing = missing_extra(self.name, ("temporalio",), self.extra)
@@ -63,10 +62,6 @@ class TemporalTarget:
             )
         return None
 
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options
-        return PAYMENT_AGENT_TOOLS
-
     @contextlib.contextmanager
     def service(self, options: TargetOptions) -> Iterator[None]:
         """The durable service the children and the reader need: a Temporal dev server for the
@@ -76,16 +71,6 @@ class TemporalTarget:
 
         with serving():
             yield
-
-    def run_child(self, ctx: ChildContext) -> str:
-        from sim.targets.temporal.worker import run_child
-
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        from sim.targets.temporal.worker import read_state
-
-        return read_state(point_dir, options)
 
 
 TARGET = TemporalTarget()
