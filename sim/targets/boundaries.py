@@ -47,6 +47,11 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def notes_of(rows: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    """A trace's ``note`` rows of one kind (``Boundaries.note(what=...)``), in order."""
+    return [r for r in rows if r["t"] == "note" and r.get("what") == what]
+
+
 class TraceLog:
     """Append-only JSON lines shared by the children of one point."""
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from sim.judgement.invariants import target_order
 from sim.judgement.oracles import Violation, verdict_of
+from sim.targets.boundaries import notes_of
 from sim.targets.host import PointRun
 from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import TargetTool
@@ -77,8 +78,7 @@ def resume_rows(run: PointRun) -> list[str]:
     return [
         f"{row['p']} found: next={row['next']} tasks={row['tasks']} with saved writes="
         f"{row['saved']}"
-        for row in run.rows
-        if row["t"] == "note" and row.get("what") == "resume_state"
+        for row in notes_of(run.rows, "resume_state")
     ]
 
 

@@ -32,7 +32,7 @@ from sim.targets.agent_framework.workflow import (
     pending_targets,
     storage_for,
 )
-from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
 
 #: What requests a tool call (its order), and what records its result, per tool.
@@ -93,9 +93,7 @@ def _rows(chain: list[WorkflowCheckpoint], state: TargetState) -> None:
 
 def last_outputs(point_dir: Path) -> list[str] | None:
     """The outputs the last process's ``workflow.run`` returned (None: no run returned)."""
-    notes = [
-        r for r in read_trace(point_dir / TRACE_NAME) if r["t"] == "note" and r["what"] == "outputs"
-    ]
+    notes = notes_of(read_trace(point_dir / TRACE_NAME), "outputs")
     return [str(o) for o in notes[-1]["outputs"]] if notes else None
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
 
 #: The trace note the last process writes.
@@ -18,11 +18,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     the app's service clients, not its steps, so H1 (the history hides a duplicate) is not
     judged here: ``exists`` stays False."""
     del options
-    notes = [
-        r
-        for r in read_trace(point_dir / TRACE_NAME)
-        if r["t"] == "note" and r.get("what") == STATE_NOTE
-    ]
+    notes = notes_of(read_trace(point_dir / TRACE_NAME), STATE_NOTE)
     if not notes:
         return TargetState(pending=["the workflow never ended"])
     last = notes[-1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
 from sim.targets.python_app.loading import effect_results
 
@@ -20,7 +20,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     tool's results in the run's messages (``effect_results``)."""
     del options
     rows = read_trace(point_dir / TRACE_NAME)
-    notes = [r for r in rows if r["t"] == "note" and r.get("what") == STATE_NOTE]
+    notes = notes_of(rows, STATE_NOTE)
     if not notes:
         return TargetState(pending=["the agent's workflow never ended"])
     last = notes[-1]
