@@ -225,14 +225,18 @@ def _wait_preempted(
     preemption shows in the point's record (then kill it)."""
     started = time.monotonic()
     grace_ends: float | None = None
+    seen_bytes = -1  # the record is replayed only when it grew: the poll competes with the child
     while proc.poll() is None:
         now = time.monotonic()
         if now - started > timeout_s:
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
         if grace_ends is None:
-            preempted = replay(read_entries(log)).get("preempted", [])
-            if any(p[0] == process for p in preempted):
-                grace_ends = now + grace_s
+            size = log.stat().st_size if log.exists() else 0
+            if size != seen_bytes:
+                seen_bytes = size
+                preempted = replay(read_entries(log)).get("preempted", [])
+                if any(p[0] == process for p in preempted):
+                    grace_ends = now + grace_s
         elif now >= grace_ends:
             proc.kill()
             return
