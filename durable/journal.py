@@ -52,6 +52,13 @@ class Journal:
         self._changed = trio.Event()
         self.on_commit: Callable[[], None] = lambda: None
 
+    @property
+    def records_since_checkpoint(self) -> int:
+        """Records applied since this journal's last checkpoint, or since it was opened: when it
+        writes the next one. Process-local, so a host inspecting a process reads it here (the
+        simulator compares it between a crashed run and the fault-free one)."""
+        return self._since_checkpoint
+
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod

@@ -369,29 +369,34 @@ def _evidence_changes(
     return out
 
 
-def _world_parts(env: WorldEnv) -> list[Any]:
-    """What, outside the processes, determines the future (see ``Injector.state_digests``)."""
+def _world_parts(env: WorldEnv) -> list[tuple[str, Any]]:
+    """What, outside the processes, determines the future (see ``Injector.state_digests``), by
+    name: a canonical view renames some of them (``sim.explore.rejoin``)."""
     services, client = env.services, env.client
-    parts: list[Any] = [
-        sorted(services.files.items()),
-        sorted(services.charges.items()),
-        sorted(services.fence_epoch.items()),
-        services.outbox,
-        services.counter,
-        len(services.ledger),
-        sorted(client.acked.items()),
-        sorted(client.answers.items()),
-        client.lost_acks,
-        client.remapped,
-        sorted(client.actions_done),
-        sorted(client.rejected.items()),  # stamped with a boundary index: I16 compares them
-        len(services.workspace_history),  # I17 reads the workspace at each change
-        len(env.model_log),
-        env.errors,
-        env.liveness.deadline,
+    parts: list[tuple[str, Any]] = [
+        ("files", sorted(services.files.items())),
+        ("charges", sorted(services.charges.items())),
+        ("fence_epoch", sorted(services.fence_epoch.items())),
+        ("outbox", services.outbox),
+        ("counter", services.counter),
+        ("ledger", len(services.ledger)),
+        ("acked", sorted(client.acked.items())),
+        ("answers", sorted(client.answers.items())),
+        ("lost_acks", client.lost_acks),
+        ("remapped", client.remapped),
+        ("actions_done", sorted(client.actions_done)),
+        # stamped with a boundary index: I16 compares them
+        ("rejected", sorted(client.rejected.items())),
+        ("workspace_history", len(services.workspace_history)),  # I17 reads each change
+        ("model_log", len(env.model_log)),
+        ("errors", env.errors),
+        ("liveness_deadline", env.liveness.deadline),
     ]
     if services.compensated_keys:  # only with compensation: other scenarios' digests unchanged
-        parts += [services.compensated_keys, sorted(services.refunds.items())]
+        parts += [
+            ("compensated_keys", services.compensated_keys),
+            ("refunds", sorted(services.refunds.items())),
+        ]
     return parts
 
 

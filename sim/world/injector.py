@@ -128,7 +128,7 @@ class Injector:
         # (index, when) -> enumerated tears of a power crash there; None: not counted.
         self.tear_counts: dict[tuple[int, str], int] | None = {} if count_tears else None
         self.fork_plan: ForkHook | None = None  # during a fast sweep's forking (or folding) run
-        self._state_parts: Callable[[], list[Any]] = lambda: []
+        self._state_parts: Callable[[], list[tuple[str, Any]]] = lambda: []
         # After a storage fault: (what was damaged, the files as the disk then held them).
         self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
         # The disk as it was just before the storage fault: what the runtime had acknowledged,
@@ -138,12 +138,25 @@ class Injector:
         # fault maps to no record, which the damage-table oracle reports as a harness error).
         self.damage_rows: dict[str, TableRow | None] = {}
 
-    def fork_with(self, hook: ForkHook, state_parts: Callable[[], list[Any]]) -> None:
+    def fork_with(self, hook: ForkHook, state_parts: Callable[[], list[tuple[str, Any]]]) -> None:
         """Set by the simulator's runner (``sim.run.runner``) before the world starts, for a fast
         sweep's run: ``hook`` is called at every boundary, and ``state_parts`` gives what,
-        outside the processes, a digest must cover (``state_digests``)."""
+        outside the processes, a digest must cover (``state_digests``), each part by name."""
         self.fork_plan = hook
         self._state_parts = state_parts
+
+    def world_parts(self) -> list[tuple[str, Any]]:
+        """What, outside the processes, decides the world's future, by name (a hook's view)."""
+        return self._state_parts()
+
+    def crashes_so_far(self) -> int:
+        """How many crashes this world has taken (a boundary inside an operation whose ``after``
+        is the crash point comes before the crash: a hook tells the two apart by this count)."""
+        return len(self._evidence.crashes)
+
+    def processes(self) -> list[Victim]:
+        """The machine's processes so far, dead ones included, in the order they started."""
+        return list(self._processes)
 
     def reschedule(self, schedule: Schedule) -> None:
         """Set by the fast sweep in a child it has just forked (``sim.explore.forking``): the

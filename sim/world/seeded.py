@@ -102,6 +102,10 @@ class World:
             self._rngs[label] = stream
         return stream
 
+    def streams(self) -> list[tuple[str, random.Random]]:
+        """The RNG streams created so far, by label (part of what decides the future)."""
+        return sorted(self._rngs.items())
+
     def fresh_rng(self, label: str) -> random.Random:
         """A copy of stream ``label`` as ``rng(label)`` first creates it, without creating it:
         to see what a draw would give (a sweep's crash digests) without spending it."""

@@ -22,6 +22,7 @@ from sim.outputs.cli.fuzz import add_parsers as add_fuzz
 from sim.outputs.cli.merge import add_parsers as add_campaign  # campaign and merge
 from sim.outputs.cli.mutants import add_parsers as add_mutants
 from sim.outputs.cli.realcrash import add_parsers as add_realcrash
+from sim.outputs.cli.rejoin import add_parsers as add_rejoin
 from sim.outputs.cli.single_run import add_parsers as add_single_run
 from sim.outputs.cli.sweep import add_parsers as add_sweep
 from sim.outputs.cli.target import add_parsers as add_target
@@ -38,6 +39,7 @@ COMMANDS = (
     add_bench,
     add_realcrash,
     add_coverage,
+    add_rejoin,
     add_target,
     add_workers,
 )

@@ -1,0 +1,483 @@
+"""Rejoin: does a crashed run go back to doing what the fault-free run does? (architecture 2.5)
+
+An exhaustive depth-1 sweep costs the square of a run's length: every crash point runs the rest
+of the scenario. The model checkers' way out is symmetry reduction (TLC's ``VIEW``): if a crashed
+child's world, *canonicalised* under a renaming that cannot change its future, equals the
+fault-free run's world at some boundary, the rest of the child is the rest of the fault-free run
+renamed. This module measures how often that happens, before anything relies on it.
+
+At the end of every commit of the reference run and of each crashed child (``CanonicalProbe``,
+a fork hook that forks nothing) it takes a **canonical view** of everything the future depends
+on, in named components so a mismatch says what differs:
+
+- ``state``: each live process's in-memory conversation states (``reduce`` of its log), with
+  sequence numbers and epochs replaced by their rank among the values present (only their order
+  and contiguity are used by the runtime), owner ids named by role, times relative to now;
+- ``world``: the services' ledgers, the client, the model's call-log position, errors
+  (``sim.run.runner``'s world parts, by name), epochs and boundary stamps ranked the same way;
+- ``timers``: trio's live deadlines relative to now (a client's next action, a retry, a lease
+  renewal), the liveness watchdog's excluded (see ``IGNORED_WORLD_PARTS``);
+- ``tasks``: trio's task tree, each task's name and the code position of every frame it waits
+  in; ``files``: the durable files' paths (contents are the state's: a depth-1 suffix crashes no
+  more, so nothing reads them back but the final judgement); ``streams``: the world's RNG
+  streams; ``processes``: the worker slots of the live processes; ``boundary``: the label kind
+  and side;
+- ``scheduler``: trio's run-queue RNG. It is reported apart, because it never rejoins: a process
+  started after a crash reseeds it from the seed and its process number
+  (``sim.world.seeded.seed_process_scheduler``), so the strict fraction (every component) and
+  the renamed fraction (every component but this one) are both given.
+
+Rejoining is measured only: nothing is pruned on it. What a sound ``--prune rejoin`` would still
+need is in docs/performance.md, "Rejoin".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+import trio
+
+from sim.explore import interrupts
+from sim.explore.sweep import base_schedule, depth1_schedules
+from sim.run.runner import run_scenario
+from sim.world.faults import CrashKind, Schedule
+from sim.world.scenario import Scenario
+from sim.world.seeded import digest_of, trio_rng_state
+from sim.world.stores import StoreKind
+
+#: The components of a canonical view, in report order.
+COMPONENTS = (
+    "boundary",
+    "state",
+    "world",
+    "history",
+    "timers",
+    "tasks",
+    "streams",
+    "processes",
+    "lease_phase",
+    "checkpoint_cadence",
+    "scheduler",
+)
+
+#: The views a measurement compares, each the components it leaves out of ``COMPONENTS``:
+#: ``strict`` is everything; ``renamed`` leaves out trio's scheduler RNG (reseeded per process,
+#: so it never rejoins); ``judged`` also leaves the oracles' history to a judge that carries
+#: it (the model's call-log length, the services' ledger and workspace history); ``aligned``
+#: also leaves out what a process counts from its own start (when its lease was granted or
+#: renewed relative to now, the records since its last checkpoint, and so the checkpoint files):
+#: what would rejoin if the runtime renewed and checkpointed on a cadence of the log's own.
+VIEWS: dict[str, frozenset[str]] = {
+    "strict": frozenset(),
+    "renamed": frozenset({"scheduler"}),
+    "judged": frozenset({"scheduler", "history"}),
+    "aligned": frozenset({"scheduler", "history", "lease_phase", "checkpoint_cadence"}),
+}
+
+#: World parts the oracles read as history (what happened, not what decides what happens next).
+HISTORY_PARTS = frozenset({"model_log", "ledger", "workspace_history"})
+
+#: World parts left out of the view: the liveness watchdog's deadline is the harness's bound on a
+#: run (it moves with the last fault), not something the runtime's future reads.
+IGNORED_WORLD_PARTS = frozenset({"liveness_deadline"})
+
+#: State keys whose values are log sequence numbers, epochs, or owner ids.
+_SEQUENCE_KEY = re.compile(r"(^|_)sequence$")
+#: An id the runtime or the world draws from a counter (``owner-2``, ``call-3``, ``task-4``):
+#: named in a view by its kind and its order of first appearance (its role), as a restarted
+#: process draws the same ids later in the counter than the fault-free one.
+_ID = re.compile(r"\b([a-z]+)-(\d+)\b")
+_DIGITS = re.compile(r"\d+")
+_SPLIT = re.compile(r"(\d+)")
+
+#: Where a view is taken: at the end of each commit. A conversation's state changes only at a
+#: commit, and two runs whose futures are the same renamed meet again at the next commit's end;
+#: a child that meets the reference only after its last commit (at the final lease release)
+#: has nothing left to save and is not counted. Viewing every boundary instead (five times as
+#: many in ``long_horizon``) counted those too: ``read_edit_answer`` 24.0 % renamed, 49.3 %
+#: aligned, against 20.5 % and 26.0 % here.
+VIEWED = "store.commit"
+
+#: The crash points one measurement runs per scenario by default: each is a whole run that
+#: takes a view at every commit, so a long trace's are spread evenly over a sample of them.
+DEFAULT_POINTS = 60
+MAX_POINTS = 10_000
+
+
+def spread(items: list[Schedule], count: int) -> list[Schedule]:
+    """``count`` of ``items`` spread evenly from the first (all of them if there are fewer)."""
+    assert 1 <= count <= MAX_POINTS, count
+    if len(items) <= count:
+        return items
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+def _collect(value: Any, key: str, sequences: set[int], epochs: set[int]) -> None:
+    """Every sequence number and epoch in ``value`` (a JSON-like tree)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _collect(v, str(k), sequences, epochs)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, key, sequences, epochs)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if _SEQUENCE_KEY.search(key):
+            sequences.add(value)
+        elif key == "epoch":
+            epochs.add(value)
+
+
+#: State fields the runtime writes and never reads again (``durable/`` reads neither a run's nor
+#: an intent's epoch; only ``durable.inspect`` shows them): history, left out of the view. A
+#: compaction's epoch is kept: a summary started in an older epoch is stale.
+HISTORY_ONLY = (("runs", "epoch"), ("intents", "epoch"))
+
+
+def _without_history(state: dict[str, Any]) -> dict[str, Any]:
+    for table, name in HISTORY_ONLY:
+        for row in state.get(table, {}).values():
+            row.pop(name, None)
+    return state
+
+
+@dataclass(frozen=True)
+class Renaming:
+    """The symmetry a canonical view quotients out: sequences by rank (the runtime only orders
+    them and appends after the last), epochs as the current one or an older one by rank (it
+    only compares them with the lease's), owners by order of appearance, times relative to
+    ``now_s``."""
+
+    sequences: dict[int, int]
+    epochs: dict[int, Any]
+    now_s: float
+
+    @classmethod
+    def of(
+        cls, trees: Iterable[Any], *, current: Iterable[int], extra: Iterable[int], now_s: float
+    ) -> Renaming:
+        sequences: set[int] = set()
+        epochs: set[int] = set(extra)
+        for tree in trees:
+            _collect(tree, "", sequences, epochs)
+        now_epochs = set(current)
+        older = sorted(epochs - now_epochs)
+        names: dict[int, Any] = {e: "current" for e in now_epochs}
+        names.update({e: ("older", i) for i, e in enumerate(older)})
+        return cls({s: i for i, s in enumerate(sorted(sequences))}, names, now_s)
+
+    def apply(self, value: Any, key: str = "", ids: Roles | None = None) -> Any:
+        """``value`` renamed; ``ids`` (kept across the calls of one view) names each id."""
+        ids = Roles() if ids is None else ids
+        if isinstance(value, dict):
+            # In id order, not insertion order: a state recovered from a checkpoint has its
+            # tables in the checkpoint's (sorted) order, a state built commit by commit in
+            # creation order; the view must not tell them apart.
+            ordered = sorted(value.items(), key=lambda item: _natural(str(item[0])))
+            return {self.apply(k, "", ids): self.apply(v, str(k), ids) for k, v in ordered}
+        if isinstance(value, (list, tuple)):
+            return [self.apply(v, key, ids) for v in value]
+        if isinstance(value, str):
+            return _ID.sub(ids.name, value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        if _SEQUENCE_KEY.search(key) and value in self.sequences:
+            return ("seq", self.sequences[int(value)])
+        if key == "epoch" and value in self.epochs:
+            return ("epoch", self.epochs[int(value)])
+        if key.endswith("_s"):
+            return ("dt", round(value - self.now_s, 9))
+        return value
+
+
+def _natural(text: str) -> list[tuple[str, int]]:
+    """``call-10`` after ``call-9``: text runs compared as text, digit runs as numbers."""
+    return [(part, 0) if not part.isdigit() else ("", int(part)) for part in _SPLIT.split(text)]
+
+
+@dataclass
+class Roles:
+    """Ids named by role: ``call-7`` becomes ``call#2`` if it is the third call id one view
+    meets (a view walks the state in the order the runtime created its entries)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    per_kind: Counter[str] = field(default_factory=Counter)
+
+    def name(self, match: re.Match[str]) -> str:
+        token, kind = match.group(0), match.group(1)
+        name = self.names.get(token)
+        if name is None:
+            name = self.names[token] = f"{kind}#{self.per_kind[kind]}"
+            self.per_kind[kind] += 1
+        return name
+
+
+def _frames(coro: Any) -> list[str]:
+    """Where a task waits: each frame of its await chain, as ``function:line``."""
+    out: list[str] = []
+    for _ in range(64):  # a bound on the await chain's depth
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is None:
+            break
+        out.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None)
+    return out
+
+
+def _task_tree() -> list[tuple[int, str, list[str]]]:
+    """trio's task tree, depth-first in creation order, names without their numbers."""
+    rows: list[tuple[int, str, list[str]]] = []
+
+    def visit(task: Any, depth: int) -> None:
+        rows.append((depth, _DIGITS.sub("#", task.name), _frames(task.coro)))
+        for nursery in task.child_nurseries:
+            for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
+                visit(child, depth + 1)
+
+    visit(trio.lowlevel.current_root_task(), 0)
+    return rows
+
+
+#: The runtime's task that keeps the lease (``durable.lease.heartbeat``): its timer is part of
+#: the lease's phase, not of the rest of the world's timers.
+LEASE_TASKS = frozenset({"heartbeat"})
+
+
+def _task_timers(ignore: Iterable[float]) -> list[tuple[str, float]]:
+    """Each task's nearest deadline (its innermost cancel scope that has one, once per scope),
+    relative to now, with the function the task runs: a client's next action, a retry's
+    backoff, the heartbeat's next renewal."""
+    now, skipped = trio.current_time(), set(ignore)
+    seen: set[int] = set()
+    out: list[tuple[str, float]] = []
+
+    def visit(task: Any) -> None:
+        status = task._cancel_status
+        for _ in range(256):  # a bound on nested cancel scopes
+            if status is None:
+                break
+            deadline = status._scope._registered_deadline
+            if deadline != math.inf and deadline not in skipped:
+                if id(status._scope) not in seen:
+                    seen.add(id(status._scope))
+                    code = getattr(task.coro, "cr_code", None)
+                    out.append((code.co_qualname if code else "?", round(deadline - now, 9)))
+                break
+            status = status._parent
+        for nursery in task.child_nurseries:
+            for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
+                visit(child)
+
+    visit(trio.lowlevel.current_root_task())
+    return sorted(out)
+
+
+def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
+    """The canonical view of the world at one boundary side (see the module's docstring)."""
+    now = trio.current_time()
+    journals = [
+        conversation.journal
+        for process in injector.processes()
+        if process.alive and process.runtime is not None
+        for conversation in process.runtime.open_conversations()
+    ]
+    states = [_without_history(j.state.model_dump(mode="json")) for j in journals]
+    parts = dict(injector.world_parts())
+    skipped = [parts[name] for name in IGNORED_WORLD_PARTS if name in parts]
+    world = {k: v for k, v in parts.items() if k not in IGNORED_WORLD_PARTS}
+    fenced = [epoch for _, epoch in world.get("fence_epoch", [])]
+    renaming = Renaming.of(
+        states, current=[j.state.epoch for j in journals], extra=fenced, now_s=now
+    )
+    world["fence_epoch"] = [(k, {"epoch": e}) for k, e in world.get("fence_epoch", [])]
+    stamps = sorted({stamp for _, stamp in world.get("rejected", [])})
+    world["rejected"] = [(k, stamps.index(stamp)) for k, stamp in world.get("rejected", [])]
+    timers = _task_timers(skipped)
+    ids = Roles()
+    fs = injector.fs
+    files = sorted(_DIGITS.sub("#", path) for path in fs.snapshot()) if fs else []
+    return {
+        "boundary": (_DIGITS.sub("#", label.split("#")[0]), when),
+        "state": renaming.apply(
+            [[s, j.fenced] for s, j in zip(states, journals, strict=True)], "", ids
+        ),
+        "world": renaming.apply(
+            {k: v for k, v in world.items() if k not in HISTORY_PARTS}, "", ids
+        ),
+        "history": [(k, v) for k, v in world.items() if k in HISTORY_PARTS],
+        "timers": [t for t in timers if t[0] not in LEASE_TASKS],
+        "tasks": _task_tree(),
+        "streams": [(k, v.getstate()) for k, v in injector.world.streams()],
+        "processes": sorted(p.slot for p in injector.processes() if p.alive),
+        "lease_phase": [
+            renaming.apply([j.lease.model_dump(mode="json") for j in journals], "", ids),
+            [t for t in timers if t[0] in LEASE_TASKS],
+        ],
+        "checkpoint_cadence": [[j.records_since_checkpoint for j in journals], files],
+        "scheduler": trio_rng_state(),
+    }
+
+
+@dataclass
+class Row:
+    """One boundary side of a probed run: its index, and a digest per component."""
+
+    index: int
+    digests: dict[str, str]
+
+    def key(self, view: str) -> str:
+        left_out = VIEWS[view]
+        return digest_of([self.digests[name] for name in COMPONENTS if name not in left_out])
+
+
+@dataclass
+class CanonicalProbe:
+    """A ``sim.world.injector.ForkHook`` that forks nothing: at every commit's end after the
+    base schedule's points it records the canonical view's digests (and keeps the last view,
+    to say what differs when a child never rejoins)."""
+
+    base: Schedule
+    in_child: bool = False
+    child_schedule: Schedule = field(default_factory=Schedule)
+    rows: list[Row] = field(default_factory=list)
+    last_view: dict[str, Any] = field(default_factory=dict)
+
+    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
+        # At each commit's end (``VIEWED``), after the base schedule's last crash has happened:
+        # an operation's inner boundaries come before the crash at its ``after``.
+        if when != "after" or not label.startswith(VIEWED):
+            return
+        if index <= self.base.last_index or injector.crashes_so_far() < len(self.base.points):
+            return
+        view = canonical_view(injector, when, label)
+        self.rows.append(Row(index, {k: digest_of([v]) for k, v in view.items()}))
+        self.last_view = view
+
+    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def finish_child(self, result: Any) -> None:
+        raise AssertionError("a canonical probe forks no child")
+
+    def abort_child(self, exc: BaseException) -> None:
+        raise AssertionError("a canonical probe forks no child") from exc
+
+
+@dataclass
+class ScenarioRejoin:
+    """One scenario x store: how many crashed children rejoin the fault-free run, per view."""
+
+    scenario: str
+    store: str
+    points: int = 0  # crash points measured
+    of: int = 0  # the depth-1 crash points they are spread over
+    rejoined: Counter[str] = field(default_factory=Counter)  # view -> children that rejoin
+    # view -> commits from the crash to the rejoin, per child that rejoins
+    after: dict[str, list[int]] = field(default_factory=dict)
+    # view -> component -> children that never rejoin in that view whose last view differs
+    # from the reference's last in that component: what keeps them apart for good
+    differs_at_end: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def fraction(self, view: str) -> float:
+        return self.rejoined[view] / self.points if self.points else 0.0
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "store": self.store,
+            "points": self.points,
+            "of_points": self.of,
+            "rejoin_fraction": {view: round(self.fraction(view), 4) for view in VIEWS},
+            "median_commits_to_rejoin": {
+                view: median(self.after[view]) if self.after.get(view) else None for view in VIEWS
+            },
+            "differs_at_end": {
+                view: dict(sorted(self.differs_at_end.get(view, Counter()).items()))
+                for view in VIEWS
+            },
+        }
+
+
+def _first_rejoin(child: CanonicalProbe, reference: dict[str, int], view: str) -> int | None:
+    """How many commits after its crash a child's view first equals the reference's at a
+    commit no earlier than the crash (an aligned one); None if never."""
+    crashed_at = child.base.last_index
+    for position, row in enumerate(child.rows):
+        seen_at = reference.get(row.key(view))
+        if seen_at is not None and seen_at >= crashed_at:
+            return position
+    return None
+
+
+def _ends_differ(child: CanonicalProbe, reference: CanonicalProbe) -> list[str]:
+    return [
+        name
+        for name in COMPONENTS
+        if digest_of([child.last_view.get(name)]) != digest_of([reference.last_view.get(name)])
+    ]
+
+
+def measure(
+    scenario: Scenario,
+    *,
+    store: StoreKind | str,
+    seed: int = 0,
+    crash_kinds: Iterable[CrashKind | str] = ("process",),
+    points: int = DEFAULT_POINTS,
+    progress: Callable[[int], None] | None = None,
+) -> ScenarioRejoin:
+    """Run the fault-free run and the depth-1 crashes of ``crash_kinds`` (``points`` of them,
+    spread evenly) naively, each under a ``CanonicalProbe``, and count the children whose
+    canonical view meets the reference's."""
+    kind = StoreKind(store)
+    base = base_schedule(scenario, seed=seed, store=kind)
+    reference_probe = CanonicalProbe(base)
+    reference = run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=reference_probe)
+    first_at: dict[str, dict[str, int]] = {view: {} for view in VIEWS}
+    for view, seen in first_at.items():
+        for row in reference_probe.rows:
+            seen.setdefault(row.key(view), row.index)
+    labels = [b.label for b in reference.trace.boundaries]
+    kinds = [CrashKind(k) for k in crash_kinds]
+    every = depth1_schedules(labels, kinds, base=base)
+    schedules = spread(every, points)
+    out = ScenarioRejoin(scenario.name, str(kind), points=len(schedules), of=len(every))
+    for schedule in schedules:
+        interrupts.stop_if_requested()
+        probe = CanonicalProbe(schedule)
+        run_scenario(scenario, seed=seed, store=kind, schedule=schedule, fork=probe)
+        for view, seen in first_at.items():
+            after = _first_rejoin(probe, seen, view)
+            if after is not None:
+                out.rejoined[view] += 1
+                out.after.setdefault(view, []).append(after)
+            else:
+                apart = [c for c in _ends_differ(probe, reference_probe) if c not in VIEWS[view]]
+                out.differs_at_end.setdefault(view, Counter()).update(apart)
+        if progress is not None:
+            progress(1)
+    return out
+
+
+def overall(measures: list[ScenarioRejoin]) -> dict[str, float]:
+    """Each view's fraction over every measured crash point."""
+    points = sum(m.points for m in measures)
+    return {
+        view: round(sum(m.rejoined[view] for m in measures) / points, 4) if points else 0.0
+        for view in VIEWS
+    }
+
+
+def rows_of(measures: list[ScenarioRejoin]) -> Iterator[str]:
+    """A plain table, one line per scenario x store: each view's fraction."""
+    views = " ".join(f"{v:>8}" for v in VIEWS)
+    yield f"{'scenario':<34} {'store':<7} {'points':>12} {views}"
+    for m in measures:
+        fractions = " ".join(f"{m.fraction(v):>8.1%}" for v in VIEWS)
+        yield f"{m.scenario:<34} {m.store:<7} {f'{m.points}/{m.of}':>12} {fractions}"

@@ -1,0 +1,160 @@
+"""Rejoin: canonical views of a crashed run against the fault-free run (sim/explore/rejoin.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+from sim.explore import rejoin
+from sim.outputs.cli import main
+from sim.run.runner import run_scenario
+from sim.world.faults import Schedule, parse_schedule
+from sim.world.scenario import load_scenario
+
+SIM = (sys.executable, "-m", "sim")
+
+
+def test_a_renaming_keeps_order_and_roles_and_forgets_absolute_values() -> None:
+    state = {
+        "last_sequence": 29,
+        "epoch": 2,
+        "intents": {"call-7": {"sequence": 21, "epoch": 1, "deadline_s": 40.0}},
+        "note": "owner-3 ran call-7",
+    }
+    renaming = rejoin.Renaming.of([state], current=[2], extra=[], now_s=10.0)
+    assert renaming.apply(state) == {
+        "last_sequence": ("seq", 1),
+        "epoch": ("epoch", "current"),
+        "intents": {"call#0": {"sequence": ("seq", 0), "epoch": ("epoch", ("older", 0)),
+                               "deadline_s": ("dt", 30.0)}},
+        "note": "owner#0 ran call#0",
+    }  # fmt: skip
+    shifted = {
+        "last_sequence": 30,
+        "epoch": 3,
+        "intents": {"call-8": {"sequence": 22, "epoch": 2, "deadline_s": 41.0}},
+        "note": "owner-4 ran call-8",
+    }
+    again = rejoin.Renaming.of([shifted], current=[3], extra=[], now_s=11.0)
+    assert again.apply(shifted) == renaming.apply(state)
+
+
+def _probed(name: str, schedule: str) -> tuple[rejoin.CanonicalProbe, rejoin.CanonicalProbe]:
+    scenario = load_scenario(name)
+    reference = rejoin.CanonicalProbe(Schedule())
+    run_scenario(scenario, seed=0, store="file", fork=reference)
+    crash = parse_schedule(schedule)
+    child = rejoin.CanonicalProbe(crash)
+    run_scenario(scenario, seed=0, store="file", schedule=crash, fork=child)
+    return reference, child
+
+
+def _first_seen(probe: rejoin.CanonicalProbe, view: str) -> dict[str, int]:
+    seen: dict[str, int] = {}
+    for row in probe.rows:
+        seen.setdefault(row.key(view), row.index)
+    return seen
+
+
+def test_a_crash_before_anything_is_durable_rejoins_but_never_strictly() -> None:
+    """A process killed before its first lease: the next one does what the first would have,
+    renamed; only trio's scheduler RNG (reseeded per process) still tells them apart."""
+    reference, child = _probed("read_edit_answer", "0:before:process")
+    assert rejoin._first_rejoin(child, _first_seen(reference, "renamed"), "renamed") == 0
+    assert rejoin._first_rejoin(child, _first_seen(reference, "strict"), "strict") is None
+
+
+def test_a_crash_that_changes_the_outcome_never_rejoins() -> None:
+    """A kill between the edit's effect and its result: the recovery verifies the edit and the
+    state records how, so no view meets the fault-free run again (the view can fail)."""
+    reference, child = _probed("read_edit_answer", "47:after:process")  # tool.effect
+    for view in rejoin.VIEWS:
+        assert rejoin._first_rejoin(child, _first_seen(reference, view), view) is None, view
+    assert "state" in rejoin._ends_differ(child, reference)
+
+
+def test_each_view_rejoins_more_than_the_one_before() -> None:
+    """The measured fractions of ``read_edit_answer`` grow view by view: each left-out
+    component (the scheduler RNG, the lease's phase and the checkpoint cadence) is what keeps
+    some children apart; without the renaming nothing rejoins."""
+    measured = rejoin.measure(load_scenario("read_edit_answer"), store="file", points=1000)
+    fractions = [measured.fraction(view) for view in rejoin.VIEWS]
+    assert fractions[0] == 0.0
+    assert 0.0 < fractions[1] <= fractions[2] < fractions[3] < 1.0, fractions
+    doc = measured.document()
+    assert doc["points"] == doc["of_points"] == measured.points
+    assert doc["differs_at_end"]["renamed"]["lease_phase"] > 0
+
+
+def test_the_measurement_does_not_depend_on_the_hash_seed() -> None:
+    def measured(hash_seed: str) -> object:
+        done = subprocess.run(
+            [*SIM, "rejoin", "idempotent_payment", "--store", "file", "--points", "12", "--json"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return json.loads(done.stdout)
+
+    first = measured("1")
+    assert first == measured("2")
+    assert first["scenarios"][0]["points"] == 12  # type: ignore[index]  # a JSON document
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["rejoin", "--points", "0"], "--points"),
+        (["rejoin", "--store", "postgres"], "rejoin does not take the postgres store"),
+        (["rejoin", "--crash", "process,"], "--crash"),
+        (["rejoin", "no_such_scenario"], "no_such_scenario"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], named: str
+) -> None:
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert named in err, err
+
+
+def test_sigterm_stops_a_measurement_cleanly(tmp_path: Path) -> None:
+    """Exit 130 soon after SIGTERM, no worker and no temporary directory left."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [*SIM, "rejoin", "long_horizon", "read_edit_answer", "--store", "file", "--jobs", "2"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob("durable-sim-jobs-*")):  # the workers have started
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the measurement never started its workers"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert list(scratch.iterdir()) == [], "temporary directories left behind"
