@@ -6,7 +6,10 @@ to 10, 25, 50, 100 and 200 tool turns, generated from it; the exponent is the sl
 against log(N), and the largest cut's wall time is reported on its own), (c) the time per crash
 point of the simulated sweep against ``realcrash`` killing real processes at the same points,
 (d) the schedule fuzzer's examples per second, in one process and as ``durable-sim fuzz`` runs
-it (one fuzzer per scenario, ``--jobs`` at the machine's cores), and (e) peak memory. Timings
+it (one fuzzer per scenario, ``--jobs`` at the machine's cores), (e) peak memory, and (f) how
+many crashed runs rejoin the fault-free run (``sim.explore.rejoin``): ``rejoin_fraction`` per
+view; ``sweep_200_s`` is the exact 200-turn sweep's wall time (null unless ``growth_turns``
+has 200), and the rejoin-mode keys are null with ``rejoin_mode`` saying why. Timings
 are medians over repeats; the machine is shared and noisy, so compare ratios from one run, never
 absolute figures across runs.
 """
@@ -135,6 +138,7 @@ def bench(
     out["folded_fraction"] = round(folded / total, 3) if total else None
     largest = out["growth"][-1] if out["growth"] else None
     out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
+    out.update(_rejoin(scenarios, growth_turns, out["growth"], note))
     out["fuzz_examples_per_s"] = _fuzz_rate(["read_edit_answer"], fuzz_examples, 1, note)
     # As ``durable-sim fuzz`` runs by default: --jobs at the machine's cores, at least as many
     # fuzzers as cores, so every core has one.
@@ -146,6 +150,41 @@ def bench(
     out["sim_vs_real_ratio"] = out["sim_vs_real"]["ratio"] if out["sim_vs_real"] else None
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return out
+
+
+#: Why the rejoin-mode keys are null: the measurement says a pruned sweep would save little.
+REJOIN_MODE_NOTE = (
+    "no rejoin mode: crashed runs rarely rejoin the fault-free run (rejoin_fraction; "
+    "docs/performance.md, 'Rejoin')"
+)
+
+
+def _rejoin(
+    scenarios: tuple[str, ...],
+    growth_turns: tuple[int, ...],
+    growth: list[dict[str, Any]],
+    note: Callable[[str], None],
+) -> dict[str, Any]:
+    """The rejoin fraction of each bench scenario and of the smallest ``long_horizon`` cut (file
+    store, process crashes, ``sim.explore.rejoin``'s default sample), overall, and the exact
+    200-turn sweep's wall time when ``growth_turns`` has it."""
+    from sim.explore import rejoin
+
+    cuts = [(f"long_horizon/{min(growth_turns)}", long_horizon_cut(min(growth_turns)))]
+    measured = []
+    for key, scenario in [(name, load_scenario(name)) for name in scenarios] + cuts:
+        note(f"rejoin {key}[file]")
+        measured.append((key, rejoin.measure(scenario, store=StoreKind.FILE)))
+    fractions: dict[str, Any] = {key: m.document()["rejoin_fraction"] for key, m in measured}
+    fractions["overall"] = rejoin.overall([m for _, m in measured])
+    longest = next((g for g in growth if g["turns"] == 200), None)
+    return {
+        "rejoin_fraction": fractions,
+        "growth_exponent_rejoin": None,
+        "sweep_200_s_rejoin": None,
+        "rejoin_mode": REJOIN_MODE_NOTE,
+        "sweep_200_s": None if longest is None else longest["median_wall_s"],
+    }
 
 
 def _fuzz_rate(
