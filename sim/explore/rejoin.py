@@ -105,6 +105,10 @@ _SPLIT = re.compile(r"(\d+)")
 #: aligned, against 20.5 % and 26.0 % here.
 VIEWED = "store.commit"
 
+#: The crash kinds a measurement takes: the ones a crash record marks (a probe views the world
+#: only once the crash has happened; a storage fault or a pause is not a crash of a process).
+MEASURED_KINDS = frozenset({CrashKind.PROCESS, CrashKind.POWER})
+
 #: The crash points one measurement runs per scenario by default: each is a whole run that
 #: takes a view at every commit, so a long trace's are spread evenly over a sample of them.
 DEFAULT_POINTS = 60
@@ -406,7 +410,8 @@ class ScenarioRejoin:
 
 def _first_rejoin(child: CanonicalProbe, reference: dict[str, int], view: str) -> int | None:
     """How many commits after its crash a child's view first equals the reference's at a
-    commit no earlier than the crash (an aligned one); None if never."""
+    commit no earlier than the crash (an aligned one; ``reference`` maps a view to the last
+    commit that has it); None if never."""
     crashed_at = child.base.last_index
     for position, row in enumerate(child.rows):
         seen_at = reference.get(row.key(view))
@@ -435,16 +440,18 @@ def measure(
     """Run the fault-free run and the depth-1 crashes of ``crash_kinds`` (``points`` of them,
     spread evenly) naively, each under a ``CanonicalProbe``, and count the children whose
     canonical view meets the reference's."""
+    kinds = [CrashKind(k) for k in crash_kinds]
+    if not set(kinds) <= MEASURED_KINDS:
+        raise ValueError(f"rejoin measures process and power crashes, not {kinds}")
     kind = StoreKind(store)
     base = base_schedule(scenario, seed=seed, store=kind)
     reference_probe = CanonicalProbe(base)
     reference = run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=reference_probe)
-    first_at: dict[str, dict[str, int]] = {view: {} for view in VIEWS}
-    for view, seen in first_at.items():
+    last_at: dict[str, dict[str, int]] = {view: {} for view in VIEWS}
+    for view, seen in last_at.items():
         for row in reference_probe.rows:
-            seen.setdefault(row.key(view), row.index)
+            seen[row.key(view)] = row.index  # the last commit with that view
     labels = [b.label for b in reference.trace.boundaries]
-    kinds = [CrashKind(k) for k in crash_kinds]
     every = depth1_schedules(labels, kinds, base=base)
     schedules = spread(every, points)
     out = ScenarioRejoin(scenario.name, str(kind), points=len(schedules), of=len(every))
@@ -452,7 +459,7 @@ def measure(
         interrupts.stop_if_requested()
         probe = CanonicalProbe(schedule)
         run_scenario(scenario, seed=seed, store=kind, schedule=schedule, fork=probe)
-        for view, seen in first_at.items():
+        for view, seen in last_at.items():
             after = _first_rejoin(probe, seen, view)
             if after is not None:
                 out.rejoined[view] += 1

@@ -8,6 +8,7 @@ import json
 from functools import partial
 from typing import Any
 
+from sim.errors import UsageError
 from sim.explore.progress import Progress
 from sim.explore.rejoin import DEFAULT_POINTS, MAX_POINTS
 from sim.outputs import options
@@ -61,6 +62,9 @@ def run_rejoin(args: argparse.Namespace) -> int:
     from sim.explore import rejoin
     from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 
+    if not set(args.crash) <= rejoin.MEASURED_KINDS:
+        others = ",".join(k for k in args.crash if k not in rejoin.MEASURED_KINDS)
+        raise UsageError(f"rejoin measures process and power crashes, not {others}")
     scenarios = options.load_scenarios(args.scenarios)
     steps = [
         Step(

@@ -57,19 +57,16 @@ def _probed(name: str, schedule: str) -> tuple[rejoin.CanonicalProbe, rejoin.Can
     return reference, child
 
 
-def _first_seen(probe: rejoin.CanonicalProbe, view: str) -> dict[str, int]:
-    seen: dict[str, int] = {}
-    for row in probe.rows:
-        seen.setdefault(row.key(view), row.index)
-    return seen
+def _last_seen(probe: rejoin.CanonicalProbe, view: str) -> dict[str, int]:
+    return {row.key(view): row.index for row in probe.rows}
 
 
 def test_a_crash_before_anything_is_durable_rejoins_but_never_strictly() -> None:
     """A process killed before its first lease: the next one does what the first would have,
     renamed; only trio's scheduler RNG (reseeded per process) still tells them apart."""
     reference, child = _probed("read_edit_answer", "0:before:process")
-    assert rejoin._first_rejoin(child, _first_seen(reference, "renamed"), "renamed") == 0
-    assert rejoin._first_rejoin(child, _first_seen(reference, "strict"), "strict") is None
+    assert rejoin._first_rejoin(child, _last_seen(reference, "renamed"), "renamed") == 0
+    assert rejoin._first_rejoin(child, _last_seen(reference, "strict"), "strict") is None
 
 
 def test_a_crash_that_changes_the_outcome_never_rejoins() -> None:
@@ -77,7 +74,7 @@ def test_a_crash_that_changes_the_outcome_never_rejoins() -> None:
     state records how, so no view meets the fault-free run again (the view can fail)."""
     reference, child = _probed("read_edit_answer", "47:after:process")  # tool.effect
     for view in rejoin.VIEWS:
-        assert rejoin._first_rejoin(child, _first_seen(reference, view), view) is None, view
+        assert rejoin._first_rejoin(child, _last_seen(reference, view), view) is None, view
     assert "state" in rejoin._ends_differ(child, reference)
 
 
@@ -119,6 +116,7 @@ def test_the_measurement_does_not_depend_on_the_hash_seed() -> None:
         (["rejoin", "--store", "postgres"], "rejoin does not take the postgres store"),
         (["rejoin", "--crash", "process,"], "--crash"),
         (["rejoin", "no_such_scenario"], "no_such_scenario"),
+        (["rejoin", "--crash", "process,storage"], "rejoin measures process and power crashes"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
