@@ -8,24 +8,19 @@ renamed. This module measures how often that happens, before anything relies on 
 
 At the end of every commit of the reference run and of each crashed child (``CanonicalProbe``,
 a fork hook that forks nothing) it takes a **canonical view** of everything the future depends
-on, in named components so a mismatch says what differs:
+on, in named components (``COMPONENTS``) so a mismatch says what differs: the live processes'
+conversation states (``reduce`` of the log) and the services and client, with sequence numbers
+and epochs by rank among the values present (``durable/`` only orders and compares them), the
+world's ids by role and tables in id order (``Renaming``, ``Roles``); the oracles' history;
+each task's next timer relative to now and where each task waits; the world's RNG streams; the
+lease's phase and the checkpoint cadence (which a process counts from its own start); and
+trio's run-queue RNG, which a process started after a crash reseeds from the seed and its
+number (``sim.world.seeded.seed_process_scheduler``), so it never rejoins. Views (``VIEWS``)
+leave out more and more of them.
 
-- ``state``: each live process's in-memory conversation states (``reduce`` of its log), with
-  sequence numbers and epochs replaced by their rank among the values present (only their order
-  and contiguity are used by the runtime), owner ids named by role, times relative to now;
-- ``world``: the services' ledgers, the client, the model's call-log position, errors
-  (``sim.run.runner``'s world parts, by name), epochs and boundary stamps ranked the same way;
-- ``timers``: trio's live deadlines relative to now (a client's next action, a retry, a lease
-  renewal), the liveness watchdog's excluded (see ``IGNORED_WORLD_PARTS``);
-- ``tasks``: trio's task tree, each task's name and the code position of every frame it waits
-  in; ``files``: the durable files' paths (contents are the state's: a depth-1 suffix crashes no
-  more, so nothing reads them back but the final judgement); ``streams``: the world's RNG
-  streams; ``processes``: the worker slots of the live processes; ``boundary``: the label kind
-  and side;
-- ``scheduler``: trio's run-queue RNG. It is reported apart, because it never rejoins: a process
-  started after a crash reseeds it from the seed and its process number
-  (``sim.world.seeded.seed_process_scheduler``), so the strict fraction (every component) and
-  the renamed fraction (every component but this one) are both given.
+A child *meets* the reference when one view equals the reference's at a commit that ended after
+the crash point, and *rejoins* it when every later view equals the reference's from that commit
+on: meeting once proves nothing (the scheduler's draws can part them again).
 
 Rejoining is measured only: nothing is pruned on it. What a sound ``--prune rejoin`` would still
 need is in docs/performance.md, "Rejoin".
@@ -82,18 +77,16 @@ VIEWS: dict[str, frozenset[str]] = {
 }
 
 #: World parts the oracles read as history (what happened, not what decides what happens next).
-HISTORY_PARTS = frozenset({"model_log", "ledger", "workspace_history"})
+HISTORY_PARTS = ("model_log", "ledger", "workspace_history")
 
 #: World parts left out of the view: the liveness watchdog's deadline is the harness's bound on a
 #: run (it moves with the last fault), not something the runtime's future reads.
-IGNORED_WORLD_PARTS = frozenset({"liveness_deadline"})
+IGNORED_WORLD_PARTS = ("liveness_deadline",)
 
-#: State keys whose values are log sequence numbers, epochs, or owner ids.
+#: State keys whose values are log sequence numbers.
 _SEQUENCE_KEY = re.compile(r"(^|_)sequence$")
-#: An id the runtime or the world draws from a counter (``owner-2``, ``call-3``, ``task-4``):
-#: named in a view by its kind and its order of first appearance (its role), as a restarted
-#: process draws the same ids later in the counter than the fault-free one.
-_ID = re.compile(r"\b([a-z]+)-(\d+)\b")
+#: Id kinds a process draws besides the world's counters (``sim.world.seeded.Ids``).
+PROCESS_ID_KINDS = ("owner",)
 _DIGITS = re.compile(r"\d+")
 _SPLIT = re.compile(r"(\d+)")
 
@@ -101,8 +94,7 @@ _SPLIT = re.compile(r"(\d+)")
 #: commit, and two runs whose futures are the same renamed meet again at the next commit's end;
 #: a child that meets the reference only after its last commit (at the final lease release)
 #: has nothing left to save and is not counted. Viewing every boundary instead (five times as
-#: many in ``long_horizon``) counted those too: ``read_edit_answer`` 24.0 % renamed, 49.3 %
-#: aligned, against 20.5 % and 26.0 % here.
+#: many in ``long_horizon``) met the reference more often, mostly at the run's end.
 VIEWED = "store.commit"
 
 #: The crash kinds a measurement takes: the ones a crash record marks (a probe views the world
@@ -138,57 +130,54 @@ def _collect(value: Any, key: str, sequences: set[int], epochs: set[int]) -> Non
             epochs.add(value)
 
 
-#: State fields the runtime writes and never reads again (``durable/`` reads neither a run's nor
-#: an intent's epoch; only ``durable.inspect`` shows them): history, left out of the view. A
-#: compaction's epoch is kept: a summary started in an older epoch is stale.
-HISTORY_ONLY = (("runs", "epoch"), ("intents", "epoch"))
-
-
 def _without_history(state: dict[str, Any]) -> dict[str, Any]:
-    for table, name in HISTORY_ONLY:
-        for row in state.get(table, {}).values():
-            row.pop(name, None)
+    """``state`` without the fields ``durable/`` writes and never reads again: an intent's
+    epoch (only ``durable.inspect`` shows it) and a settled compaction's (only an open one's is
+    compared with the lease's, when its summary is applied)."""
+    for intent in state.get("intents", {}).values():
+        intent.pop("epoch", None)
+    for compaction in state.get("compactions", {}).values():
+        if compaction.get("status") != "open":
+            compaction.pop("epoch", None)
     return state
 
 
 @dataclass(frozen=True)
 class Renaming:
-    """The symmetry a canonical view quotients out: sequences by rank (the runtime only orders
-    them and appends after the last), epochs as the current one or an older one by rank (it
-    only compares them with the lease's), owners by order of appearance, times relative to
-    ``now_s``."""
+    """The symmetry a canonical view quotients out: sequences and epochs by rank among the
+    values present (``durable/`` only orders them, appends after the last sequence and compares
+    epochs: a zombie's older epoch stays older than the new owner's and the service's fence),
+    ids by role (``Roles``), times relative to ``now_s`` in whole nanoseconds."""
 
     sequences: dict[int, int]
-    epochs: dict[int, Any]
+    epochs: dict[int, int]
     now_s: float
 
     @classmethod
-    def of(
-        cls, trees: Iterable[Any], *, current: Iterable[int], extra: Iterable[int], now_s: float
-    ) -> Renaming:
+    def of(cls, trees: Iterable[Any], *, extra_epochs: Iterable[int], now_s: float) -> Renaming:
         sequences: set[int] = set()
-        epochs: set[int] = set(extra)
+        epochs: set[int] = set(extra_epochs)
         for tree in trees:
             _collect(tree, "", sequences, epochs)
-        now_epochs = set(current)
-        older = sorted(epochs - now_epochs)
-        names: dict[int, Any] = {e: "current" for e in now_epochs}
-        names.update({e: ("older", i) for i, e in enumerate(older)})
-        return cls({s: i for i, s in enumerate(sorted(sequences))}, names, now_s)
+        return cls(
+            {s: i for i, s in enumerate(sorted(sequences))},
+            {e: i for i, e in enumerate(sorted(epochs))},
+            now_s,
+        )
 
-    def apply(self, value: Any, key: str = "", ids: Roles | None = None) -> Any:
-        """``value`` renamed; ``ids`` (kept across the calls of one view) names each id."""
-        ids = Roles() if ids is None else ids
+    def apply(self, value: Any, *, ids: Roles, key: str = "") -> Any:
+        """``value`` renamed; ``ids`` (one per view) names each id; ``key`` is the dict key
+        ``value`` is found under, which says what a number is."""
         if isinstance(value, dict):
             # In id order, not insertion order: a state recovered from a checkpoint has its
             # tables in the checkpoint's (sorted) order, a state built commit by commit in
             # creation order; the view must not tell them apart.
             ordered = sorted(value.items(), key=lambda item: _natural(str(item[0])))
-            return {self.apply(k, "", ids): self.apply(v, str(k), ids) for k, v in ordered}
+            return {self.apply(k, ids=ids): self.apply(v, ids=ids, key=str(k)) for k, v in ordered}
         if isinstance(value, (list, tuple)):
-            return [self.apply(v, key, ids) for v in value]
+            return [self.apply(v, ids=ids, key=key) for v in value]
         if isinstance(value, str):
-            return _ID.sub(ids.name, value)
+            return ids.rename(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return value
         if _SEQUENCE_KEY.search(key) and value in self.sequences:
@@ -196,7 +185,7 @@ class Renaming:
         if key == "epoch" and value in self.epochs:
             return ("epoch", self.epochs[int(value)])
         if key.endswith("_s"):
-            return ("dt", round(value - self.now_s, 9))
+            return ("dt_ns", round((value - self.now_s) * 1e9))
         return value
 
 
@@ -208,10 +197,20 @@ def _natural(text: str) -> list[tuple[str, int]]:
 @dataclass
 class Roles:
     """Ids named by role: ``call-7`` becomes ``call#2`` if it is the third call id one view
-    meets (a view walks the state in the order the runtime created its entries)."""
+    meets (a view walks each table in id order). Only the kinds the world's id counters and
+    its processes draw are renamed (``kinds``), so a workspace file named ``notes-3.txt`` or a
+    tool's own text keeps its name."""
 
+    kinds: tuple[str, ...]
     names: dict[str, str] = field(default_factory=dict)
     per_kind: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        alternatives = "|".join(re.escape(kind) for kind in sorted(self.kinds))
+        self._pattern = re.compile(rf"\b({alternatives})-(\d+)\b") if alternatives else None
+
+    def rename(self, text: str) -> str:
+        return text if self._pattern is None else self._pattern.sub(self.name, text)
 
     def name(self, match: re.Match[str]) -> str:
         token, kind = match.group(0), match.group(1)
@@ -253,13 +252,13 @@ def _task_tree() -> list[tuple[int, str, list[str]]]:
 LEASE_TASKS = frozenset({"heartbeat"})
 
 
-def _task_timers(ignore: Iterable[float]) -> list[tuple[str, float]]:
+def _task_timers(ignore: Iterable[float]) -> list[tuple[str, int]]:
     """Each task's nearest deadline (its innermost cancel scope that has one, once per scope),
     relative to now, with the function the task runs: a client's next action, a retry's
     backoff, the heartbeat's next renewal."""
     now, skipped = trio.current_time(), set(ignore)
     seen: set[int] = set()
-    out: list[tuple[str, float]] = []
+    out: list[tuple[str, int]] = []
 
     def visit(task: Any) -> None:
         status = task._cancel_status
@@ -271,7 +270,8 @@ def _task_timers(ignore: Iterable[float]) -> list[tuple[str, float]]:
                 if id(status._scope) not in seen:
                     seen.add(id(status._scope))
                     code = getattr(task.coro, "cr_code", None)
-                    out.append((code.co_qualname if code else "?", round(deadline - now, 9)))
+                    dt_ns = round((deadline - now) * 1e9)
+                    out.append((code.co_qualname if code else "?", dt_ns))
                 break
             status = status._parent
         for nursery in task.child_nurseries:
@@ -292,27 +292,26 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
         for conversation in process.runtime.open_conversations()
     ]
     states = [_without_history(j.state.model_dump(mode="json")) for j in journals]
+    leases = [j.lease.model_dump(mode="json") for j in journals]
     parts = dict(injector.world_parts())
     skipped = [parts[name] for name in IGNORED_WORLD_PARTS if name in parts]
     world = {k: v for k, v in parts.items() if k not in IGNORED_WORLD_PARTS}
     fenced = [epoch for _, epoch in world.get("fence_epoch", [])]
-    renaming = Renaming.of(
-        states, current=[j.state.epoch for j in journals], extra=fenced, now_s=now
-    )
+    renaming = Renaming.of([states, leases], extra_epochs=fenced, now_s=now)
     world["fence_epoch"] = [(k, {"epoch": e}) for k, e in world.get("fence_epoch", [])]
     stamps = sorted({stamp for _, stamp in world.get("rejected", [])})
     world["rejected"] = [(k, stamps.index(stamp)) for k, stamp in world.get("rejected", [])]
     timers = _task_timers(skipped)
-    ids = Roles()
+    ids = Roles((*injector.world.ids.kinds(), *PROCESS_ID_KINDS))
     fs = injector.fs
     files = sorted(_DIGITS.sub("#", path) for path in fs.snapshot()) if fs else []
     return {
         "boundary": (_DIGITS.sub("#", label.split("#")[0]), when),
         "state": renaming.apply(
-            [[s, j.fenced] for s, j in zip(states, journals, strict=True)], "", ids
+            [[s, j.fenced] for s, j in zip(states, journals, strict=True)], ids=ids
         ),
         "world": renaming.apply(
-            {k: v for k, v in world.items() if k not in HISTORY_PARTS}, "", ids
+            {k: v for k, v in world.items() if k not in HISTORY_PARTS}, ids=ids
         ),
         "history": [(k, v) for k, v in world.items() if k in HISTORY_PARTS],
         "timers": [t for t in timers if t[0] not in LEASE_TASKS],
@@ -320,7 +319,7 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
         "streams": [(k, v.getstate()) for k, v in injector.world.streams()],
         "processes": sorted(p.slot for p in injector.processes() if p.alive),
         "lease_phase": [
-            renaming.apply([j.lease.model_dump(mode="json") for j in journals], "", ids),
+            renaming.apply(leases, ids=ids),
             [t for t in timers if t[0] in LEASE_TASKS],
         ],
         "checkpoint_cadence": [[j.records_since_checkpoint for j in journals], files],
@@ -330,12 +329,14 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
 
 @dataclass
 class Row:
-    """One boundary side of a probed run: its index, and a digest per component."""
+    """One commit's end in a probed run: ``stamp`` counts the boundaries entered by then (a
+    commit's end comes after every boundary inside it), with a digest per component."""
 
-    index: int
+    stamp: int
     digests: dict[str, str]
 
     def key(self, view: str) -> str:
+        """The digest of the components ``view`` compares."""
         left_out = VIEWS[view]
         return digest_of([self.digests[name] for name in COMPONENTS if name not in left_out])
 
@@ -343,8 +344,8 @@ class Row:
 @dataclass
 class CanonicalProbe:
     """A ``sim.world.injector.ForkHook`` that forks nothing: at every commit's end after the
-    base schedule's points it records the canonical view's digests (and keeps the last view,
-    to say what differs when a child never rejoins)."""
+    base schedule's last crash it records the canonical view's digests (and keeps the last
+    view, to say what differs when a child never rejoins)."""
 
     base: Schedule
     in_child: bool = False
@@ -353,14 +354,14 @@ class CanonicalProbe:
     last_view: dict[str, Any] = field(default_factory=dict)
 
     def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
-        # At each commit's end (``VIEWED``), after the base schedule's last crash has happened:
-        # an operation's inner boundaries come before the crash at its ``after``.
+        # At each commit's end (``VIEWED``) once the base schedule's last crash has happened:
+        # an operation's inner boundaries come before a crash at its ``after``.
         if when != "after" or not label.startswith(VIEWED):
             return
-        if index <= self.base.last_index or injector.crashes_so_far() < len(self.base.points):
+        if self.base.points and not injector.crashed_at(self.base.points[-1]):
             return
         view = canonical_view(injector, when, label)
-        self.rows.append(Row(index, {k: digest_of([v]) for k, v in view.items()}))
+        self.rows.append(Row(injector.next_index, {k: digest_of([v]) for k, v in view.items()}))
         self.last_view = view
 
     def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
@@ -375,12 +376,15 @@ class CanonicalProbe:
 
 @dataclass
 class ScenarioRejoin:
-    """One scenario x store: how many crashed children rejoin the fault-free run, per view."""
+    """One scenario x store, per view: how many crashed children *meet* the fault-free run
+    (an equal view once) and how many *rejoin* it (from that commit on, every view equal to the
+    fault-free run's from the commit it met: the rest of the run is the reference's renamed)."""
 
     scenario: str
     store: str
     points: int = 0  # crash points measured
     of: int = 0  # the depth-1 crash points they are spread over
+    met: Counter[str] = field(default_factory=Counter)  # view -> children that meet it once
     rejoined: Counter[str] = field(default_factory=Counter)  # view -> children that rejoin
     # view -> commits from the crash to the rejoin, per child that rejoins
     after: dict[str, list[int]] = field(default_factory=dict)
@@ -389,15 +393,21 @@ class ScenarioRejoin:
     differs_at_end: dict[str, Counter[str]] = field(default_factory=dict)
 
     def fraction(self, view: str) -> float:
+        """The share of the measured points whose child rejoins in ``view``."""
         return self.rejoined[view] / self.points if self.points else 0.0
 
     def document(self) -> dict[str, Any]:
+        """The measurement as JSON (``durable-sim rejoin --json``, the bench)."""
+        share = {
+            view: round(self.met[view] / self.points, 4) if self.points else 0.0 for view in VIEWS
+        }
         return {
             "scenario": self.scenario,
             "store": self.store,
             "points": self.points,
             "of_points": self.of,
             "rejoin_fraction": {view: round(self.fraction(view), 4) for view in VIEWS},
+            "met_fraction": share,
             "median_commits_to_rejoin": {
                 view: median(self.after[view]) if self.after.get(view) else None for view in VIEWS
             },
@@ -408,19 +418,29 @@ class ScenarioRejoin:
         }
 
 
-def _first_rejoin(child: CanonicalProbe, reference: dict[str, int], view: str) -> int | None:
-    """How many commits after its crash a child's view first equals the reference's at a
-    commit no earlier than the crash (an aligned one; ``reference`` maps a view to the last
-    commit that has it); None if never."""
-    crashed_at = child.base.last_index
-    for position, row in enumerate(child.rows):
-        seen_at = reference.get(row.key(view))
-        if seen_at is not None and seen_at >= crashed_at:
-            return position
-    return None
+def _meet(
+    child: CanonicalProbe, reference: list[str], stamps: list[int], crashed_at: int, view: str
+) -> tuple[int | None, int | None]:
+    """Where a child first meets the reference (its view equal to the reference's at a commit
+    that ends after the crash point) and where it first rejoins it (met, and every later view
+    equal to the reference's from there): positions in the child's commits, None if never.
+    ``reference`` holds the reference's keys in ``view``, ``stamps`` its commits' stamps."""
+    keys = [row.key(view) for row in child.rows]
+    later: dict[str, list[int]] = {}
+    for position, key in enumerate(reference):
+        if stamps[position] > crashed_at:
+            later.setdefault(key, []).append(position)
+    met = rejoined = None
+    for position, key in enumerate(keys):
+        for start in later.get(key, ()):
+            met = position if met is None else met
+            if keys[position:] == reference[start:]:
+                return met, position
+    return met, rejoined
 
 
 def _ends_differ(child: CanonicalProbe, reference: CanonicalProbe) -> list[str]:
+    """The components in which the two runs' last views differ."""
     return [
         name
         for name in COMPONENTS
@@ -439,7 +459,7 @@ def measure(
 ) -> ScenarioRejoin:
     """Run the fault-free run and the depth-1 crashes of ``crash_kinds`` (``points`` of them,
     spread evenly) naively, each under a ``CanonicalProbe``, and count the children whose
-    canonical view meets the reference's."""
+    canonical view meets, and rejoins, the reference's."""
     kinds = [CrashKind(k) for k in crash_kinds]
     if not set(kinds) <= MEASURED_KINDS:
         raise ValueError(f"rejoin measures process and power crashes, not {kinds}")
@@ -447,10 +467,8 @@ def measure(
     base = base_schedule(scenario, seed=seed, store=kind)
     reference_probe = CanonicalProbe(base)
     reference = run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=reference_probe)
-    last_at: dict[str, dict[str, int]] = {view: {} for view in VIEWS}
-    for view, seen in last_at.items():
-        for row in reference_probe.rows:
-            seen[row.key(view)] = row.index  # the last commit with that view
+    keys = {view: [row.key(view) for row in reference_probe.rows] for view in VIEWS}
+    stamps = [row.stamp for row in reference_probe.rows]
     labels = [b.label for b in reference.trace.boundaries]
     every = depth1_schedules(labels, kinds, base=base)
     schedules = spread(every, points)
@@ -459,11 +477,13 @@ def measure(
         interrupts.stop_if_requested()
         probe = CanonicalProbe(schedule)
         run_scenario(scenario, seed=seed, store=kind, schedule=schedule, fork=probe)
-        for view, seen in last_at.items():
-            after = _first_rejoin(probe, seen, view)
-            if after is not None:
+        crashed_at = schedule.last_index
+        for view in VIEWS:
+            met, rejoined = _meet(probe, keys[view], stamps, crashed_at, view)
+            out.met[view] += met is not None
+            if rejoined is not None:
                 out.rejoined[view] += 1
-                out.after.setdefault(view, []).append(after)
+                out.after.setdefault(view, []).append(rejoined)
             else:
                 apart = [c for c in _ends_differ(probe, reference_probe) if c not in VIEWS[view]]
                 out.differs_at_end.setdefault(view, Counter()).update(apart)
@@ -473,10 +493,11 @@ def measure(
 
 
 def overall(measures: list[ScenarioRejoin]) -> dict[str, float]:
-    """Each view's fraction over every measured crash point."""
-    points = sum(m.points for m in measures)
+    """Each view's share of all the depth-1 crash points measured from: each scenario's
+    fraction (of its sample) weighted by its number of points."""
+    points = sum(m.of for m in measures)
     return {
-        view: round(sum(m.rejoined[view] for m in measures) / points, 4) if points else 0.0
+        view: round(sum(m.fraction(view) * m.of for m in measures) / points, 4) if points else 0.0
         for view in VIEWS
     }
 

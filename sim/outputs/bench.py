@@ -138,7 +138,7 @@ def bench(
     out["folded_fraction"] = round(folded / total, 3) if total else None
     largest = out["growth"][-1] if out["growth"] else None
     out["longest_sweep"] = largest  # e.g. the 200-turn sweep: its wall time is the goal's
-    out.update(_rejoin(scenarios, growth_turns, out["growth"], note))
+    out.update(_rejoin(scenarios, growth_turns=growth_turns, growth=out["growth"], note=note))
     out["fuzz_examples_per_s"] = _fuzz_rate(["read_edit_answer"], fuzz_examples, 1, note)
     # As ``durable-sim fuzz`` runs by default: --jobs at the machine's cores, at least as many
     # fuzzers as cores, so every core has one.
@@ -152,15 +152,16 @@ def bench(
     return out
 
 
-#: Why the rejoin-mode keys are null: the measurement says a pruned sweep would save little.
+#: Why the rejoin-mode keys are null: no sweep prunes on rejoining (docs/performance.md, "Rejoin").
 REJOIN_MODE_NOTE = (
-    "no rejoin mode: crashed runs rarely rejoin the fault-free run (rejoin_fraction; "
-    "docs/performance.md, 'Rejoin')"
+    "no rejoin mode is built: rejoin_fraction measures the share of crashed runs it could "
+    "prune (docs/performance.md, 'Rejoin')"
 )
 
 
 def _rejoin(
     scenarios: tuple[str, ...],
+    *,
     growth_turns: tuple[int, ...],
     growth: list[dict[str, Any]],
     note: Callable[[str], None],

@@ -149,10 +149,10 @@ class Injector:
         """What, outside the processes, decides the world's future, by name (a hook's view)."""
         return self._state_parts()
 
-    def crashes_so_far(self) -> int:
-        """How many crashes this world has taken (a boundary inside an operation whose ``after``
-        is the crash point comes before the crash: a hook tells the two apart by this count)."""
-        return len(self._evidence.crashes)
+    def crashed_at(self, point: CrashPoint) -> bool:
+        """Whether the crash at ``point`` has happened (a boundary inside an operation whose
+        ``after`` is the crash point comes before the crash: a hook tells the two apart here)."""
+        return any(record.point == point for record in self._evidence.crashes)
 
     def processes(self) -> list[Victim]:
         """The machine's processes so far, dead ones included, in the order they started."""

@@ -80,6 +80,10 @@ class Ids:
     def __init__(self) -> None:
         self._next: dict[str, int] = {}
 
+    def kinds(self) -> list[str]:
+        """The kinds drawn so far (``call``, ``task``, ...)."""
+        return sorted(self._next)
+
     def new(self, kind: str) -> str:
         n = self._next.get(kind, 0) + 1
         self._next[kind] = n

@@ -20,15 +20,17 @@ STORES = options.FILE_STORES
 
 
 def add_parsers(sub: Any) -> None:
-    """``rejoin``: the rejoin fraction of each scenario's depth-1 crashes."""
+    """``rejoin``: how many of each scenario's depth-1 crashes rejoin the fault-free run."""
     rj = sub.add_parser(
         "rejoin",
         help="measure how many crashed runs rejoin the fault-free run (canonical views)",
         description=(
-            "For each scenario and store: run the fault-free run and every depth-1 crash "
-            "naively, take a canonical view of the world at every commit (sequences and "
-            "epochs by rank, ids by role, times relative to now) and count the crashed runs "
-            "whose view meets the fault-free run's at a boundary no earlier than the crash. "
+            "For each scenario and store: run the fault-free run and a sample of its depth-1 "
+            "crashes naively, take a canonical view of the world at every commit's end "
+            "(sequences and epochs by rank, ids by role, times relative to now) and count the "
+            "crashed runs that meet the fault-free run's view at a commit ending after the "
+            "crash, and those that rejoin it (every later view equal to the fault-free run's "
+            "from there). "
             "Four views, each leaving out more: strict (everything), renamed (not trio's "
             "scheduler RNG), judged (nor the oracles' history), aligned (nor the lease's phase "
             "and the checkpoint cadence). Nothing is pruned on it: it measures."
@@ -59,6 +61,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_rejoin(args: argparse.Namespace) -> int:
+    """Measure each scenario x store as a step (``--jobs`` at once) and print the table or
+    the JSON document."""
     from sim.explore import rejoin
     from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 
@@ -112,6 +116,7 @@ def _measure(
     points: int,
     progress: Any,
 ) -> Any:
+    """One step: imported in the worker, so the command's parser does not load the sweep."""
     from sim.explore.rejoin import measure
 
     return measure(
