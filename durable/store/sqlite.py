@@ -105,9 +105,13 @@ class SQLiteStore:
     ``vfs`` names a registered apsw VFS to open the database through (default: the operating
     system's). ``shared_memory=False`` is for a VFS without SQLite's shared-memory methods (any VFS
     written in Python): write-ahead logging then runs in exclusive locking mode, where the log's
-    index lives in the connection, so the store opens a connection per transaction -- each open
-    reads the log afresh and sees every other process's commits. The durability promise is the
-    same either way: it is SQLite's, for the chosen ``synchronous``.
+    index lives in the connection, so a connection sees no other process's commits. The store
+    then opens a connection per transaction -- each open reads the log afresh -- unless the host
+    passes ``files_version``: a function whose value changes whenever any connection, in any
+    process, changes the database's files (this store's own writes included). The store then
+    keeps its connection while the value after its last transaction still holds, and reopens
+    it when it has moved (see ``_connection``). The durability promise is the same either way:
+    it is SQLite's, for the chosen ``synchronous``.
 
     ``wal_autocheckpoint`` is the log size, in pages, at which a commit copies the log into the
     database file (SQLite's default: 1000; without shared memory the store runs that checkpoint
@@ -125,6 +129,7 @@ class SQLiteStore:
         vfs: str | None = None,
         shared_memory: bool = True,
         wal_autocheckpoint: int | None = None,
+        files_version: Callable[[], object] | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
@@ -136,6 +141,8 @@ class SQLiteStore:
         self._vfs = vfs
         self._shared_memory = shared_memory
         self._wal_autocheckpoint = wal_autocheckpoint
+        self._files_version = None if shared_memory else files_version
+        self._version_seen: object = None  # files_version() after this connection's last commit
         self._log_pages = 0  # pages in the log after the last commit (without shared memory)
         self._schema_ready = False
         self._conn: SQLConnection | None = None
@@ -158,10 +165,25 @@ class SQLiteStore:
     # -- connection and transactions ------------------------------------------------------------
 
     def _connection(self) -> SQLConnection:
-        """Open (once, or once per transaction without shared memory) and set up the database.
-        Runs inside a blocking call."""
+        """Open (once, or without shared memory whenever the files may have changed under the
+        connection) and set up the database. Runs inside a blocking call.
+
+        Without shared memory a kept connection is used again only while ``files_version``
+        shows the value read after its own last transaction. Why that is enough: in exclusive
+        locking mode the connection's log index and page cache describe the files exactly as
+        it left them, and they go stale only if something else writes those files -- another
+        process's connection (a standby, a new owner, a resumed zombie), or a reader's. Every
+        such write moves the version, so the next transaction here reopens and reads the log
+        afresh: it sees the other process's commits, its lease and epoch among them, and the
+        fence holds as with a connection per transaction. A crash of the machine takes every
+        process's connection with it (``abandon``), so no kept connection outlives a power
+        loss. Dropping a stale connection writes nothing: no transaction is open, and with
+        ``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`` its close neither checkpoints nor removes the
+        log."""
         if self._conn is not None:
-            return self._conn
+            if self._files_version is None or self._files_version() == self._version_seen:
+                return self._conn
+            self._drop_connection()
         if self._vfs is None:
             conn = apsw.Connection(self._path)
         else:
@@ -227,13 +249,24 @@ class SQLiteStore:
         except apsw.BusyError:
             pass
 
-    def _done_with_connection(self) -> None:
-        """After a whole transaction: without shared memory the connection goes (the next one
-        must read the log afresh); with it, the connection stays open for the next call."""
-        if not self._shared_memory:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
+    def _done_with_connection(self, *, completed: bool = False) -> None:
+        """After a whole transaction. With shared memory the connection stays open for the next
+        call. Without it, a ``completed`` one stays too if the host tells file versions apart:
+        the version it leaves the files at is noted, and the next call keeps the connection
+        only if nothing moved it since (``_connection``). Otherwise -- no ``files_version``, or
+        a transaction that failed and was rolled back -- the connection goes: the next one
+        reads the log afresh."""
+        if self._shared_memory:
+            return
+        if completed and self._files_version is not None and self._conn is not None:
+            self._version_seen = self._files_version()
+            return
+        self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     def _corrupt(self, exc: apsw.Error) -> CorruptStore | None:
         if isinstance(exc, _CORRUPT_ERRORS):
@@ -257,7 +290,7 @@ class SQLiteStore:
                         conn.execute("ROLLBACK")
                     self._done_with_connection()
                     raise
-                self._done_with_connection()
+                self._done_with_connection(completed=True)
                 return result
             except apsw.BusyError as exc:
                 raise StoreBusy(

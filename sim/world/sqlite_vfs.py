@@ -15,20 +15,27 @@ What it does, and why:
   at its end (a power loss tears it like an append) until a checkpoint truncates it and it is
   written again from the top (a rewrite: old, new, empty or a block-wise mix until synced).
 - **Crash points.** Every sync, truncate and delete is one, and so is the *first* write to a
-  file since its last sync; the later writes of the same batch (the rest of a commit's log
-  frames, the rest of a checkpoint's pages) are not (``write_more_at``). A kill anywhere inside
-  a batch leaves what a kill after its first write leaves -- a transaction SQLite's recovery
-  discards -- and a kill after its last write is the kill before its sync; a power loss tears
-  the pending writes of a batch wherever it falls (docs/crash-model.md). So a commit costs the
-  sweep two crash points, as the file store's append and fsync do, not one per page.
+  file since its last sync or since SQLite's last commit through this VFS (it tells the
+  database file ``SQLITE_FCNTL_COMMIT_PHASETWO``: without a sync per commit, ``synchronous=
+  NORMAL``, each commit still begins a batch); the later writes of the same batch (the rest of
+  a commit's log frames, the rest of a checkpoint's pages) are not (``write_more_at``). A kill
+  anywhere inside a batch leaves what a kill after its first write leaves -- a transaction
+  SQLite's recovery discards -- and a kill after its last write is the kill before its sync; a
+  power loss tears the pending writes of a batch wherever it falls (docs/crash-model.md). So a
+  commit costs the sweep two crash points, as the file store's append and fsync do, not one per
+  page.
 - **Directory entries.** Like SQLite's unix VFS, the first sync of a newly created journal or
   write-ahead log also syncs its directory, and a delete asked to sync its directory does so; the
   database file's own entry is SQLite's caller's to make durable.
 - **No shared memory.** A Python VFS has no ``xShm*`` methods, so write-ahead logging needs
   ``PRAGMA locking_mode=EXCLUSIVE`` (the log's index lives in the connection's heap). A connection
-  then must not outlive one transaction if another process may write in between: the store opens
-  one per transaction under the simulator (``SQLiteStore(reopen_per_transaction=True)``), and each
-  open rebuilds the index from the log as SQLite's recovery does after a crash.
+  then must not outlive one transaction if another process writes in between. Every change to a
+  database's files through any of these VFSes (a write, a truncate, a create, a delete: every
+  process's, and a reader's) gives the database a new version (``database_version``), which
+  the store is handed (``SQLiteStore(shared_memory=False, files_version=...)``): it keeps its
+  connection while the version is the one its own last transaction left, and reopens it --
+  rebuilding the index from the log as SQLite's recovery does after a crash -- when another
+  connection has changed the files since.
 - **Locks** are granted at once: simulated processes interleave only at ``await`` points and a
   store transaction never awaits, so no two transactions overlap (SQLite's own file locks would
   only add boundaries that cannot matter).
@@ -102,7 +109,13 @@ def _quiet_dead_process_reports() -> None:
 
 _quiet_dead_process_reports()
 
-__all__ = ["SQLiteFiles", "SimSQLiteVFS", "seed_sqlite_randomness", "unregister_all"]
+__all__ = [
+    "SQLiteFiles",
+    "SimSQLiteVFS",
+    "database_version",
+    "seed_sqlite_randomness",
+    "unregister_all",
+]
 
 #: SQLite's sector size as this VFS reports it: what SQLite's unix VFS reports (its default), so
 #: SQLite lays out its writes as it does on a real disk. A power loss still tears at SimFS's
@@ -119,6 +132,34 @@ _DIRSYNC_KINDS = (
 )
 
 _names = itertools.count(1)
+
+#: The version of each database's files, by the database's path (its log's and journal's
+#: changes count as its own): a new stamp at every change made through any ``SimSQLiteVFS``.
+#: Stamps come from one counter, so a version never returns to an earlier value, and a path
+#: shared by two file systems (a world and its clone) only ever costs a needless reopen.
+_versions: dict[str, int] = {}
+_stamps = itertools.count(1)
+
+#: The files SQLite keeps beside a database, by the suffix it gives them.
+_BESIDE_SUFFIXES = ("-wal", "-journal")
+
+
+def database_version(path: str) -> int:
+    """The version of the database at ``path``'s files: it changes whenever a connection
+    through any ``SimSQLiteVFS`` changes them (``SQLiteStore``'s ``files_version``)."""
+    return _versions.get(path, 0)
+
+
+def _database_of(path: str) -> str:
+    for suffix in _BESIDE_SUFFIXES:
+        if path.endswith(suffix):
+            return path[: -len(suffix)]
+    return path
+
+
+def _changed(database: str) -> None:
+    _versions[database] = next(_stamps)
+
 
 #: Every VFS registered and not yet closed. SQLite keeps registered VFSes in one process-wide
 #: list that it searches by name, so a sweep of thousands of runs must not leave them behind:
@@ -158,6 +199,7 @@ class SimSQLiteVFS(apsw.VFS):
         self.name = f"durable-sim-{next(_names)}"
         self.files = files
         self.alive = alive
+        self.commits = 0  # SQLite's commits through this VFS: each one ends every open batch
         super().__init__(self.name, "")
         _registered.append(self)
 
@@ -178,9 +220,10 @@ class SimSQLiteVFS(apsw.VFS):
         if created and not flags[0] & apsw.SQLITE_OPEN_CREATE:
             raise apsw.CantOpenError(f"{path}: no such file")
         if created:
+            _changed(_database_of(path))
             self.files.write_at(path, 0, b"")
         dirsync = created and bool(flags[0] & _DIRSYNC_KINDS)
-        return SimSQLiteFile(self.files, path, dirsync=dirsync, alive=self.alive)
+        return SimSQLiteFile(self, path, dirsync=dirsync)
 
     def xAccess(self, pathname: str, flags: int) -> bool:
         # As the unix VFS: an empty file counts as absent (a journal truncated to nothing).
@@ -193,6 +236,7 @@ class SimSQLiteVFS(apsw.VFS):
             return
         if not self.files.exists(filename):
             raise apsw.IOError(f"{filename}: no such file")  # SQLITE_IOERR_DELETE_NOENT
+        _changed(_database_of(filename))
         self.files.unlink(filename)
         if syncdir:
             self.files.fsync_dir(_parent(filename))
@@ -220,14 +264,16 @@ class SimSQLiteFile:
     """One open file of ``SimSQLiteVFS``: every call goes to the port, so a write or sync of a
     dead process is refused there (it raises, and SQLite's transaction fails)."""
 
-    def __init__(
-        self, files: SQLiteFiles, path: str, *, dirsync: bool, alive: Callable[[], bool]
-    ) -> None:
-        self._files = files
+    def __init__(self, vfs: SimSQLiteVFS, path: str, *, dirsync: bool) -> None:
+        self._vfs = vfs
+        self._files = vfs.files
         self._path = path
+        self._database = _database_of(path)
         self._dirsync = dirsync
-        self._alive = alive
-        self._batch_open = False  # written since the last sync: a later write is no crash point
+        self._alive = vfs.alive
+        # The VFS's commit count when this file was first written since its last sync (None:
+        # not written since): while the count is unchanged, a later write is no crash point.
+        self._batch_of: int | None = None
 
     def xRead(self, amount: int, offset: int) -> bytes:
         if not self._alive():
@@ -237,20 +283,22 @@ class SimSQLiteFile:
     def xWrite(self, data: bytes, offset: int) -> None:
         if not self._alive():
             return
-        if self._batch_open:
+        _changed(self._database)
+        if self._batch_of == self._vfs.commits:
             self._files.write_more_at(self._path, offset, bytes(data))
         else:
             self._files.write_at(self._path, offset, bytes(data))
-            self._batch_open = True
+            self._batch_of = self._vfs.commits
 
     def xTruncate(self, newsize: int) -> None:
         if self._alive():
+            _changed(self._database)
             self._files.truncate(self._path, newsize)
 
     def xSync(self, flags: int) -> None:
         if not self._alive():
             return
-        self._batch_open = False
+        self._batch_of = None
         self._files.fsync(self._path)
         if self._dirsync:
             self._files.fsync_dir(_parent(self._path))
@@ -269,7 +317,12 @@ class SimSQLiteFile:
         return False
 
     def xFileControl(self, op: int, ptr: int) -> bool:
-        return False  # no file control is understood: SQLite falls back to its defaults
+        """Noted, never handled: SQLite falls back to its defaults. A commit's second phase
+        (sent to the database file once the commit is durable as ``synchronous`` says) ends
+        the batches of every file of the VFS: see the module docstring, "Crash points"."""
+        if op == apsw.SQLITE_FCNTL_COMMIT_PHASETWO:
+            self._vfs.commits += 1
+        return False
 
     def xSectorSize(self) -> int:
         return SECTOR_SIZE_BYTES

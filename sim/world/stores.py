@@ -11,6 +11,7 @@ pass either. Both hosts of a world (the simulator, ``sim.run.runner``; the real-
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -151,22 +152,25 @@ def _sqlite_store(
     alive: Callable[[], bool] = lambda: True,
 ) -> SQLiteStore:
     """``ROOT/store.sqlite`` through a VFS over ``files`` (a process's port, or the bare file
-    system for a reader): no shared memory, so a connection per transaction; ``synchronous``
+    system for a reader): no shared memory, so the store keeps its connection only while no
+    other connection has changed the files (the VFS's ``database_version``); ``synchronous``
     FULL, or NORMAL when the scenario does not sync every commit (``StoreKind.promises_power``);
     checkpoints every ``WAL_AUTOCHECKPOINT_PAGES``."""
     # Imported here, not with this module: importing the VFS wraps ``sys.unraisablehook`` (see
     # ``sim.world.sqlite_vfs``), which must come after pytest installs its own hook -- and the
     # store kinds are imported before that, by the pytest plugin's options and the test kit.
-    from sim.world.sqlite_vfs import SimSQLiteVFS
+    from sim.world.sqlite_vfs import SimSQLiteVFS, database_version
 
     vfs = SimSQLiteVFS(files, alive=alive)
+    path = f"{place.root}/{SQLITE_NAME}"
     return SQLiteStore(
-        f"{place.root}/{SQLITE_NAME}",
+        path,
         blocking=blocking,
         synchronous="FULL" if place.fsync else "NORMAL",
         vfs=vfs.name,
         shared_memory=False,
         wal_autocheckpoint=WAL_AUTOCHECKPOINT_PAGES,
+        files_version=functools.partial(database_version, path),
     )
 
 

@@ -32,9 +32,9 @@ from sim.world.scenario import bundled_names, load_scenario
 # Every other scenario on the file store, and on SQLite too: the two with several processes or a
 # base crash -- where forking is trickiest -- and the one without a sync per commit
 # (FileStore(fsync=False); SQLite's synchronous=NORMAL, judged by its own promise). SQLite's
-# naive sweeps cost about three times the file store's (a connection per transaction, its pages
-# read through the simulated VFS); the split path on SQLite is compared below on its own
-# scenarios, and the forking path on SQLite mutants.
+# naive sweeps cost more than the file store's (more crash points, its pages read through the
+# simulated VFS); the split path on SQLite is compared below on its own scenarios, and the
+# forking path on SQLite mutants.
 NAMES = [n for n in bundled_names() if n != "long_horizon"]
 # The inbox-mode scenarios (steer, reject) are compared on their own below.
 INBOX = (

@@ -25,9 +25,10 @@ def _connect(vfs: SimSQLiteVFS, synchronous: str) -> apsw.Connection:
     return conn
 
 
-def _world(synchronous: str, commits: int) -> SimFS:
+def _world(synchronous: str, commits: int, *, kept: bool = False) -> SimFS:
     """A database with ``commits`` one-row transactions, each on a fresh connection (as the store
-    runs under the simulator)."""
+    runs when another process may have written in between), or all on one ``kept`` connection
+    (as the store runs while no other connection changes the files)."""
     fs = SimFS()
     fs.makedirs("/store")
     seed_sqlite_randomness(7)
@@ -37,12 +38,15 @@ def _world(synchronous: str, commits: int) -> SimFS:
         conn.execute("CREATE TABLE t (n INTEGER PRIMARY KEY)")
         conn.close()
         fs.fsync_dir("/store")  # the database file's own entry: its creator's job, not SQLite's
+        conn = _connect(vfs, synchronous)
         for n in range(1, commits + 1):
-            conn = _connect(vfs, synchronous)
+            if not kept:
+                conn.close()
+                conn = _connect(vfs, synchronous)
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT INTO t VALUES (?)", (n,))
             conn.execute("COMMIT")
-            conn.close()
+        conn.close()
     finally:
         vfs.close()
     return fs
@@ -63,18 +67,22 @@ def _after_power_loss(fs: SimFS, seed: int) -> tuple[list[int], str]:
     return rows, check
 
 
-def test_full_keeps_every_commit_through_every_power_loss() -> None:
-    fs = _world("FULL", commits=6)
+@pytest.mark.parametrize("kept", [False, True])
+def test_full_keeps_every_commit_through_every_power_loss(kept: bool) -> None:
+    fs = _world("FULL", commits=6, kept=kept)
     for seed in SEEDS:
         assert _after_power_loss(fs, seed) == ([1, 2, 3, 4, 5, 6], "ok"), seed
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("synchronous", ["NORMAL", "OFF"])
-def test_without_a_sync_per_commit_power_loss_takes_a_suffix_only(synchronous: str) -> None:
+def test_without_a_sync_per_commit_power_loss_takes_a_suffix_only(
+    synchronous: str, kept: bool
+) -> None:
     """NORMAL (and OFF) do not sync the log at each commit: a power loss may lose the latest
     commits, never one in the middle, and the database stays well-formed. Some seed must lose
     something, or the disk model would not be cutting anything."""
-    fs = _world(synchronous, commits=6)
+    fs = _world(synchronous, commits=6, kept=kept)
     kept_counts = set()
     for seed in SEEDS:
         rows, check = _after_power_loss(fs, seed)

@@ -100,15 +100,25 @@ class _RecordingPort:
         self._fs.unlink(path)
 
 
-def _workload(path: str, vfs: str, synchronous: str) -> None:
-    """The store's way under the simulator: a connection per transaction, exclusive locking,
-    WAL, rows of several sizes (frames that do and do not fill a page), TRUNCATE checkpoints."""
+def _connect(path: str, vfs: str, synchronous: str) -> apsw.Connection:
+    conn = apsw.Connection(path, vfs=vfs)
+    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    return conn
+
+
+def _workload(path: str, vfs: str, synchronous: str, *, kept: bool = False) -> None:
+    """The store's way under the simulator: a connection per transaction (as after another
+    process's write) or one ``kept`` across them (while no other process writes), exclusive
+    locking, WAL, rows of several sizes (frames that do and do not fill a page), TRUNCATE
+    checkpoints."""
+    conn = _connect(path, vfs, synchronous)
     for n in range(COMMITS):
-        conn = apsw.Connection(path, vfs=vfs)
-        conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={synchronous}")
+        if not kept and n:
+            conn.close()
+            conn = _connect(path, vfs, synchronous)
         conn.execute("BEGIN IMMEDIATE")
         if n == 0:
             conn.execute("CREATE TABLE t (n INTEGER PRIMARY KEY, v TEXT)")
@@ -116,17 +126,18 @@ def _workload(path: str, vfs: str, synchronous: str) -> None:
         conn.execute("COMMIT")
         if n % 5 == 4:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.close()
+    conn.close()
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
 def test_the_simulated_disk_sees_the_writes_and_syncs_of_a_real_one(
-    synchronous: str, tmp_path: Path
+    synchronous: str, kept: bool, tmp_path: Path
 ) -> None:
     real: list[Op] = []
     os_vfs = _RecordingOsVFS(real)
     try:
-        _workload(str(tmp_path / "store.sqlite"), os_vfs.name, synchronous)
+        _workload(str(tmp_path / "store.sqlite"), os_vfs.name, synchronous, kept=kept)
     finally:
         os_vfs.unregister()
     simulated: list[Op] = []
@@ -135,7 +146,7 @@ def test_the_simulated_disk_sees_the_writes_and_syncs_of_a_real_one(
     seed_sqlite_randomness(1)
     sim_vfs = SimSQLiteVFS(_RecordingPort(fs, simulated))
     try:
-        _workload("/store/store.sqlite", sim_vfs.name, synchronous)
+        _workload("/store/store.sqlite", sim_vfs.name, synchronous, kept=kept)
     finally:
         sim_vfs.close()
     assert sum(op[1] == "sync" for op in real) >= COMMITS if synchronous == "FULL" else True
