@@ -40,10 +40,11 @@ def _options(workflow: str, **changes: str) -> TargetOptions:
 
 
 def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
-    """Before and after the charge, and after the email the same step sends (by label)."""
+    """After the charge, and after the email the same step sends: the two ends of the window
+    (by label). A kill before the charge is the bundled workflow's test's point."""
     charge = next(i for i, label in enumerate(labels) if label.startswith(CHARGE))
     email = next(i for i, label in enumerate(labels) if label.startswith(EMAIL))
-    return [(charge, "before"), (charge, "after"), (email, "after")]
+    return [(charge, "after"), (email, "after")]
 
 
 @pytest.mark.slow
@@ -51,14 +52,14 @@ def test_the_users_workflow_charges_twice_and_its_keyed_fix_does_not() -> None:
     target = get_target("dbos")
     first = sweep_target(target, _options("place_order"), choose=_around_the_charge)
     assert first.name == "dbos+app"
-    assert [c["verdict"] for c in first.matrix] == ["pass", "safety", "safety"]
+    assert [c["verdict"] for c in first.matrix] == ["safety", "safety"]
     assert len(first.failures) == 2
     for failure in first.failures:
         assert failure.invariant == "I1"
         assert "charge is declared exactly_once" in failure.explanation
         assert "--app " in failure.repro and "--input " in failure.repro
     keyed = sweep_target(target, _options("place_order_keyed"), choose=_around_the_charge)
-    assert [c["verdict"] for c in keyed.matrix] == ["pass", "pass", "pass"], keyed.failures
+    assert [c["verdict"] for c in keyed.matrix] == ["pass", "pass"], keyed.failures
 
 
 @pytest.mark.parametrize(

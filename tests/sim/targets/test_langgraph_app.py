@@ -34,25 +34,26 @@ def _options(factory: str, **changes: str) -> TargetOptions:
     return check_options(get_target("langgraph"), TargetOptions("sync", **given))  # type: ignore[arg-type]
 
 
-def _around_the_refund(labels: list[str]) -> list[tuple[int, str]]:
-    """Before and after the refund's effect (chosen by label, as the bundled agent's tests)."""
+def _after_the_refund(labels: list[str]) -> list[tuple[int, str]]:
+    """Just after the refund's effect, where the duplicate is (chosen by label, as the bundled
+    agent's tests; a kill before the effect is the bundled agent's test's point)."""
     refund = next(i for i, label in enumerate(labels) if label.startswith(REFUND))
-    return [(refund, "before"), (refund, "after")]
+    return [(refund, "after")]
 
 
 @pytest.mark.slow
 def test_the_users_graph_refunds_twice_and_its_keyed_fix_does_not() -> None:
     target = get_target("langgraph")
-    first = sweep_target(target, _options("build_graph"), choose=_around_the_refund)
+    first = sweep_target(target, _options("build_graph"), choose=_after_the_refund)
     assert first.name == "langgraph+app"
-    assert [c["verdict"] for c in first.matrix] == ["pass", "safety"]
+    assert [c["verdict"] for c in first.matrix] == ["safety"]
     (failure,) = first.failures
     assert failure.invariant == "I1" and "refund is declared exactly_once" in failure.explanation
     # The refund_order tool's one result in the thread's history, for two refunds: H1.
     assert failure.invariants == ["I1", "H1"]
     assert "--app " in failure.repro and "--model-script " in failure.repro
-    keyed = sweep_target(target, _options("build_keyed_graph"), choose=_around_the_refund)
-    assert [c["verdict"] for c in keyed.matrix] == ["pass", "pass"], keyed.failures
+    keyed = sweep_target(target, _options("build_keyed_graph"), choose=_after_the_refund)
+    assert [c["verdict"] for c in keyed.matrix] == ["pass"], keyed.failures
 
 
 @pytest.mark.parametrize(

@@ -63,22 +63,32 @@ def test_progress_in_a_json_file_has_its_close_and_rename_as_boundaries() -> Non
     assert failing == sorted(f"{p}:process" for p in [*first, "5:before"])
 
 
+#: Every point where the first version charges twice (the first test): after each charge,
+#: before the commit that records it.
+CHARGED_TWICE = [(0, "after"), (1, "before"), (2, "after"), (3, "before")]
+#: The first order's window of them: after its charge, before its commit.
+FIRST_WINDOW = CHARGED_TWICE[:2]
+
+
 def test_the_keyed_fix_sweeps_clean() -> None:
-    result = _sweep("orders.py:main_keyed")
-    assert result.schedules == 8 and not result.failures, result.failures
+    result = _sweep("orders.py:main_keyed", points=CHARGED_TWICE)
+    assert result.schedules == 4 and not result.failures, result.failures
 
 
 def test_a_graceful_shutdown_is_what_preemption_needs() -> None:
-    """Preempted (SIGTERM, then SIGKILL 5 s later), the job that finishes the order in hand on
-    SIGTERM sweeps clean; killed, it charges twice like the first version; and the first
-    version, which has no SIGTERM handler, charges twice when preempted too."""
-    graceful = _sweep("orders.py:main_graceful", preempt_s=5.0)
-    assert graceful.name == "python+preempt=5s" and graceful.schedules == 8
+    """Preempted (SIGTERM, then SIGKILL 5 s later) in the first order's window, the job that
+    finishes the order in hand on SIGTERM passes; killed there, it charges twice like the first
+    version; and the first version, which has no SIGTERM handler, charges twice when preempted
+    there too. (Outside the windows a kill charges nothing twice: the first test's sweep.)"""
+    window = ["0:after:process", "1:before:process"]
+    graceful = _sweep("orders.py:main_graceful", preempt_s=5.0, points=FIRST_WINDOW)
+    assert graceful.name == "python+preempt=5s" and graceful.schedules == 2
     assert not graceful.failures, graceful.failures
-    killed = _sweep("orders.py:main_graceful")
-    assert len(killed.failures) == 4
-    plain = _sweep("orders.py", preempt_s=5.0)
-    assert len(plain.failures) == 4 and plain.failures[0].repro.count("--preempt 5") == 1
+    killed = _sweep("orders.py:main_graceful", points=FIRST_WINDOW)
+    assert sorted(f.schedule for f in killed.failures) == window
+    plain = _sweep("orders.py", preempt_s=5.0, points=FIRST_WINDOW)
+    assert sorted(f.schedule for f in plain.failures) == window
+    assert plain.failures[0].repro.count("--preempt 5") == 1
     assert any("SIGTERM, then SIGKILL" in line for line in plain.failures[0].timeline)
 
 
