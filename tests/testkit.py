@@ -12,7 +12,11 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
@@ -592,6 +596,38 @@ def python_with_sigint(*args: str) -> list[str]:
     starts: a command rightly keeps ignoring Ctrl-C then (``sim.explore.interrupts``), and a
     test that sends it SIGINT would see the stop "lost" (exit 0)."""
     return [sys.executable, "-c", _SIGINT_DEFAULT, *args]
+
+
+def terminated(command: list[str], tmp_path: Path, *, started: str) -> tuple[int, str]:
+    """Start ``python -m sim COMMAND...`` with its own temporary directory, wait until a
+    directory matching ``started`` appears there (the command has begun its work), send
+    SIGTERM, and return its exit status and stderr once it has stopped, asserting that it left
+    no temporary directory behind (what a cancelled CI job needs)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sim", *command],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(scratch.glob(started)):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"{command[0]} never started: no {started}"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert list(scratch.iterdir()) == [], "temporary directories left behind"
+    return process.returncode, stderr
 
 
 def run_lease_race(

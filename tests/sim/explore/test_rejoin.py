@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, terminated
 
 from sim.explore import rejoin
 from sim.outputs.cli import main
@@ -157,29 +155,7 @@ def test_bad_input_is_one_line_and_exit_2(
 
 def test_sigterm_stops_a_measurement_cleanly(tmp_path: Path) -> None:
     """Exit 130 soon after SIGTERM, no worker and no temporary directory left."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    process = subprocess.Popen(
-        [*SIM, "rejoin", "long_horizon", "read_edit_answer", "--store", "file", "--jobs", "2"],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list(scratch.glob("durable-sim-jobs-*")):  # the workers have started
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the measurement never started its workers"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 130, stderr
+    command = ["rejoin", "long_horizon", "read_edit_answer", "--store", "file", "--jobs", "2"]
+    status, stderr = terminated(command, tmp_path, started="durable-sim-jobs-*")
+    assert status == 130, stderr
     assert "Traceback" not in stderr
-    assert list(scratch.iterdir()) == [], "temporary directories left behind"

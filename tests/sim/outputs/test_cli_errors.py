@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, terminated
 from tiers import tiered
 
 from sim.outputs import options
@@ -245,46 +243,12 @@ def test_fuzz_writes_nothing_into_a_foreign_directory(tmp_path: Path) -> None:
 def test_sigterm_stops_a_sweep_cleanly(tmp_path: Path) -> None:
     """A cancelled CI job sends SIGTERM: the sweep stops with exit 130, kills its forked
     children and leaves no temporary directory behind."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sim",
-            "sweep",
-            "long_horizon",
-            "--store",
-            "file",
-            "--crash",
-            "process",
-            "--no-determinism-check",
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not list(scratch.glob("durable-sim-fork-*")):  # the forking run has started
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the sweep never started forking"
-            time.sleep(0.05)
-        time.sleep(0.5)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 130, stderr
+    command = ["sweep", "long_horizon", "--store", "file", "--crash", "process"]
+    command += ["--no-determinism-check", "--out", str(tmp_path / "r")]
+    status, stderr = terminated(command, tmp_path, started="durable-sim-fork-*")
+    assert status == 130, stderr
     assert "durable-sim: interrupted" in stderr
     assert "Traceback" not in stderr
-    assert list(scratch.iterdir()) == [], "temporary directories left behind"
 
 
 def test_a_reader_that_goes_away_gets_no_traceback() -> None:
