@@ -9,7 +9,8 @@ renamed. This module measures how often that happens, before anything relies on 
 At the end of every commit of the reference run and of each crashed child (``CanonicalProbe``,
 a fork hook that forks nothing) it takes a **canonical view** of everything the future depends
 on, in named components (``COMPONENTS``) so a mismatch says what differs: the live processes'
-conversation states (``reduce`` of the log) and the services and client, with sequence numbers
+conversation states (``reduce`` of the log) and the services and client (the client's steps
+still due relative to now, an overdue one as due now), with sequence numbers
 and epochs by rank among the values present (``durable/`` only orders and compares them), the
 world's ids by role and tables in id order (``Renaming``, ``Roles``); the oracles' history;
 each task's next timer relative to now and where each task waits; the world's RNG streams; the
@@ -21,6 +22,9 @@ leave out more and more of them.
 A child *meets* the reference when one view equals the reference's at a commit that ended after
 the crash point, and *rejoins* it when every later view equals the reference's from that commit
 on: meeting once proves nothing (the scheduler's draws can part them again).
+
+``reseed_scheduler`` measures a what-if harness whose scheduler RNG is a function of the view:
+every run reseeds trio's RNG at every commit's end from the seed and its renamed view.
 
 Rejoining is measured only: nothing is pruned on it. What a sound ``--prune rejoin`` would still
 need is in docs/performance.md, "Rejoin".
@@ -44,7 +48,7 @@ from sim.explore.sweep import base_schedule, depth1_schedules
 from sim.run.runner import run_scenario
 from sim.world.faults import CrashKind, Schedule
 from sim.world.scenario import Scenario
-from sim.world.seeded import digest_of, trio_rng_state
+from sim.world.seeded import digest_of, reseed_trio_scheduler, trio_rng_state
 from sim.world.stores import StoreKind
 
 #: The components of a canonical view, in report order.
@@ -233,18 +237,23 @@ def _frames(coro: Any) -> list[str]:
     return out
 
 
-def _task_tree() -> list[tuple[int, str, list[str]]]:
-    """trio's task tree, depth-first in creation order, names without their numbers."""
+def _task_tree() -> list[Any]:
+    """trio's task tree, depth-first in creation order, names without their numbers, and the
+    live tasks' global creation order (trio sorts each batch of runnable tasks by it before its
+    seeded shuffle, so it decides who runs first)."""
     rows: list[tuple[int, str, list[str]]] = []
+    tasks: list[Any] = []
 
     def visit(task: Any, depth: int) -> None:
         rows.append((depth, _DIGITS.sub("#", task.name), _frames(task.coro)))
+        tasks.append(task)
         for nursery in task.child_nurseries:
             for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
                 visit(child, depth + 1)
 
     visit(trio.lowlevel.current_root_task(), 0)
-    return rows
+    order = sorted(range(len(tasks)), key=lambda i: tasks[i]._counter)
+    return [rows, order]
 
 
 #: The runtime's task that keeps the lease (``durable.lease.heartbeat``): its timer is part of
@@ -299,6 +308,9 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     fenced = [epoch for _, epoch in world.get("fence_epoch", [])]
     renaming = Renaming.of([states, leases], extra_epochs=fenced, now_s=now)
     world["fence_epoch"] = [(k, {"epoch": e}) for k, e in world.get("fence_epoch", [])]
+    # A client step already due is taken at once, however long ago it fell due: clamp to 0.
+    due = world.pop("client_due_s", [])
+    world["client_due_ns"] = [max(0, round((at_s - now) * 1e9)) for at_s in due]
     stamps = sorted({stamp for _, stamp in world.get("rejected", [])})
     world["rejected"] = [(k, stamps.index(stamp)) for k, stamp in world.get("rejected", [])]
     timers = _task_timers(skipped)
@@ -352,17 +364,27 @@ class CanonicalProbe:
     child_schedule: Schedule = field(default_factory=Schedule)
     rows: list[Row] = field(default_factory=list)
     last_view: dict[str, Any] = field(default_factory=dict)
+    # With a world seed: at every commit's end, reseed trio's run-queue RNG from the seed and
+    # the renamed view (``reseed_scheduler``), in the fault-free run and before a crash too.
+    reseed_from: int | None = None
 
     def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
         # At each commit's end (``VIEWED``) once the base schedule's last crash has happened:
         # an operation's inner boundaries come before a crash at its ``after``.
         if when != "after" or not label.startswith(VIEWED):
             return
-        if self.base.points and not injector.crashed_at(self.base.points[-1]):
+        crashed = not self.base.points or injector.crashed_at(self.base.points[-1])
+        if not crashed and self.reseed_from is None:
             return
         view = canonical_view(injector, when, label)
-        self.rows.append(Row(injector.next_index, {k: digest_of([v]) for k, v in view.items()}))
-        self.last_view = view
+        digests = {k: digest_of([v]) for k, v in view.items()}
+        if self.reseed_from is not None:
+            renamed = Row(0, digests).key("renamed")
+            reseed_trio_scheduler(self.reseed_from, f"rejoin:{renamed}")
+            digests["scheduler"] = digest_of([trio_rng_state()])
+        if crashed:
+            self.rows.append(Row(injector.next_index, digests))
+            self.last_view = view
 
     def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -455,17 +477,22 @@ def measure(
     seed: int = 0,
     crash_kinds: Iterable[CrashKind | str] = ("process",),
     points: int = DEFAULT_POINTS,
+    reseed_scheduler: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> ScenarioRejoin:
     """Run the fault-free run and the depth-1 crashes of ``crash_kinds`` (``points`` of them,
     spread evenly) naively, each under a ``CanonicalProbe``, and count the children whose
-    canonical view meets, and rejoins, the reference's."""
+    canonical view meets, and rejoins, the reference's. ``reseed_scheduler`` runs the
+    what-if of a harness whose scheduler RNG is a function of the canonical state: every run
+    reseeds trio's run-queue RNG at every commit's end from the world seed and its renamed
+    view (the runs are then not the sweep's: a measurement only)."""
     kinds = [CrashKind(k) for k in crash_kinds]
     if not set(kinds) <= MEASURED_KINDS:
         raise ValueError(f"rejoin measures process and power crashes, not {kinds}")
     kind = StoreKind(store)
     base = base_schedule(scenario, seed=seed, store=kind)
-    reference_probe = CanonicalProbe(base)
+    reseed_from = seed if reseed_scheduler else None
+    reference_probe = CanonicalProbe(base, reseed_from=reseed_from)
     reference = run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=reference_probe)
     keys = {view: [row.key(view) for row in reference_probe.rows] for view in VIEWS}
     stamps = [row.stamp for row in reference_probe.rows]
@@ -475,7 +502,7 @@ def measure(
     out = ScenarioRejoin(scenario.name, str(kind), points=len(schedules), of=len(every))
     for schedule in schedules:
         interrupts.stop_if_requested()
-        probe = CanonicalProbe(schedule)
+        probe = CanonicalProbe(schedule, reseed_from=reseed_from)
         run_scenario(scenario, seed=seed, store=kind, schedule=schedule, fork=probe)
         crashed_at = schedule.last_index
         for view in VIEWS:

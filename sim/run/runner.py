@@ -43,7 +43,7 @@ from sim.world.injector import ForkHook
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
 from sim.world.process import Machine, PausePlan, SimBlocking, SimProcess
-from sim.world.scenario import Scenario
+from sim.world.scenario import ACTION_STEP_BASE, RESEND_STEP_BASE, Scenario
 from sim.world.seams import (
     Seams as Seams,  # re-exported: `from sim.run.runner import seams` keeps working
 )
@@ -391,6 +391,7 @@ def _world_parts(env: WorldEnv) -> list[tuple[str, Any]]:
         ("model_log", len(env.model_log)),
         ("errors", env.errors),
         ("liveness_deadline", env.liveness.deadline),
+        ("client_due_s", _client_due_s(env)),
     ]
     if services.compensated_keys:  # only with compensation: other scenarios' digests unchanged
         parts += [
@@ -398,6 +399,29 @@ def _world_parts(env: WorldEnv) -> list[tuple[str, Any]]:
             ("refunds", sorted(services.refunds.items())),
         ]
     return parts
+
+
+def _client_due_s(env: WorldEnv) -> list[float]:
+    """When the client's steps still to come are due (absolute virtual times): a restarted
+    client acts on the ones already past at once, so they decide the future as much as the
+    timers of the steps it is waiting for (``sim.world.session.client_steps``)."""
+    scenario, client = env.scenario, env.client
+    due = [
+        i.at_s
+        for i in scenario.inputs
+        if i.request_id not in client.acked and i.request_id not in client.rejected
+    ]
+    due += [
+        a.at_s
+        for n, a in enumerate(scenario.actions)
+        if ACTION_STEP_BASE + n not in client.actions_done
+    ]
+    due += [
+        r.at_s
+        for n, r in enumerate(scenario.resends)
+        if RESEND_STEP_BASE + n not in client.actions_done
+    ]
+    return sorted(due)
 
 
 async def _pause_first(env: WorldEnv, at_s: float, for_s: float) -> None:

@@ -57,6 +57,15 @@ def seed_process_scheduler(seed: int, number: int) -> None:
     run_module._r.seed(derive_seed(seed, f"trio.scheduler.p{number}"))
 
 
+def reseed_trio_scheduler(seed: int, label: str) -> None:
+    """Reseed trio's run-queue order from ``seed`` and ``label`` in the middle of a run: the
+    rejoin measurement's what-if of a scheduler whose draws are a function of the world's
+    canonical state (``sim.explore.rejoin``); no sweep or ordinary run calls it."""
+    run_module: Any = trio._core._run
+    assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
+    run_module._r.seed(derive_seed(seed, label))
+
+
 def digest_of(parts: list[Any]) -> str:
     """sha256 over the ``repr`` of each part: a digest of a world state (see
     ``Machine.state_digests``)."""

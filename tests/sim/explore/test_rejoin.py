@@ -96,11 +96,27 @@ def test_a_crash_inside_a_commit_meets_that_commit_redone() -> None:
 
 
 def test_meeting_once_is_not_rejoining() -> None:
-    """In ``abort_mid_tool`` some children meet the fault-free run's view at a commit and then
-    do something else (another number of lease renewals before the next commit: trio's
-    scheduler draws differ), so only a whole equal suffix counts as a rejoin."""
-    measured = rejoin.measure(load_scenario("abort_mid_tool"), store="file", points=1000)
+    """In ``parallel_tools_mixed_policies`` some children meet the fault-free run's view at a
+    commit and then differ from it at a later one (the scheduler's draws, reseeded per process,
+    order the parallel tools differently), so only a whole equal suffix counts as a rejoin."""
+    measured = rejoin.measure(
+        load_scenario("parallel_tools_mixed_policies"), store="file", points=1000
+    )
     assert measured.met["renamed"] > measured.rejoined["renamed"], measured.document()
+
+
+def test_with_the_scheduler_derived_from_the_view_meeting_is_rejoining() -> None:
+    """The what-if of a harness whose scheduler RNG is a function of the canonical state: the
+    strict view rejoins as often as the renamed one, and in ``abort_mid_tool`` every child that
+    meets the fault-free run stays with it -- the view holds everything its future depends on
+    (without the client's steps still due it did not: a restarted client acts at once on the
+    ones already past)."""
+    measured = rejoin.measure(
+        load_scenario("abort_mid_tool"), store="file", points=1000, reseed_scheduler=True
+    )
+    assert measured.rejoined["strict"] == measured.rejoined["renamed"] > 0
+    for view in rejoin.VIEWS:
+        assert measured.met[view] == measured.rejoined[view], (view, measured.document())
 
 
 def test_each_view_rejoins_at_least_as_often_as_the_one_before() -> None:
