@@ -291,6 +291,29 @@ def _task_timers(ignore: Iterable[float]) -> list[tuple[str, int]]:
     return sorted(out)
 
 
+def _per_conversation(
+    states: list[dict[str, Any]],
+    leases: list[dict[str, Any]],
+    fence: dict[str, int],
+    now_s: float,
+) -> dict[str, Renaming]:
+    """One renaming per conversation: sequences and epochs are ranked within the conversation
+    they belong to (its journals -- a zombie's and its new owner's --, its lease, the service's
+    fence for it), as ``durable/`` only ever compares them within one conversation's log and
+    lease. Ranking them across conversations would tell a parent recovered at epoch 2 with a
+    fresh sub-agent at epoch 1 from a parent and a sub-agent both at epoch 1."""
+    out: dict[str, Renaming] = {}
+    for conversation in sorted({state["conversation_id"] for state in states}):
+        mine = [
+            [state, lease]
+            for state, lease in zip(states, leases, strict=True)
+            if state["conversation_id"] == conversation
+        ]
+        extra = [fence[conversation]] if conversation in fence else []
+        out[conversation] = Renaming.of(mine, extra_epochs=extra, now_s=now_s)
+    return out
+
+
 def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     """The canonical view of the world at one boundary side (see the module's docstring)."""
     now = trio.current_time()
@@ -305,9 +328,12 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     parts = dict(injector.world_parts())
     skipped = [parts[name] for name in IGNORED_WORLD_PARTS if name in parts]
     world = {k: v for k, v in parts.items() if k not in IGNORED_WORLD_PARTS}
-    fenced = [epoch for _, epoch in world.get("fence_epoch", [])]
-    renaming = Renaming.of([states, leases], extra_epochs=fenced, now_s=now)
-    world["fence_epoch"] = [(k, {"epoch": e}) for k, e in world.get("fence_epoch", [])]
+    renamings = _per_conversation(states, leases, dict(world.get("fence_epoch", [])), now)
+    plain = Renaming.of([], extra_epochs=[], now_s=now)  # the world's own numbers: times only
+    world["fence_epoch"] = [
+        (k, ("epoch", renamings[k].epochs[e] if k in renamings else 0))
+        for k, e in world.get("fence_epoch", [])
+    ]
     # A client step already due is taken at once, however long ago it fell due: clamp to 0.
     due = world.pop("client_due_s", [])
     world["client_due_ns"] = [max(0, round((at_s - now) * 1e9)) for at_s in due]
@@ -319,19 +345,18 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     files = sorted(_DIGITS.sub("#", path) for path in fs.snapshot()) if fs else []
     return {
         "boundary": (_DIGITS.sub("#", label.split("#")[0]), when),
-        "state": renaming.apply(
-            [[s, j.fenced] for s, j in zip(states, journals, strict=True)], ids=ids
-        ),
-        "world": renaming.apply(
-            {k: v for k, v in world.items() if k not in HISTORY_PARTS}, ids=ids
-        ),
+        "state": [
+            renamings[s["conversation_id"]].apply([s, j.fenced], ids=ids)
+            for s, j in zip(states, journals, strict=True)
+        ],
+        "world": plain.apply({k: v for k, v in world.items() if k not in HISTORY_PARTS}, ids=ids),
         "history": [(k, v) for k, v in world.items() if k in HISTORY_PARTS],
         "timers": [t for t in timers if t[0] not in LEASE_TASKS],
         "tasks": _task_tree(),
         "streams": [(k, v.getstate()) for k, v in injector.world.streams()],
         "processes": sorted(p.slot for p in injector.processes() if p.alive),
         "lease_phase": [
-            renaming.apply(leases, ids=ids),
+            [renamings[lease["conversation_id"]].apply(lease, ids=ids) for lease in leases],
             [t for t in timers if t[0] in LEASE_TASKS],
         ],
         "checkpoint_cadence": [[j.records_since_checkpoint for j in journals], files],

@@ -108,15 +108,17 @@ def test_meeting_once_is_not_rejoining() -> None:
 def test_with_the_scheduler_derived_from_the_view_meeting_is_rejoining() -> None:
     """The what-if of a harness whose scheduler RNG is a function of the canonical state: the
     strict view rejoins as often as the renamed one, and in ``abort_mid_tool`` every child that
-    meets the fault-free run stays with it -- the view holds everything its future depends on
-    (without the client's steps still due it did not: a restarted client acts at once on the
-    ones already past)."""
-    measured = rejoin.measure(
-        load_scenario("abort_mid_tool"), store="file", points=1000, reseed_scheduler=True
-    )
-    assert measured.rejoined["strict"] == measured.rejoined["renamed"] > 0
-    for view in rejoin.VIEWS:
-        assert measured.met[view] == measured.rejoined[view], (view, measured.document())
+    meets the fault-free run stays with it, and so in ``delegate_to_subagent`` -- the view holds
+    everything their futures depend on (without the client's steps still due it did not: a
+    restarted client acts at once on the ones already past; nor with epochs ranked across
+    conversations: a parent recovered at epoch 2 beside a fresh sub-agent at epoch 1)."""
+    for name in ("abort_mid_tool", "delegate_to_subagent"):
+        measured = rejoin.measure(
+            load_scenario(name), store="file", points=40, reseed_scheduler=True
+        )
+        assert measured.rejoined["strict"] == measured.rejoined["renamed"] > 0, name
+        for view in rejoin.VIEWS:
+            assert measured.met[view] == measured.rejoined[view], (name, view, measured.document())
 
 
 def test_each_view_rejoins_at_least_as_often_as_the_one_before() -> None:
