@@ -26,8 +26,22 @@ from typing import Any
 from sim.world.faults import CrashKind, Schedule, When, sweep_points
 
 
+class ForksNothing:
+    """The ``sim.world.injector.ForkHook`` methods of a hook that only looks at each boundary
+    and forks no child (``FoldPlan``, ``sim.explore.rejoin.CanonicalProbe``)."""
+
+    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # nothing forks: an interrupt is raised as usual
+
+    def finish_child(self, result: Any) -> None:
+        raise AssertionError(f"a {type(self).__name__} forks no child")
+
+    def abort_child(self, exc: BaseException) -> None:
+        raise AssertionError(f"a {type(self).__name__} forks no child") from exc
+
+
 @dataclass
-class FoldPlan:
+class FoldPlan(ForksNothing):
     """A ``sim.world.injector.ForkHook`` that forks nothing: at every boundary after the base
     schedule's points it digests each crash point the sweep lists there and remembers the first
     schedule of each digest. ``twin_of`` then maps every other schedule to that first one."""
@@ -54,12 +68,3 @@ class FoldPlan:
             first = self.first_of.setdefault(digest, text)
             if first != text:
                 self.twin_of[text] = first
-
-    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()  # nothing forks: an interrupt is raised as usual
-
-    def finish_child(self, result: Any) -> None:
-        raise AssertionError("a fold plan forks no child")
-
-    def abort_child(self, exc: BaseException) -> None:
-        raise AssertionError("a fold plan forks no child") from exc

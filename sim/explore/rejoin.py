@@ -32,7 +32,6 @@ need is in docs/performance.md, "Rejoin".
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from collections import Counter
@@ -44,6 +43,7 @@ from typing import Any
 import trio
 
 from sim.explore import interrupts
+from sim.explore.folding import ForksNothing
 from sim.explore.sweep import base_schedule, depth1_schedules
 from sim.run.runner import run_scenario
 from sim.world.faults import CrashKind, Schedule
@@ -189,7 +189,7 @@ class Renaming:
         if key == "epoch" and value in self.epochs:
             return ("epoch", self.epochs[int(value)])
         if key.endswith("_s"):
-            return ("dt_ns", round((value - self.now_s) * 1e9))
+            return ("dt_ns", _dt_ns(value, self.now_s))
         return value
 
 
@@ -237,22 +237,27 @@ def _frames(coro: Any) -> list[str]:
     return out
 
 
-def _task_tree() -> list[Any]:
-    """trio's task tree, depth-first in creation order, names without their numbers, and the
-    live tasks' global creation order (trio sorts each batch of runnable tasks by it before its
-    seeded shuffle, so it decides who runs first)."""
-    rows: list[tuple[int, str, list[str]]] = []
-    tasks: list[Any] = []
+def _live_tasks() -> list[tuple[int, Any]]:
+    """trio's tasks with their depth, depth-first from the root, each nursery's children in
+    creation order: the one walk both the task tree and the timers read."""
+    out: list[tuple[int, Any]] = []
 
     def visit(task: Any, depth: int) -> None:
-        rows.append((depth, _DIGITS.sub("#", task.name), _frames(task.coro)))
-        tasks.append(task)
+        out.append((depth, task))
         for nursery in task.child_nurseries:
             for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
                 visit(child, depth + 1)
 
     visit(trio.lowlevel.current_root_task(), 0)
-    order = sorted(range(len(tasks)), key=lambda i: tasks[i]._counter)
+    return out
+
+
+def _task_tree(tasks: list[tuple[int, Any]]) -> list[Any]:
+    """trio's task tree (``_live_tasks``), names without their numbers, and the live tasks'
+    global creation order (trio sorts each batch of runnable tasks by it before its seeded
+    shuffle, so it decides who runs first)."""
+    rows = [(depth, _DIGITS.sub("#", task.name), _frames(task.coro)) for depth, task in tasks]
+    order = sorted(range(len(tasks)), key=lambda i: tasks[i][1]._counter)
     return [rows, order]
 
 
@@ -261,15 +266,19 @@ def _task_tree() -> list[Any]:
 LEASE_TASKS = frozenset({"heartbeat"})
 
 
-def _task_timers(ignore: Iterable[float]) -> list[tuple[str, int]]:
+def _dt_ns(at_s: float, now_s: float) -> int:
+    """``at_s`` relative to ``now_s``, in whole nanoseconds (no float noise, no ``-0.0``)."""
+    return round((at_s - now_s) * 1e9)
+
+
+def _task_timers(tasks: list[tuple[int, Any]], ignore: Iterable[float]) -> list[tuple[str, int]]:
     """Each task's nearest deadline (its innermost cancel scope that has one, once per scope),
     relative to now, with the function the task runs: a client's next action, a retry's
     backoff, the heartbeat's next renewal."""
     now, skipped = trio.current_time(), set(ignore)
     seen: set[int] = set()
     out: list[tuple[str, int]] = []
-
-    def visit(task: Any) -> None:
+    for _, task in tasks:
         status = task._cancel_status
         for _ in range(256):  # a bound on nested cancel scopes
             if status is None:
@@ -279,15 +288,9 @@ def _task_timers(ignore: Iterable[float]) -> list[tuple[str, int]]:
                 if id(status._scope) not in seen:
                     seen.add(id(status._scope))
                     code = getattr(task.coro, "cr_code", None)
-                    dt_ns = round((deadline - now) * 1e9)
-                    out.append((code.co_qualname if code else "?", dt_ns))
+                    out.append((code.co_qualname if code else "?", _dt_ns(deadline, now)))
                 break
             status = status._parent
-        for nursery in task.child_nurseries:
-            for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
-                visit(child)
-
-    visit(trio.lowlevel.current_root_task())
     return sorted(out)
 
 
@@ -336,10 +339,11 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     ]
     # A client step already due is taken at once, however long ago it fell due: clamp to 0.
     due = world.pop("client_due_s", [])
-    world["client_due_ns"] = [max(0, round((at_s - now) * 1e9)) for at_s in due]
+    world["client_due_ns"] = [max(0, _dt_ns(at_s, now)) for at_s in due]
     stamps = sorted({stamp for _, stamp in world.get("rejected", [])})
     world["rejected"] = [(k, stamps.index(stamp)) for k, stamp in world.get("rejected", [])]
-    timers = _task_timers(skipped)
+    tasks = _live_tasks()
+    timers = _task_timers(tasks, skipped)
     ids = Roles((*injector.world.ids.kinds(), *PROCESS_ID_KINDS))
     fs = injector.fs
     files = sorted(_DIGITS.sub("#", path) for path in fs.snapshot()) if fs else []
@@ -352,7 +356,7 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
         "world": plain.apply({k: v for k, v in world.items() if k not in HISTORY_PARTS}, ids=ids),
         "history": [(k, v) for k, v in world.items() if k in HISTORY_PARTS],
         "timers": [t for t in timers if t[0] not in LEASE_TASKS],
-        "tasks": _task_tree(),
+        "tasks": _task_tree(tasks),
         "streams": [(k, v.getstate()) for k, v in injector.world.streams()],
         "processes": sorted(p.slot for p in injector.processes() if p.alive),
         "lease_phase": [
@@ -379,7 +383,7 @@ class Row:
 
 
 @dataclass
-class CanonicalProbe:
+class CanonicalProbe(ForksNothing):
     """A ``sim.world.injector.ForkHook`` that forks nothing: at every commit's end after the
     base schedule's last crash it records the canonical view's digests (and keeps the last
     view, to say what differs when a child never rejoins)."""
@@ -410,15 +414,6 @@ class CanonicalProbe:
         if crashed:
             self.rows.append(Row(injector.next_index, digests))
             self.last_view = view
-
-    def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def finish_child(self, result: Any) -> None:
-        raise AssertionError("a canonical probe forks no child")
-
-    def abort_child(self, exc: BaseException) -> None:
-        raise AssertionError("a canonical probe forks no child") from exc
 
 
 @dataclass

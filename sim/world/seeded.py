@@ -52,15 +52,14 @@ def seed_process_scheduler(seed: int, number: int) -> None:
     """
     if number == 1:
         return
-    run_module: Any = trio._core._run
-    assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
-    run_module._r.seed(derive_seed(seed, f"trio.scheduler.p{number}"))
+    reseed_trio_scheduler(seed, f"trio.scheduler.p{number}")
 
 
 def reseed_trio_scheduler(seed: int, label: str) -> None:
     """Reseed trio's run-queue order from ``seed`` and ``label`` in the middle of a run: the
     rejoin measurement's what-if of a scheduler whose draws are a function of the world's
-    canonical state (``sim.explore.rejoin``); no sweep or ordinary run calls it."""
+    canonical state (``sim.explore.rejoin``), and a process started after a crash
+    (``seed_process_scheduler``)."""
     run_module: Any = trio._core._run
     assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
     run_module._r.seed(derive_seed(seed, label))
