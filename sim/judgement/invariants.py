@@ -41,6 +41,11 @@ class Invariant:
     leaves: str  # what it leaves to other invariants (TigerBeetle's "what it does not check")
     implemented_by: tuple[str, ...]  # dotted paths of the functions that judge it
     explains: str = ""  # a finding listed right after the invariant whose violation it explains
+    # Judged on how a run ends (it settled, every input answered, every call carried out): a run
+    # stopped early (``--prune rejoin``, ``sim.explore.pruning``) cannot be judged by it, and the
+    # fault-free run it rejoined stands for it. False: a violation on a run's prefix is one on
+    # the whole run, so a stopped run's window is judged by it.
+    judged_at_end: bool = False
 
 
 class UnknownInvariant(KeyError):
@@ -170,6 +175,7 @@ INVARIANTS: tuple[Invariant, ...] = (
         ),
         leaves="a runtime that raised (I0); whether what settled is right (every other invariant)",
         implemented_by=(f"{_ORACLES}.liveness.check_liveness", f"{_TARGETS}.check_liveness"),
+        judged_at_end=True,
     ),
     Invariant(
         code="I8",

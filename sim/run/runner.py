@@ -39,7 +39,7 @@ from sim.world.evidence import Evidence
 from sim.world.faults import Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
-from sim.world.injector import ForkHook
+from sim.world.injector import ForkHook, end_simulated
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
 from sim.world.process import Machine, PausePlan, SimBlocking, SimProcess
@@ -161,6 +161,10 @@ class WorldEnv:
     # resumed retry is due at max(its committed deadline, the recovery) unless paused (I11).
     recovered_at_s: dict[str, float] = field(default_factory=dict)
     paused: set[str] = field(default_factory=set)
+    # A fork hook ended the world early (``Injector.stop_world``: a pruned run, which has
+    # rejoined the fault-free run): no worker starts another process after it.
+    halt: trio.CancelScope = field(default_factory=trio.CancelScope)
+    halted_at: int | None = None
 
     def place(self) -> StorePlace:
         return StorePlace(self.fs, STORE_ROOT, self.scenario.fsync, self.database)
@@ -186,7 +190,8 @@ async def _world_main(
     env.database = database
     if fork is not None:
         _plan_forks(env, fork)
-    with fork.interrupt_guard() if fork is not None else nullcontext(), env.liveness:
+    guard = fork.interrupt_guard() if fork is not None else nullcontext()
+    with guard, env.liveness, env.halt:
         async with trio.open_nursery() as nursery:
             _start_workers(env, nursery)
     _fill_result(env, result)
@@ -287,7 +292,21 @@ def _pause_plan(
 
 def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
     """Let the fast sweep fork children at the boundaries of this run."""
-    env.machine.injector.fork_with(fork, lambda: _world_parts(env))
+    env.machine.injector.fork_with(fork, lambda: _world_parts(env), stop=lambda: _halt(env))
+
+
+def _halt(env: WorldEnv) -> None:
+    """End the world here, as if the machine were switched off without damage: every live
+    process dies (its ports refuse every call, so nothing of it writes again) and the world's
+    tasks are cancelled. What the world holds is then collected as at a normal end."""
+    injector = env.machine.injector
+    victims = [p for p in env.machine.processes if p.alive]
+    for victim in victims:
+        victim.alive = False
+    end_simulated(victims)
+    env.halted_at = injector.next_index
+    env.world.record("halt", injector.next_index)
+    env.halt.cancel()
 
 
 def _start_workers(env: WorldEnv, nursery: trio.Nursery) -> None:
@@ -307,8 +326,12 @@ def _fill_result(env: WorldEnv, result: RunResult) -> None:
     machine, client, services = env.machine, env.client, env.services
     result.take_evidence(machine.evidence)
     trace = result.trace
+    trace.halted_at = env.halted_at
     trace.settled = (
-        not env.liveness.cancelled_caught and not env.errors and client.complete(env.scenario)
+        env.halted_at is None
+        and not env.liveness.cancelled_caught
+        and not env.errors
+        and client.complete(env.scenario)
     )
     trace.virtual_time_s = trio.current_time()
     trace.processes = len(machine.processes)
@@ -459,6 +482,8 @@ async def _worker(env: WorldEnv, start_at_s: float, nursery: trio.Nursery, slot:
         await trio.sleep_until(start_at_s)
     crashed = False
     for _ in range(MAX_PROCESSES):
+        if env.halted_at is not None:
+            return
         if env.client.complete(env.scenario) and not crashed:
             return
         if trio.current_time() >= shutdown_at_s(env.scenario, slot):

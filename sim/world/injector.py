@@ -129,6 +129,7 @@ class Injector:
         self.tear_counts: dict[tuple[int, str], int] | None = {} if count_tears else None
         self.fork_plan: ForkHook | None = None  # during a fast sweep's forking (or folding) run
         self._state_parts: Callable[[], list[tuple[str, Any]]] = lambda: []
+        self._stop: Callable[[], None] = lambda: None
         # After a storage fault: (what was damaged, the files as the disk then held them).
         self.damaged: tuple[dict[str, str], dict[str, bytes], dict[str, int]] | None = None
         # The disk as it was just before the storage fault: what the runtime had acknowledged,
@@ -138,12 +139,26 @@ class Injector:
         # fault maps to no record, which the damage-table oracle reports as a harness error).
         self.damage_rows: dict[str, TableRow | None] = {}
 
-    def fork_with(self, hook: ForkHook, state_parts: Callable[[], list[tuple[str, Any]]]) -> None:
+    def fork_with(
+        self,
+        hook: ForkHook,
+        state_parts: Callable[[], list[tuple[str, Any]]],
+        *,
+        stop: Callable[[], None],
+    ) -> None:
         """Set by the simulator's runner (``sim.run.runner``) before the world starts, for a fast
-        sweep's run: ``hook`` is called at every boundary, and ``state_parts`` gives what,
-        outside the processes, a digest must cover (``state_digests``), each part by name."""
+        sweep's run: ``hook`` is called at every boundary, ``state_parts`` gives what, outside
+        the processes, a digest must cover (``state_digests``), each part by name, and ``stop``
+        ends the world where it stands (``stop_world``)."""
         self.fork_plan = hook
         self._state_parts = state_parts
+        self._stop = stop
+
+    def stop_world(self) -> None:
+        """End the world at this boundary (a hook's call: a run pruned where it rejoined the
+        fault-free run). Every live process dies without damage and nothing runs again; the
+        run's result says where (``Trace.halted_at``)."""
+        self._stop()
 
     def world_parts(self) -> list[tuple[str, Any]]:
         """What, outside the processes, decides the world's future, by name (a hook's view)."""
