@@ -14,6 +14,7 @@ still due relative to now, an overdue one as due now), with sequence numbers
 and epochs by rank among the values present (``durable/`` only orders and compares them), the
 world's ids by role and tables in id order (``Renaming``, ``Roles``); the oracles' history;
 each task's next timer relative to now and where each task waits; the world's RNG streams; the
+files whose last bytes a power loss would take (written, not yet synced); the
 lease's phase and the checkpoint cadence (which a process counts from its own start); and
 trio's run-queue RNG, which a process started after a crash reseeds from the seed and its
 number (``sim.world.seeded.seed_process_scheduler``), so it never rejoins. Views (``VIEWS``)
@@ -60,6 +61,7 @@ COMPONENTS = (
     "timers",
     "tasks",
     "streams",
+    "unsynced",
     "processes",
     "lease_phase",
     "checkpoint_cadence",
@@ -346,7 +348,9 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
     timers = _task_timers(tasks, skipped)
     ids = Roles((*injector.world.ids.kinds(), *PROCESS_ID_KINDS))
     fs = injector.fs
-    files = sorted(_DIGITS.sub("#", path) for path in fs.snapshot()) if fs else []
+    now_held = fs.snapshot() if fs else {}
+    synced = fs.durable_snapshot() if fs else {}
+    files = sorted(_DIGITS.sub("#", path) for path in now_held)
     return {
         "boundary": (_DIGITS.sub("#", label.split("#")[0]), when),
         "state": [
@@ -358,6 +362,9 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
         "timers": [t for t in timers if t[0] not in LEASE_TASKS],
         "tasks": _task_tree(tasks),
         "streams": [(k, v.getstate()) for k, v in injector.world.streams()],
+        "unsynced": sorted(
+            _DIGITS.sub("#", path) for path, data in now_held.items() if synced.get(path) != data
+        ),
         "processes": sorted(p.slot for p in injector.processes() if p.alive),
         "lease_phase": [
             [renamings[lease["conversation_id"]].apply(lease, ids=ids) for lease in leases],
