@@ -90,7 +90,9 @@ class Mutant:
     empty when the fault-free run already fails. ``first_kill``: the first schedule the depth-1
     sweep of its scenario and store fails (``kill``; the slow test holds it unchanged), or None
     when no single crash shows it -- the sweep does not kill it, its witness has two crashes or
-    more (the schedule fuzzer's test hunts it)."""
+    more (the schedule fuzzer's test hunts it). ``absolute``: the bug branches on an absolute
+    sequence number, epoch or time, which a crashed run's renamed view hides: the full-suffix
+    check of ``--prune rejoin`` must catch it (``sim.explore.pruning``), besides its sweep."""
 
     name: str
     bug_class: str
@@ -102,6 +104,7 @@ class Mutant:
     also: tuple[str, ...] = ()
     witness: tuple[LabelledCrash, ...]
     first_kill: str | None
+    absolute: bool = False
 
     def __post_init__(self) -> None:
         for problem in _problems(self):
@@ -191,6 +194,7 @@ def mutant(
     also: tuple[str, ...] = (),
     store: StoreKind = StoreKind.FILE,
     crash_kinds: tuple[CrashKind, ...] = (CrashKind.PROCESS, CrashKind.POWER),
+    absolute: bool = False,
 ) -> Callable[[F], F]:
     """Register the decorated function as a mutant (the fields: ``Mutant``). ``witness``: one
     crash, several in order, or None when the fault-free run fails. The function is returned
@@ -211,6 +215,7 @@ def mutant(
             also=tuple(also),
             witness=tuple(crashes),
             first_kill=first_kill,
+            absolute=absolute,
         )
         if name in _REGISTERED:
             raise MutantError(f"mutant {name!r} registered twice")

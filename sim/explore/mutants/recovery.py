@@ -138,6 +138,31 @@ def idempotency_key_per_attempt(mp: Patcher) -> None:
 
 
 @mutant(
+    name="key-per-epoch",
+    bug_class="an idempotency key per lease epoch instead of one per call",
+    scenario="idempotent_payment",
+    caught_by=("I1",),
+    witness=LabelledCrash(
+        label="tool.effect:payments.charge#call-1", when=When.AFTER, kind=CrashKind.PROCESS
+    ),
+    first_kill="24:after:process",
+    absolute=True,
+)
+def idempotency_key_per_epoch(mp: Patcher) -> None:
+    """The key a tool is given carries the epoch of the lease it was sent under: a call re-sent
+    by the next owner after a crash is a new call to the service. A crashed run's keys are then
+    all of another epoch than the fault-free run's, which a view that ranks epochs hides."""
+    original = tool_mod._context
+
+    def _context(env: Any, intent: Any, attempt: str) -> ToolContext:
+        ctx = original(env, intent, attempt)
+        epoch = env.journal.lease.epoch
+        return dataclasses.replace(ctx, idempotency_key=f"{ctx.idempotency_key}@{epoch}")
+
+    mp.setattr(tool_mod, "_context", _context)
+
+
+@mutant(
     name="intent-ignored",
     bug_class="an in-flight intent ignored on resume (the run hangs)",
     scenario="idempotent_payment",

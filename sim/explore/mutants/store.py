@@ -446,3 +446,37 @@ def short_log_repaired(mp: Patcher) -> None:
         return None
 
     mp.setattr(FileStore, "_check_no_lost_commits", _check_no_lost_commits)
+
+
+#: The sequence numbers whose commit ``fsync-skipped-on-round-sequence`` does not sync.
+ROUND_SEQUENCE = 8
+
+
+@mutant(
+    name="fsync-skipped-on-round-sequence",
+    bug_class="a commit acknowledged unsynced when it holds a sequence number divisible by 8",
+    scenario="plan_edit_validate",
+    caught_by=("I11",),
+    # A record numbered a multiple of 8 is appended unsynced; the power fails before a later
+    # commit syncs the log.
+    witness=LabelledCrash(label="store.commit#5", when=When.BEFORE, kind=CrashKind.POWER),
+    first_kill="20:before:power",
+    absolute=True,
+)
+def fsync_skipped_on_round_sequence(mp: Patcher) -> None:
+    """``FileStore._append`` skips its fsync for a batch holding a sequence number divisible
+    by ``ROUND_SEQUENCE`` (an optimisation keyed on the absolute number): a power loss right
+    after that commit takes an acknowledged record. A crashed run's log is longer than the
+    fault-free run's by its recovery records, so the unsynced commit is another one there."""
+    append = FileStore._append
+
+    def _append(self: FileStore, batch: Any, *, expected_sequence: int) -> None:
+        if not any(r.sequence % ROUND_SEQUENCE == 0 for r in batch.records):
+            append(self, batch, expected_sequence=expected_sequence)
+            return
+        durable = self._fsync
+        self._fsync = False
+        append(self, batch, expected_sequence=expected_sequence)
+        self._fsync = durable
+
+    mp.setattr(FileStore, "_append", _append)
