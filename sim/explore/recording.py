@@ -75,6 +75,10 @@ class ScenarioSweep:
     strata_covered: int = 0
     recovery_classes_total: int = 0
     recovery_classes_covered: int = 0
+    # ``--prune rejoin`` (``sim.explore.pruning.PruneStats``): how many crashed runs stopped
+    # where they rejoined the fault-free run, how many were checked to their end, and the
+    # harness error that turned pruning off. None: an exact sweep.
+    prune: dict[str, Any] | None = None
 
     def verdict_counts(self) -> str:
         """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
@@ -114,6 +118,7 @@ class ScenarioSweep:
             "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
             "wall_s": round(self.wall_s, 3),
+            **({} if self.prune is None else {"prune": self.prune}),
         }
 
 

@@ -9,7 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim.errors import UsageError
 from sim.explore.progress import Progress
@@ -31,6 +31,9 @@ from sim.outputs.cli.common import (
     wide_console,
 )
 from sim.world.pgserver import CONNINFO_ENV
+
+if TYPE_CHECKING:
+    from sim.explore.sweep import Determinism
 
 #: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
 STORES = options.SWEEP_STORES
@@ -93,6 +96,7 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="same as --determinism off",
     )
+    _add_prune_options(sw)
     sw.add_argument(
         "--jobs",
         type=jobs_arg,
@@ -131,6 +135,43 @@ def _add_fault_options(sw: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_prune_options(sw: argparse.ArgumentParser) -> None:
+    """``--prune`` and ``--prune-check`` (``sim.explore.pruning``)."""
+    sw.add_argument(
+        "--prune",
+        choices=("off", "rejoin"),
+        default="off",
+        help=(
+            "rejoin = stop each crashed run where its renamed view rejoins the fault-free run "
+            "and judge only the window between (depth 1, file and sqlite; every point, each "
+            "schedule from scratch; docs/architecture.md 2.5); off = run every schedule to "
+            "its end (default)"
+        ),
+    )
+    sw.add_argument(
+        "--prune-check",
+        choices=("sample", "full"),
+        default="sample",
+        help=(
+            "with --prune rejoin, which stopped runs are also run to their end and compared "
+            "(verdict and views): sample = a seeded 1 in 16 (default); full = every one. A "
+            "mismatch turns pruning off for the scenario, which is then swept exactly"
+        ),
+    )
+
+
+def _check_prune(args: argparse.Namespace) -> None:
+    """One line for a ``--prune`` combination the pruned sweep does not run."""
+    if args.prune == "off":
+        if args.prune_check != "sample":
+            raise UsageError("--prune-check needs --prune rejoin")
+        return
+    if args.depth != 1:
+        raise UsageError("--prune rejoin sweeps depth 1 only (a second crash is not pruned)")
+    if "postgres" in args.store:
+        raise UsageError("--prune rejoin runs on the simulated stores (file, sqlite) only")
+
+
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
 
 
@@ -153,7 +194,26 @@ def _swept(step: Any, result: Any) -> str:
             f"({first.invariant}: {first.explanation}); no crash schedule was run",
             file=sys.stderr,
         )
-    return f"{result.schedules} schedules{_sampled(result)}: {result.verdict_counts()}"
+    return (
+        f"{result.schedules} schedules{_sampled(result)}{_pruned(step, result)}: "
+        f"{result.verdict_counts()}"
+    )
+
+
+def _pruned(step: Any, result: Any) -> str:
+    """`` (pruned 30, 2 checked to the end)`` for a ``--prune rejoin`` sweep; the harness error
+    that turned pruning off, on stderr."""
+    stats = result.prune
+    if stats is None:
+        return ""
+    if "broken" in stats:
+        print(
+            f"durable-sim: {step.label}: rejoin pruning turned off, swept exactly: "
+            f"{stats['broken']}",
+            file=sys.stderr,
+        )
+        return " (exact: pruning turned off)"
+    return f" (pruned {stats['pruned']}, {stats['checked']} checked to the end)"
 
 
 def _sampled(result: Any) -> str:
@@ -164,46 +224,29 @@ def _sampled(result: Any) -> str:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from functools import partial
+    from sim.explore.parallel import default_jobs, run_steps
+    from sim.explore.sweep import determinism_mode
 
-    from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
-    from sim.explore.sweep import determinism_mode, sweep
-
-    kinds, stores = args.crash, args.store
+    stores = args.store
     determinism = determinism_mode(determinism_of(args))
+    _check_prune(args)
     scenarios = options.load_scenarios(args.scenarios)
     check_stores(stores)
     out_dir = Path(args.out)
     check_out_dir(out_dir)
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
-    steps = [
-        Step(
-            f"{scenario.name}[{store}]",
-            partial(
-                sweep,
-                scenario,
-                ref=ref,
-                store=store,
-                seed=args.seed,
-                crash_kinds=kinds,
-                depth=args.depth,
-                determinism=determinism,
-                fast=not args.naive,
-                jobs=jobs,
-                exhaustive=args.exhaustive,
-            ),
-            estimated_cost(scenario, store, kinds),
-        )
-        for ref, scenario in scenarios
-        for store in stores
-    ]
+    if args.prune == "rejoin":
+        steps = _pruned_steps(args, scenarios, determinism)
+    else:
+        steps = _exact_steps(args, scenarios, determinism, jobs)
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     from sim.explore.results import results_document
 
-    # A store that cannot be forked (Postgres) is swept naively whatever --naive says.
-    fast = not args.naive and all(store.forks for store in stores)
+    # A store that cannot be forked (Postgres) is swept naively whatever --naive says, and so
+    # is a pruned sweep.
+    fast = not args.naive and args.prune == "off" and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
     from sim.outputs.report import ReportError, write_report
 
@@ -218,6 +261,68 @@ def run_sweep(args: argparse.Namespace) -> int:
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
     refused = any(r.reference_failed for r in results)
     return exit_for(document["totals"]["verdicts"], refused=refused)
+
+
+def _exact_steps(
+    args: argparse.Namespace, scenarios: list[Any], determinism: Determinism, jobs: int
+) -> list[Any]:
+    """One step per scenario and store: ``sim.explore.sweep.sweep``."""
+    from functools import partial
+
+    from sim.explore.parallel import Step, estimated_cost
+    from sim.explore.sweep import sweep
+
+    return [
+        Step(
+            f"{scenario.name}[{store}]",
+            partial(
+                sweep,
+                scenario,
+                ref=ref,
+                store=store,
+                seed=args.seed,
+                crash_kinds=args.crash,
+                depth=args.depth,
+                determinism=determinism,
+                fast=not args.naive,
+                jobs=jobs,
+                exhaustive=args.exhaustive,
+            ),
+            estimated_cost(scenario, store, args.crash),
+        )
+        for ref, scenario in scenarios
+        for store in args.store
+    ]
+
+
+def _pruned_steps(
+    args: argparse.Namespace, scenarios: list[Any], determinism: Determinism
+) -> list[Any]:
+    """One step per scenario and store: ``sim.explore.pruning.sweep`` (serial within a
+    scenario; ``--jobs`` runs scenarios at once)."""
+    from functools import partial
+
+    from sim.explore.parallel import Step, estimated_cost
+    from sim.explore.pruning import sweep
+
+    return [
+        Step(
+            f"{scenario.name}[{store}]",
+            partial(
+                sweep,
+                scenario,
+                ref=ref,
+                store=store,
+                seed=args.seed,
+                crash_kinds=args.crash,
+                determinism=determinism,
+                check_mode=args.prune_check,
+            ),
+            estimated_cost(scenario, store, args.crash),
+        )
+        for ref, scenario in scenarios
+        for store in args.store
+    ]
 
 
 def _summary(results: list[Any]) -> None:

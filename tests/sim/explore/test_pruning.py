@@ -1,0 +1,241 @@
+"""``--prune rejoin`` (sim/explore/pruning.py): a crashed run stops where it rejoins the
+fault-free run, its window judged, and the full-suffix check catches the renaming failing.
+
+The equivalence families keep one cheap case in the fast tier and sweep the rest with
+``--run-slow`` (tests/tiers.py): every bundled scenario's verdicts equal the exact sweep's, and
+every mutant's first killing schedule is its registered one."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testkit import terminated
+from tiers import tiered
+
+from sim.explore import pruning
+from sim.explore.mutants import MUTANTS, mutant_named, planted
+from sim.explore.rejoin import CanonicalProbe, Row
+from sim.explore.sweep import depth1_schedules, sweep
+from sim.judgement import invariants
+from sim.judgement.oracles import check
+from sim.outputs.cli import main
+from sim.run.runner import RunResult, run_scenario
+from sim.world.faults import CrashKind, Schedule
+from sim.world.scenario import bundled_names, load_scenario
+
+
+def _verdicts(result: Any) -> list[tuple[int, str, str, str]]:
+    return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]
+
+
+def test_options_are_validated_eagerly() -> None:
+    assert pruning.prune_mode("rejoin") == "rejoin" and pruning.prune_check("full") == "full"
+    with pytest.raises(ValueError, match="prune must be one of off, rejoin"):
+        pruning.prune_mode("on")
+    with pytest.raises(ValueError, match="prune check must be one of sample, full"):
+        pruning.prune_check("some")
+    with pytest.raises(ValueError, match="simulated stores only"):
+        pruning.sweep(load_scenario("read_edit_answer"), store="postgres")
+
+
+def test_the_check_samples_one_in_sixteen_stably() -> None:
+    texts = [f"{i}:after:process" for i in range(1600)]
+    picked = [t for t in texts if pruning.wants_check("sample", 0, t)]
+    assert 60 <= len(picked) <= 140  # 1 in 16 of 1600 is 100
+    assert picked == [t for t in texts if pruning.wants_check("sample", 0, t)]
+    assert picked != [t for t in texts if pruning.wants_check("sample", 1, t)]  # seeded
+    assert all(pruning.wants_check("full", 0, t) for t in texts)
+
+
+def _met(name: str) -> tuple[Schedule, RunResult, pruning.PruneProbe, RunResult]:
+    """The first depth-1 process crash of ``name`` whose child rejoins, its pruned run and
+    probe, and the fault-free run."""
+    scenario = load_scenario(name)
+    base = Schedule()
+    reference = run_scenario(scenario, seed=0, store="file", schedule=base)
+    probe = CanonicalProbe(base)
+    run_scenario(scenario, seed=0, store="file", schedule=base, fork=probe)
+    views = pruning.Reference.of(probe)
+    labels = [b.label for b in reference.trace.boundaries]
+    for schedule in depth1_schedules(labels, [CrashKind.PROCESS], base=base):
+        pruned = pruning.PruneProbe(schedule, lookup=views.after(schedule.last_index))
+        result = run_scenario(scenario, seed=0, store="file", schedule=schedule, fork=pruned)
+        if pruned.met is not None:
+            return schedule, result, pruned, reference
+    raise AssertionError(f"no child of {name} rejoins")
+
+
+def test_a_pruned_run_stops_at_its_rejoin_and_is_judged_on_its_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    schedule, result, probe, reference = _met("read_edit_answer")
+    assert probe.met is not None and probe.met[0] == len(probe.rows) - 1  # stopped there
+    assert result.trace.halted_at is not None and not result.trace.settled
+    whole = run_scenario(load_scenario("read_edit_answer"), seed=0, store="file", schedule=schedule)
+    assert len(result.trace.boundaries) < len(whole.trace.boundaries)
+    # Stopped, the run has not settled: I7 (judged at a run's end) fails it, and only I7.
+    assert {v.invariant for v in check(result, reference)} == {"I7"}
+    assert pruning.window_violations(result, reference) == []
+
+    # I7 judged on the window too: the stopped run fails, so the flag is what spares it.
+    def _at_any_time(code: str) -> invariants.Invariant:
+        return dataclasses.replace(invariants.invariant(code), judged_at_end=False)
+
+    monkeypatch.setattr(pruning, "invariant", _at_any_time)
+    assert [v.invariant for v in pruning.window_violations(result, reference)] == ["I7"]
+
+
+def test_only_the_end_of_a_run_is_judged_at_its_end() -> None:
+    assert [i.code for i in invariants.INVARIANTS if i.judged_at_end] == ["I7"]
+
+
+def _row(stamp: int, **digests: str) -> Row:
+    from sim.explore.rejoin import COMPONENTS
+
+    return Row(stamp, {c: digests.get(c, "same") for c in COMPONENTS})
+
+
+def test_a_suffix_mismatch_names_the_commit_and_the_components() -> None:
+    reference = pruning.Reference.of(CanonicalProbe(Schedule(), rows=[_row(5), _row(9), _row(12)]))
+    child = CanonicalProbe(Schedule(), rows=[_row(20), _row(24), _row(27)])
+    assert pruning.suffix_mismatch((1, 1), child, reference) is None
+    child.rows[2] = _row(27, world="other", unsynced="other", scheduler="other")
+    assert pruning.suffix_mismatch((1, 1), child, reference) == (
+        "1 commit(s) after the rejoin (the child's boundary 27, the fault-free run's 12) "
+        "the views differ in world, unsynced"  # the scheduler RNG is not in the pruned view
+    )
+    longer = CanonicalProbe(Schedule(), rows=[_row(20), _row(24), _row(27), _row(30)])
+    assert pruning.suffix_mismatch((1, 1), longer, reference) == (
+        "the child ran 3 commits from the rejoin, the fault-free run 2"
+    )
+
+
+EXACT_CASES = [
+    (name, store)
+    for name in bundled_names()
+    if name != "long_horizon"  # its exact sweep alone takes minutes
+    for store in ("file", "sqlite")
+    if store == "file" or name in ("lease_takeover", "crash_during_recovery", "read_edit_answer")
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "store"), tiered(EXACT_CASES, fast=[("crash_during_recovery", "file")])
+)
+def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
+    scenario = load_scenario(name)
+    pruned = pruning.sweep(scenario, store=store, determinism=False)
+    exact = sweep(scenario, store=store, determinism=False)
+    # Pruned, or swept again exactly where the check caught the renaming failing (below).
+    assert _verdicts(pruned) == _verdicts(exact)
+    assert [f.invariants for f in pruned.failures] == [f.invariants for f in exact.failures]
+
+
+def test_a_sweep_prunes_and_checks_some_children() -> None:
+    out = pruning.sweep(load_scenario("crash_during_recovery"), store="file", check_mode="full")
+    assert out.prune is not None
+    assert 0 < out.prune["pruned"] == out.prune["checked"]
+    assert out.to_json()["prune"] == out.prune
+
+
+def test_the_check_catches_the_scheduler_parting_a_rejoined_run() -> None:
+    """The renamed view leaves out trio's run-queue RNG, which a restarted process reseeds: in
+    ``parallel_tools_mixed_policies`` its draws order the parallel tools, so a child that met
+    the fault-free run leaves it (docs/performance.md, "Rejoin"). The check turns pruning off."""
+    scenario = load_scenario("parallel_tools_mixed_policies")
+    out = pruning.sweep(scenario, store="file", check_mode="full", determinism=False)
+    assert out.prune is not None, out.prune
+    assert "then left it" in out.prune["broken"] and out.prune["broken"].endswith("in tasks")
+    assert _verdicts(out) == _verdicts(sweep(scenario, store="file", determinism=False))
+
+
+KILLED = [m for m in MUTANTS if m.first_kill is not None and m.store.forks]
+
+
+@pytest.mark.parametrize("name", tiered([m.name for m in KILLED], fast=["key-per-epoch"]))
+def test_a_pruned_sweep_kills_each_mutant_at_its_first_killing_schedule(name: str) -> None:
+    mutant = mutant_named(name)
+    with planted(mutant):
+        out = pruning.sweep(
+            load_scenario(mutant.scenario),
+            store=mutant.store,
+            crash_kinds=mutant.crash_kinds,
+            stop_at_first_failure=True,
+        )
+    assert out.failures and out.failures[0].schedule == mutant.first_kill
+
+
+#: A seed whose 1-in-16 sample picks a child of the mutant's scenario that leaves the fault-free
+#: run after rejoining it (``--prune-check full`` checks every one: any seed).
+SAMPLE_CATCHES_AT_SEED = {"key-per-epoch": 0, "fsync-skipped-on-round-sequence": 2}
+
+
+def test_every_absolute_mutant_has_a_seed_its_sample_catches() -> None:
+    assert sorted(m.name for m in MUTANTS if m.absolute) == sorted(SAMPLE_CATCHES_AT_SEED)
+
+
+@pytest.mark.parametrize("check_mode", ["sample", "full"])
+@pytest.mark.parametrize("name", tiered(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"]))
+def test_the_check_catches_a_runtime_that_branches_on_absolute_values(
+    name: str, check_mode: str
+) -> None:
+    mutant = mutant_named(name)
+    seed = SAMPLE_CATCHES_AT_SEED[name] if check_mode == "sample" else 0
+    scenario = load_scenario(mutant.scenario)
+    with planted(mutant):
+        out = pruning.sweep(scenario, store=mutant.store, seed=seed, check_mode=check_mode)
+        exact = sweep(scenario, store=mutant.store, seed=seed)
+    assert out.prune is not None and "rejoined the fault-free run, then left it" in str(
+        out.prune.get("broken")
+    ), out.prune
+    # Pruning turned off, the scenario was swept exactly: the exact verdicts, the mutant killed.
+    assert _verdicts(out) == _verdicts(exact) and out.failures
+
+
+@pytest.mark.parametrize("name", tiered(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"]))
+def test_without_the_check_an_absolute_mutant_passes_unnoticed(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setattr(pruning, "wants_check", lambda *_: False)
+    mutant = mutant_named(name)
+    with planted(mutant):
+        out = pruning.sweep(load_scenario(mutant.scenario), store=mutant.store, check_mode="full")
+    assert out.prune is not None and "broken" not in out.prune, out.prune
+    assert out.prune["pruned"] > 0 and out.prune["checked"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["sweep", "--prune", "rejoin", "--depth", "2"], "depth 1 only"),
+        (["sweep", "--prune-check", "full"], "--prune-check needs --prune rejoin"),
+        (["sweep", "--prune", "rejoin", "--store", "postgres"], "simulated stores"),
+        (["sweep", "--prune", "sometimes"], "--prune"),
+    ],
+)
+def test_bad_prune_options_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], named: str, tmp_path: Path
+) -> None:
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert named in err, err
+
+
+def test_the_cli_reports_what_it_pruned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    args = ["sweep", "crash_during_recovery", "--store", "file", "--prune", "rejoin"]
+    assert main([*args, "--prune-check", "full", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "checked to the end)" in err and "pruned " in err, err
+
+
+def test_sigterm_stops_a_pruned_sweep_cleanly(tmp_path: Path) -> None:
+    """Exit 130 soon after SIGTERM, no worker and no temporary directory left."""
+    command = ["sweep", "long_horizon", "read_edit_answer", "--store", "file", "--prune"]
+    command += ["rejoin", "--jobs", "2", "--out", str(tmp_path / "out")]
+    status, stderr = terminated(command, tmp_path, started="durable-sim-jobs-*")
+    assert status == 130, stderr
+    assert "Traceback" not in stderr
