@@ -9,7 +9,8 @@ point of the simulated sweep against ``realcrash`` killing real processes at the
 it (one fuzzer per scenario, ``--jobs`` at the machine's cores), (e) peak memory, and (f) how
 many crashed runs rejoin the fault-free run (``sim.explore.rejoin``): ``rejoin_fraction`` per
 view; ``sweep_200_s`` is the exact 200-turn sweep's wall time (null unless ``growth_turns``
-has 200), and the rejoin-mode keys are null with ``rejoin_mode`` saying why. Timings
+has 200), and the pruned sweep's growth (``sweep --prune rejoin``) on the shorter cuts, with
+``rejoin_mode`` saying which were cut off and why. Timings
 are medians over repeats; the machine is shared and noisy, so compare ratios from one run, never
 absolute figures across runs.
 """
@@ -152,11 +153,10 @@ def bench(
     return out
 
 
-#: Why the rejoin-mode keys are null: no sweep prunes on rejoining (docs/performance.md, "Rejoin").
-REJOIN_MODE_NOTE = (
-    "no rejoin mode is built: rejoin_fraction measures the share of crashed runs it could "
-    "prune (docs/performance.md, 'Rejoin')"
-)
+#: The longest ``long_horizon`` cut the rejoin-mode growth sweeps: a pruned sweep runs every
+#: schedule from scratch, and on ``long_horizon`` its first checked child leaves the fault-free
+#: run (docs/performance.md, "Rejoin"), so it ends as the exact sweep plus that check.
+REJOIN_GROWTH_TURNS_MAX = 25
 
 
 def _rejoin(
@@ -167,8 +167,9 @@ def _rejoin(
     note: Callable[[str], None],
 ) -> dict[str, Any]:
     """The rejoin fraction of each bench scenario and of the smallest ``long_horizon`` cut (file
-    store, process crashes, ``sim.explore.rejoin``'s default sample), overall, and the exact
-    200-turn sweep's wall time when ``growth_turns`` has it."""
+    store, process crashes, ``sim.explore.rejoin``'s default sample), overall; the pruned
+    sweep's growth on the cuts up to ``REJOIN_GROWTH_TURNS_MAX``; and the exact 200-turn sweep's
+    wall time when ``growth_turns`` has it."""
     from sim.explore import rejoin
 
     cuts = [(f"long_horizon/{min(growth_turns)}", long_horizon_cut(min(growth_turns)))]
@@ -179,13 +180,48 @@ def _rejoin(
     fractions: dict[str, Any] = {key: m.document()["rejoin_fraction"] for key, m in measured}
     fractions["overall"] = rejoin.overall([m for _, m in measured])
     longest = next((g for g in growth if g["turns"] == 200), None)
+    pruned = _pruned_growth([t for t in growth_turns if t <= REJOIN_GROWTH_TURNS_MAX], note)
+    points = [(g["boundaries"], g["median_wall_s"]) for g in pruned]
     return {
         "rejoin_fraction": fractions,
-        "growth_exponent_rejoin": None,
+        "growth_rejoin": pruned,
+        "growth_exponent_rejoin": round(growth_exponent(points), 3) if len(points) > 1 else None,
         "sweep_200_s_rejoin": None,
-        "rejoin_mode": REJOIN_MODE_NOTE,
+        "rejoin_mode": (
+            f"sweep --prune rejoin, timed on the long_horizon cuts up to "
+            f"{REJOIN_GROWTH_TURNS_MAX} turns (once each); longer ones are cut off: every schedule "
+            "runs from scratch, and where the check finds a child leaving the fault-free run "
+            "(growth_rejoin[].broken) the cut is swept again exactly (docs/performance.md, "
+            "'Rejoin')"
+        ),
         "sweep_200_s": None if longest is None else longest["median_wall_s"],
     }
+
+
+def _pruned_growth(turns: list[int], note: Callable[[str], None]) -> list[dict[str, Any]]:
+    """``sweep --prune rejoin`` of each ``long_horizon`` cut (file store, process crashes)."""
+    from sim.explore import pruning
+
+    out = []
+    for cut in turns:
+        note(f"growth, rejoin mode: long_horizon cut to {cut} turns")
+        scenario = long_horizon_cut(cut)
+        started = time.perf_counter()
+        result = pruning.sweep(scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,))
+        wall = time.perf_counter() - started
+        stats = result.prune or {}
+        out.append(
+            {
+                "turns": cut,
+                "boundaries": result.boundaries,
+                "schedules": result.schedules,
+                "pruned": stats.get("pruned", 0),
+                "checked": stats.get("checked", 0),
+                "broken": "broken" in stats,
+                "median_wall_s": round(wall, 3),
+            }
+        )
+    return out
 
 
 def _fuzz_rate(

@@ -29,9 +29,15 @@ def test_a_small_bench_reports_every_figure() -> None:
     # As ``durable-sim fuzz`` runs: at least one fuzzer per core, side by side.
     assert doc["fuzz_jobs"] >= 1 and doc["fuzz_parallel_examples_per_s"] > 0
     assert doc["sim_vs_real"] is None and doc["peak_rss_mb"] > 0
-    # How many crashed runs rejoin the fault-free run, per view; no rejoin mode, said why.
+    # How many crashed runs rejoin the fault-free run, per view; the pruned sweep's growth on
+    # the cuts it runs, and what it cuts off.
     fractions = doc["rejoin_fraction"]
     assert set(fractions) == {"idempotent_payment", "long_horizon/2", "overall"}
     assert fractions["overall"]["strict"] == 0.0 < fractions["overall"]["renamed"]
-    assert doc["growth_exponent_rejoin"] is None and doc["sweep_200_s_rejoin"] is None
-    assert "rejoin" in doc["rejoin_mode"] and doc["sweep_200_s"] is None
+    pruned = doc["growth_rejoin"]
+    assert [(g["turns"], g["boundaries"]) for g in pruned] == [
+        (g["turns"], g["boundaries"]) for g in doc["growth"]
+    ]
+    assert all(g["median_wall_s"] > 0 and g["schedules"] > 0 for g in pruned)
+    assert isinstance(doc["growth_exponent_rejoin"], float) and doc["sweep_200_s_rejoin"] is None
+    assert "cut off" in doc["rejoin_mode"] and doc["sweep_200_s"] is None
