@@ -8,8 +8,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sim.errors import UsageError
 from sim.explore.progress import Progress
@@ -31,9 +32,6 @@ from sim.outputs.cli.common import (
     wide_console,
 )
 from sim.world.pgserver import CONNINFO_ENV
-
-if TYPE_CHECKING:
-    from sim.explore.sweep import Determinism
 
 #: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
 STORES = options.SWEEP_STORES
@@ -237,9 +235,24 @@ def run_sweep(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
     if args.prune == "rejoin":
-        steps = _pruned_steps(args, scenarios, determinism)
+        from sim.explore import pruning
+
+        steps = _steps(
+            args, scenarios, pruning.sweep, determinism=determinism, check_mode=args.prune_check
+        )
     else:
-        steps = _exact_steps(args, scenarios, determinism, jobs)
+        from sim.explore.sweep import sweep
+
+        steps = _steps(
+            args,
+            scenarios,
+            sweep,
+            determinism=determinism,
+            depth=args.depth,
+            fast=not args.naive,
+            jobs=jobs,
+            exhaustive=args.exhaustive,
+        )
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     from sim.explore.results import results_document
@@ -263,60 +276,26 @@ def run_sweep(args: argparse.Namespace) -> int:
     return exit_for(document["totals"]["verdicts"], refused=refused)
 
 
-def _exact_steps(
-    args: argparse.Namespace, scenarios: list[Any], determinism: Determinism, jobs: int
+def _steps(
+    args: argparse.Namespace, scenarios: list[Any], run: Callable[..., Any], **options: Any
 ) -> list[Any]:
-    """One step per scenario and store: ``sim.explore.sweep.sweep``."""
+    """One step per scenario and store: ``run`` (``sim.explore.sweep.sweep``, or
+    ``sim.explore.pruning.sweep``, serial within a scenario) with ``options``."""
     from functools import partial
 
     from sim.explore.parallel import Step, estimated_cost
-    from sim.explore.sweep import sweep
 
     return [
         Step(
             f"{scenario.name}[{store}]",
             partial(
-                sweep,
+                run,
                 scenario,
                 ref=ref,
                 store=store,
                 seed=args.seed,
                 crash_kinds=args.crash,
-                depth=args.depth,
-                determinism=determinism,
-                fast=not args.naive,
-                jobs=jobs,
-                exhaustive=args.exhaustive,
-            ),
-            estimated_cost(scenario, store, args.crash),
-        )
-        for ref, scenario in scenarios
-        for store in args.store
-    ]
-
-
-def _pruned_steps(
-    args: argparse.Namespace, scenarios: list[Any], determinism: Determinism
-) -> list[Any]:
-    """One step per scenario and store: ``sim.explore.pruning.sweep`` (serial within a
-    scenario; ``--jobs`` runs scenarios at once)."""
-    from functools import partial
-
-    from sim.explore.parallel import Step, estimated_cost
-    from sim.explore.pruning import sweep
-
-    return [
-        Step(
-            f"{scenario.name}[{store}]",
-            partial(
-                sweep,
-                scenario,
-                ref=ref,
-                store=store,
-                seed=args.seed,
-                crash_kinds=args.crash,
-                determinism=determinism,
-                check_mode=args.prune_check,
+                **options,
             ),
             estimated_cost(scenario, store, args.crash),
         )
