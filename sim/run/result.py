@@ -37,8 +37,9 @@ class Trace:
     # (index, when) -> enumerated tears of a power crash there: a sweep's traced run only
     # (``run_scenario(count_tears=True)``), so it can list its tear schedules.
     tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)
-    # The boundary index a fork hook ended the run at (``Injector.stop_world``): a pruned run,
-    # which has rejoined the fault-free run and is judged on its window only. None: ran out.
+    # Where a fork hook ended the run (``Injector.stop_world``): the index of the boundary that
+    # would have come next. A pruned run, which has rejoined the fault-free run and is judged
+    # on its window only. None: the run ran out.
     halted_at: int | None = None
 
 

@@ -39,7 +39,7 @@ from sim.world.evidence import Evidence
 from sim.world.faults import Schedule, ScheduleError
 from sim.world.fs import SimFS
 from sim.world.host import ClientView, runtime_config, shutdown_at_s
-from sim.world.injector import ForkHook, end_simulated
+from sim.world.injector import ForkHook
 from sim.world.model import ModelCall
 from sim.world.pgserver import RunDatabase, content_digest, run_database
 from sim.world.process import Machine, PausePlan, SimBlocking, SimProcess
@@ -296,16 +296,10 @@ def _plan_forks(env: WorldEnv, fork: ForkHook) -> None:
 
 
 def _halt(env: WorldEnv) -> None:
-    """End the world here, as if the machine were switched off without damage: every live
-    process dies (its ports refuse every call, so nothing of it writes again) and the world's
-    tasks are cancelled. What the world holds is then collected as at a normal end."""
-    injector = env.machine.injector
-    victims = [p for p in env.machine.processes if p.alive]
-    for victim in victims:
-        victim.alive = False
-    end_simulated(victims)
-    env.halted_at = injector.next_index
-    env.world.record("halt", injector.next_index)
+    """The runner's part of ``Injector.stop_world`` (which has ended the processes): no worker
+    starts another process, and the world's tasks are cancelled; what the world holds is then
+    collected as at a normal end."""
+    env.halted_at = env.machine.injector.next_index
     env.halt.cancel()
 
 

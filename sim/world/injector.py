@@ -156,8 +156,15 @@ class Injector:
 
     def stop_world(self) -> None:
         """End the world at this boundary (a hook's call: a run pruned where it rejoined the
-        fault-free run). Every live process dies without damage and nothing runs again; the
-        run's result says where (``Trace.halted_at``)."""
+        fault-free run). Every live process dies as a crash ends it, without damage: its ports
+        refuse every later call, so whatever it runs before trio cancels it at its next await
+        reaches nothing. The runner (``stop``) starts no process again and records where
+        (``Trace.halted_at``: the next boundary's index)."""
+        victims = [p for p in self._processes if p.alive]
+        for victim in victims:
+            victim.alive = False
+        self.world.record("halt", self._next_index)
+        self._end(victims)
         self._stop()
 
     def world_parts(self) -> list[tuple[str, Any]]:
