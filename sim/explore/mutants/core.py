@@ -92,7 +92,8 @@ class Mutant:
     when no single crash shows it -- the sweep does not kill it, its witness has two crashes or
     more (the schedule fuzzer's test hunts it). ``absolute``: the bug branches on an absolute
     sequence number, epoch or time, which a crashed run's renamed view hides: the full-suffix
-    check of ``--prune rejoin`` must catch it (``sim.explore.pruning``), besides its sweep."""
+    check of ``--prune rejoin`` (``sim.explore.pruning``) catches it with ``--prune-check
+    full`` and at a seed its sample picks (tests/sim/explore/test_pruning.py)."""
 
     name: str
     bug_class: str

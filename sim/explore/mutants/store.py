@@ -475,8 +475,10 @@ def fsync_skipped_on_round_sequence(mp: Patcher) -> None:
             append(self, batch, expected_sequence=expected_sequence)
             return
         durable = self._fsync
-        self._fsync = False
-        append(self, batch, expected_sequence=expected_sequence)
-        self._fsync = durable
+        self._fsync = False  # this append's syncs only (a repair of a torn tail's too)
+        try:
+            append(self, batch, expected_sequence=expected_sequence)
+        finally:
+            self._fsync = durable
 
     mp.setattr(FileStore, "_append", _append)
