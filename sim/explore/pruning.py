@@ -7,8 +7,10 @@ commit whose renamed view equals the fault-free run's at a commit that ended aft
 The rest of the child is then, *by assumption*, the rest of the fault-free run renamed, and the
 fault-free run passed every oracle. What happened between the crash and the rejoin (the window)
 is judged on the stopped run by every oracle whose violation on a prefix is one on the whole
-run; the ones that judge how a run ends (``Invariant.judged_at_end``) inherit the fault-free
-run's pass.
+run; the ones that judge how a run ends (``Invariant.judged_at_end``; and the parts of I5 and I6
+that need a settled world, which skip an unsettled run themselves) inherit the fault-free run's
+pass. A schedule whose window fails is run to its end and judged as the exact sweep judges it,
+so a failure's report is the exact one.
 
 The assumption is checked, never trusted: on a seeded 1 in ``CHECK_EVERY`` of the pruned
 schedules (every one with ``--prune-check full``) the child is also run to its end, and its
@@ -53,14 +55,6 @@ CHECK_EVERY = 16
 #: after a crash reseeds (``sim.explore.rejoin.VIEWS``); the full-suffix check covers the rest.
 PRUNED_VIEW = "renamed"
 assert PRUNED_VIEW in VIEWS
-
-
-def prune_mode(value: str) -> PruneMode:
-    """A ``--prune`` value, validated eagerly."""
-    for mode in PRUNE_MODES:
-        if value == mode:
-            return mode
-    raise ValueError(f"prune must be one of {', '.join(PRUNE_MODES)}: {value!r}")
 
 
 def prune_check(value: str) -> PruneCheck:
@@ -201,6 +195,11 @@ class _Pruner:
         if wants_check(self.check_mode, seed, text):
             stats["checked"] += 1
             self.check_suffix(schedule, probe.met, outcome)
+        if outcome.verdict != "pass":
+            # A failure is reported as the exact sweep reports it: every violation of the
+            # whole run, its timeline and recovery paths (failures are few; this costs little).
+            whole = self.run(schedule)
+            return exact._judged(whole, self.reference, self.determinism), whole
         return outcome, result
 
     def pruned_outcome(self, result: RunResult, twin: bool) -> ScheduleOutcome:
@@ -254,6 +253,8 @@ def sweep(
     kind = StoreKind(store)
     if not kind.forks:  # a server's store: no simulated file system to view
         raise ValueError(f"--prune rejoin runs on the simulated stores only, not {kind}")
+    if scenario.timed_crashes:  # due at absolute times, which the canonical view renames away
+        raise ValueError(f"--prune rejoin cannot sweep {scenario.name}: it has timed crashes")
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
     out, kinds, base = exact._described(scenario, kind, seed, 1, crash_kinds, mode, ref)

@@ -75,7 +75,7 @@ class ScenarioSweep:
     strata_covered: int = 0
     recovery_classes_total: int = 0
     recovery_classes_covered: int = 0
-    # ``--prune rejoin`` (``sim.explore.pruning.PruneStats``): how many crashed runs stopped
+    # ``--prune rejoin`` (``sim.explore.pruning.sweep``): how many crashed runs stopped
     # where they rejoined the fault-free run, how many were checked to their end, and the
     # harness error that turned pruning off. None: an exact sweep.
     prune: dict[str, Any] | None = None

@@ -41,10 +41,11 @@ class Invariant:
     leaves: str  # what it leaves to other invariants (TigerBeetle's "what it does not check")
     implemented_by: tuple[str, ...]  # dotted paths of the functions that judge it
     explains: str = ""  # a finding listed right after the invariant whose violation it explains
-    # Judged on how a run ends (it settled, every input answered, every call carried out): a run
-    # stopped early (``--prune rejoin``, ``sim.explore.pruning``) cannot be judged by it, and the
-    # fault-free run it rejoined stands for it. False: a violation on a run's prefix is one on
-    # the whole run, so a stopped run's window is judged by it.
+    # Judged on how a run ends (I7: it settled): a run stopped early (``--prune rejoin``,
+    # ``sim.explore.pruning``) cannot be judged by it, and the fault-free run it rejoined stands
+    # for it. False: a violation on a run's prefix is one on the whole run, so a stopped run's
+    # window is judged by it (an oracle's part that needs a settled world -- I5's every
+    # submission answered, I6's every intent -- skips an unsettled run itself).
     judged_at_end: bool = False
 
 

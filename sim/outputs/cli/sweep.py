@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import pruning
 from sim.explore.progress import Progress
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
@@ -32,6 +33,7 @@ from sim.outputs.cli.common import (
     wide_console,
 )
 from sim.world.pgserver import CONNINFO_ENV
+from sim.world.stores import StoreKind
 
 #: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
 STORES = options.SWEEP_STORES
@@ -137,7 +139,7 @@ def _add_prune_options(sw: argparse.ArgumentParser) -> None:
     """``--prune`` and ``--prune-check`` (``sim.explore.pruning``)."""
     sw.add_argument(
         "--prune",
-        choices=("off", "rejoin"),
+        choices=pruning.PRUNE_MODES,
         default="off",
         help=(
             "rejoin = stop each crashed run where its renamed view rejoins the fault-free run "
@@ -148,26 +150,31 @@ def _add_prune_options(sw: argparse.ArgumentParser) -> None:
     )
     sw.add_argument(
         "--prune-check",
-        choices=("sample", "full"),
+        choices=pruning.PRUNE_CHECKS,
         default="sample",
         help=(
             "with --prune rejoin, which stopped runs are also run to their end and compared "
-            "(verdict and views): sample = a seeded 1 in 16 (default); full = every one. A "
+            f"(verdict and views): sample = a seeded 1 in {pruning.CHECK_EVERY} (default); "
+            "full = every one. A "
             "mismatch turns pruning off for the scenario, which is then swept exactly"
         ),
     )
 
 
-def _check_prune(args: argparse.Namespace) -> None:
-    """One line for a ``--prune`` combination the pruned sweep does not run."""
+def _check_prune(args: argparse.Namespace, scenarios: list[Any]) -> None:
+    """One line for a ``--prune`` combination the pruned sweep does not run (as
+    ``sim.explore.pruning.sweep`` refuses it, before any worker starts)."""
     if args.prune == "off":
         if args.prune_check != "sample":
             raise UsageError("--prune-check needs --prune rejoin")
         return
     if args.depth != 1:
         raise UsageError("--prune rejoin sweeps depth 1 only (a second crash is not pruned)")
-    if "postgres" in args.store:
+    if not all(StoreKind(store).forks for store in args.store):
         raise UsageError("--prune rejoin runs on the simulated stores (file, sqlite) only")
+    timed = [s.name for _, s in scenarios if s.timed_crashes]
+    if timed:  # crashes due at absolute times: the view cannot rename them
+        raise UsageError(f"--prune rejoin cannot sweep a scenario with timed crashes: {timed[0]}")
 
 
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
@@ -227,16 +234,14 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     stores = args.store
     determinism = determinism_mode(determinism_of(args))
-    _check_prune(args)
     scenarios = options.load_scenarios(args.scenarios)
+    _check_prune(args, scenarios)
     check_stores(stores)
     out_dir = Path(args.out)
     check_out_dir(out_dir)
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
     if args.prune == "rejoin":
-        from sim.explore import pruning
-
         steps = _steps(
             args, scenarios, pruning.sweep, determinism=determinism, check_mode=args.prune_check
         )

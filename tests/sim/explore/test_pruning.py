@@ -24,7 +24,7 @@ from sim.judgement.oracles import check
 from sim.outputs.cli import main
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import CrashKind, Schedule
-from sim.world.scenario import bundled_names, load_scenario
+from sim.world.scenario import TimedCrashDef, bundled_names, load_scenario
 
 
 def _verdicts(result: Any) -> list[tuple[int, str, str, str]]:
@@ -32,13 +32,16 @@ def _verdicts(result: Any) -> list[tuple[int, str, str, str]]:
 
 
 def test_options_are_validated_eagerly() -> None:
-    assert pruning.prune_mode("rejoin") == "rejoin" and pruning.prune_check("full") == "full"
-    with pytest.raises(ValueError, match="prune must be one of off, rejoin"):
-        pruning.prune_mode("on")
+    assert pruning.prune_check("full") == "full"
     with pytest.raises(ValueError, match="prune check must be one of sample, full"):
         pruning.prune_check("some")
     with pytest.raises(ValueError, match="simulated stores only"):
         pruning.sweep(load_scenario("read_edit_answer"), store="postgres")
+    timed = load_scenario("read_edit_answer").model_copy(
+        update={"timed_crashes": [TimedCrashDef(at_s=1.0)]}
+    )
+    with pytest.raises(ValueError, match="timed crashes"):
+        pruning.sweep(timed, store="file")
 
 
 def test_the_check_samples_one_in_sixteen_stably() -> None:
@@ -113,6 +116,17 @@ def test_a_suffix_mismatch_names_the_commit_and_the_components() -> None:
     )
 
 
+#: Where, at seed 0, the sampled check finds a child that met the fault-free run and left it
+#: (docs/performance.md, "Pruned sweeps"): trio's draws order the sub-agent's and the parallel
+#: tools' tasks; the standby's wait is not in the view; on SQLite, a child's files are left
+#: unsynced at other commits than the fault-free run's (the cause is not traced yet).
+PARTED = (
+    ("delegate_to_subagent", "file"),
+    ("parallel_tools_mixed_policies", "file"),
+    ("standby_gives_up", "file"),
+    ("read_edit_answer", "sqlite"),
+)
+
 EXACT_CASES = [
     (name, store)
     for name in bundled_names()
@@ -129,14 +143,17 @@ def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
     pruned = pruning.sweep(scenario, store=store, determinism=False)
     exact = sweep(scenario, store=store, determinism=False)
-    # Pruned, or swept again exactly where the check caught the renaming failing (below).
     assert _verdicts(pruned) == _verdicts(exact)
+    assert [f.invariants for f in pruned.failures] == [f.invariants for f in exact.failures]
+    # Pruned, or swept again exactly where the check caught the renaming failing (below).
+    assert pruned.prune is not None and pruned.prune["pruned"] > 0
+    assert ("broken" in pruned.prune) == ((name, store) in PARTED), pruned.prune
     assert [f.invariants for f in pruned.failures] == [f.invariants for f in exact.failures]
 
 
 def test_a_sweep_prunes_and_checks_some_children() -> None:
     out = pruning.sweep(load_scenario("crash_during_recovery"), store="file", check_mode="full")
-    assert out.prune is not None
+    assert out.prune is not None and "broken" not in out.prune, out.prune
     assert 0 < out.prune["pruned"] == out.prune["checked"]
     assert out.to_json()["prune"] == out.prune
 
@@ -199,12 +216,17 @@ def test_the_check_catches_a_runtime_that_branches_on_absolute_values(
 def test_without_the_check_an_absolute_mutant_passes_unnoticed(
     monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
+    """The control: with the check switched off nothing else notices, not even the verdicts
+    (each stopped child's whole run passes as its window does; only its views part from the
+    fault-free run's), so the check is what catches these mutants."""
     monkeypatch.setattr(pruning, "wants_check", lambda *_: False)
     mutant = mutant_named(name)
+    scenario = load_scenario(mutant.scenario)
     with planted(mutant):
-        out = pruning.sweep(load_scenario(mutant.scenario), store=mutant.store, check_mode="full")
+        out = pruning.sweep(scenario, store=mutant.store, check_mode="full")
+        exact = sweep(scenario, store=mutant.store)
     assert out.prune is not None and "broken" not in out.prune, out.prune
-    assert out.prune["pruned"] > 0 and out.prune["checked"] == 0
+    assert out.prune["pruned"] > 0 and _verdicts(out) == _verdicts(exact)
 
 
 @pytest.mark.parametrize(
