@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     crash = config.get("crash")
     # Only the first process crashes (depth 1): the ones after it resume in peace.
     kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None
-    options = TargetOptions(**config["options"])
+    options = TargetOptions.from_json(config["options"])
     ctx = ChildContext(
         point_dir=point_dir,
         process=process,

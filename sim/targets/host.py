@@ -103,11 +103,10 @@ def target_service(
     target: Target, options: TargetOptions
 ) -> contextlib.AbstractContextManager[object]:
     """The durable service a target's children and its reader need alive (a server the crash
-    never kills, e.g. Temporal's), if the target has one: its optional ``service(options)``
-    context manager, entered around a point's children and its state read, and by a sweep around
-    all of its points (the target reuses a service already running). Nothing for the others."""
-    service = getattr(target, "service", None)
-    return contextlib.nullcontext() if service is None else service(options)
+    never kills, e.g. Temporal's): ``Target.service``, entered around a point's children and its
+    state read, and by a sweep around all of its points (the target reuses a service already
+    running)."""
+    return target.service(options)
 
 
 def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool) -> str | None:

@@ -9,38 +9,22 @@ world goes through the ledger, so the effects survive the kill and can be counte
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from durable.tools import POLICIES as DURABLE_POLICIES
+from sim.targets.kit.declarations import POLICIES as POLICIES
+from sim.targets.kit.declarations import RECOVERY_GUARANTEES as RECOVERY_GUARANTEES
+from sim.targets.kit.declarations import Policy as Policy
+from sim.targets.kit.declarations import TargetError as TargetError
+from sim.targets.kit.declarations import TargetTool as TargetTool
+from sim.targets.kit.spec import AppSpec
 
 if TYPE_CHECKING:
     from sim.targets.boundaries import Boundaries
     from sim.targets.ledger import Ledger
-
-#: What a user declares a tool may do to the outside world across crashes. ``exactly_once``:
-#: as many applied effects as the fault-free run; ``at_most_once``: no more; ``at_least_once``:
-#: no fewer.
-Policy = Literal["exactly_once", "at_most_once", "at_least_once"]
-POLICIES: tuple[Policy, ...] = ("exactly_once", "at_most_once", "at_least_once")
-
-#: The reference runtime's recovery policies (``durable.tools.POLICIES``), which a user may
-#: declare instead, as the guarantee each promises for the effect: ``replay_safe`` may run again
-#: (none lost, repeats harmless); ``idempotent`` runs again with the same key, which the service
-#: deduplicates (as many applied as the fault-free run); ``verify_then_continue`` asks the service
-#: before running again (the same); ``unsafe`` and ``manual`` never run again by themselves (no
-#: more than the fault-free run).
-RECOVERY_GUARANTEES: dict[str, Policy] = {
-    "replay_safe": "at_least_once",
-    "idempotent": "exactly_once",
-    "verify_then_continue": "exactly_once",
-    "unsafe": "at_most_once",
-    "manual": "at_most_once",
-}
-assert tuple(RECOVERY_GUARANTEES) == DURABLE_POLICIES, "one guarantee per recovery policy"
 
 
 def missing_extra(target: str, modules: tuple[str, ...], extra: str) -> str | None:
@@ -59,28 +43,6 @@ def missing_extra(target: str, modules: tuple[str, ...], extra: str) -> str | No
     return None
 
 
-class TargetError(ValueError):
-    """A target or option the harness cannot run (one line: a usage error)."""
-
-
-@dataclass(frozen=True)
-class TargetTool:
-    """One tool of a target's agent, the ledgered service it acts on, and the user's policy."""
-
-    name: str
-    service: str
-    policy: Policy
-    #: The word the user declared: ``policy`` itself, or a recovery policy of the reference
-    #: runtime's (``RECOVERY_GUARANTEES``) that promises it.
-    declared: str = ""
-
-    def promise(self) -> str:
-        """How reports name the declaration: ``idempotent (exactly_once)``, or ``exactly_once``."""
-        if self.declared and self.declared != self.policy:
-            return f"{self.declared} ({self.policy})"
-        return self.policy
-
-
 #: The tools every bundled target's agent has: the scenario of ``idempotent_payment`` (charge a
 #: card, then send a receipt), each declared exactly once, as a user of any runtime would.
 PAYMENT_AGENT_TOOLS = (
@@ -97,33 +59,46 @@ PAYMENT_SCRIPT: tuple[tuple[str, dict[str, Any]], ...] = (
 PAYMENT_ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetOptions:
     """How one target run is configured: the durability mode; the tool variant (``as_is``: the
-    tools as a user writes them first; ``idempotent``: each effect carries a key derived from the
-    thread id and the tool call id, and the service deduplicates it); the checkpointer (a
-    target's first saver is its default); the restart's resume rule (``tasks``: resume while
-    the runtime has any task left; ``next``: only while it names a node to run next); and, for
-    a user's own app (``--app``: the ``python`` target's program, or a graph of the user's for
-    LangGraph) with its effect functions, input and model script."""
+    tools as a user writes them first; ``idempotent``: each effect carries a key derived from ids
+    the runtime keeps, and the service deduplicates it); the checkpointer; the restart's resume
+    rule; the user's own app, if any (``AppSpec``: the ``python`` target's program, or a graph,
+    workflow or agent of the user's for a framework target); and how the crash is delivered.
+    An empty word is the target's default, its first (``sim.targets.sweep.check_options``)."""
 
-    durability: str = ""  # "": the target's default (its first), for each field
-    variant: str = "as_is"
+    durability: str = ""
+    variant: str = ""
     saver: str = ""
     resume: str = ""
-    # The user's own app (the python target's program; a framework target's graph factory):
-    # FILE.py:FUNCTION or MODULE:FUNCTION, its effect functions NAME=POLICY,NAME=POLICY, and
-    # for a framework target the input (a JSON file) and the model's script (a JSON file).
-    app: str = ""
-    effects: str = ""
-    app_input: str = ""
-    model_script: str = ""
+    app: AppSpec | None = None
     # 0: the crash is a kill (SIGKILL at the boundary). More: a preemption -- SIGTERM at the
     # boundary, whatever shutdown the process has, then SIGKILL this many seconds later.
     preempt_s: float = 0.0
 
     def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {
+            "durability": self.durability,
+            "variant": self.variant,
+            "saver": self.saver,
+            "resume": self.resume,
+            "app": None if self.app is None else self.app.to_json(),
+            "preempt_s": self.preempt_s,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TargetOptions:
+        """The options a parent wrote (``to_json``), whole: nothing is parsed again."""
+        app = doc.get("app")
+        return cls(
+            durability=doc["durability"],
+            variant=doc["variant"],
+            saver=doc["saver"],
+            resume=doc["resume"],
+            app=None if app is None else AppSpec.from_json(app),
+            preempt_s=float(doc["preempt_s"]),
+        )
 
 
 @dataclass
@@ -174,8 +149,51 @@ class ChildContext:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class AppShape:
+    """What a target's ``--app`` names and which of the kit's app flags it takes (beyond
+    ``--app``, ``--effect``, ``--effect-http`` and ``--http-stub``, which every app target
+    takes), and the modules that run an app in a child and read its state in the parent."""
+
+    names: str  # "a build_graph(model) factory returning a StateGraph", for help and errors
+    takes: frozenset[str] = frozenset()  # "--input", "--model-script", "--deps", ...
+    requires: frozenset[str] = frozenset()  # of those, the ones an app must be given
+    input_kinds: tuple[type, ...] = (str, dict, list)  # the JSON kinds --input may hold
+    child_module: str = ""  # has ``run_child(ctx)``
+    state_module: str = ""  # has ``read_state(point_dir, options)``
+
+
+@dataclass(frozen=True, kw_only=True)
+class Demo:
+    """A target's worked finding, next to the code it describes: the options of its as-is and
+    fixed variants, and where the as-is one shows its finding -- boundaries named by the start
+    of their label and the side, so the points survive a trace that grows. The conformance
+    test (``tests/sim/targets/test_conformance.py``) runs every registered target through it."""
+
+    as_is: TargetOptions
+    fixed: TargetOptions
+    points: tuple[tuple[str, str], ...]  # (label prefix, "before"|"after")
+    invariant: str = "I1"
+    #: Seconds one point of this target takes, roughly, on the 2-core machine: the
+    #: conformance test samples the slowest ones in the fast tier.
+    point_s: float = 5.0
+
+    def choose(self, labels: list[str]) -> list[tuple[int, str]]:
+        """The demo's points in a fault-free trace: the first boundary whose label starts with
+        each prefix, on its side."""
+        chosen: list[tuple[int, str]] = []
+        for prefix, when in self.points:
+            index = next((i for i, label in enumerate(labels) if label.startswith(prefix)), None)
+            if index is None:
+                raise TargetError(f"no boundary {prefix}* in the fault-free trace: {labels}")
+            chosen.append((index, when))
+        return chosen
+
+
 class Target(Protocol):
-    """A foreign durable runtime the harness can crash-test (see the module docstring)."""
+    """A foreign durable runtime the harness can crash-test (see the module docstring). Every
+    hook is declared here and implemented by every target (``sim.targets.kit.base.TargetBase``
+    gives the defaults), so the harness never probes for one."""
 
     name: str
     description: str
@@ -185,14 +203,24 @@ class Target(Protocol):
     variants: tuple[str, ...]
     savers: tuple[str, ...]  # the first is the default
     resumes: tuple[str, ...]
+    app_shape: AppShape | None  # None: its agent is bundled, it takes no --app
 
     def missing(self) -> str | None:
         """Why the target cannot run here (its library is not installed), or None."""
         ...
 
+    def validate(self, options: TargetOptions) -> TargetOptions:
+        """The target's own checks of ``options`` (the kit has checked the app's flags against
+        ``app_shape``); a ``TargetError`` line if it cannot run them."""
+        ...
+
+    def service(self, options: TargetOptions) -> contextlib.AbstractContextManager[object]:
+        """The durable service the children and the reader need alive (a server the crash never
+        kills), entered around a point's children and by a sweep around all of its points."""
+        ...
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        """The agent's tools and the policy declared for each (the ``python`` target's come
-        from its options: the user's ``--effect NAME=POLICY``)."""
+        """The agent's tools and the policy declared for each (an app's: its declared effects)."""
         ...
 
     def run_child(self, ctx: ChildContext) -> str:
@@ -204,32 +232,6 @@ class Target(Protocol):
         """In the parent, after the last child: the runtime's durable state."""
         ...
 
-
-class BundledAgentTarget:
-    """The common part of a target whose agent is the bundled payment agent: its library's
-    modules checked without importing them, the payment tools, and the child's run and the
-    state reader in modules of their own (``child_module``, ``state_module``), imported only
-    when called, since they import the runtime's library."""
-
-    name: str
-    extra: str
-    required: tuple[str, ...]  # the modules the extra installs
-    child_module: str  # has ``run_child(ctx)``
-    state_module: str  # has ``read_state(point_dir, options)``
-
-    def missing(self) -> str | None:
-        return missing_extra(self.name, self.required, self.extra)
-
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        del options  # the same agent whatever the options
-        return PAYMENT_AGENT_TOOLS
-
-    def run_child(self, ctx: ChildContext) -> str:
-        action: str = importlib.import_module(self.child_module).run_child(ctx)
-        return action
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        state: TargetState = importlib.import_module(self.state_module).read_state(
-            point_dir, options
-        )
-        return state
+    def demo(self) -> Demo:
+        """The target's worked finding (``Demo``)."""
+        ...

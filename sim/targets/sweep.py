@@ -16,7 +16,6 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
@@ -24,40 +23,13 @@ from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point, target_service
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
+from sim.targets.kit.landing import undeclared_tools
+from sim.targets.kit.options import check_options
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
-from sim.targets.python_app.loading import undeclared_tools
 
 WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
-
-
-def check_options(target: Target, options: TargetOptions) -> TargetOptions:
-    """Refuse, in one line, what the target cannot run (before any child is started); return
-    the options with the target's defaults (its first of each) where they were left empty."""
-    missing = target.missing()
-    if missing is not None:
-        raise TargetError(missing)
-    validate = getattr(target, "validate", None)  # a target that takes a user's app
-    if validate is not None:
-        options = validate(options)
-    elif options.app or options.effects or options.app_input or options.model_script:
-        raise TargetError(f"{target.name}: takes no --app (its agent is bundled)")
-    options = replace(
-        options,
-        durability=options.durability or target.durabilities[0],
-        saver=options.saver or target.savers[0],
-        resume=options.resume or target.resumes[0],
-    )
-    for flag, value, choices in (
-        ("durability", options.durability, target.durabilities),
-        ("variant", options.variant, target.variants),
-        ("saver", options.saver, target.savers),
-        ("resume", options.resume, target.resumes),
-    ):
-        if value not in choices:
-            raise TargetError(f"{target.name}: --{flag} must be {'|'.join(choices)}, not {value!r}")
-    return options
 
 
 def parse_point(text: str) -> tuple[int, str]:
@@ -97,12 +69,8 @@ def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
             words += [flag, value]
     if options.preempt_s:
         words += ["--preempt", f"{options.preempt_s:g}"]
-    if options.app:
-        words += ["--app", options.app]
-        words += [w for effect in options.effects.split(",") for w in ("--effect", effect)]
-    for flag, value in (("--input", options.app_input), ("--model-script", options.model_script)):
-        if value:
-            words += [flag, value]
+    if options.app is not None:
+        words += options.app.words()
     words += ["--schedule", crash.text()]
     return " ".join(shlex.quote(w) for w in words)
 
@@ -114,11 +82,24 @@ def run_name(target: Target, options: TargetOptions) -> str:
         name += f"+{options.variant}"
     if options.resume != target.resumes[0]:
         name += f"+resume={options.resume}"
-    if options.app and target.name != "python":
+    if options.app is not None and target.name != "python":
         name += "+app"
     if options.preempt_s:
         name += f"+preempt={options.preempt_s:g}s"
     return name
+
+
+def report_dir(target: Target, options: TargetOptions) -> str:
+    """Where a sweep's report goes by default: one directory per target and mode, and for an
+    app one per app and entry point (``target-python-orders-main``), so the next app's sweep
+    never overwrites this one's."""
+    name = f"reports/target-{run_name(target, options)}-{options.saver}"
+    if len(target.durabilities) > 1:
+        name += f"-{options.durability}"
+    if options.app is not None:
+        stem = options.app.app.rsplit("/", 1)[-1].removesuffix(".py").replace(".", "-")
+        name += f"-{stem}-{options.app.function}"
+    return name.replace("+", "-").replace("=", "-")
 
 
 def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -> PointRun:
@@ -136,6 +117,31 @@ def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -
         why = verdict.violations[0].explanation if verdict.violations else "no boundary crossed"
         raise TargetError(f"{target.name}: the fault-free run fails: {why}")
     return reference
+
+
+def app_outcome(options: TargetOptions, reference: PointRun) -> dict[str, object]:
+    """What a report says about a user's app: its entry point and declared effects; the
+    framework's tools that landed no declared effect (counted, not judged); declared effects the
+    fault-free run never called (a method of a class the app never instantiates, a misspelt
+    function of another module's name) and HTTP patterns no call matched: a sweep that judges
+    nothing there says so instead of passing quietly."""
+    app = options.app
+    assert app is not None
+    called = {row.tool for row in reference.ledger}
+    outcome: dict[str, object] = {
+        "app": app.entry,
+        "declared_effects": [f"{d.name}: {d.declared}" for d in app.declared()],
+    }
+    undeclared = undeclared_tools(reference.rows)
+    if undeclared:
+        outcome["undeclared_effects"] = undeclared
+    never = [e.name for e in app.effects if e.name not in called]
+    if never:
+        outcome["never_called"] = never
+    unmatched = [h.name for h in app.http if h.name not in called]
+    if unmatched:
+        outcome["unmatched_http"] = unmatched
+    return outcome
 
 
 def sweep_target(
@@ -186,9 +192,8 @@ def _sweep(
         "history": reference.state.history,
         "processes": reference.processes,
     }
-    undeclared = undeclared_tools(reference.rows)
-    if undeclared:  # the app's tools that landed no declared effect: counted, not judged
-        out.reference_outcome["undeclared_effects"] = undeclared
+    if options.app is not None:
+        out.reference_outcome.update(app_outcome(options, reference))
     for row in reference.ledger:
         if row.applied:
             key = f"{row.service}.{row.op}"

@@ -21,7 +21,7 @@ from typing import Any
 from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
-from sim.outputs.report.markdown import undeclared_note
+from sim.outputs.report.markdown import app_notes
 
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
@@ -50,7 +50,10 @@ def add_parsers(sub: Any) -> None:
         "--out",
         type=text_arg,
         default=None,
-        help="report directory (default reports/target-NAME-SAVER[-DURABILITY])",
+        help=(
+            "report directory (default reports/target-NAME-SAVER[-DURABILITY], and for an app "
+            "reports/target-NAME-APP-FUNCTION: one per app)"
+        ),
     )
     sw.add_argument(
         "--points",
@@ -111,7 +114,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--variant",
-        default="as_is",
+        default="",
         help=(
             "as_is (the tools as first written) or idempotent (each effect keyed by ids the "
             "runtime keeps across a recovery); a target's others are in `durable-sim target list`"
@@ -152,8 +155,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _app_options(p: argparse.ArgumentParser) -> None:
     """A user's own app: the python target's program, or a graph, workflow or agent of the
-    user's for a framework target."""
-    p.add_argument(
+    user's for a framework target (``sim.targets.kit.spec``)."""
+    group = p.add_argument_group(
+        "your own app (sim.targets.kit; README, 'Crash-test your own app')"
+    )
+    group.add_argument(
         "--app",
         type=text_arg,
         default=None,
@@ -164,81 +170,150 @@ def _app_options(p: argparse.ArgumentParser) -> None:
             "(or MODULE:FUNCTION)"
         ),
     )
-    p.add_argument(
+    group.add_argument(
         "--effect",
         type=text_arg,
         action="append",
         default=[],
-        metavar="NAME=POLICY",
+        metavar="WHAT[=POLICY][,key=PARAM]",
         help=(
-            "with --app, repeatable: a function of your app that acts on the outside "
-            "world, and what you promise for it across crashes (exactly_once, the default; "
-            "at_most_once; at_least_once; or a recovery policy: idempotent, "
-            "verify_then_continue, unsafe, manual, replay_safe); a call passing "
-            "idempotency_key=... is deduplicated"
+            "repeatable: a callable of your app that acts on the outside world -- NAME (a "
+            "function of the app's module), module:function, module:Class.method or "
+            "module:OBJECT.method -- and what you promise for it across crashes (exactly_once, "
+            "the default; at_most_once; at_least_once; or a recovery policy: idempotent, "
+            "verify_then_continue, unsafe, manual, replay_safe); its idempotency key is the "
+            "argument idempotency_key, or the parameter key= names"
         ),
     )
-    p.add_argument(
+    group.add_argument(
+        "--effect-http",
+        type=text_arg,
+        action="append",
+        default=[],
+        metavar="'METHOD URL[=POLICY][,header=NAME]'",
+        help=(
+            "repeatable: HTTP calls (httpx, requests, urllib3) that act on the outside world, "
+            "e.g. 'POST https://payments.example.com/v1/refunds' (* matches any characters): "
+            "answered in the process from --http-stub, never sent; keyed by the "
+            "Idempotency-Key header, or the one header= names"
+        ),
+    )
+    group.add_argument(
+        "--http-stub",
+        type=text_arg,
+        default=None,
+        metavar="FILE.json",
+        help=(
+            'the answers to --effect-http calls: {"routes": [{"method": "POST", "url": ..., '
+            '"status": 200, "json": {...}}]}, "{json.FIELD}", "{header.NAME}" and "{key}" '
+            "taken from the request (default: 200 {})"
+        ),
+    )
+    _run_options(group)
+
+
+def _run_options(group: Any) -> None:
+    """What an app's run is given: its input, its model's script, its deps, a human's answers,
+    its thread, its database."""
+    group.add_argument(
         "--input",
         type=text_arg,
         default=None,
         metavar="FILE.json",
         help=(
-            "a framework target's --app: the run's input (langgraph, pydantic-ai: a JSON "
-            "string, the user's message; langgraph: or the graph's input; dbos: the "
-            'workflow\'s arguments, a JSON list or {"args": [...], "kwargs": {...}})'
+            "a framework target's --app: the run's input (langgraph: the graph's input, or a "
+            "JSON string, the user's message; pydantic-ai: the prompt; dbos: the workflow's "
+            'arguments, a JSON list or {"args": [...], "kwargs": {...}})'
         ),
     )
-    p.add_argument(
+    group.add_argument(
         "--model-script",
         type=text_arg,
         default=None,
         metavar="FILE.json",
         help=(
             "langgraph and pydantic-ai --app: the model's turns in order, a JSON list of "
-            '{"content": ..., "tool_calls": [{"name": ..., "args": {...}}]}; the factory '
-            "takes the scripted model as its argument (pydantic-ai --durability capability "
-            "requires it)"
+            '{"content": ..., "tool_calls": [{"name": ..., "args": {...}}]}; a factory that '
+            "takes an argument gets the scripted model"
+        ),
+    )
+    group.add_argument(
+        "--deps",
+        type=text_arg,
+        default=None,
+        metavar="FILE.json",
+        help="pydantic-ai --app: the run's deps as JSON, validated into the agent's deps_type",
+    )
+    group.add_argument(
+        "--answers",
+        type=text_arg,
+        default=None,
+        metavar="FILE.json",
+        help=(
+            "langgraph --app: the values a human gives interrupt(), in order (a JSON list); "
+            "each open interrupt is resumed with Command(resume=VALUE)"
+        ),
+    )
+    group.add_argument(
+        "--thread",
+        type=text_arg,
+        default=None,
+        metavar="ID",
+        help="langgraph --app: the thread id the run is checkpointed under (default thread-1)",
+    )
+    group.add_argument(
+        "--postgres",
+        action="store_true",
+        help=(
+            "python --app: start a throw-away PostgreSQL cluster for the sweep and give the app "
+            "DATABASE_URL, a fresh database per point (needs PostgreSQL's initdb and pg_ctl)"
         ),
     )
 
 
+def app_args(args: argparse.Namespace) -> Any:
+    """The app's words of a ``target`` command, for ``sim.targets.kit.options.app_spec``."""
+    from sim.targets.kit.spec import AppArgs
+
+    return AppArgs(
+        app=args.app or "",
+        effects=tuple(args.effect),
+        http=tuple(args.effect_http),
+        http_stub=args.http_stub or "",
+        input=args.input or "",
+        model_script=args.model_script or "",
+        deps=args.deps or "",
+        answers=args.answers or "",
+        thread=args.thread or "",
+        postgres=args.postgres,
+    )
+
+
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    from sim.targets.kit.options import app_spec, check_options
     from sim.targets.protocol import TargetError, TargetOptions
     from sim.targets.registry import get_target
-    from sim.targets.sweep import check_options
 
-    try:
-        target = get_target(args.target)
-        if args.preempt >= args.timeout:
-            raise TargetError(
-                f"--preempt {args.preempt:g} must be shorter than --timeout {args.timeout:g}"
-            )
-        given = TargetOptions(
-            args.durability,
-            args.variant,
-            args.saver,
-            args.resume,
-            app=args.app or "",
-            effects=",".join(args.effect),
-            app_input=args.input or "",
-            model_script=args.model_script or "",
-            preempt_s=args.preempt,
+    target = get_target(args.target)
+    if args.preempt >= args.timeout:
+        raise TargetError(
+            f"--preempt {args.preempt:g} must be shorter than --timeout {args.timeout:g}"
         )
-        options = check_options(target, given)
-    except TargetError as exc:
-        raise UsageError(str(exc)) from exc
-    return target, options
+    given = TargetOptions(
+        durability=args.durability,
+        variant=args.variant,
+        saver=args.saver,
+        resume=args.resume,
+        app=app_spec(target, app_args(args)),
+        preempt_s=args.preempt,
+    )
+    return target, check_options(target, given)
 
 
 def _run_record(args: argparse.Namespace) -> int:
-    from sim.targets.protocol import TargetError
     from sim.targets.recording import record_script
 
-    try:
-        turns = record_script(args.target, app=args.app, app_input=args.input, out=Path(args.out))
-    except TargetError as exc:
-        raise UsageError(str(exc)) from exc
+    turns = record_script(args.target, app=args.app, app_input=args.input, out=Path(args.out))
     calls = sum(len(t["tool_calls"]) for t in turns)
     print(f"recorded {len(turns)} model turns ({calls} tool calls) to {args.out}")
     return 0
@@ -263,30 +338,20 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
-    from sim.targets.protocol import TargetError
     from sim.targets.sweep import parse_point
 
     if text is None:
         return None
-    try:
-        return [parse_point(part) for part in text.split(",") if part.strip()]
-    except TargetError as exc:
-        raise UsageError(str(exc)) from exc
+    return [parse_point(part) for part in text.split(",") if part.strip()]
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
     from sim.outputs.report import ReportError, write_report
-    from sim.targets.protocol import TargetError
-    from sim.targets.sweep import library_versions, sweep_target, target_document
+    from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
 
     target, options = _setup(args)
     points = _parse_points(args.points)
-    from sim.targets.sweep import run_name
-
-    default = f"reports/target-{run_name(target, options)}-{options.saver}"
-    if len(target.durabilities) > 1:
-        default += f"-{options.durability}"
-    out_dir = Path(args.out or default.replace("+", "-").replace("=", "-"))
+    out_dir = Path(args.out or report_dir(target, options))
     check_out_dir(out_dir)
 
     def progress(n: int, total: int, crash: Any, verdict: str) -> None:
@@ -294,12 +359,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
             print(f"[{n}/{total}] {crash.text()} {crash.label}: {verdict}", file=sys.stderr)
 
     started = time.perf_counter()
-    try:
-        result = sweep_target(
-            target, options, points=points, timeout_s=args.timeout, progress=progress
-        )
-    except TargetError as exc:
-        raise UsageError(str(exc)) from exc
+    result = sweep_target(target, options, points=points, timeout_s=args.timeout, progress=progress)
     versions = library_versions(target.distributions)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
     try:
@@ -321,9 +381,8 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
         f"boundaries {result.boundaries}  schedules {result.schedules}  "
         f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
     )
-    undeclared = undeclared_note({"reference_outcome": result.reference_outcome})
-    if undeclared:
-        print(undeclared)
+    for note in app_notes({"reference_outcome": result.reference_outcome}):
+        print(note)
     for failure in result.failures[:FAILURES_SHOWN]:
         also = [i for i in failure.invariants if i != failure.invariant]
         print(
@@ -338,18 +397,15 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
 def _run_replay(args: argparse.Namespace) -> int:
     from sim.targets.host import run_point
     from sim.targets.judge import judge_point, timeline
-    from sim.targets.protocol import TargetError
     from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line
 
     target, options = _setup(args)
-    try:
-        index, when = parse_point(args.schedule)
+    index, when = parse_point(args.schedule)
+    keep = Path(args.keep) if args.keep else None
+    with target.service(options):  # one service (if any) for both runs
         reference = reference_run(target, options, timeout_s=args.timeout)
         crash = crash_at(reference, index, when)
-    except TargetError as exc:
-        raise UsageError(str(exc)) from exc
-    keep = Path(args.keep) if args.keep else None
-    run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep)
+        run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep)
     verdict = judge_point(run, reference, target.tools(options))
     if args.json:
         doc = {

@@ -79,6 +79,33 @@ def undeclared_note(s: dict[str, Any]) -> str:
     )
 
 
+def app_notes(s: dict[str, Any]) -> list[str]:
+    """What a target sweep of a user's app says about the app (``sim.targets.sweep.app_outcome``):
+    its entry point and declared effects, then what the fault-free run showed was left unjudged
+    -- tools that landed no declared effect, declared effects never called, HTTP patterns no
+    call matched."""
+    outcome = s.get("reference_outcome", {})
+    if "app" not in outcome:
+        return [undeclared_note(s)] if undeclared_note(s) else []
+    notes = [f"app {outcome['app']}, effects: {', '.join(outcome.get('declared_effects', []))}"]
+    if undeclared_note(s):
+        notes.append(undeclared_note(s))
+    if outcome.get("never_called"):
+        notes.append(
+            "never called: "
+            + ", ".join(outcome["never_called"])
+            + " -- declared effects the fault-free run never called, so nothing judged them "
+            "(a method of a class the app never instantiates? another module's function?)"
+        )
+    if outcome.get("unmatched_http"):
+        notes.append(
+            "no call matched: "
+            + ", ".join(outcome["unmatched_http"])
+            + " -- declared HTTP effects the fault-free run never made"
+        )
+    return notes
+
+
 def render(results: dict[str, Any]) -> str:
     runs: list[dict[str, Any]] = list(results.get("scenarios", []))
     t = totals(results)
@@ -120,9 +147,7 @@ def render(results: dict[str, Any]) -> str:
     out += _table(header, rows, numeric_from=2)
     notes = [f"- {text(store)}: {skipped_note(store)}" for store in skipped_power_stores(results)]
     notes += [f"- {text(run_name(s))}: {text(sampled_note(s))}" for s in runs if s.get("sampled")]
-    notes += [
-        f"- {text(run_name(s))}: {text(undeclared_note(s))}" for s in runs if undeclared_note(s)
-    ]
+    notes += [f"- {text(run_name(s))}: {text(note)}" for s in runs for note in app_notes(s)]
     if notes:
         out += ["", "**Notes**", "", *notes]
 

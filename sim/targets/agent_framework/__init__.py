@@ -26,12 +26,11 @@ This module never imports agent_framework: only ``sim.targets.agent_framework.wo
 
 from __future__ import annotations
 
-from sim.targets.protocol import (
-    BundledAgentTarget,
-)
+from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
+from sim.targets.protocol import Demo, TargetOptions
 
 
-class AgentFrameworkTarget(BundledAgentTarget):
+class AgentFrameworkTarget(TargetBase):
     name = "agent-framework"
     description = (
         "Microsoft Agent Framework workflow (executors, fan-out, fan-in) checkpointed by "
@@ -46,6 +45,13 @@ class AgentFrameworkTarget(BundledAgentTarget):
     required = ("agent_framework",)
     child_module = "sim.targets.agent_framework.workflow"
     state_module = "sim.targets.agent_framework.state"
+
+    demo_finding = Demo(
+        as_is=TargetOptions(),
+        fixed=TargetOptions(variant="idempotent"),
+        points=AFTER_THE_CHARGE,
+        point_s=1.0,
+    )
 
 
 TARGET = AgentFrameworkTarget()

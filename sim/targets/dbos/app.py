@@ -23,9 +23,7 @@ Imports dbos at module level: import this module only in a child process.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
@@ -34,8 +32,9 @@ from dbos import _dbos as dbos_module
 from sim.targets.dbos.app_state import STATE_NOTE
 from sim.targets.dbos.arguments import workflow_arguments
 from sim.targets.dbos.system_db import sqlite_url, wrap_system_database
+from sim.targets.kit.declarations import AppError
+from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext
-from sim.targets.python_app.loading import AppError, enter_app_dir, load_app, wrap_effects
 
 DB_NAME = "dbos.sqlite"
 #: The fixed id the run is started under, so a restarted process finds it.
@@ -57,13 +56,13 @@ def _load(ctx: ChildContext) -> tuple[Callable[..., Any], list[Any], dict[str, A
     """The user's workflow (its module imported, its effects wrapped) and its arguments. A DBOS
     instance the module made when imported is dropped (its registrations stay): the harness's
     runs on the point's system database."""
-    module, function = load_app(ctx.options.app, work=enter_app_dir(ctx))
-    registered_workflow(ctx.options.app, function)
-    wrap_effects(ctx, module)
+    app = ctx.options.app
+    assert app is not None, "an app child runs only with --app"
+    _, function = load_app(ctx)
+    registered_workflow(app.entry, function)
     if dbos_module._dbos_global_instance is not None:
         DBOS.destroy(workflow_completion_timeout_sec=0)
-    given = json.loads(Path(ctx.options.app_input).read_text(encoding="utf-8"))
-    args, kwargs = workflow_arguments(given)
+    args, kwargs = workflow_arguments([] if app.input is None else app.input.value)
     return function, args, kwargs
 
 

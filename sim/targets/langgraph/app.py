@@ -20,8 +20,6 @@ Imports langgraph at module level: import this module only in a child process.
 from __future__ import annotations
 
 import inspect
-import json
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -29,15 +27,11 @@ from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from sim.targets.boundaries import Boundaries
+from sim.targets.kit.landing import wrap_tool_calls
+from sim.targets.kit.loading import load_app
 from sim.targets.langgraph.agent import ScriptedChatModel, _message_row, run_graph
 from sim.targets.langgraph.app_state import STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
-from sim.targets.python_app.loading import (
-    enter_app_dir,
-    load_app,
-    wrap_effects,
-    wrap_tool_calls,
-)
 
 
 class ScriptModel(ScriptedChatModel):
@@ -70,11 +64,11 @@ class ScriptModel(ScriptedChatModel):
 
 
 def _graph(ctx: ChildContext, saver: Any) -> Any:
-    module, factory = load_app(ctx.options.app, work=enter_app_dir(ctx))
-    wrap_effects(ctx, module)
+    _, factory = load_app(ctx)
     wrap_tool_calls(ctx, BaseTool, "invoke", "ainvoke")
-    script = json.loads(Path(ctx.options.model_script).read_text(encoding="utf-8"))
-    model = ScriptModel(script=script, process=ctx.process)
+    app = ctx.options.app
+    assert app is not None, "an app child runs only with --app"
+    model = ScriptModel(script=app.turns(), process=ctx.process)
     model._boundaries = ctx.boundaries
     build: Any = factory
     graph = build(model) if inspect.signature(build).parameters else build()
@@ -85,7 +79,8 @@ def _graph(ctx: ChildContext, saver: Any) -> Any:
 
 
 def _first_input(options: TargetOptions) -> Any:
-    given = json.loads(Path(options.app_input).read_text(encoding="utf-8"))
+    assert options.app is not None and options.app.input is not None, "checked by the kit"
+    given = options.app.input.value
     if isinstance(given, str):
         return {"messages": [HumanMessage(content=given, id="user-1")]}
     return given

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
+from sim.targets.kit.landing import effect_results
 from sim.targets.protocol import TargetOptions, TargetState
-from sim.targets.python_app.loading import effect_results
 
 #: The trace note the last process writes.
 STATE_NOTE = "app_state"

@@ -43,15 +43,14 @@ and when the state is read.
 
 from __future__ import annotations
 
-from sim.targets.protocol import (
-    BundledAgentTarget,
-)
+from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
+from sim.targets.protocol import Demo, TargetOptions
 
 #: The module the distribution ``llama-index-workflows`` installs (its import name).
 REQUIRED = ("workflows",)
 
 
-class LlamaIndexTarget(BundledAgentTarget):
+class LlamaIndexTarget(TargetBase):
     name = "llama-index"
     description = (
         "LlamaIndex Workflow (two @steps) with the checkpoint loop of its durable-workflows "
@@ -66,6 +65,13 @@ class LlamaIndexTarget(BundledAgentTarget):
     required = REQUIRED
     child_module = "sim.targets.llama_index.workflow"
     state_module = "sim.targets.llama_index.workflow"
+
+    demo_finding = Demo(
+        as_is=TargetOptions(),
+        fixed=TargetOptions(variant="idempotent"),
+        points=AFTER_THE_CHARGE,
+        point_s=1.0,
+    )
 
 
 TARGET = LlamaIndexTarget()

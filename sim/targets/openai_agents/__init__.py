@@ -34,8 +34,9 @@ inside the child and when the state is read.
 
 from __future__ import annotations
 
+from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
 from sim.targets.protocol import (
-    BundledAgentTarget,
+    Demo,
     TargetError,
     TargetOptions,
 )
@@ -44,7 +45,7 @@ from sim.targets.protocol import (
 REQUIRED = ("agents",)
 
 
-class OpenAIAgentsTarget(BundledAgentTarget):
+class OpenAIAgentsTarget(TargetBase):
     name = "openai-agents"
     description = (
         "OpenAI Agents SDK Runner (scripted Model, two function tools), durable by a "
@@ -60,11 +61,16 @@ class OpenAIAgentsTarget(BundledAgentTarget):
     child_module = "sim.targets.openai_agents.agent"
     state_module = "sim.targets.openai_agents.state"
 
+    demo_finding = Demo(
+        as_is=TargetOptions(),
+        fixed=TargetOptions(variant="idempotent"),
+        points=AFTER_THE_CHARGE,
+        point_s=7.5,
+    )
+
     def validate(self, options: TargetOptions) -> TargetOptions:
-        """The agent is bundled (no ``--app``), and ``--resume resend`` is a session's: a saved
-        ``RunState`` already holds the input it resumes."""
-        if options.app or options.effects or options.app_input or options.model_script:
-            raise TargetError(f"{self.name}: takes no --app (its agent is bundled)")
+        """``--resume resend`` is a session's: a saved ``RunState`` already holds the input it
+        resumes."""
         if options.resume == "resend" and options.durability == "run_state":
             raise TargetError(
                 f"{self.name}: --resume resend needs --durability session "

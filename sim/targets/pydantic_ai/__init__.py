@@ -36,8 +36,9 @@ tool's effect (``effect:{service}.{op}#{call_id}``), and DBOS's ``init_workflow`
 
 With ``--app FILE.py:FACTORY`` the agent is the user's own, unmodified, on the same DBOS
 integration (``sim.targets.pydantic_ai.app``): the factory returns a ``pydantic_ai.Agent`` on
-the scripted model of ``--model-script``, ``--input`` is the user's prompt, ``--effect`` names
-the app's module-level service clients; the last process notes the run in the trace, where the
+the scripted model of ``--model-script``, ``--input`` is the user's prompt, ``--deps`` the run's
+dependencies as JSON (validated into the agent's ``deps_type``), ``--effect`` names the app's
+service clients wherever they are; the last process notes the run in the trace, where the
 parent reads it (``sim.targets.pydantic_ai.app_state``).
 
 This module never imports pydantic_ai, dbos or prefect: only the child modules do
@@ -47,25 +48,15 @@ This module never imports pydantic_ai, dbos or prefect: only the child modules d
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
-from dataclasses import replace
-from pathlib import Path
 
+from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
 from sim.targets.protocol import (
-    PAYMENT_AGENT_TOOLS,
-    ChildContext,
+    AppShape,
+    Demo,
     TargetError,
     TargetOptions,
-    TargetState,
-    TargetTool,
     missing_extra,
-)
-from sim.targets.python_app.options import (
-    canonical_effects,
-    checked_app,
-    json_file,
-    parse_effects,
 )
 
 #: The modules the extra installs, checked before anything imports them.
@@ -76,7 +67,7 @@ PREFECT_REQUIRED = ("prefect", "pydantic_ai.durable_exec.prefect")
 PREFECT_VARIANTS = ("as_is", "idempotent")
 
 
-class PydanticAITarget:
+class PydanticAITarget(TargetBase):
     name = "pydantic-ai"
     description = (
         "pydantic-ai agent (FunctionModel, two function tools) on its DBOS integration "
@@ -89,41 +80,35 @@ class PydanticAITarget:
     variants = ("as_is", "idempotent", "step", "child_workflow")
     savers = ("sqlite",)
     resumes = ("recovery", "rerun")
-
-    def missing(self) -> str | None:
-        return missing_extra(self.name, REQUIRED, self.extra)
+    required = REQUIRED
+    child_module = "sim.targets.pydantic_ai.agent"
+    state_module = "sim.targets.pydantic_ai.agent"
+    app_shape = AppShape(
+        names="a factory returning a pydantic_ai.Agent, build_agent() or build_agent(model)",
+        takes=frozenset({"--input", "--model-script", "--deps"}),
+        requires=frozenset({"--input", "--model-script"}),
+        input_kinds=(str,),
+        child_module="sim.targets.pydantic_ai.app",
+        state_module="sim.targets.pydantic_ai.app_state",
+    )
+    demo_finding = Demo(
+        as_is=TargetOptions(durability="agent"),
+        fixed=TargetOptions(durability="agent", variant="idempotent"),
+        points=AFTER_THE_CHARGE,
+        point_s=5.0,
+    )
 
     def validate(self, options: TargetOptions) -> TargetOptions:
-        """With ``--app``: the user's agent factory, its effect functions, its prompt and its
-        model's script, checked (files made absolute: children run elsewhere). Without: none of
-        those options. The ``prefect`` durability: its library, its variants, its restarts."""
+        """The ``prefect`` durability: its library, its variants, its restarts; an app runs on
+        DBOS only."""
         prefect = options.durability == "prefect"
         if prefect:
             check_prefect(self.name, options)
         elif options.resume == "rerun":
             raise TargetError("pydantic-ai: --resume rerun needs --durability prefect")
-        if prefect and options.app:
+        if prefect and options.app is not None:
             raise TargetError("pydantic-ai: --app runs on DBOS (--durability agent|capability)")
-        if not options.app:
-            if options.effects or options.app_input or options.model_script:
-                raise TargetError("pydantic-ai: --effect, --input and --model-script need --app")
-            return options
-        if options.variant not in ("", "as_is"):
-            raise TargetError("pydantic-ai: --variant is the bundled agent's; fix your app instead")
-        if not options.effects:
-            raise TargetError("pydantic-ai: --app needs its effect functions: --effect NAME=POLICY")
-        script = json_file(self.name, "--model-script", options.model_script, (list,))
-        check_script(Path(script))
-        return replace(
-            options,
-            app=checked_app(options.app),
-            effects=canonical_effects(options.effects),
-            app_input=json_file(self.name, "--input", options.app_input, (str,)),
-            model_script=script,
-        )
-
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        return parse_effects(options.effects) if options.app else PAYMENT_AGENT_TOOLS
+        return options
 
     @contextlib.contextmanager
     def service(self, options: TargetOptions) -> Iterator[None]:
@@ -136,31 +121,10 @@ class PydanticAITarget:
             ensure_template()
         yield
 
-    def run_child(self, ctx: ChildContext) -> str:
-        if ctx.options.durability == "prefect":
-            from sim.targets.pydantic_ai.prefect_env import run_child as run_prefect
-
-            return run_prefect(ctx)
-        if ctx.options.app:
-            from sim.targets.pydantic_ai.app import run_child as run_app
-
-            return run_app(ctx)
-        from sim.targets.pydantic_ai.agent import run_child
-
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+    def _module(self, options: TargetOptions, *, child: bool) -> str:
         if options.durability == "prefect":
-            from sim.targets.pydantic_ai.prefect_state import read_state as read_prefect_state
-
-            return read_prefect_state(point_dir, options)
-        if options.app:
-            from sim.targets.pydantic_ai.app_state import read_state as read_app_state
-
-            return read_app_state(point_dir, options)
-        from sim.targets.pydantic_ai.agent import read_state
-
-        return read_state(point_dir, options)
+            return "sim.targets.pydantic_ai." + ("prefect_env" if child else "prefect_state")
+        return super()._module(options, child=child)
 
 
 def check_prefect(name: str, options: TargetOptions) -> None:
@@ -168,31 +132,9 @@ def check_prefect(name: str, options: TargetOptions) -> None:
     why = missing_extra(name, PREFECT_REQUIRED, "pydantic-ai")
     if why is not None:
         raise TargetError(f"{why} (and pydantic-ai-slim's prefect extra)")
-    if options.variant not in PREFECT_VARIANTS:
+    if options.variant not in ("", *PREFECT_VARIANTS):
         variants = "|".join(PREFECT_VARIANTS)
         raise TargetError(f"{name}: --durability prefect takes --variant {variants}")
-
-
-def check_script(path: Path) -> None:
-    """Each turn of a model script is ``{"content": str, "tool_calls": [{"name": str, "args":
-    {...}}]}`` (both optional): refused here, naming the turn, before any child runs."""
-    for n, turn in enumerate(json.loads(path.read_text(encoding="utf-8")), 1):
-        calls = turn.get("tool_calls", []) if isinstance(turn, dict) else None
-        ok = (
-            isinstance(calls, list)
-            and isinstance(turn.get("content", ""), str)
-            and all(
-                isinstance(c, dict)
-                and isinstance(c.get("name"), str)
-                and isinstance(c.get("args", {}), dict)
-                for c in calls
-            )
-        )
-        if not ok:
-            raise TargetError(
-                f"pydantic-ai: --model-script {path}: turn {n} is not "
-                '{"content": "...", "tool_calls": [{"name": "...", "args": {...}}]}'
-            )
 
 
 TARGET = PydanticAITarget()

@@ -37,12 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import warnings
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
+from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
 from pydantic_ai.messages import (
@@ -57,16 +56,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.dbos.system_db import sqlite_url
+from sim.targets.kit.declarations import AppError
+from sim.targets.kit.landing import running_tool
+from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetState
 from sim.targets.pydantic_ai.agent import DB_NAME, FINAL, _history, wrap_boundaries
 from sim.targets.pydantic_ai.app_state import STATE_NOTE
-from sim.targets.python_app.loading import (
-    AppError,
-    enter_app_dir,
-    load_app,
-    running_tool,
-    wrap_effects,
-)
 
 #: The run's workflow: one per point, so a later process finds the first one's.
 WORKFLOW_ID = "app-agent-run"
@@ -122,10 +117,11 @@ def _durable(agent: Agent[Any, Any]) -> bool:
 def build_agent(ctx: ChildContext) -> Any:
     """The user's agent on the scripted model, its effect functions on the ledger, made durable
     the way ``--durability`` names (the module docstring says why each check)."""
-    app, capability = ctx.options.app, ctx.options.durability == "capability"
-    module, factory = load_app(app, work=enter_app_dir(ctx))
-    wrap_effects(ctx, module)
-    script = json.loads(Path(ctx.options.model_script).read_text(encoding="utf-8"))
+    spec, capability = ctx.options.app, ctx.options.durability == "capability"
+    assert spec is not None and spec.model_script is not None, "checked by the kit"
+    app = spec.entry
+    _, factory = load_app(ctx)
+    script = spec.turns()
     model = FunctionModel(ScriptModel(script, ctx.process), model_name="scripted")
     takes_model = bool(inspect.signature(factory).parameters)
     if capability and not takes_model:
@@ -156,11 +152,27 @@ def build_agent(ctx: ChildContext) -> Any:
 
 
 @DBOS.workflow(name="durable_sim_app_agent_run")
-async def run_agent(prompt: str) -> Any:
-    """The harness's workflow around the user's agent (the ``capability`` way)."""
+async def run_agent(prompt: str, deps: Any = None) -> Any:
+    """The harness's workflow around the user's agent (the ``capability`` way): its input is
+    the prompt and the ``--deps`` JSON, as a workflow's input is kept, and the deps object is
+    made inside it."""
     if _AGENT is None:
         raise RuntimeError("the workflow runs only inside a target child")
-    return await _AGENT.run(prompt)
+    return await _AGENT.run(prompt, deps=agent_deps(_AGENT, deps))
+
+
+def agent_deps(agent: Agent[Any, Any], given: Any) -> Any:
+    """``--deps``' JSON validated into the agent's ``deps_type`` (a dataclass, a pydantic model,
+    a dict...), as pydantic validates any type; None without ``--deps``."""
+    if given is None:
+        return None
+    try:
+        return TypeAdapter(agent.deps_type).validate_python(given)
+    except Exception as exc:
+        raise AppError(
+            f"--deps: not a {getattr(agent.deps_type, '__name__', agent.deps_type)}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        ) from exc
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -195,13 +207,16 @@ def _wrap_tool_calls(ctx: ChildContext) -> None:
 async def _start_or_wait(ctx: ChildContext, agent: Any) -> str:
     status = await DBOS.get_workflow_status_async(WORKFLOW_ID)
     if status is None:
-        prompt = json.loads(Path(ctx.options.app_input).read_text(encoding="utf-8"))
+        spec = ctx.options.app
+        assert spec is not None and spec.input is not None, "checked by the kit"
+        prompt, given = str(spec.input.value), None if spec.deps is None else spec.deps.value
         with SetWorkflowID(WORKFLOW_ID):
             if ctx.options.durability == "capability":
-                handle = await DBOS.start_workflow_async(run_agent, prompt)
+                handle = await DBOS.start_workflow_async(run_agent, prompt, given)
             else:
                 workflow = agent.dbos_wrapped_run_workflow
-                handle = await DBOS.start_workflow_async(workflow, prompt, deps=None)
+                deps = agent_deps(agent.wrapped, given)
+                handle = await DBOS.start_workflow_async(workflow, prompt, deps=deps)
         action = "start"
     else:
         action = "none" if status.status in FINAL else "resume"

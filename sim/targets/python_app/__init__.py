@@ -11,11 +11,14 @@ from what it does, without a line of it changed:
 - every ``os.fsync``, ``os.replace`` and ``os.rename``, ``os.fsync#n`` and so on;
 - every ``close`` of a file the program opened by name for writing (``open``, ``io.open``,
   ``pathlib``'s writes), ``file.close#n``: a kill before it loses what Python buffered;
-- every call of a function the user names with ``--effect NAME=POLICY`` (a module-level function
-  of the program's module, looked up at call time as the program's own calls look it up): the
-  call lands on the effect ledger outside the child (``effect:app.NAME#NAME-n``), which models
-  the external service -- a call that passes ``idempotency_key=...`` is deduplicated there, as a
-  payment provider deduplicates a repeated key -- and then the function itself runs.
+- every call of an effect the user declares (``sim.targets.kit``): ``--effect NAME=POLICY`` (a
+  function of the program's module, or ``module:qualname`` -- a function of any module, a method
+  of a class or of an object) and ``--effect-http 'METHOD URL'`` (a call through httpx, requests
+  or urllib3): the call lands on the effect ledger outside the child
+  (``effect:app.NAME#NAME-n``, ``effect:http.METHOD URL#...``), which models the external service
+  -- a call that carries an idempotency key is deduplicated there, as a payment provider
+  deduplicates a repeated key -- and then the function itself runs (an HTTP call is answered by
+  the user's stub and never leaves the process).
 
 It kills the program at each boundary, before and after, and runs it again in a fresh process
 (the program resumes from its own durable state, as it does in production), until it returns.
@@ -25,55 +28,51 @@ return value to the fault-free run's, and the run to finishing. The program's ow
 opaque to the harness: the findings that read a runtime's history (H1, I6) do not apply.
 
 What it does not see: a commit made by executing ``COMMIT`` as SQL, a connection opened with a
-``factory`` of its own, a file opened with ``os.open``, writes of another process the program
-starts.
+``factory`` of its own, writes of another process the program starts.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
+from sim.targets.kit.base import TargetBase
+from sim.targets.kit.spec import AppArgs, parse_app
+from sim.targets.protocol import AppShape, Demo, TargetError, TargetOptions
 
-from sim.targets.protocol import ChildContext, TargetError, TargetOptions, TargetState, TargetTool
-from sim.targets.python_app.options import canonical_effects, checked_app, parse_effects
+#: The bundled demo job (``sim.targets.python_app.demo_job``): the conformance test's app.
+DEMO_JOB = "sim.targets.python_app.demo_job"
 
 
-class PythonTarget:
-    name: str = "python"
-    description: str = "your own Python program (--app FILE.py:FUNCTION), unmodified"
-    extra: str = ""  # the standard library only
-    distributions: tuple[str, ...] = ()
-    durabilities: tuple[str, ...] = ("own",)
-    variants: tuple[str, ...] = ("as_is",)
-    savers: tuple[str, ...] = ("files",)
-    resumes: tuple[str, ...] = ("rerun",)
-
-    def missing(self) -> str | None:
-        return None
+class PythonTarget(TargetBase):
+    name = "python"
+    description = "your own Python program (--app FILE.py:FUNCTION), unmodified"
+    durabilities = ("own",)
+    variants = ("as_is",)
+    savers = ("files",)
+    resumes = ("rerun",)
+    app_shape = AppShape(
+        names="a function main() that runs the job",
+        takes=frozenset({"--postgres"}),
+        child_module="sim.targets.python_app.child",
+        state_module="sim.targets.python_app.child",
+    )
 
     def validate(self, options: TargetOptions) -> TargetOptions:
-        """The options with ``--app`` checked and absolute and ``--effect`` canonical."""
-        if not options.app:
+        if options.app is None:
             raise TargetError("python: --app FILE.py:FUNCTION (or MODULE:FUNCTION) is required")
-        if not options.effects:
-            raise TargetError("python: name at least one effect function: --effect NAME=POLICY")
-        if options.app_input or options.model_script:
-            raise TargetError("python: --input and --model-script are a framework target's")
-        effects = canonical_effects(options.effects)
-        return replace(options, app=checked_app(options.app), effects=effects)
+        return options
 
-    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
-        return parse_effects(options.effects)
+    def demo(self) -> Demo:
+        """The demo job charges an order, then records it in SQLite; keyed, it sweeps clean."""
 
-    def run_child(self, ctx: ChildContext) -> str:
-        from sim.targets.python_app.child import run_child
+        def job(function: str) -> TargetOptions:
+            args = AppArgs(app=f"{DEMO_JOB}:{function}", effects=("charge",))
+            return TargetOptions(app=parse_app(self.name, args))
 
-        return run_child(ctx)
-
-    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
-        from sim.targets.python_app.child import read_state
-
-        return read_state(point_dir, options)
+        return Demo(
+            as_is=job("main"),
+            fixed=job("main_keyed"),
+            points=(("effect:app.charge", "after"), ("sqlite.commit", "before")),
+            point_s=1.0,
+        )
 
 
 TARGET = PythonTarget()

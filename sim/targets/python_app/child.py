@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
+from sim.targets.kit.landing import DETAIL_CHARS
+from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
-from sim.targets.python_app.loading import DETAIL_CHARS, enter_app_dir, load_app, wrap_effects
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -26,8 +27,7 @@ def run_child(ctx: ChildContext) -> str:
     other than 0, is the program's own failure, judged as a run that did not finish, not the
     harness's; ``sys.exit(0)`` returns None)."""
     _install_boundaries(ctx.boundaries, keep_fds={ctx.boundaries.log_fd})
-    module, function = load_app(ctx.options.app, work=enter_app_dir(ctx))
-    wrap_effects(ctx, module)
+    _, function = load_app(ctx)
     try:
         value = function()
         if inspect.iscoroutine(value):

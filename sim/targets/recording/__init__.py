@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError
-from sim.targets.python_app.options import checked_app, json_file
 
 #: The frameworks ``record`` knows how to listen to.
 FRAMEWORKS = ("langgraph", "pydantic-ai")
@@ -46,19 +46,23 @@ def record_script(
         raise TargetError(
             f"target record: {target!r} has no model to record (one of {', '.join(FRAMEWORKS)})"
         )
-    app = checked_app(app)
-    app_input = json_file(target, "--input", app_input, (str, dict))
+    spec = parse_app(target, AppArgs(app=app, input=app_input))
+    if spec.input is None or not isinstance(spec.input.value, str | dict):
+        raise TargetError(
+            f"{target}: --input FILE.json: the user's message (a JSON string) or the graph's input"
+        )
     if out.exists():
         raise TargetError(f"target record: {out} exists; record never overwrites a script")
     with tempfile.TemporaryDirectory(prefix="durable-sim-record-") as work:
         result = Path(work) / "script.json"
+        spec_file = Path(work) / "app.json"
+        spec_file.write_text(json.dumps(spec.to_json()), encoding="utf-8")
         command = [
             sys.executable,
             "-m",
             "sim.targets.recording.child",
             target,
-            app,
-            app_input,
+            str(spec_file),
             str(result),
         ]
         try:

@@ -1,6 +1,8 @@
 """The recording run of ``durable-sim target record`` (``sim.targets.recording``):
 
-    python -m sim.targets.recording.child FRAMEWORK APP INPUT_JSON OUT_JSON
+    python -m sim.targets.recording.child FRAMEWORK SPEC_JSON OUT_JSON
+
+``SPEC_JSON`` holds the app's ``AppSpec`` as the parent checked it (``AppSpec.to_json``).
 
 Imports the framework: run only as this child. An error is one line on stderr, exit 2 (the
 parent shows the line).
@@ -12,19 +14,21 @@ import asyncio
 import functools
 import inspect
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from sim.targets.python_app.loading import AppError, load_app
+from sim.targets.kit.declarations import AppError
+from sim.targets.kit.loading import import_app
+from sim.targets.kit.spec import AppSpec
 
 Turn = dict[str, Any]
 
 
-def _factory(app: str) -> Any:
+def _factory(spec: AppSpec) -> Any:
     """The app's factory, called with no argument: it builds the model it uses for real."""
-    _, factory = load_app(app, work=os.getcwd())
+    _, factory = import_app(spec)
+    app = spec.entry
     required = [
         p
         for p in inspect.signature(factory).parameters.values()
@@ -39,7 +43,7 @@ def _factory(app: str) -> Any:
     return factory()
 
 
-def record_langgraph(app: str, given: Any) -> list[Turn]:
+def record_langgraph(app: AppSpec, given: Any) -> list[Turn]:
     """Every response of a LangChain chat model while the graph runs once, to its end."""
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, HumanMessage
@@ -76,7 +80,7 @@ def record_langgraph(app: str, given: Any) -> list[Turn]:
     return turns
 
 
-def record_pydantic_ai(app: str, given: Any) -> list[Turn]:
+def record_pydantic_ai(app: AppSpec, given: Any) -> list[Turn]:
     """Every response of the agent's model while it runs once on the prompt."""
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -101,9 +105,11 @@ def record_pydantic_ai(app: str, given: Any) -> list[Turn]:
 
     agent = _factory(app)
     if not isinstance(agent, Agent):
-        raise AppError(f"--app {app}: the factory returned {type(agent).__name__}, not an Agent")
+        raise AppError(
+            f"--app {app.entry}: the factory returned {type(agent).__name__}, not an Agent"
+        )
     if agent.model is None:
-        raise AppError(f"--app {app}: the agent has no model of its own to record")
+        raise AppError(f"--app {app.entry}: the agent has no model of its own to record")
     with agent.override(model=Recording(infer_model(agent.model))):
         asyncio.run(agent.run(given))
     return turns
@@ -113,10 +119,11 @@ RECORDERS = {"langgraph": record_langgraph, "pydantic-ai": record_pydantic_ai}
 
 
 def main(argv: list[str]) -> int:
-    framework, app, input_path, out = argv
-    given = json.loads(Path(input_path).read_text(encoding="utf-8"))
+    framework, spec_path, out = argv
+    spec = AppSpec.from_json(json.loads(Path(spec_path).read_text(encoding="utf-8")))
+    given = None if spec.input is None else spec.input.value
     try:
-        turns = RECORDERS[framework](app, given)
+        turns = RECORDERS[framework](spec, given)
     except Exception as exc:  # the user's app: its failure is the one line the parent shows
         print(f"{type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 2

@@ -29,14 +29,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
 from sim.targets.protocol import (
-    BundledAgentTarget,
+    Demo,
     TargetOptions,
     missing_extra,
 )
 
 
-class TemporalTarget(BundledAgentTarget):
+class TemporalTarget(TargetBase):
     name = "temporal"
     description = "Temporal workflow (two activities) on a Temporal dev server kept by the harness"
     extra = "temporal"
@@ -48,6 +49,13 @@ class TemporalTarget(BundledAgentTarget):
     required = ("temporalio",)
     child_module = "sim.targets.temporal.worker"
     state_module = "sim.targets.temporal.worker"
+
+    demo_finding = Demo(
+        as_is=TargetOptions(),
+        fixed=TargetOptions(variant="idempotent"),
+        points=AFTER_THE_CHARGE,
+        point_s=4.5,
+    )
 
     def missing(self) -> str | None:
         missing = missing_extra(self.name, ("temporalio",), self.extra)

@@ -34,10 +34,12 @@ pytest.importorskip(
 from agent_framework.exceptions import WorkflowCheckpointException
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, TraceLog
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.protocol import ChildContext, TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
@@ -112,7 +114,7 @@ def test_options_default_and_refuse() -> None:
         TargetOptions(variant="step"),
         TargetOptions(durability="sync"),
         TargetOptions(saver="sqlite"),
-        TargetOptions(app="x.py:f"),
+        TargetOptions(app=parse_app("t", AppArgs(app="x:f", effects=("f",)))),
     ):
         with pytest.raises(TargetError):
             check_options(target, bad)

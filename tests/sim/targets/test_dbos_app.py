@@ -20,23 +20,28 @@ pytest.importorskip("dbos", reason="needs the dbos extra: pip install -e '.[dbos
 from testkit import REPO
 
 from sim.outputs.cli.main import main
+from sim.targets.kit.options import app_spec, check_options
+from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 APPS = REPO / "examples" / "dbos_orders"
 CHARGE = "effect:app.charge#"
 EMAIL = "effect:app.send_email#"
 
 
-def _options(workflow: str, **changes: str) -> TargetOptions:
-    given = {
+def _options(workflow: str, **changes: object) -> TargetOptions:
+    words: dict[str, object] = {
         "app": f"{APPS / 'orders.py'}:{workflow}",
-        "effects": "charge,send_email",
-        "app_input": str(APPS / "input.json"),
+        "effects": ("charge,send_email",),
+        "input": str(APPS / "input.json"),
         **changes,
     }
-    return check_options(get_target("dbos"), TargetOptions(**given))  # type: ignore[arg-type]
+    variant = str(words.pop("variant", ""))
+    target = get_target("dbos")
+    spec = app_spec(target, AppArgs(**words))  # type: ignore[arg-type]  # AppArgs' own words
+    return check_options(target, TargetOptions(variant=variant, app=spec))
 
 
 def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
@@ -65,10 +70,10 @@ def test_the_users_workflow_charges_twice_and_its_keyed_fix_does_not() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"model_script": "script.json"}, "--model-script scripts an agent's model"),
-        ({"app_input": "nope.json"}, "--input nope.json: FileNotFoundError"),
-        ({"effects": ""}, "--app needs its effect functions"),
-        ({"variant": "idempotent"}, "--variant is the bundled workflow's"),
+        ({"model_script": str(APPS / "input.json")}, "dbos: --model-script is not for its --app"),
+        ({"input": "nope.json"}, "--input nope.json: FileNotFoundError"),
+        ({"effects": ()}, "--app needs its effects"),
+        ({"variant": "idempotent"}, "--variant is the bundled agent's"),
     ],
 )
 def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> None:
@@ -84,12 +89,12 @@ def test_an_input_of_the_wrong_shape_is_one_line(tmp_path: Path, given: str) -> 
     path = tmp_path / "input.json"
     path.write_text(given, encoding="utf-8")
     with pytest.raises(TargetError, match=r"^dbos: --input .*(expected|JSONDecodeError)"):
-        _options("place_order", app_input=str(path))
+        _options("place_order", input=str(path))
 
 
 def test_the_bundled_workflow_takes_no_effects() -> None:
     with pytest.raises(TargetError, match="need --app"):
-        check_options(get_target("dbos"), TargetOptions(effects="charge"))
+        app_spec(get_target("dbos"), AppArgs(effects=("charge",)))
 
 
 @pytest.mark.parametrize(
@@ -97,7 +102,7 @@ def test_the_bundled_workflow_takes_no_effects() -> None:
     [
         ("orders.py:charge", "charge", "'charge' is not a @DBOS.workflow() function"),
         ("orders.py:collect_payment", "charge", "'collect_payment' is not a @DBOS.workflow()"),
-        ("orders.py:place_order", "refund", "the program has no function 'refund'"),
+        ("orders.py:place_order", "refund", "--effect refund: durable_sim_app has no attribute"),
         ("broken.py:main", "charge", "importing it raised ZeroDivisionError"),
     ],
 )

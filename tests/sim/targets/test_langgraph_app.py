@@ -15,23 +15,28 @@ pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install 
 
 from testkit import REPO
 
+from sim.targets.kit.options import app_spec, check_options
+from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 APPS = REPO / "examples" / "langgraph_support"
 REFUND = "effect:app.refund#"
 
 
-def _options(factory: str, **changes: str) -> TargetOptions:
-    given = {
+def _options(factory: str, **changes: object) -> TargetOptions:
+    words: dict[str, object] = {
         "app": f"{APPS / 'support_graph.py'}:{factory}",
-        "effects": "refund,send_email",
-        "app_input": str(APPS / "input.json"),
+        "effects": ("refund,send_email",),
+        "input": str(APPS / "input.json"),
         "model_script": str(APPS / "script.json"),
         **changes,
     }
-    return check_options(get_target("langgraph"), TargetOptions("sync", **given))  # type: ignore[arg-type]
+    variant = str(words.pop("variant", ""))
+    target = get_target("langgraph")
+    spec = app_spec(target, AppArgs(**words))  # type: ignore[arg-type]  # AppArgs' own words
+    return check_options(target, TargetOptions(durability="sync", variant=variant, app=spec))
 
 
 def _after_the_refund(labels: list[str]) -> list[tuple[int, str]]:
@@ -60,9 +65,10 @@ def test_the_users_graph_refunds_twice_and_its_keyed_fix_does_not() -> None:
     ("changes", "message"),
     [
         ({"model_script": "nope.json"}, "--model-script nope.json: FileNotFoundError"),
-        ({"app_input": str(APPS / "script.json")}, "expected a JSON str or dict"),
-        ({"effects": ""}, "--app needs its effect functions"),
+        ({"model_script": str(APPS / "input.json")}, "expected a JSON list of turns"),
+        ({"effects": ()}, "--app needs its effects"),
         ({"variant": "idempotent"}, "--variant is the bundled agent's"),
+        ({"deps": str(APPS / "input.json")}, "langgraph: --deps is not for its --app"),
     ],
 )
 def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> None:
@@ -71,8 +77,8 @@ def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> 
 
 
 def test_the_bundled_agent_takes_no_model_script() -> None:
-    with pytest.raises(TargetError, match="need --app"):
-        check_options(get_target("langgraph"), TargetOptions("sync", model_script="x.json"))
+    with pytest.raises(TargetError, match="--model-script need --app"):
+        app_spec(get_target("langgraph"), AppArgs(model_script="x.json"))
 
 
 @pytest.mark.slow
@@ -80,7 +86,7 @@ def test_a_tool_that_lands_no_declared_effect_is_listed_not_judged() -> None:
     """Only ``refund`` declared: ``email_customer`` still runs, lands nothing the judge counts,
     and the report lists it as an undeclared effect; with both declared, nothing is listed."""
     target = get_target("langgraph")
-    one = sweep_target(target, _options("build_graph", effects="refund"), choose=lambda _: [])
+    one = sweep_target(target, _options("build_graph", effects=("refund",)), choose=lambda _: [])
     assert one.reference_outcome["undeclared_effects"] == {"email_customer": 1}
     both = sweep_target(target, _options("build_graph"), choose=lambda _: [])
     assert "undeclared_effects" not in both.reference_outcome

@@ -22,10 +22,10 @@ pytest.importorskip(
 from sim.outputs.report import write_report
 from sim.targets.host import PointRun, run_point
 from sim.targets.judge import judge_point
+from sim.targets.kit.options import check_options
 from sim.targets.protocol import TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import (
-    check_options,
     crash_at,
     reference_run,
     sweep_target,
@@ -39,7 +39,9 @@ CHARGE = "effect:payments.charge#"
 def sync_reference() -> PointRun:
     """The fault-free run under sync durability, shared by the tests that judge against it."""
     target = get_target("langgraph")
-    return reference_run(target, check_options(target, TargetOptions("sync")), timeout_s=60.0)
+    return reference_run(
+        target, check_options(target, TargetOptions(durability="sync")), timeout_s=60.0
+    )
 
 
 def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
@@ -60,7 +62,10 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(
 ) -> None:
     target = get_target("langgraph")
     result = sweep_target(
-        target, TargetOptions("sync"), choose=_around_the_charge, reference=sync_reference
+        target,
+        TargetOptions(durability="sync"),
+        choose=_around_the_charge,
+        reference=sync_reference,
     )
     charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))
     verdicts = {(c["index"], c["when"]): c["verdict"] for c in result.matrix}
@@ -90,7 +95,9 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(
 def test_an_idempotency_key_from_thread_and_call_id_sweeps_clean() -> None:
     target = get_target("langgraph")
     result = sweep_target(
-        target, TargetOptions("sync", "idempotent"), choose=lambda ls: _around_the_charge(ls)[1:]
+        target,
+        TargetOptions(durability="sync", variant="idempotent"),
+        choose=lambda ls: _around_the_charge(ls)[1:],
     )
     assert result.schedules == 1
     assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
@@ -100,7 +107,7 @@ def test_exit_durability_loses_the_run_and_charges_again() -> None:
     target = get_target("langgraph")
     result = sweep_target(
         target,
-        TargetOptions("exit"),
+        TargetOptions(durability="exit"),
         choose=lambda ls: [(next(i for i, x in enumerate(ls) if x.startswith(CHARGE)), "after")],
     )
     (failure,) = result.failures
@@ -113,7 +120,7 @@ def test_the_async_saver_charges_twice_too() -> None:
     target = get_target("langgraph")
     result = sweep_target(
         target,
-        TargetOptions("sync", saver="aiosqlite"),
+        TargetOptions(durability="sync", saver="aiosqlite"),
         choose=lambda ls: _around_the_charge(ls)[1:2],
     )
     assert result.store == "aiosqlite-sync"
@@ -144,7 +151,7 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
     way round leaves no trap to fall in. So the point is run until the restart finds the trap, at
     most ``TRAP_ATTEMPTS`` times, and every run is judged by what it found."""
     target = get_target("langgraph")
-    trusting = check_options(target, TargetOptions("sync", resume="next"))
+    trusting = check_options(target, TargetOptions(durability="sync", resume="next"))
     reference = reference_run(target, trusting, timeout_s=60.0)
     ((index, when),) = _before_the_checkpoint_after_the_first_model_call(reference.labels)
     trapped = False
@@ -163,7 +170,7 @@ def test_a_restart_that_trusts_next_abandons_a_run_with_saved_writes(
     assert trapped, f"the restart never found next=() with saved writes in {TRAP_ATTEMPTS} runs"
     default = sweep_target(
         target,
-        TargetOptions("sync"),
+        TargetOptions(durability="sync"),
         choose=_before_the_checkpoint_after_the_first_model_call,
         reference=sync_reference,
     )

@@ -19,9 +19,11 @@ pytest.importorskip(
     "workflows", reason="needs the llama-index extra: pip install -e '.[llama-index]'"
 )
 
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 CHARGE = "effect:payments.charge#"
 SEND = "effect:outbox.send#"
@@ -83,7 +85,10 @@ def test_the_defaults_are_the_checkpoint_loop_on_sqlite() -> None:
         (TargetOptions(variant="step"), "llama-index: --variant must be as_is|idempotent"),
         (TargetOptions(durability="dbos"), "llama-index: --durability must be step"),
         (TargetOptions(resume="next"), "llama-index: --resume must be running"),
-        (TargetOptions(app="app.py:build"), "llama-index: takes no --app"),
+        (
+            TargetOptions(app=parse_app("t", AppArgs(app="app:build", effects=("f",)))),
+            "llama-index: takes no --app",
+        ),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options: TargetOptions, message: str) -> None:

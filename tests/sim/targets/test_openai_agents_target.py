@@ -22,9 +22,11 @@ pytest.importorskip(
     "agents", reason="needs the openai-agents extra: pip install -e '.[openai-agents]'"
 )
 
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
@@ -103,7 +105,7 @@ def test_options_are_checked_before_any_child_runs() -> None:
     with pytest.raises(TargetError, match="--resume resend needs --durability session"):
         check_options(target, TargetOptions(durability="run_state", resume="resend"))
     with pytest.raises(TargetError, match="takes no --app"):
-        check_options(target, TargetOptions(app="x.py:f"))
+        check_options(target, TargetOptions(app=parse_app("t", AppArgs(app="x:f", effects=("f",)))))
     with pytest.raises(TargetError, match="--variant must be"):
         check_options(target, TargetOptions(variant="step"))
     assert [t.name for t in target.tools(TargetOptions())] == ["charge_card", "send_receipt"]

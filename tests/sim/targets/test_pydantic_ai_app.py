@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,24 +26,31 @@ pytest.importorskip("dbos", reason="needs the pydantic-ai extra: pip install -e 
 
 from testkit import REPO
 
+from sim.targets.kit.declarations import AppError
+from sim.targets.kit.options import app_spec, check_options
+from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import ChildContext, TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 APPS = REPO / "examples" / "pydantic_ai_booking"
 BOOKING = "effect:app.reserve_room#"
 OUTCOME = "dbos.update_workflow_outcome#"
 
 
-def _options(factory: str, durability: str = "agent", **changes: str) -> TargetOptions:
-    given = {
+def _options(factory: str, durability: str = "agent", **changes: object) -> TargetOptions:
+    words: dict[str, object] = {
         "app": f"{APPS / 'travel_agent.py'}:{factory}",
-        "effects": "reserve_room,send_email",
-        "app_input": str(APPS / "input.json"),
+        "effects": ("reserve_room,send_email",),
+        "input": str(APPS / "input.json"),
         "model_script": str(APPS / "script.json"),
         **changes,
     }
-    return check_options(get_target("pydantic-ai"), TargetOptions(durability, **given))  # type: ignore[arg-type]
+    variant = str(words.pop("variant", ""))
+    target = get_target("pydantic-ai")
+    spec = app_spec(target, AppArgs(**words))  # type: ignore[arg-type]  # AppArgs' own words
+    given = TargetOptions(durability=durability, variant=variant, app=spec)
+    return check_options(target, given)
 
 
 def _around_the_booking(labels: list[str]) -> list[tuple[int, str]]:
@@ -88,11 +96,12 @@ def test_the_capability_way_finds_the_same_duplicate_and_the_same_fix() -> None:
     ("changes", "message"),
     [
         ({"model_script": "nope.json"}, "--model-script nope.json: FileNotFoundError"),
-        ({"app_input": str(APPS / "script.json")}, "--input .*: expected a JSON str"),
-        ({"effects": ""}, "--app needs its effect functions"),
+        ({"input": str(APPS / "script.json")}, "--input .*: expected a JSON string"),
+        ({"effects": ()}, "--app needs its effects"),
         ({"variant": "idempotent"}, "--variant is the bundled agent's"),
         ({"app": "travel_agent.py"}, "--app is FILE.py:FUNCTION"),
         ({"model_script": str(APPS / "input.json")}, "expected a JSON list"),
+        ({"model_script": ""}, "pydantic-ai: --app needs --model-script"),
     ],
 )
 def test_bad_app_options_are_one_line(changes: dict[str, str], message: str) -> None:
@@ -108,8 +117,8 @@ def test_a_malformed_script_turn_is_named(tmp_path: Path) -> None:
 
 
 def test_the_bundled_agent_takes_no_model_script() -> None:
-    with pytest.raises(TargetError, match="need --app"):
-        check_options(get_target("pydantic-ai"), TargetOptions(model_script="x.json"))
+    with pytest.raises(TargetError, match="--model-script need --app"):
+        app_spec(get_target("pydantic-ai"), AppArgs(model_script="x.json"))
 
 
 def _context(tmp_path: Path, options: TargetOptions) -> ChildContext:
@@ -128,7 +137,10 @@ def _build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: str, durability
 
     monkeypatch.chdir(tmp_path)
     options = _options("build_agent", durability)
-    return build_agent(_context(tmp_path, TargetOptions(**{**options.to_json(), "app": app})))  # type: ignore[arg-type]
+    assert options.app is not None
+    where, function = app.rsplit(":", 1)
+    spec = replace(options.app, app=where, function=function)
+    return build_agent(_context(tmp_path, replace(options, app=spec)))
 
 
 @pytest.mark.parametrize(
@@ -151,8 +163,6 @@ def _build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: str, durability
 def test_a_factory_that_gives_no_usable_agent_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, durability: str, message: str
 ) -> None:
-    from sim.targets.python_app.loading import AppError
-
     (tmp_path / "app.py").write_text(
         "def reserve_room(): ...\ndef send_email(): ...\n" + source, encoding="utf-8"
     )
@@ -163,10 +173,8 @@ def test_a_factory_that_gives_no_usable_agent_is_one_line(
 def test_an_effect_the_module_lacks_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sim.targets.python_app.loading import AppError
-
     (tmp_path / "app.py").write_text("def reserve_room(): ...\ndef factory(model): ...\n")
-    with pytest.raises(AppError, match="--effect send_email: the program has no function"):
+    with pytest.raises(AppError, match="--effect send_email: durable_sim_app has no attribute"):
         _build(tmp_path, monkeypatch, f"{tmp_path / 'app.py'}:factory", "agent")
 
 
@@ -195,8 +203,6 @@ def test_the_script_answers_turn_by_turn_with_ids_of_the_process() -> None:
 
 
 def test_a_script_that_runs_out_or_calls_a_missing_tool_names_the_turn() -> None:
-    from sim.targets.python_app.loading import AppError
-
     script = json.loads((APPS / "script.json").read_text(encoding="utf-8"))
     with pytest.raises(AppError, match="has 2 turns; the agent asked for turn 3"):
         _scripted_run(script[:2])

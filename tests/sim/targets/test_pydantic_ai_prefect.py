@@ -19,6 +19,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +32,11 @@ pytest.importorskip(
 )
 
 from sim.targets.host import Crash
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, replay_line, sweep_target
+from sim.targets.sweep import replay_line, sweep_target
 
 CHARGE = "effect:payments.charge#"
 SECOND_REQUEST = "model.request#2"
@@ -87,7 +90,7 @@ def test_effects_keyed_by_flow_run_name_and_tool_call_id_sweep_clean() -> None:
     assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
 
 
-def _options(**given: str) -> TargetOptions:
+def _options(**given: Any) -> TargetOptions:
     return check_options(get_target("pydantic-ai"), TargetOptions(**given))  # type: ignore[arg-type]
 
 
@@ -104,10 +107,10 @@ def test_prefect_takes_its_defaults_and_its_two_restarts() -> None:
         ({"durability": "prefect", "variant": "child_workflow"}, "as_is|idempotent"),
         ({"durability": "agent", "resume": "rerun"}, "rerun needs --durability prefect"),
         ({"resume": "rerun"}, "rerun needs --durability prefect"),
-        ({"durability": "prefect", "app": "x.py:make"}, "--app runs on DBOS"),
+        ({"durability": "prefect", "app": parse_app("t", AppArgs(app="x:make"))}, "runs on DBOS"),
     ],
 )
-def test_options_prefect_cannot_run_are_one_line(given: dict[str, str], message: str) -> None:
+def test_options_prefect_cannot_run_are_one_line(given: dict[str, Any], message: str) -> None:
     with pytest.raises(TargetError, match=message):
         _options(**given)
 

@@ -10,28 +10,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from targetkit import app_options
 from testkit import REPO
 
 from sim.outputs.cli.main import main
-from sim.outputs.report.markdown import undeclared_note
+from sim.outputs.report.markdown import app_notes
 from sim.targets.host import run_point
 from sim.targets.judge import judge_point
+from sim.targets.kit.landing import CALLER_NOTE, TOOL_NOTE, undeclared_tools
+from sim.targets.kit.options import app_spec, check_options
+from sim.targets.kit.spec import AppArgs
 from sim.targets.offline import is_local
 from sim.targets.protocol import TargetError, TargetOptions
-from sim.targets.python_app import PythonTarget
-from sim.targets.python_app.loading import CALLER_NOTE, TOOL_NOTE, undeclared_tools
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, crash_at, reference_run, sweep_target
+from sim.targets.sweep import crash_at, reference_run, sweep_target
 
 APPS = REPO / "examples" / "orders_job"
 
 
 def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: ignore[no-untyped-def]
     """Sweep ``FILE.py:FUNCTION`` of the apps (``FILE.py`` alone: its ``main``)."""
-    target = get_target("python")
     app = app if ":" in app else f"{app}:main"
-    given = TargetOptions(app=f"{APPS / app}", effects="charge", preempt_s=preempt_s)
-    return sweep_target(target, check_options(target, given), **kwargs)  # type: ignore[arg-type]
+    options = app_options("python", f"{APPS / app}", effects=["charge"], preempt_s=preempt_s)
+    return sweep_target(get_target("python"), options, **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
@@ -97,10 +98,8 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_grace() -> None:
     ignored, a second per order) is ended by the SIGKILL: it never reaches its end, the next
     process finishes the batch, and its keys make that clean."""
     target = get_target("python")
-    given = TargetOptions(
-        app=f"{APPS / 'orders.py'}:main_stubborn", effects="charge", preempt_s=0.3
-    )
-    options = check_options(target, given)
+    app = f"{APPS / 'orders.py'}:main_stubborn"
+    options = app_options("python", app, effects=["charge"], preempt_s=0.3)
     reference = reference_run(target, options, timeout_s=60.0)
     run = run_point(target, options, crash_at(reference, 0, "after"))
     assert [c["how"] for c in run.crashes] == ["preempt"] and run.error is None
@@ -133,37 +132,49 @@ def test_sys_exit_0_is_a_return_and_another_status_a_failure() -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (AppArgs(effects=("charge",)), "--effect need --app"),
+        (AppArgs(app="orders.py", effects=("charge",)), "FILE.py:FUNCTION or MODULE:FUNCTION"),
+        (AppArgs(app="no/such.py:main", effects=("charge",)), "no file no/such.py"),
+        (AppArgs(app="my-app:main", effects=("charge",)), "is not a module name"),
+        (AppArgs(app="orders:main", effects=("charge=twice",)), "the policy is one of"),
+        (AppArgs(app="orders:main", effects=("charge,charge",)), "declared twice"),
+        (AppArgs(app="orders:main", effects=("charge,key=a-b",)), "is not a parameter name"),
+        (AppArgs(app="orders:main", effects=("pay:ments:x",)), "is not a module name"),
+        (AppArgs(app="orders:main", http=("FETCH https://x.example/a",)), "METHOD URL"),
+        (AppArgs(app="orders:main", effects=("charge,retries=3",)), "NAME, or module.path"),
+        (AppArgs(app="orders:main", http=("GET https://x.example/a,retries=3",)), "not an option"),
+        (AppArgs(app="orders:main", effects=("charge",), deps="d.json"), "d.json: FileNotFound"),
+    ],
+)
+def test_bad_app_words_are_refused_in_one_line(args: AppArgs, message: str) -> None:
+    with pytest.raises(TargetError, match=message) as caught:
+        app_spec(get_target("python"), args)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
-        (TargetOptions(effects="charge"), "--app FILE.py:FUNCTION"),
-        (TargetOptions(app="orders.py", effects="charge"), "FILE.py:FUNCTION or MODULE:FUNCTION"),
-        (TargetOptions(app="no/such.py:main", effects="charge"), "no file no/such.py"),
-        (TargetOptions(app="my-app:main", effects="charge"), "is not a module name"),
-        (TargetOptions(app="orders:main"), "at least one effect function"),
-        (TargetOptions(app="orders:main", effects="charge=twice"), "the policy is one of"),
-        (TargetOptions(app="orders:main", effects="charge,charge"), "declared twice"),
+        (TargetOptions(), "--app FILE.py:FUNCTION"),
+        (TargetOptions(app=app_spec(get_target("python"), AppArgs(app="o:main"))), "needs its"),
+        (TargetOptions(variant="idempotent"), "--app FILE.py:FUNCTION"),
     ],
 )
 def test_bad_options_are_refused_in_one_line(options: TargetOptions, message: str) -> None:
     with pytest.raises(TargetError, match=message) as caught:
-        PythonTarget().validate(options)
+        check_options(get_target("python"), options)
     assert "\n" not in str(caught.value)
 
 
-class _BundledOnly:
-    """A target without ``validate``: its agent is bundled, as a new runtime's first target
-    may be (every registered one takes ``--app`` now)."""
-
-    name = "bundled"
-    durabilities, variants, savers, resumes = ("d",), ("as_is",), ("s",), ("r",)
-
-    def missing(self) -> str | None:
-        return None
-
-
-def test_a_target_without_validate_takes_no_app() -> None:
-    with pytest.raises(TargetError, match="bundled: takes no --app"):
-        check_options(_BundledOnly(), TargetOptions(app="x.py:main"))  # type: ignore[arg-type]  # a partial Target: check_options reads only these
+def test_a_flag_the_target_does_not_take_is_named() -> None:
+    spec = app_spec(
+        get_target("python"),
+        AppArgs(app="o:main", effects=("c",), thread="t-1"),
+    )
+    with pytest.raises(TargetError, match="python: --thread is not for its --app"):
+        check_options(get_target("python"), TargetOptions(app=spec))
 
 
 def test_an_effect_the_program_does_not_have_is_one_line_exit_2(
@@ -173,7 +184,7 @@ def test_an_effect_the_program_does_not_have_is_one_line_exit_2(
     status = main(["target", "sweep", "python", "--app", app, "--effect", "refund"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1
-    assert "the program has no function 'refund'" in err
+    assert "--effect refund: durable_sim_app has no attribute 'refund'" in err
 
 
 def test_undeclared_tools_are_those_whose_calls_landed_no_declared_effect() -> None:
@@ -188,9 +199,9 @@ def test_undeclared_tools_are_those_whose_calls_landed_no_declared_effect() -> N
         {"t": "b", "p": "p1", "label": "effect:app.refund#refund-1"},
     ]
     assert undeclared_tools(rows) == {"lookup": 2}
-    line = undeclared_note({"reference_outcome": {"undeclared_effects": {"lookup": 2}}})
+    (line,) = app_notes({"reference_outcome": {"undeclared_effects": {"lookup": 2}}})
     assert line.startswith("undeclared effects: lookup (2 calls)")
-    assert undeclared_note({"reference_outcome": {}}) == ""
+    assert app_notes({"reference_outcome": {}}) == []
 
 
 CALLS_HOME = """

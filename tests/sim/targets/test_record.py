@@ -17,13 +17,14 @@ import pytest
 
 pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
 
+from targetkit import app_options
 from testkit import REPO
 
 from sim.outputs.cli.main import main
-from sim.targets.protocol import TargetError, TargetOptions
+from sim.targets.protocol import TargetError
 from sim.targets.recording import record_script
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, sweep_target
+from sim.targets.sweep import sweep_target
 
 EXAMPLE = REPO / "examples" / "langgraph_support"
 
@@ -102,15 +103,13 @@ def test_a_sweep_on_the_recorded_script_finds_the_double_refund(tmp_path: Path) 
     house = f"{_app(tmp_path)}:build_graph"
     record_script("langgraph", app=house, app_input=str(EXAMPLE / "input.json"), out=out)
     target = get_target("langgraph")
-    options = check_options(
-        target,
-        TargetOptions(
-            "sync",
-            app=f"{EXAMPLE / 'support_graph.py'}:build_graph",
-            effects="refund,send_email",
-            app_input=str(EXAMPLE / "input.json"),
-            model_script=str(out),
-        ),
+    options = app_options(
+        "langgraph",
+        f"{EXAMPLE / 'support_graph.py'}:build_graph",
+        durability="sync",
+        effects=["refund,send_email"],
+        input=str(EXAMPLE / "input.json"),
+        model_script=str(out),
     )
 
     def after_refund(labels: list[str]) -> list[tuple[int, str]]:

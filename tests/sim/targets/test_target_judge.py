@@ -11,10 +11,10 @@ from durable.tools import POLICIES as DURABLE_POLICIES
 from sim.outputs.cli.main import main
 from sim.targets.host import Crash, PointRun
 from sim.targets.judge import judge_point
+from sim.targets.kit.landing import CALLER_NOTE, effect_results
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
-from sim.targets.python_app.loading import CALLER_NOTE, effect_results
-from sim.targets.python_app.options import parse_effects
 from sim.targets.registry import target_names
 from sim.targets.sweep import parse_point
 
@@ -90,7 +90,10 @@ def test_a_deduplicated_rerun_passes_and_policies_bound_the_right_side() -> None
 def test_a_recovery_policy_is_held_to_the_guarantee_it_promises() -> None:
     """``--effect charge=idempotent`` (the reference runtime's word): a re-run that the service
     deduplicates passes, one it applies again is I1, named by the word the user declared."""
-    tools = parse_effects("charge_card=idempotent,send=unsafe,poll=replay_safe")
+    words = AppArgs(
+        app="app:main", effects=("charge_card=idempotent,send=unsafe,poll=replay_safe",)
+    )
+    tools = parse_app("python", words).tools()
     assert [(t.policy, t.declared) for t in tools] == [
         ("exactly_once", "idempotent"),
         ("at_most_once", "unsafe"),

@@ -22,9 +22,11 @@ pytest.importorskip("temporalio", reason="needs the temporal extra: pip install 
 
 from sim.targets.host import Crash, run_point, target_service
 from sim.targets.judge import judge_point
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import check_options, reference_run, sweep_target
+from sim.targets.sweep import reference_run, sweep_target
 from sim.targets.temporal.server import ADDRESS_ENV, binary, serving
 
 CHARGE = "effect:payments.charge#"
@@ -107,7 +109,7 @@ def test_options_are_checked_before_any_server_or_child() -> None:
     with pytest.raises(TargetError, match=r"--variant must be as_is\|idempotent"):
         check_options(target, replace(options, variant="agents_tool"))
     with pytest.raises(TargetError, match="takes no --app"):
-        check_options(target, TargetOptions(app="x.py:f"))
+        check_options(target, TargetOptions(app=parse_app("t", AppArgs(app="x:f", effects=("f",)))))
 
 
 def test_a_target_without_a_service_gets_none() -> None:

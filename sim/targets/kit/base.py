@@ -1,0 +1,82 @@
+"""``TargetBase``: what every target shares, so an adapter declares only what differs.
+
+A target is a handful of class attributes (its name, extra, modes) and two modules: one that
+runs its bundled agent in a child and reads that agent's state, and -- for a target that takes
+a user's app -- one pair that does the same for an app (``AppShape``). Everything else is here,
+once: the extra's check, the defaults of the hooks, the dispatch between bundled and app mode,
+and the tools the judge holds (the payment agent's, or the app's declared effects).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from pathlib import Path
+
+from sim.targets.protocol import (
+    PAYMENT_AGENT_TOOLS,
+    AppShape,
+    ChildContext,
+    Demo,
+    TargetOptions,
+    TargetState,
+    TargetTool,
+    missing_extra,
+)
+
+#: Where the payment agent of every bundled target shows its finding: right after the charge
+#: landed, before the runtime recorded it.
+AFTER_THE_CHARGE = (("effect:payments.charge", "after"),)
+
+
+class TargetBase:
+    """The defaults of ``sim.targets.protocol.Target`` (see the module docstring)."""
+
+    name: str
+    description: str
+    extra: str = ""
+    distributions: tuple[str, ...] = ()
+    durabilities: tuple[str, ...]
+    variants: tuple[str, ...] = ("as_is", "idempotent")
+    savers: tuple[str, ...]
+    resumes: tuple[str, ...]
+    required: tuple[str, ...] = ()  # the modules the extra installs (checked, never imported)
+    child_module: str = ""  # the bundled agent's: has ``run_child(ctx)``
+    state_module: str = ""  # has ``read_state(point_dir, options)``
+    app_shape: AppShape | None = None
+    #: The worked finding (``Demo``); a target whose demo needs more builds it in ``demo()``.
+    demo_finding: Demo = Demo(
+        as_is=TargetOptions(), fixed=TargetOptions(variant="idempotent"), points=AFTER_THE_CHARGE
+    )
+
+    def missing(self) -> str | None:
+        return missing_extra(self.name, self.required, self.extra) if self.required else None
+
+    def validate(self, options: TargetOptions) -> TargetOptions:
+        return options
+
+    def service(self, options: TargetOptions) -> contextlib.AbstractContextManager[object]:
+        del options
+        return contextlib.nullcontext()
+
+    def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
+        return options.app.tools() if options.app is not None else PAYMENT_AGENT_TOOLS
+
+    def run_child(self, ctx: ChildContext) -> str:
+        action: str = importlib.import_module(self._module(ctx.options, child=True)).run_child(ctx)
+        return action
+
+    def read_state(self, point_dir: Path, options: TargetOptions) -> TargetState:
+        module = importlib.import_module(self._module(options, child=False))
+        state: TargetState = module.read_state(point_dir, options)
+        return state
+
+    def demo(self) -> Demo:
+        return self.demo_finding
+
+    def _module(self, options: TargetOptions, *, child: bool) -> str:
+        """The module that runs (``child``) or reads the run: the app's or the bundled agent's."""
+        if options.app is not None:
+            assert self.app_shape is not None, "check_options refuses an app this target lacks"
+            return self.app_shape.child_module if child else self.app_shape.state_module
+        return self.child_module if child else self.state_module

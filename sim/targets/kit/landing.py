@@ -1,0 +1,134 @@
+"""Landing a declared effect of a user's app on the effect ledger, from inside a child; and, in
+the parent, what a run's trace says about the app's effects and the framework tools that made
+them.
+
+An effect is a call the app makes to the outside world -- a function of a payment client, a
+method of a mailer, an HTTP request -- that the user declared (``--effect``, ``--effect-http``).
+``Landing.land`` records the call on the ledger (``sim.targets.ledger``: a SQLite file outside
+the child, so the effect survives the kill that follows it) inside the boundary
+``effect:{service}.{name}#{name}-{n}``, deduplicated by its idempotency key as a provider does.
+The wrappers that call it are ``sim.targets.kit.effects`` (functions and methods) and
+``sim.targets.kit.http`` (HTTP clients).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sim.targets.protocol import ChildContext
+
+#: How much of an effect's arguments a ledger row keeps.
+DETAIL_CHARS = 200
+
+
+class Landing:
+    """One child's landing of declared effects: numbers each effect's calls (per process, under
+    a lock: a framework may call tools on threads), notes the framework tool that made each
+    call, and applies it on the ledger."""
+
+    def __init__(self, ctx: ChildContext) -> None:
+        self.ctx = ctx
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def land(self, *, service: str, name: str, key: str | None, detail: str) -> bool:
+        """Apply one call of the effect ``name`` (unless its key was applied before): True if
+        the ledger applied it, False if it deduplicated it."""
+        with self._lock:
+            self._counts[name] = n = self._counts.get(name, 0) + 1
+        caller = _TOOL.get()
+        if caller is not None:
+            self.ctx.boundaries.note(what=CALLER_NOTE, effect=name, tool=caller)
+        return self.ctx.ledger.effect(
+            self.ctx.boundaries,
+            service=service,
+            op=name,
+            tool=name,
+            call_id=f"{name}-{n}",
+            key=key,
+            process=self.ctx.process,
+            detail=((f"by tool {caller}: " if caller else "") + detail)[:DETAIL_CHARS],
+        )
+
+
+#: Trace notes of a framework app: a tool call of the framework began (``tool``), and a declared
+#: effect was landed while one ran (``effect``, ``tool``: its caller).
+TOOL_NOTE = "tool_call"
+CALLER_NOTE = "effect_caller"
+#: The framework's tool call running now, in this task or thread: an effect's caller.
+_TOOL: contextvars.ContextVar[str | None] = contextvars.ContextVar("app_tool", default=None)
+
+
+@contextmanager
+def running_tool(ctx: ChildContext, name: str) -> Iterator[None]:
+    """Around one call of the framework's tool ``name``: noted in the trace, and the caller of
+    every declared effect landed inside it. A tool whose calls land no declared effect is what
+    the report lists as undeclared (``undeclared_tools``): counted, not judged. Inside another
+    tool call (a framework's async entry running its sync one) it is that call."""
+    if _TOOL.get() is not None:
+        yield
+        return
+    ctx.boundaries.note(what=TOOL_NOTE, tool=name)
+    token = _TOOL.set(name)
+    try:
+        yield
+    finally:
+        _TOOL.reset(token)
+
+
+def wrap_tool_calls(ctx: ChildContext, cls: type, sync: str, asynchronous: str) -> None:
+    """``cls.sync`` and ``cls.asynchronous`` (a framework's entries that run one tool call, the
+    tool named by the instance's ``name``) run inside ``running_tool``."""
+    original_sync, original_async = getattr(cls, sync), getattr(cls, asynchronous)
+
+    @functools.wraps(original_sync)
+    def run_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with running_tool(ctx, str(self.name)):
+            return original_sync(self, *args, **kwargs)
+
+    @functools.wraps(original_async)
+    async def run_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with running_tool(ctx, str(self.name)):
+            return await original_async(self, *args, **kwargs)
+
+    setattr(cls, sync, run_sync)
+    setattr(cls, asynchronous, run_async)
+
+
+def effect_results(
+    rows: list[dict[str, Any]], tool_results: dict[str, list[str]]
+) -> tuple[dict[str, list[str]], list[str]]:
+    """For H1 on an app: each declared effect's results in the framework's history -- the
+    results of the tools that called it (``CALLER_NOTE`` rows of the point's trace) -- and the
+    effects that have such a caller (an effect called from outside any tool is not judged)."""
+    callers: dict[str, list[str]] = {}
+    for row in rows:
+        if row.get("t") == "note" and row.get("what") == CALLER_NOTE:
+            tools = callers.setdefault(str(row["effect"]), [])
+            if str(row["tool"]) not in tools:
+                tools.append(str(row["tool"]))
+    results = {
+        effect: [call for tool in tools for call in tool_results.get(tool, [])]
+        for effect, tools in callers.items()
+    }
+    return results, sorted(callers)
+
+
+def undeclared_tools(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """From a run's trace: each tool the framework called whose calls landed no declared
+    effect, with its number of calls."""
+    calls: dict[str, int] = {}
+    landed: set[str] = set()
+    for row in rows:
+        if row.get("t") != "note":
+            continue
+        if row.get("what") == TOOL_NOTE:
+            calls[str(row["tool"])] = calls.get(str(row["tool"]), 0) + 1
+        elif row.get("what") == CALLER_NOTE:
+            landed.add(str(row["tool"]))
+    return {tool: n for tool, n in sorted(calls.items()) if tool not in landed}

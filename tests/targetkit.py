@@ -1,0 +1,31 @@
+"""Shared helpers for the target tests: a user's app as the command line would give it, checked
+by the kit (``sim.targets.kit``), so the tests build options the way users do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sim.targets.kit.options import check_options
+from sim.targets.kit.spec import AppArgs, parse_app
+from sim.targets.protocol import TargetOptions
+from sim.targets.registry import get_target
+
+
+def app_options(
+    target: str,
+    app: str,
+    *,
+    effects: Sequence[str] = (),
+    http: Sequence[str] = (),
+    durability: str = "",
+    preempt_s: float = 0.0,
+    **words: str | bool,
+) -> TargetOptions:
+    """``durable-sim target sweep TARGET --app APP --effect ... [--input ...]`` as checked
+    options; a bad word raises the command line's ``TargetError``."""
+    spec = parse_app(
+        target,
+        AppArgs(app=app, effects=tuple(effects), http=tuple(http), **words),  # type: ignore[arg-type]  # the AppArgs words of a flag
+    )
+    given = TargetOptions(durability=durability, app=spec, preempt_s=preempt_s)
+    return check_options(get_target(target), given)
