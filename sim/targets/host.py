@@ -90,7 +90,10 @@ def run_point(
         Ledger.create(point_dir / LEDGER_NAME).close()
         run = PointRun(crash)
         with target_service(target, options):
-            run.error = _run_children(run, point_dir, timeout_s, preempt=options.preempt_s > 0)
+            env = target.point_env(options, point_dir)
+            run.error = _run_children(
+                run, point_dir, timeout_s, preempt=options.preempt_s > 0, extra_env=env
+            )
             _collect(run, target, options, point_dir)
         run.wall_s = time.perf_counter() - started
         return run
@@ -109,11 +112,13 @@ def target_service(
     return target.service(options)
 
 
-def _run_children(run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool) -> str | None:
+def _run_children(
+    run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool, extra_env: dict[str, str]
+) -> str | None:
     """The point's processes, until one ends on its own. A killed first process is followed by
     the next; so is a preempted one however it ended (SIGTERM's default, its own exit within the
     grace, or the SIGKILL after it) -- unless the harness or the target raised in it."""
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONHASHSEED="0", **extra_env)
     for number in range(1, MAX_PROCESSES + 1):
         command = [sys.executable, "-m", "sim.targets.child", str(point_dir), str(number)]
         run.processes = number

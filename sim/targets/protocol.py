@@ -219,6 +219,12 @@ class Target(Protocol):
         kills), entered around a point's children and by a sweep around all of its points."""
         ...
 
+    def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
+        """What one point's children find in their environment on top of the parent's (a
+        fresh database of the service for this point, say), made in the parent inside
+        ``service`` before the point's first child starts."""
+        ...
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         """The agent's tools and the policy declared for each (an app's: its declared effects)."""
         ...

@@ -59,6 +59,10 @@ class TargetBase:
         del options
         return contextlib.nullcontext()
 
+    def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
+        del options, point_dir
+        return {}
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         return options.app.tools() if options.app is not None else PAYMENT_AGENT_TOOLS
 
