@@ -209,3 +209,89 @@ def test_a_script_that_runs_out_or_calls_a_missing_tool_names_the_turn() -> None
     missing = [script[0], {"tool_calls": [{"name": "cancel_booking", "args": {}}]}]
     with pytest.raises(AppError, match="turn 2 calls 'cancel_booking', a tool the agent does not"):
         _scripted_run(missing)
+
+
+DEPS_APP = """
+from dataclasses import dataclass
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+
+@dataclass
+class Customer:
+    email: str
+    tier: str = "basic"
+
+
+def send_email(to, body, idempotency_key=None):
+    return f"sent to {to}"
+
+
+def _agent(model, durable):
+    agent = Agent(
+        model,
+        name="notify_agent",
+        deps_type=Customer,
+        capabilities=[DBOSDurability()] if durable else [],
+    )
+
+    @agent.tool
+    async def notify(ctx: RunContext[Customer], text: str) -> str:
+        return send_email(ctx.deps.email, f"[{ctx.deps.tier}] {text}")
+
+    return agent
+
+
+def build_agent(model):
+    return _agent(model, durable=False)
+
+
+def build_durable_agent(model):
+    return _agent(model, durable=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("factory", "durability"),
+    [
+        ("build_agent", "agent"),
+        pytest.param("build_durable_agent", "capability", marks=pytest.mark.slow),
+    ],
+)
+def test_deps_given_as_json_reach_the_agents_tools(
+    tmp_path: Path, factory: str, durability: str
+) -> None:
+    """``--deps`` is validated into the agent's ``deps_type`` (a dataclass here) and handed to
+    the run, on both DBOS ways: the tool's effect sees the customer the JSON names."""
+    from sim.targets.sweep import reference_run
+
+    (tmp_path / "notify.py").write_text(DEPS_APP, encoding="utf-8")
+    (tmp_path / "deps.json").write_text('{"email": "ada@example.com", "tier": "gold"}')
+    (tmp_path / "input.json").write_text('"Tell the customer the refund is on its way."')
+    script = [{"tool_calls": [{"name": "notify", "args": {"text": "refund sent"}}]}]
+    (tmp_path / "script.json").write_text(json.dumps(script + [{"content": "Done."}]))
+    options = _options(
+        factory,
+        durability,
+        app=f"{tmp_path / 'notify.py'}:{factory}",
+        effects=("send_email",),
+        input=str(tmp_path / "input.json"),
+        model_script=str(tmp_path / "script.json"),
+        deps=str(tmp_path / "deps.json"),
+    )
+    reference = reference_run(get_target("pydantic-ai"), options, timeout_s=120.0)
+    (row,) = reference.ledger
+    assert "'ada@example.com', '[gold] refund sent'" in row.detail, row.detail
+
+
+def test_deps_that_do_not_fit_the_deps_type_are_one_line(tmp_path: Path) -> None:
+    from pydantic_ai import Agent
+
+    from sim.targets.pydantic_ai.app import agent_deps
+
+    agent: Agent[int, str] = Agent("test", deps_type=int)
+    assert agent_deps(agent, "42") == 42
+    with pytest.raises(AppError, match="--deps: not a int") as caught:
+        agent_deps(agent, {"no": "int"})
+    assert "\n" not in str(caught.value)
