@@ -280,12 +280,16 @@ INVARIANTS: tuple[Invariant, ...] = (
         scope="runtime",
         verifies=(
             "a process stops with `CorruptStore` only after a storage fault damaged something, "
-            "names a damaged file and leaves every file it found as it found it (the disk after "
-            "any later power loss; a stray temporary, never acknowledged, excepted)"
+            "names a damaged file and leaves every file of the damaged conversation (the damaged "
+            "file's directory) as it found it (the disk after any later power loss; a stray "
+            "temporary, never acknowledged, excepted)"
         ),
         leaves=(
-            "a recovery that goes on (every other invariant judges it); the leases granted before "
-            "the stop (I8)"
+            "a recovery that goes on (every other invariant judges it), including another "
+            "conversation's in the same process: a refusal is about the conversation it refuses, "
+            "and a parent that cut its own unacknowledged torn tail before its sub-agent's log "
+            "was found damaged did what its recovery may do (I2-I12 judge it); the leases granted "
+            "before the stop (I8)"
         ),
         implemented_by=(f"{_ORACLES}.refusal.check_refusal",),
     ),

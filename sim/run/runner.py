@@ -356,18 +356,24 @@ def _evidence_changes(
     inodes: dict[str, int],
     fs: SimFS,
 ) -> list[str]:
-    """What happened, after a storage fault, to the files the disk then held: a file removed, or
-    bytes it held changed or cut off in place (appending is no change; a file replaced whole by
-    a rename, such as a lease taken over, supersedes rather than destroys -- except the damaged
-    file itself, which must stay exactly as the fault left it). A recovery that stops on corrupt
-    storage must leave all of it as it found it (I13). A temporary of the atomic-write protocol
-    is no evidence unless damaged: it was never acknowledged, and the damage table's row for
-    stray temporaries says the next write of the same file replaces it."""
+    """What happened, after a storage fault, to the files the disk then held beside the damage:
+    a file removed, or bytes it held changed or cut off in place (appending is no change; a file
+    replaced whole by a rename, such as a lease taken over, supersedes rather than destroys --
+    except the damaged file itself, which must stay exactly as the fault left it). A recovery
+    that stops on corrupt storage must leave all of it as it found it (I13). "Beside": in a
+    directory that holds damage -- a refusal is about the conversation it refuses, and another
+    conversation whose recovery went on in the same process (its own unacknowledged torn tail
+    cut) is judged by every other invariant, not by this one. A temporary of the atomic-write
+    protocol is no evidence unless damaged: it was never acknowledged, and the damage table's
+    row for stray temporaries says the next write of the same file replaces it."""
     now, now_inodes = fs.snapshot(), fs.inode_numbers()
+    beside = {path.rsplit("/", 1)[0] for path in damage}
     out: list[str] = []
     for path, before in files.items():
         after = now.get(path)
         damaged = path in damage
+        if not damaged and path.rsplit("/", 1)[0] not in beside:
+            continue  # another conversation's files: their own recovery is judged elsewhere
         if not damaged and role_of(path) is Role.TEMPORARY:
             continue  # unacknowledged by definition: the damage table lets a write replace it
         if after is None:
