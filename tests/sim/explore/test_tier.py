@@ -18,7 +18,7 @@ from sim.explore.mutants.core import planted
 from sim.explore.recording import ScenarioSweep
 from sim.explore.results import results_document
 from sim.explore.sweep import _account, listed_schedules, sweep, twins
-from sim.world.faults import Schedule
+from sim.world.faults import Schedule, boundary_kind
 from sim.world.scenario import bundled_names, load_scenario
 from sim.world.stores import StoreKind
 
@@ -140,6 +140,56 @@ def test_without_the_stratum_guarantee_the_sample_misses_cells(
     assert out.strata_covered < out.strata_total or (
         out.recovery_classes_covered < out.recovery_classes_total
     )
+
+
+def _cells_enumerated_apart(
+    texts: set[str] | frozenset[str], labels: list[str]
+) -> tuple[set[tuple[str, str, str]], set[tuple[str, str]]]:
+    """The strata and recovery classes that schedule ``texts`` hit, worked out here from the
+    texts and the labels alone -- not with ``tier.stratum``, ``tier.recovery_class`` or
+    ``tier.coverage``, so a bug in those that drops a cell from the sample *and* from the
+    total cannot hide from this count."""
+    strata: set[tuple[str, str, str]] = set()
+    classes: set[tuple[str, str]] = set()
+    for text in texts:
+        index_text, when, kind = text.split(",")[-1].split("~")[0].split(":")
+        index = int(index_text)
+        strata.add((boundary_kind(labels[index]), when, kind))
+        last = index if when == "after" else index - 1
+        heads = [label.split("#", 1)[0] for label in labels[: last + 1]]
+        operation = next((h for h in reversed(heads) if not h.startswith("fs.")), "start")
+        classes.add((operation, kind))
+    return strata, classes
+
+
+@pytest.mark.parametrize("plant", [None, "strata-merged", "classes-merged"])
+def test_the_sample_covers_the_cells_of_an_independent_count(
+    plant: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every stratum and recovery class of the listed schedules, counted apart from the tier's
+    own functions, is hit by the sample. With a planted bug that merges cells in the tier's
+    own classification (before and after; every operation), the tier's coverage still says
+    complete -- it counts with the same function that chose -- and only this count notices."""
+    if plant == "strata-merged":
+        monkeypatch.setattr(
+            tier, "stratum", lambda p, labels: (boundary_kind(labels[p.index]), "-", p.kind)
+        )
+    elif plant == "classes-merged":
+        monkeypatch.setattr(tier, "recovery_class", lambda p, after: ("-", p.kind))
+    labels, schedules = listed(LONG, StoreKind.FILE)
+    points = chosen(LONG, StoreKind.FILE)
+    want_strata, want_classes = _cells_enumerated_apart({s.text() for s in schedules}, labels)
+    got_strata, got_classes = _cells_enumerated_apart(points, labels)
+    blind = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())  # type: ignore[arg-type]
+    missed = sorted(map(str, want_strata - got_strata)) + sorted(
+        map(str, want_classes - got_classes)
+    )
+    if plant is None:
+        assert not missed, missed
+        assert blind.complete
+    else:
+        assert missed, "the planted bug went unnoticed by the independent count"
+        assert blind.complete, "the tier's own count is blind to it (why this test exists)"
 
 
 def _digest_of_sample() -> str:
