@@ -111,8 +111,9 @@ def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -
         if tried:
             raise TargetError(
                 f"{target.name}: the app tried to reach {', '.join(tried)} in the fault-free run, "
-                "and sweeps run offline: script its model (--model-script) and point its "
-                "clients of outside services at stubs"
+                "and sweeps run offline: script its model (--model-script), declare its calls "
+                "to outside APIs (--effect-http, answered by --http-stub) or point its clients "
+                "at stubs"
             )
         why = verdict.violations[0].explanation if verdict.violations else "no boundary crossed"
         raise TargetError(f"{target.name}: the fault-free run fails: {why}")

@@ -134,7 +134,13 @@ def _wrapper(
     def land(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         key = key_of(args, kwargs)
         shown = args[1:] if skip_self else args
-        landing.land(service=SERVICE, name=effect.name, key=key, detail=_describe(shown, kwargs))
+        landing.land(
+            service=SERVICE,
+            name=effect.name,
+            short=effect.qualname,
+            key=key,
+            detail=_describe(shown, kwargs),
+        )
 
     wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(original):

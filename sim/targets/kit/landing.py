@@ -36,9 +36,11 @@ class Landing:
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def land(self, *, service: str, name: str, key: str | None, detail: str) -> bool:
+    def land(self, *, service: str, name: str, short: str, key: str | None, detail: str) -> bool:
         """Apply one call of the effect ``name`` (unless its key was applied before): True if
-        the ledger applied it, False if it deduplicated it."""
+        the ledger applied it, False if it deduplicated it. The call's id is ``short`` (the
+        effect's qualname, an HTTP call's method) and its number in this process: the label
+        ``effect:app.payments:issue_refund#issue_refund-1`` names the effect once."""
         with self._lock:
             self._counts[name] = n = self._counts.get(name, 0) + 1
         caller = _TOOL.get()
@@ -49,7 +51,7 @@ class Landing:
             service=service,
             op=name,
             tool=name,
-            call_id=f"{name}-{n}",
+            call_id=f"{short}-{n}",
             key=key,
             process=self.ctx.process,
             detail=((f"by tool {caller}: " if caller else "") + detail)[:DETAIL_CHARS],

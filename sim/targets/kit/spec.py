@@ -51,6 +51,8 @@ HTTP_SERVICE = "http"
 #: Where an effect's idempotency key is read by default: the parameter, and the HTTP header.
 DEFAULT_KEY = "idempotency_key"
 DEFAULT_HEADER = "Idempotency-Key"
+#: Every word a declaration may end with: a guarantee, or a recovery policy that promises one.
+_POLICY_WORDS = frozenset((*POLICIES, *RECOVERY_GUARANTEES))
 #: The largest JSON file an app option may name (an input, a script, a stub).
 MAX_JSON_BYTES = 4 * 1024 * 1024
 
@@ -306,17 +308,23 @@ def parse_app(target: str, args: AppArgs) -> AppSpec:
 def _declaration(
     target: str, flag: str, text: str, options: tuple[str, ...]
 ) -> tuple[str, Policy, str, dict[str, str]]:
-    """``WHAT[=POLICY][,OPTION=VALUE...]`` as (what, guarantee, declared word, options)."""
-    head, *rest = [part.strip() for part in text.split(",")]
+    """``WHAT[=POLICY][,OPTION=VALUE...]`` as (what, guarantee, declared word, options). An
+    option is a trailing ``,name=value`` part; a comma or an ``=`` anywhere else belongs to
+    ``WHAT`` (a URL may hold both: ``/v1/a,b``, ``?q=refund``)."""
+    parts = [part.strip() for part in text.split(",")]
     given: dict[str, str] = {}
-    for part in rest:
-        option, _, value = part.partition("=")
+    while len(parts) > 1 and re.fullmatch(r"[a-z_]+=[^/]*", parts[-1]):
+        option, _, value = parts.pop().partition("=")
         if option not in options or not value:
             allowed = ", ".join(f"{o}=..." for o in options)
-            raise TargetError(f"{target}: {flag} {text!r}: {part!r} is not an option ({allowed})")
+            raise TargetError(
+                f"{target}: {flag} {text!r}: {option}={value} is not an option ({allowed})"
+            )
         given[option] = value
+    head = ",".join(parts)
     what, equals, declared = head.rpartition("=")
-    if not equals or not re.fullmatch(r"[a-z_]+", declared):  # no policy: any "=" is the URL's
+    in_query = "?" in what and flag == "--effect-http"
+    if not equals or (in_query and declared not in _POLICY_WORDS):
         what, declared = head, ""
     declared = declared or "exactly_once"
     guarantee = RECOVERY_GUARANTEES.get(declared, declared)
@@ -340,9 +348,6 @@ def parse_effects(target: str, text: str) -> tuple[EffectSpec, ...]:
     if not groups:
         raise TargetError(f"{target}: --effect {text!r}: name an effect")
     return tuple(_parse_effect(target, group) for group in groups)
-
-
-_POLICY_WORDS = frozenset((*POLICIES, *RECOVERY_GUARANTEES))
 
 
 def _parse_effect(target: str, text: str) -> EffectSpec:
@@ -416,6 +421,8 @@ def _route_ok(route: Json) -> bool:
     }:
         return False
     method, url = route.get("method"), route.get("url")
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        return False
     status, headers = route.get("status", 200), route.get("headers", {})
     return (
         isinstance(method, str)

@@ -70,7 +70,7 @@ class Recording:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, str]] = []
 
-    def land(self, *, service: str, name: str, key: str | None, detail: str) -> bool:
+    def land(self, *, service: str, name: str, short: str, key: str | None, detail: str) -> bool:
         assert service == "app"
         self.calls.append((name, key, detail))
         return True
@@ -223,8 +223,8 @@ def test_in_a_child_effects_of_another_module_land_as_the_app_calls_them(tmp_pat
     target = get_target("python")
     result = sweep_target(target, options, choose=lambda labels: [])
     assert result.labels == [
-        "effect:app.payments_job:issue_refund#payments_job:issue_refund-1",
-        "effect:app.payments_job:Mailer.send#payments_job:Mailer.send-1",
+        "effect:app.payments_job:issue_refund#issue_refund-1",
+        "effect:app.payments_job:Mailer.send#Mailer.send-1",
     ]
     notes = app_notes({"reference_outcome": result.reference_outcome})
     assert any(n.startswith("never called: payments_job:Stripe.post") for n in notes), notes

@@ -270,7 +270,7 @@ def test_deps_given_as_json_reach_the_agents_tools(
     (tmp_path / "deps.json").write_text('{"email": "ada@example.com", "tier": "gold"}')
     (tmp_path / "input.json").write_text('"Tell the customer the refund is on its way."')
     script = [{"tool_calls": [{"name": "notify", "args": {"text": "refund sent"}}]}]
-    (tmp_path / "script.json").write_text(json.dumps(script + [{"content": "Done."}]))
+    (tmp_path / "script.json").write_text(json.dumps([*script, {"content": "Done."}]))
     options = _options(
         factory,
         durability,
