@@ -221,15 +221,18 @@ _LOG_DAMAGE: tuple[Damage, ...] = (
             Mode.FILE_FSYNC: _refuse(LOST, "`CorruptStore` naming the lost sequences"),
             Mode.FILE_NOFSYNC: Outcome(
                 Response.REPAIR,
-                "truncated (the mode may lose a suffix); the checkpoint set aside",
-                repairs=(Repair.TRUNCATE, Repair.SET_ASIDE),
+                "**moved to a quarantine file**, then cut (the mode may lose a suffix, but the "
+                "checkpoint proves it was acknowledged: damage, not a torn write); the "
+                "checkpoint set aside",
+                repairs=(Repair.QUARANTINE, Repair.SET_ASIDE),
                 kept=Kept.BEFORE_DAMAGE,
                 after=QUARANTINED,
             ),
             Mode.SQLITE: Outcome(
                 Response.PROCEED,
-                "recovers from the checkpoint (the rows under it are not read; the damaged row "
-                "stays)",
+                "recovers from the checkpoint if the damage lies under the row it ends at (those "
+                "rows are not read; the damaged row stays); damage to that row itself is "
+                "`CorruptStore`, as for a damaged commit the newest checkpoint ends at",
                 kept=Kept.ALL,
                 after=CORRUPT,
             ),
@@ -274,7 +277,8 @@ _LOG_DAMAGE: tuple[Damage, ...] = (
             ),
             Mode.SQLITE: Outcome(
                 Response.PROCEED,
-                "recovers from a checkpoint that covers it (the row stays); else `CorruptStore`",
+                "recovers from a checkpoint that ends after it (the row stays); else "
+                "`CorruptStore`, a checkpoint that ends *at* the damaged row included (next row)",
                 kept=Kept.ALL,
                 after=CORRUPT,
             ),
@@ -284,6 +288,29 @@ _LOG_DAMAGE: tuple[Damage, ...] = (
                 kept=Kept.ALL,
                 after=CORRUPT,
             ),
+        },
+        _both(CORRUPT),
+    ),
+    Damage(
+        "damaged-checkpoint-commit",
+        "damaged commit the newest checkpoint ends at (SQLite: its row; valid commits after it)",
+        {
+            Mode.FILE_FSYNC: _refuse(LATER, "`CorruptStore` naming the line"),
+            Mode.FILE_NOFSYNC: Outcome(
+                Response.REPAIR,
+                "as a damaged earlier commit: quarantined, then cut; the checkpoint set aside",
+                repairs=(Repair.QUARANTINE, Repair.SET_ASIDE),
+                kept=Kept.BEFORE_DAMAGE,
+                after=QUARANTINED,
+            ),
+            Mode.SQLITE: _refuse(
+                "events row (",
+                "`CorruptStore` naming the row: recovery reads the row a checkpoint ends at to "
+                "prove the log holds what the checkpoint claims (`durable.journal.recover_state`"
+                "), and a damaged row proves nothing; an older checkpoint or a full replay reads "
+                "it too",
+            ),
+            Mode.POSTGRES: _refuse("events row (", "as SQLite"),
         },
         _both(CORRUPT),
     ),
@@ -411,7 +438,7 @@ _CHECKPOINT_DAMAGE: tuple[Damage, ...] = (
             ),
             Mode.FILE_NOFSYNC: Outcome(
                 Response.REPAIR,
-                "skipped, and set aside (its name claims more than the log holds)",
+                "skipped, and set aside by recovery (a name higher or lower than what it holds)",
                 repairs=(Repair.SET_ASIDE,),
                 kept=Kept.ALL,
                 after=QUARANTINED,
@@ -504,6 +531,20 @@ _SIDE_FILES: tuple[Damage, ...] = (
             ),
         },
         {"sqlite": Said(1, "the SQLite header is damaged")},
+    ),
+    Damage(
+        "table-dropped",
+        "a table of the store dropped (the events table; the others left)",
+        {
+            Mode.SQLITE: _refuse(
+                "missing, though",
+                "`CorruptStore` naming the table, before anything is written (the store creates "
+                "its tables together, so one missing was dropped; created empty, it would be a "
+                "write before the refusal)",
+            ),
+            Mode.POSTGRES: _refuse("missing, though", "as SQLite"),
+        },
+        {"sqlite": Said(2, "not a durable store")},
     ),
 )
 

@@ -22,8 +22,9 @@ Nothing damaged is ever deleted. Where recovery goes on past damage (``fsync=Fal
 may lose a suffix), it first copies the bytes it cannot explain to a **quarantine** file beside
 the log (the atomic-write protocol, durably, *then* the cut), and moves a checkpoint it cannot
 use aside under a quarantine name instead of deleting it; ``python -m durable inspect`` reports
-every quarantine file. Only a torn tail -- what the scanner can explain as a crash's leftover --
-is cut without a copy. The damage table (``durable.store.damage``) says what each mode does.
+every quarantine file. Only a torn tail -- what the scanner can explain as a crash's leftover,
+and no checkpoint beyond it proves acknowledged (``_tail_proof``) -- is cut without a copy. The
+damage table (``durable.store.damage``) says what each mode does.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ class FileStore:
         path = self._lease_path(conversation_id)
         if not self._fs.exists(path):
             return None
-        lease = decode_lease(path, self._fs.read(path))
+        lease = decode_lease(path, self._read_file(path))
         if lease.conversation_id != conversation_id:
             raise CorruptStore(f"{path}: lease is for conversation {lease.conversation_id}")
         return lease
@@ -372,24 +373,47 @@ class FileStore:
     def _cut_tail(self, conversation_id: str, path: str, scan: LogScan) -> None:
         """Truncate the log at the end of its committed prefix. A torn tail (``logscan``: no
         later commit follows it) is what a crash leaves and was never acknowledged: it is cut.
-        Damage (a later commit follows it: with ``fsync=True`` ``_check_tail`` refused it
-        already) held acknowledged commits: it is copied to a quarantine file first, durably,
-        so the cut is never the only copy of what it removes."""
-        anomaly = scan.anomaly
-        if anomaly is not None and anomaly.kind == "damage":
+        A tail that held acknowledged commits (``_tail_proof``: damage, which with
+        ``fsync=True`` ``_check_tail`` refused already, or a torn-looking tail a checkpoint
+        beyond it proves acknowledged) is copied to a quarantine file first, durably, so the
+        cut is never the only copy of what it removes."""
+        proof = self._tail_proof(conversation_id, scan)
+        if proof is not None:
             tail = self._fs.read(path)[scan.good_end :]
             what = f"events-from-byte-{scan.good_end}.jsonl"
             name = self._quarantine(conversation_id, what, tail)
             LOG.warning(
-                "%s: %s; the %d bytes from byte %d on (acknowledged commits among them) moved "
-                "to quarantine file %s, and the log cut there",
+                "%s: %s; the %d bytes from byte %d on (acknowledged commits among them: %s) "
+                "moved to quarantine file %s, and the log cut there",
                 path,
-                anomaly.problem,
+                scan.tail_problem,
                 len(tail),
                 scan.good_end,
+                proof,
                 name,
             )
         self._fs.truncate(path, scan.good_end)
+
+    def _tail_proof(self, conversation_id: str, scan: LogScan) -> str | None:
+        """Why the bytes after the log's committed prefix held acknowledged commits, or None
+        when nothing proves it (a torn tail: a crash's leftover, cut without a copy).
+
+        Two things prove it: a valid later commit after the damage (``logscan``), and a
+        checkpoint named beyond the prefix's last sequence -- a checkpoint is saved only after
+        the commits it covers were acknowledged, so a tail under it is damage to acknowledged
+        commits (a flipped byte, a cut inside the last batch, another conversation's record),
+        however much it looks like a torn write. The name is what counts, as for
+        ``_check_no_lost_commits``: a copy too many costs an operator a look, a copy too few
+        loses acknowledged bytes for good."""
+        anomaly = scan.anomaly
+        if anomaly is not None and anomaly.later is not None:
+            later = anomaly.later
+            return f"line {later.line} holds a valid later record (sequence {later.sequence})"
+        _, found, _ = self._checkpoint_files(conversation_id)
+        for through, name in found:
+            if through > scan.last_sequence:
+                return f"{name} proves commits through sequence {through} were acknowledged"
+        return None
 
     # -- quarantine ----------------------------------------------------------------------------
 
@@ -578,7 +602,7 @@ class FileStore:
         out: list[str] = []
         for name in names:
             path = f"{directory}/{name}"
-            data = self._fs.read(path)
+            data = self._read_file(path)
             if self._written.get(path) == hashlib.sha256(data).hexdigest():
                 out.append(name)
                 continue
@@ -629,6 +653,34 @@ class FileStore:
         directory, found, _ = self._checkpoint_files(conversation_id)
         beyond = [name for through, name in found if through > last_sequence]
         self._set_aside(directory, beyond, f"beyond the log, which ends at {last_sequence}")
+        misnamed = self._misnamed(directory, found, last_sequence)
+        self._set_aside(directory, misnamed, "it holds a checkpoint through another sequence")
+
+    def _misnamed(
+        self, directory: str, found: list[tuple[int, str]], last_sequence: int
+    ) -> list[str]:
+        """With ``fsync=False``, the checkpoints within the log that verify under another
+        sequence's name, which ``_load_checkpoints`` skips: recovery moves them aside with the
+        ones beyond the log. A name lower than what the file holds claims nothing beyond the
+        log, yet is damage all the same (the atomic write names a checkpoint after what it
+        holds): left in place it would stand as the "newest older" checkpoint a save keeps,
+        and only a later rotation would notice it. With ``fsync=True`` ``_load_checkpoints``
+        refuses it, and it stays where it is, as evidence."""
+        if self._fsync:
+            return []
+        out: list[str] = []
+        for through, name in found:
+            if through > last_sequence:
+                continue  # set aside as beyond the log
+            try:
+                checkpoint = Checkpoint.model_validate(
+                    parse_json(self._read_file(f"{directory}/{name}"))
+                )
+            except ValueError:
+                continue  # torn: skipped, and a later save sets it aside (the damage table)
+            if checkpoint.through_sequence != through and checkpoint.verify():
+                out.append(name)
+        return out
 
     async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
         """Fence and write, exclusive across processes (see ``_save_checkpoint``)."""
@@ -672,8 +724,9 @@ class FileStore:
 
         A checkpoint that verifies under another sequence's name is damage too (the atomic
         write names a checkpoint after what it holds; the name is metadata no checksum covers):
-        ``CorruptStore`` with ``fsync=True``, skipped without. One that does not verify is the
-        caller's to skip, whatever its name says."""
+        ``CorruptStore`` with ``fsync=True``; skipped without, and set aside by the repair that
+        follows (``_misnamed``: this is also a read that must not write). One that does not
+        verify is the caller's to skip, whatever its name says."""
         directory, found, _ = self._checkpoint_files(conversation_id)
         out: list[Checkpoint] = []
         for through, name in found:

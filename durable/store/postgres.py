@@ -89,6 +89,9 @@ _SCHEMA = (
     )""",
 )
 
+#: The store's tables, in ``_SCHEMA``'s order.
+_TABLES = ("events", "checkpoints", "leases")
+
 # The lease row, locked to the end of the transaction: the whole store's concurrency control.
 _LOCK_LEASE = (
     "SELECT owner_id, epoch, expires_at_s FROM {ns}.leases WHERE conversation_id = %s FOR UPDATE"
@@ -243,6 +246,7 @@ class PostgresStore:
                 conn.execute("BEGIN")
                 try:
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._ns,))
+                    self._check_tables(conn)
                     for statement in _SCHEMA:
                         conn.execute(self._sql(statement))
                 except Exception:
@@ -255,6 +259,22 @@ class PostgresStore:
             raise
         self._conn = conn
         return conn
+
+    def _check_tables(self, conn: PgConnection) -> None:
+        """Before the schema is created: refuse a schema that holds some of the store's tables
+        but not all (``SQLiteStore._check_tables``, the same rule): they are created in one
+        transaction, so one missing beside the others was dropped, and creating it empty would
+        write before the refusal that follows. A read: nothing is written."""
+        rows = conn.execute(
+            "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s", (self._ns,)
+        ).fetchall()
+        present = {row[0] for row in rows} & set(_TABLES)
+        missing = [name for name in _TABLES if name not in present]
+        if present and missing:
+            raise CorruptStore(
+                f"{self._where()}: the store's table(s) {', '.join(missing)} missing, though "
+                f"{', '.join(sorted(present))} remain: dropped or damaged (nothing was written)"
+            )
 
     def _transaction(self, body: Callable[[PgConnection], T], *, write: bool) -> Callable[[], T]:
         """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""

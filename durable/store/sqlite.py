@@ -64,6 +64,9 @@ _SCHEMA = (
     )""",
 )
 
+#: The store's tables, in ``_SCHEMA``'s order.
+_TABLES = ("events", "checkpoints", "leases")
+
 # Errors that mean the file itself is bad, as opposed to a busy or full database.
 _CORRUPT_ERRORS = (apsw.NotADBError, apsw.CorruptError)
 
@@ -207,6 +210,7 @@ class SQLiteStore:
             if not self._schema_ready:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    self._check_tables(conn)
                     for statement in _SCHEMA:
                         conn.execute(statement)
                 except Exception:
@@ -215,10 +219,36 @@ class SQLiteStore:
                 conn.execute("COMMIT")
                 self._schema_ready = True
         except Exception:
+            # Nothing of this store was written on this connection, so its close has nothing
+            # to copy out of the log: a refusal leaves the log and the database file as found.
+            conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
             conn.close()
             raise
         self._conn = conn
         return conn
+
+    def _check_tables(self, conn: SQLConnection) -> None:
+        """Before the schema is created: refuse a database that holds some of the store's
+        tables but not all. A new database holds none (the schema is created), a store's all
+        three (creating them again changes nothing); the three are created in one transaction,
+        so a crash never leaves only some. A table missing beside the others was dropped --
+        by an operator, a tool, damage -- and creating an empty one would write before the
+        refusal that follows (a missing events table under a checkpoint reads as lost
+        commits) and leave every later attempt to refuse over a database that no longer
+        looks as found. A read inside the schema's transaction: nothing is written."""
+        names = ", ".join(f"'{name}'" for name in _TABLES)
+        present = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({names})"
+            ).fetchall()
+        }
+        missing = [name for name in _TABLES if name not in present]
+        if present and missing:
+            raise CorruptStore(
+                f"{self._path}: the store's table(s) {', '.join(missing)} missing, though "
+                f"{', '.join(sorted(present))} remain: dropped or damaged (nothing was written)"
+            )
 
     def _note_log_size(self, conn: apsw.Connection, name: str, pages: int) -> int:
         """SQLite's hook after every commit in WAL mode: remember how many pages the log holds."""
@@ -332,8 +362,10 @@ class SQLiteStore:
 
     # -- leases --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _lease_row(conn: SQLConnection, conversation_id: str) -> Lease | None:
+    def _lease_row(self, conn: SQLConnection, conversation_id: str) -> Lease | None:
+        """The stored lease (None: no row); a row that is not a lease is ``CorruptStore``
+        naming the database file, as every refusal of this store does: an operator with
+        several stores must know which one to look at."""
         row = conn.execute(
             "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?",
             (conversation_id,),
@@ -349,7 +381,9 @@ class SQLiteStore:
             )
         except ValueError as exc:
             first = str(exc).splitlines()[0]
-            raise CorruptStore(f"leases row ({conversation_id}): not a lease: {first}") from exc
+            raise CorruptStore(
+                f"{self._path}: leases row ({conversation_id}): not a lease: {first}"
+            ) from exc
 
     @staticmethod
     def _put_lease(conn: SQLConnection, lease: Lease) -> None:
@@ -361,11 +395,10 @@ class SQLiteStore:
             (lease.conversation_id, lease.owner_id, lease.epoch, lease.expires_at_s),
         )
 
-    @classmethod
-    def _fence(cls, conn: SQLConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
+    def _fence(self, conn: SQLConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
         """``check_fence`` on the lease row, inside the write transaction (``BEGIN IMMEDIATE``)."""
         check_fence(
-            cls._lease_row(conn, conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
+            self._lease_row(conn, conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
         )
 
     async def current_lease(self, conversation_id: str) -> Lease | None:

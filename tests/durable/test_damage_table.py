@@ -16,7 +16,9 @@ a restarted process would:
 - for a store that went on, runs ``inspect`` again: what the table says it reports afterwards.
 
 The table of docs/stores.md is this registry's rendering, and nothing else
-(``test_the_table_of_docs_stores_md_is_the_registry``).
+(``test_the_table_of_docs_stores_md_is_the_registry``). Besides the table: every SQLite refusal
+names the database file, and a dropped table is refused with the database file and its log
+unchanged byte for byte, frames left in the log included.
 """
 
 from __future__ import annotations
@@ -204,6 +206,25 @@ def damaged_earlier_commit(stores: Stores) -> int:
     return 9
 
 
+def damaged_checkpoint_commit(stores: Stores) -> int:
+    """A letter flipped in record 23 -- a commit of its own, the one the checkpoint through 23
+    ends at -- with the checkpoint through 27 gone, so the damaged commit is the newest
+    checkpoint's own row and valid commits (24..27) follow it."""
+    if _is_sql(stores):
+        _sql(
+            stores,
+            "UPDATE events SET record = replace(record, 'model_requested', 'Model_requested') "
+            "WHERE sequence = 23",
+            "DELETE FROM checkpoints WHERE through_sequence = 27",
+        )
+        return 22
+    _cp(stores, 27).unlink()
+    lines = _lines(stores)
+    lines[22] = _flip_letter(lines[22])
+    _write_lines(stores, lines)
+    return 22
+
+
 def duplicated_line(stores: Stores) -> int:
     """Record 10's line written twice, one after the other (record 10 is a commit of its own:
     the first line is the commit, the second the damage)."""
@@ -358,6 +379,11 @@ def sqlite_header_damaged(stores: Stores) -> int:
     return ALL_RECORDS
 
 
+def table_dropped(stores: Stores) -> int:
+    _sql(stores, "DROP TABLE events")
+    return 0
+
+
 #: Each kind of damage of the registry, done to a store (returns how many records precede it).
 DAMAGING: dict[str, Callable[[Stores], int]] = {
     "torn-tail": torn_tail,
@@ -365,6 +391,7 @@ DAMAGING: dict[str, Callable[[Stores], int]] = {
     "damaged-last-commit-under-checkpoint": damaged_last_commit_under_checkpoint,
     "log-cut-under-checkpoint": log_cut_under_checkpoint,
     "damaged-earlier-commit": damaged_earlier_commit,
+    "damaged-checkpoint-commit": damaged_checkpoint_commit,
     "duplicated-line": duplicated_line,
     "crlf-line-ends": crlf_line_ends,
     "log-is-a-directory": log_is_a_directory,
@@ -380,6 +407,7 @@ DAMAGING: dict[str, Callable[[Stores], int]] = {
     "lease-missing": lease_missing,
     "stray-temporary-files": stray_temporary_files,
     "sqlite-header-damaged": sqlite_header_damaged,
+    "table-dropped": table_dropped,
 }
 
 
@@ -396,14 +424,18 @@ def _fingerprint(stores: Stores) -> dict[str, str]:
         import psycopg
 
         with psycopg.connect(stores.conninfo, autocommit=True) as conn:
-            return {
-                table: repr(
-                    conn.execute(
-                        f"SELECT * FROM {stores.namespace}.{table} ORDER BY 1, 2"  # type: ignore[arg-type]
-                    ).fetchall()
-                )
-                for table in ("events", "checkpoints", "leases")
-            }
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1",
+                    (stores.namespace,),
+                ).fetchall()
+            ]  # which tables there are counts too: a refusal must not create a dropped one
+            dump = {"tables": repr(tables)}
+            for table in tables:
+                query = f"SELECT * FROM {stores.namespace}.{table} ORDER BY 1, 2"
+                dump[table] = repr(conn.execute(query).fetchall())  # type: ignore[arg-type]
+            return dump
     out: dict[str, str] = {}
     for directory, dirs, files in os.walk(stores.root):
         for name in dirs:
@@ -579,3 +611,61 @@ def test_refusals_are_one_line_from_inspect(tmp_path: Path) -> None:
     damaged_earlier_commit(stores)
     code, out = _inspect(stores)
     assert code == 1 and out.count("\n") == 1 and "events.jsonl" in out
+
+
+def _sqlite_refusals() -> Iterator[Any]:
+    for damage in DAMAGE:
+        outcome = damage.outcome(Mode.SQLITE)
+        if outcome is not None and outcome.response is Response.REFUSE:
+            yield pytest.param(damage, id=damage.kind)
+
+
+@pytest.mark.parametrize("damage", list(_sqlite_refusals()))
+def test_every_sqlite_refusal_names_the_database_file(
+    damage: Damage, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """An operator with several stores must know which one to look at: every refusal of the
+    table's SQLite rows names the database file (the lease rows once named only the row)."""
+    stores = _stores("sqlite-full", tmp_path, request)
+    build("sqlite", tmp_path, stores=stores)
+    DAMAGING[damage.kind](stores)
+    refusal = _open(stores)
+    assert isinstance(refusal, CorruptStore) and str(stores.path) in str(refusal), refusal
+
+
+def _drop_keeping_the_log(path: Path, table: str) -> None:
+    """Drop ``table`` through a connection that leaves its log in place on close (no checkpoint), so
+    the database file and its ``-wal`` both hold bytes a write would change."""
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    conn.execute(f"DROP TABLE {table}")
+    conn.close()
+
+
+def _db_bytes(path: Path) -> tuple[bytes, bytes]:
+    """The database file and its log (none: empty), after every abandoned connection closed."""
+    gc.collect()
+    wal = Path(f"{path}-wal")
+    return path.read_bytes(), wal.read_bytes() if wal.exists() else b""
+
+
+@pytest.mark.parametrize("table", ["events", "checkpoints", "leases"])
+def test_a_dropped_table_is_refused_without_a_write(table: str, tmp_path: Path) -> None:
+    """A SQLite store whose ``table`` was dropped: opening it refuses with ``CorruptStore``
+    naming the database and the table, twice the same way, and writes nothing -- the database
+    file and its log hold the same bytes before and after (the old behaviour: the store created
+    an empty table, then refused -- for the events table, as commits lost under a checkpoint)."""
+    stores = build("sqlite", tmp_path)
+    gc.collect()
+    _drop_keeping_the_log(stores.path, table)
+    found = _db_bytes(stores.path)
+    assert found[1], "the drop is still in the log"
+    first = _open(stores)
+    assert isinstance(first, CorruptStore), first
+    assert str(stores.path) in str(first) and table in str(first), first
+    assert _db_bytes(stores.path) == found, "the refusal wrote to the database or its log"
+    second = _open(stores)
+    assert isinstance(second, CorruptStore) and str(second) == str(first), second
+    assert _db_bytes(stores.path) == found

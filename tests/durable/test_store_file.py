@@ -494,3 +494,128 @@ async def test_nofsync_store_treats_a_lost_suffix_as_its_promise_allows(
     DAMAGE[damage](events)
     state = await recover_state(open_store(tmp_path, fsync=False), CONV)
     assert state.last_sequence == (2 if "cut" in damage else 0)
+
+
+# -- a tail a checkpoint proves acknowledged is damage: copied before the cut ---------------------
+
+
+def _foreign_last_commit(events: Path) -> None:
+    """The last commit (sequence 3) replaced by a sealed record of another conversation."""
+    lease = Lease(conversation_id="conv-2", owner_id="owner-a", epoch=1, expires_at_s=30.0)
+    (other,) = input_batch(3, 1, lease=lease, conversation_id="conv-2")
+    events.write_bytes(b"".join(events.read_bytes().splitlines(keepends=True)[:2]) + line(other))
+
+
+def _cut_mid_line(events: Path) -> None:
+    """The last commit's line cut short, as a torn write leaves one."""
+    events.write_bytes(events.read_bytes()[:-30])
+
+
+def _cut_inside_a_batch(events: Path) -> None:
+    """The log cut after sequence 1, inside the batch of sequences 1 and 2."""
+    events.write_bytes(events.read_bytes().splitlines(keepends=True)[0])
+
+
+PROVEN_TAILS: dict[str, tuple[Callable[[Path], None], int]] = {
+    "byte flipped in the last commit": (_flip_in_last_commit, 2),
+    "last commit cut mid-line": (_cut_mid_line, 2),
+    "last commit another conversation's record": (_foreign_last_commit, 2),
+    "cut inside a batch": (_cut_inside_a_batch, 0),
+}
+
+
+@pytest.mark.parametrize("damage", list(PROVEN_TAILS))
+async def test_nofsync_copies_a_tail_a_checkpoint_proves_acknowledged(
+    tmp_path: Path, damage: str
+) -> None:
+    """With fsync=False a power loss may take a suffix, so recovery goes on from the committed
+    prefix; but a checkpoint through sequence 3 proves the cut bytes held acknowledged commits:
+    they are damage, not a torn write, and are copied to a quarantine file before the log is
+    cut (the old behaviour: cut without a copy, as a torn tail). The checkpoints beyond the
+    prefix are set aside after the cut, never deleted."""
+    _, events, checkpoints = await _checkpointed_log(tmp_path, fsync=False)
+    found = {path.name: path.read_bytes() for path in checkpoints}
+    damaging, kept = PROVEN_TAILS[damage]
+    damaging(events)
+    data = events.read_bytes()
+    good_end = sum(len(x) for x in data.splitlines(keepends=True)[:kept])
+    state = await recover_state(open_store(tmp_path, fsync=False), CONV)
+    assert state.last_sequence == kept
+    assert events.read_bytes() == data[:good_end]
+    conv = events.parent
+    copy = conv / f"quarantine-0001.events-from-byte-{good_end}.jsonl"
+    assert copy.exists(), sorted(p.name for p in conv.iterdir())
+    assert copy.read_bytes() == data[good_end:], "the copy is every byte that was cut"
+    aside = {
+        p.name.split(".", 1)[1]: p.read_bytes() for p in conv.glob("quarantine-*.checkpoint-*")
+    }
+    beyond = {name: body for name, body in found.items() if int(name[11:23]) > kept}
+    assert aside == beyond, "every checkpoint beyond the prefix is set aside, none deleted"
+
+
+async def test_nofsync_cuts_a_torn_tail_without_a_copy_when_nothing_proves_it(
+    tmp_path: Path,
+) -> None:
+    """The control: the same cut, no checkpoint beyond it -- a torn tail, cut without a copy."""
+    _, events, checkpoints = await _checkpointed_log(tmp_path, fsync=False)
+    checkpoints[-1].unlink()  # the checkpoint through 3
+    _cut_mid_line(events)
+    state = await recover_state(open_store(tmp_path, fsync=False), CONV)
+    assert state.last_sequence == 2
+    assert not list(events.parent.glob("quarantine-*"))
+
+
+async def test_nofsync_sets_aside_a_checkpoint_misnamed_lower(tmp_path: Path) -> None:
+    """The newest checkpoint (through 3) under the name of one through 1: it verifies, its name
+    claims nothing beyond the log, and with fsync=False it is skipped -- and recovery sets it
+    aside under a quarantine name (the old behaviour: left in place, where a save kept it as the
+    "newest older" checkpoint). Later saves rotate checkpoints; the quarantine file stays."""
+    store, events, checkpoints = await _checkpointed_log(tmp_path, fsync=False)
+    conv = events.parent
+    newest = checkpoints[-1].read_bytes()
+    checkpoints[-1].rename(conv / "checkpoint-000000000001.json")
+    store = open_store(tmp_path, fsync=False)
+    state = await recover_state(store, CONV)
+    assert state.last_sequence == 3  # from the checkpoint through 2, then record 3
+    aside = conv / "quarantine-0001.checkpoint-000000000001.json"
+    assert aside.exists(), sorted(p.name for p in conv.iterdir())
+    assert aside.read_bytes() == newest
+    assert not (conv / "checkpoint-000000000001.json").exists()
+    lease = await store.current_lease(CONV)
+    assert lease is not None
+    for sequence in (4, 5):  # two saves: the second rotates out the checkpoint through 2
+        record = input_batch(sequence, 1, lease=lease)
+        await append(store, record, lease)
+        state = reduce(state, record)
+        checkpoint = make_checkpoint(state, saved_at_s=float(sequence))
+        await store.save_checkpoint(checkpoint, owner_id=lease.owner_id, epoch=lease.epoch)
+    assert not (conv / "checkpoint-000000000002.json").exists()
+    assert aside.read_bytes() == newest
+    assert await recover_state(open_store(tmp_path, fsync=False), CONV) == state
+    assert sorted(p.name for p in conv.glob("quarantine-*")) == [aside.name]
+
+
+async def test_a_lease_file_that_is_a_directory_is_corruption(tmp_path: Path, fsync: bool) -> None:
+    """``lease.json`` a directory: ``CorruptStore`` naming it (the old behaviour: a raw
+    ``IsADirectoryError`` from the file system), and nothing written by any attempt."""
+    lease, good = await setup_log(tmp_path, fsync)
+    conv = tmp_path / "store" / CONV
+    (conv / "lease.json").unlink()
+    (conv / "lease.json").mkdir()
+
+    def snapshot() -> dict[str, bytes | None]:
+        return {p.name: None if p.is_dir() else p.read_bytes() for p in conv.iterdir()}
+
+    before = snapshot()
+    store = open_store(tmp_path, fsync)
+    attempts: list[Callable[[], Any]] = [
+        lambda: store.current_lease(CONV),
+        lambda: store.acquire_lease(CONV, "owner-b", ttl_s=30.0, now_s=1000.0),
+        lambda: append(store, input_batch(4, 1, lease=lease), lease),
+        lambda: store.renew_lease(lease, ttl_s=30.0, now_s=1.0),
+    ]
+    for attempt in attempts:
+        with pytest.raises(CorruptStore, match=r"lease\.json is a directory"):
+            await attempt()
+        assert snapshot() == before
+    assert await store.read_records(CONV) == good

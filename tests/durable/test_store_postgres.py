@@ -396,6 +396,30 @@ async def test_damage_is_corrupt_store_and_changes_nothing(
         assert _dump(conn, ns) == before
 
 
+@pytest.mark.parametrize("table", ["events", "checkpoints", "leases"])
+async def test_a_dropped_table_is_refused_and_not_created_again(
+    table: str, damaged_store: PostgresStore, pg_conninfo: str
+) -> None:
+    """A schema missing one of the store's tables: every operation of a new store object is
+    ``CorruptStore`` naming the schema and the table, and the table stays missing (the old
+    behaviour: the schema's setup created it empty, then the operation went on or refused)."""
+    store, ns = damaged_store, damaged_store.namespace
+    await _written(store)
+    tables = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1"
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {ns}.{table}")  # type: ignore[arg-type]
+        before = conn.execute(tables, (ns,)).fetchall()
+        for attempt in range(2):
+            reopened = _store(pg_conninfo, ns)
+            with pytest.raises(CorruptStore, match=f"{ns}: the store's table.s. {table} missing"):
+                if attempt == 0:
+                    await reopened.acquire_lease(CONV, "owner-b", ttl_s=1.0, now_s=99.0)
+                else:
+                    await reopened.read_records(CONV)
+            reopened.abandon()
+            assert conn.execute(tables, (ns,)).fetchall() == before
+
+
 async def test_checkpoint_failing_its_checksum_is_returned_unverified(
     damaged_store: PostgresStore, pg_conninfo: str
 ) -> None:
