@@ -4,6 +4,6 @@
 
 from __future__ import annotations
 
-from sim.world.pgcluster import CONNINFO_ENV, Cluster, start, unavailable
+from sim.world.pgcluster import CONNINFO_ENV, Cluster, ClusterUnavailable, start, unavailable
 
-__all__ = ["CONNINFO_ENV", "Cluster", "start", "unavailable"]
+__all__ = ["CONNINFO_ENV", "Cluster", "ClusterUnavailable", "start", "unavailable"]

@@ -8,7 +8,12 @@ from what it does, without a line of it changed:
 
 - every commit of a ``sqlite3`` connection the program opens (``Connection.commit`` and the
   connection used as a context manager), ``sqlite.commit#n``;
-- every ``os.fsync``, ``os.replace`` and ``os.rename``, ``os.fsync#n`` and so on;
+- every ``os.fsync``, ``os.replace`` and ``os.rename``, ``os.fsync#n`` and so on, and every
+  ``os.write`` on a descriptor the program opened for writing with ``os.open``, ``os.write#n``;
+- every commit to PostgreSQL through psycopg 3, sync or async -- ``commit()``, the end of ``with
+  conn:`` and of the outermost ``conn.transaction()`` block, a statement that changes rows in
+  autocommit mode, and so SQLAlchemy's ``Session.commit()`` and ``engine.begin()`` on psycopg --
+  ``pg.commit#n``, when the transaction wrote something (``sim.targets.python_app.postgres``);
 - every ``close`` of a file the program opened by name for writing (``open``, ``io.open``,
   ``pathlib``'s writes), ``file.close#n``: a kill before it loses what Python buffered;
 - every call of an effect the user declares (``sim.targets.kit``): ``--effect NAME=POLICY`` (a
@@ -27,11 +32,20 @@ The judge (``sim.targets.judge``) holds each effect function to the policy the u
 return value to the fault-free run's, and the run to finishing. The program's own state is
 opaque to the harness: the findings that read a runtime's history (H1, I6) do not apply.
 
+With ``--postgres`` the harness starts a throw-away PostgreSQL cluster for the sweep and gives
+each point a fresh database, named by ``DATABASE_URL`` (and ``SQLALCHEMY_URL``, ``PGHOST``...) in
+the program's environment (``sim.targets.python_app.database``): the server is the durable
+service, never killed; the program is.
+
 What it does not see: a commit made by executing ``COMMIT`` as SQL, a connection opened with a
-``factory`` of its own, writes of another process the program starts.
+``factory`` of its own, writes of another process the program starts, other PostgreSQL drivers
+than psycopg 3.
 """
 
 from __future__ import annotations
+
+import contextlib
+from pathlib import Path
 
 from sim.targets.kit.base import TargetBase
 from sim.targets.kit.spec import AppArgs, parse_app
@@ -56,9 +70,36 @@ class PythonTarget(TargetBase):
     )
 
     def validate(self, options: TargetOptions) -> TargetOptions:
+        """An app is required; ``--postgres`` needs psycopg and PostgreSQL's server tools,
+        refused here in one line that says what to install, before any cluster or child."""
         if options.app is None:
             raise TargetError("python: --app FILE.py:FUNCTION (or MODULE:FUNCTION) is required")
+        if options.app.postgres:
+            from sim.targets.python_app.database import missing
+
+            why = missing()
+            if why is not None:
+                raise TargetError(why)
         return options
+
+    def service(self, options: TargetOptions) -> contextlib.AbstractContextManager[object]:
+        """With ``--postgres``, the sweep's throw-away cluster (a nested entry, ``run_point``'s
+        around one point, reuses it and drops that point's database after it)."""
+        if options.app is None or not options.app.postgres:
+            return contextlib.nullcontext()
+        from sim.targets.python_app.database import serving
+
+        return serving()
+
+    def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
+        """With ``--postgres``, a fresh database for the point: ``DATABASE_URL`` and the rest
+        (``sim.targets.python_app.database``)."""
+        del point_dir
+        if options.app is None or not options.app.postgres:
+            return {}
+        from sim.targets.python_app.database import point_env
+
+        return point_env()
 
     def demo(self) -> Demo:
         """The demo job charges an order, then records it in SQLite; keyed, it sweeps clean."""

@@ -20,6 +20,7 @@ from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
 from sim.targets.kit.landing import DETAIL_CHARS
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+from sim.targets.python_app import postgres
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -59,8 +60,10 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
 
 def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
     """``sqlite3.connect`` hands out connections whose commits cross ``sqlite.commit#n``;
-    ``os.fsync``, ``os.replace`` and ``os.rename`` cross ``os.fsync#n`` and so on. The harness's
-    own trace file (``keep_fds``) is synced without a boundary."""
+    ``os.fsync``, ``os.replace`` and ``os.rename`` cross ``os.fsync#n`` and so on, as does
+    ``os.write`` on a descriptor ``os.open`` opened for writing; psycopg's commits cross
+    ``pg.commit#n`` once the program imports it (``sim.targets.python_app.postgres``). The
+    harness's own trace file (``keep_fds``) is synced and written without a boundary."""
     real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
 
     def fsync(fd: Any) -> None:
@@ -83,6 +86,8 @@ def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
     os.rename = moved("os.rename", real_rename)
     _instrument_sqlite(boundaries)
     _instrument_open(boundaries)
+    _instrument_os_writes(boundaries, keep_fds=keep_fds)
+    postgres.install(boundaries)
 
 
 #: Modes of ``open`` that write: the file's ``close`` is a boundary (what Python buffered is lost
@@ -135,6 +140,47 @@ def _instrument_open(boundaries: Boundaries) -> None:
 
     builtins.open = opened
     io.open = opened
+
+
+#: ``os.open`` flags that open for writing: an ``os.write`` on such a descriptor is a boundary.
+_WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
+
+
+def _instrument_os_writes(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
+    """``os.write`` on a descriptor the program opened for writing with ``os.open`` crosses
+    ``os.write#n`` (a program that writes its progress record by hand loses it to a kill
+    before the write, and keeps it after). The descriptor is remembered with its file's identity
+    (device, inode), so a number reused after a close ``os.close`` did not see (a file object
+    made by ``os.fdopen`` closes it itself) -- say, a pipe of ``subprocess`` -- is no boundary."""
+    real_open, real_write, real_close = os.open, os.write, os.close
+    opened: dict[int, tuple[int, int, str]] = {}
+
+    def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        fd = real_open(path, flags, mode, dir_fd=dir_fd)
+        if flags & _WRITE_ACCESS and fd not in keep_fds:
+            stat = os.fstat(fd)
+            opened[fd] = (stat.st_dev, stat.st_ino, os.path.basename(os.fsdecode(path)))
+        return fd
+
+    def write(fd: int, data: Any) -> int:
+        known = opened.get(fd)
+        if known is None:
+            return real_write(fd, data)
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) != known[:2]:
+            del opened[fd]
+            return real_write(fd, data)
+        label = boundaries.numbered("os.write")
+        what = f"{known[2]}: {memoryview(data).nbytes} bytes"
+        return boundaries.crossing(label, lambda: real_write(fd, data), what=what)
+
+    def close(fd: int) -> None:
+        opened.pop(fd, None)
+        real_close(fd)
+
+    os.open = open_
+    os.write = write
+    os.close = close
 
 
 def _fd_name(fd: int) -> str:

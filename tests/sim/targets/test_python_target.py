@@ -143,7 +143,7 @@ def test_sys_exit_0_is_a_return_and_another_status_a_failure() -> None:
         (AppArgs(app="orders:main", effects=("charge,key=a-b",)), "is not a parameter name"),
         (AppArgs(app="orders:main", effects=("pay:ments:x",)), "is not a module name"),
         (AppArgs(app="orders:main", http=("FETCH https://x.example/a",)), "METHOD URL"),
-        (AppArgs(app="orders:main", effects=("charge,retries=3",)), "NAME, or module.path"),
+        (AppArgs(app="orders:main", effects=("charge,retries=3",)), "the policy is one of"),
         (AppArgs(app="orders:main", http=("GET https://x.example/a,retries=3",)), "not an option"),
         (AppArgs(app="orders:main", effects=("charge",), deps="d.json"), "d.json: FileNotFound"),
     ],
@@ -246,3 +246,55 @@ def test_an_app_that_calls_the_network_is_one_line_naming_the_host(
 )
 def test_only_this_machine_is_local(host: object, local: bool) -> None:
     assert is_local(host) is local
+
+
+WRITES_BY_HAND = """
+import os
+
+
+def charge(order_id, idempotency_key=None):
+    return order_id
+
+
+def main():
+    if os.path.exists("done.log"):
+        done_fd = os.open("done.log", os.O_RDONLY)
+        done = os.read(done_fd, 4096).split()
+        os.close(done_fd)
+    else:
+        done = []
+    log = os.open("done.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for order_id in ("order-1", "order-2"):
+        if order_id.encode() in done:
+            continue
+        charge(order_id)
+        os.write(log, order_id.encode() + b"\\n")
+        os.write(1, b"recorded\\n")
+        os.fsync(log)
+    os.close(log)
+    return "done"
+"""
+
+
+def test_an_os_write_to_a_file_opened_for_writing_is_a_boundary(tmp_path: Path) -> None:
+    """A job that records its progress with ``os.open`` and ``os.write``: each write to the
+    file is ``os.write#n`` (a write to stdout, or a file opened to read, is none), and a kill
+    right before the write that records a charge charges it again; right after, it does not."""
+    program = tmp_path / "by_hand.py"
+    program.write_text(WRITES_BY_HAND, encoding="utf-8")
+    options = app_options("python", f"{program}:main", effects=["charge"])
+
+    def points(labels: list[str]) -> list[tuple[int, str]]:
+        return [(labels.index("os.write#1"), "before"), (labels.index("os.write#1"), "after")]
+
+    result = sweep_target(get_target("python"), options, choose=points)
+    assert result.labels == [
+        "effect:app.charge#charge-1",
+        "os.write#1",
+        "os.fsync#1",
+        "effect:app.charge#charge-2",
+        "os.write#2",
+        "os.fsync#2",
+    ]
+    assert [f.schedule for f in result.failures] == ["1:before:process"]
+    assert result.failures[0].invariant == "I1"
