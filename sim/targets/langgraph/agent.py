@@ -218,38 +218,77 @@ def run_child(ctx: ChildContext) -> str:
 
 Build = Callable[[BaseCheckpointSaver[Any]], Any]
 Noted = Callable[[ChildContext, Any], None]
+#: What to send the thread next, given its state (``STOP``: nothing, this process is done).
+Follow = Callable[[Any], Any]
+#: ``Follow``'s "nothing more": ``None`` is an input of its own (continue the thread).
+STOP: Any = object()
 
 
 def run_graph(
-    ctx: ChildContext, build: Build, first_input: Callable[[], Any], noted: Noted | None = None
+    ctx: ChildContext,
+    build: Build,
+    first_input: Callable[[], Any],
+    noted: Noted | None = None,
+    *,
+    config: RunnableConfig | None = None,
+    follow: Follow | None = None,
 ) -> str:
     """Build the graph on the chosen checkpointer, start or resume it (``_decide``) to its end,
-    then hand ``noted`` the thread's state (the ``--app`` mode notes it for the judge)."""
+    then hand ``noted`` the thread's state (the ``--app`` mode notes it for the judge).
+
+    ``config`` names the thread (default ``THREAD_ID``). ``follow`` says what to send a
+    resumed thread and, after each run that returned, what to send next: the ``--app`` mode
+    answers an open ``interrupt()`` there, as a human would (``sim.targets.langgraph.app``).
+    Without it a resume sends ``None`` (continue) and one run is all, the bundled agent's
+    loop."""
     wrap_savers(ctx.boundaries)
+    config = config or _config()
     path = ctx.point_dir / CHECKPOINTS_NAME
     if ctx.options.saver == "aiosqlite":
-        return asyncio.run(_run_async(ctx, str(path), build, first_input, noted))
+        return asyncio.run(_run_async(ctx, str(path), build, first_input, noted, config, follow))
     graph = build(SqliteSaver(sqlite3.connect(str(path), check_same_thread=False)))
-    action = _decide(ctx, graph.get_state(_config()))
-    if action != "none":
-        first = first_input() if action == "start" else None
-        graph.invoke(first, _config(), durability=ctx.options.durability)
+    snapshot = graph.get_state(config)
+    action = _decide(ctx, snapshot)
+    payload = _opening(action, first_input, follow, snapshot)
+    while payload is not STOP:
+        graph.invoke(payload, config, durability=ctx.options.durability)
+        payload = STOP if follow is None else follow(graph.get_state(config))
     if noted is not None:
-        noted(ctx, graph.get_state(_config()))
+        noted(ctx, graph.get_state(config))
     return action
 
 
+def _opening(
+    action: str, first_input: Callable[[], Any], follow: Follow | None, snapshot: Any
+) -> Any:
+    """The first thing this process sends the thread (``_decide``'s ``action``): the input of
+    a new run, ``follow``'s choice (or ``None``, continue) for a resumed one, or ``STOP``."""
+    if action == "none":
+        return STOP
+    if action == "start":
+        return first_input()
+    return None if follow is None else follow(snapshot)
+
+
 async def _run_async(
-    ctx: ChildContext, path: str, build: Build, first_input: Callable[[], Any], noted: Noted | None
+    ctx: ChildContext,
+    path: str,
+    build: Build,
+    first_input: Callable[[], Any],
+    noted: Noted | None,
+    config: RunnableConfig,
+    follow: Follow | None,
 ) -> str:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         graph = build(saver)
-        action = _decide(ctx, await graph.aget_state(_config()))
-        if action != "none":
-            first = first_input() if action == "start" else None
-            await graph.ainvoke(first, _config(), durability=ctx.options.durability)
+        snapshot = await graph.aget_state(config)
+        action = _decide(ctx, snapshot)
+        payload = _opening(action, first_input, follow, snapshot)
+        while payload is not STOP:
+            await graph.ainvoke(payload, config, durability=ctx.options.durability)
+            payload = STOP if follow is None else follow(await graph.aget_state(config))
         if noted is not None:
-            noted(ctx, await graph.aget_state(_config()))
+            noted(ctx, await graph.aget_state(config))
         return action
 
 
