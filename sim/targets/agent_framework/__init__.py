@@ -26,8 +26,7 @@ This module never imports agent_framework: only ``sim.targets.agent_framework.wo
 
 from __future__ import annotations
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
-from sim.targets.protocol import Demo, TargetOptions
+from sim.targets.kit.base import TargetBase
 
 
 class AgentFrameworkTarget(TargetBase):
@@ -45,13 +44,7 @@ class AgentFrameworkTarget(TargetBase):
     required = ("agent_framework",)
     child_module = "sim.targets.agent_framework.workflow"
     state_module = "sim.targets.agent_framework.state"
-
-    demo_finding = Demo(
-        as_is=TargetOptions(),
-        fixed=TargetOptions(variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=1.0,
-    )
+    demo_point_s = 1.0
 
 
 TARGET = AgentFrameworkTarget()

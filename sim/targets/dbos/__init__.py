@@ -22,8 +22,8 @@ do, inside the child process (the former also when the bundled workflow's state 
 from __future__ import annotations
 
 from sim.targets.dbos.arguments import workflow_arguments
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
-from sim.targets.protocol import AppShape, Demo, TargetError, TargetOptions
+from sim.targets.kit.base import TargetBase
+from sim.targets.protocol import AppShape, TargetError, TargetOptions
 
 
 class DBOSTarget(TargetBase):
@@ -44,13 +44,7 @@ class DBOSTarget(TargetBase):
         child_module="sim.targets.dbos.app",
         state_module="sim.targets.dbos.app_state",
     )
-
-    demo_finding = Demo(
-        as_is=TargetOptions(),
-        fixed=TargetOptions(variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=3.5,
-    )
+    demo_point_s = 3.5
 
     def validate(self, options: TargetOptions) -> TargetOptions:
         """An app's ``--input`` is the workflow's arguments (``workflow_arguments``)."""

@@ -18,9 +18,11 @@ import functools
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from sim.targets.protocol import ChildContext
+from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
+from sim.targets.protocol import ChildContext, TargetState
 
 #: How much of an effect's arguments a ledger row keeps.
 DETAIL_CHARS = 200
@@ -119,6 +121,22 @@ def effect_results(
         for effect, tools in callers.items()
     }
     return results, sorted(callers)
+
+
+def noted_state(
+    point_dir: Path, what: str, *, never: str
+) -> tuple[dict[str, Any] | None, TargetState]:
+    """An app child's last note of the run's state (``what``), and the state every framework
+    reader starts from: none noted is a run that never ended (``never``, its pending work);
+    else one that exists, with each declared effect's results in the framework's history --
+    the results of the tools that called it (``effect_results``: H1 judged for those)."""
+    rows = read_trace(point_dir / TRACE_NAME)
+    notes = notes_of(rows, what)
+    if not notes:
+        return None, TargetState(pending=[never])
+    last = notes[-1]
+    results, judged = effect_results(rows, dict(last.get("results", {})))
+    return last, TargetState(exists=True, results=results, hidden_judged=judged)
 
 
 def undeclared_tools(rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -18,8 +18,8 @@ imported inside the child process and when the state is read.
 
 from __future__ import annotations
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
-from sim.targets.protocol import AppShape, Demo, TargetOptions
+from sim.targets.kit.base import TargetBase
+from sim.targets.protocol import AppShape
 
 #: The distributions the extra installs, checked before anything imports them.
 REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosqlite")
@@ -52,12 +52,7 @@ class LangGraphTarget(TargetBase):
         child_module="sim.targets.langgraph.app",
         state_module="sim.targets.langgraph.app_state",
     )
-    demo_finding = Demo(
-        as_is=TargetOptions(durability="sync"),
-        fixed=TargetOptions(durability="sync", variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=2.5,
-    )
+    demo_point_s = 2.5
 
 
 TARGET = LangGraphTarget()

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
-from sim.targets.kit.landing import effect_results
+from sim.targets.kit.landing import noted_state
 from sim.targets.protocol import TargetOptions, TargetState
 
 #: The trace note the last process writes.
@@ -24,20 +23,12 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     duplicate) is judged for each effect a graph's tool called, against that tool's results in
     the thread's history (``effect_results``)."""
     del options
-    rows = read_trace(point_dir / TRACE_NAME)
-    notes = notes_of(rows, STATE_NOTE)
-    if not notes:
-        return TargetState(pending=["the graph never ended"])
-    last = notes[-1]
-    answer = last["answer"]
-    results, judged = effect_results(rows, dict(last.get("results", {})))
-    return TargetState(
-        exists=True,
-        results=results,
-        hidden_judged=judged,
-        finished=bool(last["finished"]),
-        pending=list(last["pending"]),
-        inputs=list(last["inputs"]),
-        answer=answer,
-        history=list(last["history"]),
-    )
+    last, state = noted_state(point_dir, STATE_NOTE, never="the graph never ended")
+    if last is None:
+        return state
+    state.finished = bool(last["finished"])
+    state.pending = list(last["pending"])
+    state.inputs = list(last["inputs"])
+    state.answer = last["answer"]
+    state.history = list(last["history"])
+    return state

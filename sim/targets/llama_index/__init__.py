@@ -43,8 +43,7 @@ and when the state is read.
 
 from __future__ import annotations
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
-from sim.targets.protocol import Demo, TargetOptions
+from sim.targets.kit.base import TargetBase
 
 #: The module the distribution ``llama-index-workflows`` installs (its import name).
 REQUIRED = ("workflows",)
@@ -65,13 +64,7 @@ class LlamaIndexTarget(TargetBase):
     required = REQUIRED
     child_module = "sim.targets.llama_index.workflow"
     state_module = "sim.targets.llama_index.workflow"
-
-    demo_finding = Demo(
-        as_is=TargetOptions(),
-        fixed=TargetOptions(variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=1.0,
-    )
+    demo_point_s = 1.0
 
 
 TARGET = LlamaIndexTarget()

@@ -34,9 +34,8 @@ inside the child and when the state is read.
 
 from __future__ import annotations
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
+from sim.targets.kit.base import TargetBase
 from sim.targets.protocol import (
-    Demo,
     TargetError,
     TargetOptions,
 )
@@ -60,13 +59,7 @@ class OpenAIAgentsTarget(TargetBase):
     required = REQUIRED
     child_module = "sim.targets.openai_agents.agent"
     state_module = "sim.targets.openai_agents.state"
-
-    demo_finding = Demo(
-        as_is=TargetOptions(),
-        fixed=TargetOptions(variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=7.5,
-    )
+    demo_point_s = 7.5
 
     def validate(self, options: TargetOptions) -> TargetOptions:
         """``--resume resend`` is a session's: a saved ``RunState`` already holds the input it

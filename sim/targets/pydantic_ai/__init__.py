@@ -50,10 +50,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
+from sim.targets.kit.base import TargetBase
 from sim.targets.protocol import (
     AppShape,
-    Demo,
     TargetError,
     TargetOptions,
     missing_extra,
@@ -91,12 +90,7 @@ class PydanticAITarget(TargetBase):
         child_module="sim.targets.pydantic_ai.app",
         state_module="sim.targets.pydantic_ai.app_state",
     )
-    demo_finding = Demo(
-        as_is=TargetOptions(durability="agent"),
-        fixed=TargetOptions(durability="agent", variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=5.0,
-    )
+    demo_point_s = 5.0
 
     def validate(self, options: TargetOptions) -> TargetOptions:
         """The ``prefect`` durability: its library, its variants, its restarts; an app runs on

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
-from sim.targets.kit.landing import effect_results
+from sim.targets.kit.landing import noted_state
 from sim.targets.protocol import TargetOptions, TargetState
 
 #: The trace note the last process writes.
@@ -19,20 +18,12 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     history hides a duplicate) is judged for each effect an agent's tool called, against that
     tool's results in the run's messages (``effect_results``)."""
     del options
-    rows = read_trace(point_dir / TRACE_NAME)
-    notes = notes_of(rows, STATE_NOTE)
-    if not notes:
-        return TargetState(pending=["the agent's workflow never ended"])
-    last = notes[-1]
-    finished = last["status"] == "SUCCESS"
-    results, judged = effect_results(rows, dict(last.get("results", {})))
-    return TargetState(
-        exists=True,
-        results=results,
-        hidden_judged=judged,
-        finished=finished,
-        pending=[] if finished else [f"{last['status']}: {last['error']}"],
-        inputs=list(last["inputs"]),
-        answer=last["answer"] if finished else None,
-        history=list(last["history"]),
-    )
+    last, state = noted_state(point_dir, STATE_NOTE, never="the agent's workflow never ended")
+    if last is None:
+        return state
+    state.finished = last["status"] == "SUCCESS"
+    state.pending = [] if state.finished else [f"{last['status']}: {last['error']}"]
+    state.inputs = list(last["inputs"])
+    state.answer = last["answer"] if state.finished else None
+    state.history = list(last["history"])
+    return state

@@ -29,9 +29,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from sim.targets.kit.base import AFTER_THE_CHARGE, TargetBase
+from sim.targets.kit.base import TargetBase
 from sim.targets.protocol import (
-    Demo,
     TargetOptions,
     missing_extra,
 )
@@ -49,13 +48,7 @@ class TemporalTarget(TargetBase):
     required = ("temporalio",)
     child_module = "sim.targets.temporal.worker"
     state_module = "sim.targets.temporal.worker"
-
-    demo_finding = Demo(
-        as_is=TargetOptions(),
-        fixed=TargetOptions(variant="idempotent"),
-        points=AFTER_THE_CHARGE,
-        point_s=4.5,
-    )
+    demo_point_s = 4.5
 
     def missing(self) -> str | None:
         missing = missing_extra(self.name, ("temporalio",), self.extra)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.explore import interrupts
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
@@ -216,10 +217,22 @@ def _spawn(run: FleetRun, plan: _Plan, progress: Progress) -> Incarnation:
     ]
     if incarnation.crash is not None:
         command += list(incarnation.crash)
-    incarnation.popen = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    run.incarnations.append(incarnation)
+    # A worker runs in a session of its own, out of reach of the terminal's Ctrl-C: only this
+    # parent can stop it (``run_fleet``'s ``finally``), so it must be in the books before an
+    # interrupt can unwind this frame. The stop signals wait until then (the worker gets the
+    # mask it would have had: ``preexec_fn`` runs in it before its program starts).
+    mask = interrupts.hold()
+    try:
+        incarnation.popen = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lambda: interrupts.release(mask),
+        )
+        run.incarnations.append(incarnation)
+    finally:
+        interrupts.release(mask)  # an interrupt held back is raised here: the worker is known
     where = (
         f" (crashes at {incarnation.crash[0]}:{incarnation.crash[1]})" if incarnation.crash else ""
     )
@@ -257,7 +270,10 @@ def run_fleet(
             live = _reap(run, plan, live, stopped, say)
             time.sleep(POLL_S)
     finally:
-        for incarnation in live:  # the deadline, or the parent interrupted: no orphan workers
+        # The deadline, or the parent interrupted: no orphan workers. Every incarnation, not
+        # only ``live``: one spawned by a ``_reap`` that an interrupt cut short is in no list
+        # but ``run.incarnations`` (``_kill`` skips those that exited).
+        for incarnation in run.incarnations:
             _kill(incarnation)
         director.release_all()
     run.fenced = director.record
