@@ -243,6 +243,11 @@ class ForkPlan:
             self.progress(1)
 
     def wait_all(self) -> None:
+        """After the forking run: every child reaped. A stop requested during the run's last
+        stretch (an interrupt a SQLite call dropped: ``interrupts.record_dropped``) unwinds here,
+        before the run's fingerprint is compared with the traced run's: the interrupted run
+        differs, and that is no I10."""
+        interrupts.stop_if_requested()
         while self.running:
             self._reap_one()
         gc.unfreeze()  # the forking run is over: its objects may be collected again

@@ -20,6 +20,9 @@ Two handlers, for two places:
 - ``stop_on_signals`` replaces the SIGINT and SIGTERM handlers outside trio (a pool's or an
   engine's driving loop) with one that only records the stop: nothing is raised inside library
   code; the loop's next check raises.
+
+And one hook for an interrupt that was raised but that nobody could receive (``record_dropped``):
+an interrupt must end a command as an interrupt (exit 130), never as a verdict.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -152,6 +156,40 @@ def sigterm_as_sigint(signum: int, frame: FrameType | None) -> None:
     del signum, frame
     request_stop()
     os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextlib.contextmanager
+def record_dropped() -> Iterator[None]:
+    """While a command runs: an interrupt Python had to drop is recorded as a stop.
+
+    A ``KeyboardInterrupt`` raised where no caller can receive it goes to ``sys.unraisablehook``
+    and is dropped: inside a SQLite VFS call whose error SQLite ignores (a sync or a journal's
+    delete), an after-fork hook, a ``__del__``. SQLite goes on with an I/O error instead, so
+    the run goes on *differently*. A SIGINT outside a forking run records nothing before trio
+    raises it, so the interrupt was lost: an in-process sweep interrupted while the determinism
+    twin of its fault-free run ran finished that run with another trace and reported "its
+    fault-free run fails (I10 ...)", exit 2. Recorded here, the stop is honoured where the
+    command next checks (``stop_if_requested``), before it reports anything. The SIGINT itself
+    is left to trio, which delivers it where that is safe (a wrapping handler would make trio
+    keep out of the way: it installs its own only over Python's default one).
+
+    The SQLite VFS's own hook drops these quietly (``sim.world.sqlite_vfs``): it is imported
+    first, so this hook sees every one before it."""
+    from sim.world import sqlite_vfs  # noqa: F401  # its hook must be below this one
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            request_stop()
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous
 
 
 def interrupt_only(exc: BaseException) -> bool:

@@ -13,6 +13,13 @@ cannot be proven, nothing is removed: no marker (a directory of an older version
 else), a marker that does not parse, an owner whose start time could not be read, a system
 without ``/proc``. A directory a user asked to keep (``keep``: ``durable-sim workers --keep``,
 or a fleet with violations) holds ``KEPT_FILE`` and is never removed.
+
+So a directory must never be left without its marker: the cleaner would keep it for ever. An
+interrupt (Ctrl-C, SIGTERM) is held back while ``make`` creates and marks one, and one that
+lands anyway removes it. A caller removes what ``make`` returned in a ``finally``; an interrupt
+that comes before the caller's ``try`` is entered (``sim.explore.sweep`` builds its fork plan
+between the two) is covered by ``remove_own``, which the command line calls when it stops: every
+directory this process made, still holds and was not asked to keep.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import stat
 import tempfile
 import time
@@ -33,6 +41,10 @@ OWNER_FILE = ".durable-sim-owner"
 KEPT_FILE = ".durable-sim-kept"
 _PROC = Path("/proc")
 _OWNER = re.compile(r"^(\d+) (\d+|-)\n?$")
+#: The signals that stop a command (``sim.explore.interrupts.STOP_SIGNALS``, a layer above).
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+#: Every directory ``make`` made in this process, in order (``remove_own``).
+_MADE: list[str] = []
 
 
 def make(kind: str, *, parent: str | None = None, label: str = "") -> str:
@@ -41,16 +53,65 @@ def make(kind: str, *, parent: str | None = None, label: str = "") -> str:
     assert re.fullmatch(r"[a-z]+", kind), kind
     assert re.fullmatch(r"[a-z0-9]*", label), label
     middle = f"{kind}-{label}-" if label else f"{kind}-"
-    directory = tempfile.mkdtemp(prefix=f"{PREFIX}{middle}", dir=parent)
-    pid = os.getpid()
-    start = process_start(pid)
-    Path(directory, OWNER_FILE).write_text(f"{pid} {'-' if start is None else start}\n")
+    _MADE[:] = [made for made in _MADE if os.path.isdir(made)]  # removed by their callers
+    held = _hold()
+    directory = ""
+    try:
+        directory = tempfile.mkdtemp(prefix=f"{PREFIX}{middle}", dir=parent)
+        pid = os.getpid()
+        start = process_start(pid)
+        Path(directory, OWNER_FILE).write_text(f"{pid} {'-' if start is None else start}\n")
+        _MADE.append(directory)
+        _release(held)  # an interrupt held back so far is raised here
+    except BaseException:
+        if directory:
+            _forget(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+        _release(held)
+        raise
     return directory
+
+
+def _hold() -> set[int] | None:
+    """Block the stop signals (see ``make``); the mask to restore, None where there are none."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)}
+
+
+def _release(held: set[int] | None) -> None:
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _forget(directory: str) -> None:
+    if directory in _MADE:
+        _MADE.remove(directory)
+
+
+def remove_own() -> list[str]:
+    """Remove every directory ``make`` made in this process that is still there, still marked as
+    this process's (a forked child shares the list: it is not the owner) and not kept; returns
+    their paths. For a command that stops: what it made is gone, whichever frame it was in."""
+    removed: list[str] = []
+    me = f"{os.getpid()} "
+    for directory in list(_MADE):
+        path = Path(directory)
+        try:
+            owner = (path / OWNER_FILE).read_text()
+        except (OSError, UnicodeDecodeError):
+            owner = ""  # gone already (its caller removed it), or not ours to tell
+        if owner.startswith(me) and not (path / KEPT_FILE).exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(directory)
+        _forget(directory)
+    return removed
 
 
 def keep(directory: str | Path) -> None:
     """Mark ``directory`` as kept: no sweep's cleaner ever removes it (the user removes it)."""
     Path(directory, KEPT_FILE).write_text("kept on request: never removed automatically\n")
+    _forget(str(directory))
 
 
 def process_start(pid: int) -> int | None:

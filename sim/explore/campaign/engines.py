@@ -39,6 +39,9 @@ class LocalEngine:
         by_step = {id(step): task for step, task in zip(steps, tasks, strict=True)}
 
         def finished(step: parallel.Step, result: tuple[Any, str | None]) -> str:
+            # A result that arrives after a stop is not filed: its unit may have been stopped
+            # in a way its own process could not see (``interrupts.record_dropped``).
+            interrupts.stop_if_requested()
             doc, error = result
             return done(by_step[id(step)], doc, error)
 

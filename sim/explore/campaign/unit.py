@@ -67,6 +67,7 @@ def run_unit(
     started = time.perf_counter()
     if spec["kind"] == "fuzz":
         result = run_fuzz(spec, content, progress or _ignore)
+        interrupts.stop_if_requested()  # as below: a stopped unit finds nothing
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return unit_document(digest(spec), spec, result)
     first, stop = spec["roots"]
@@ -82,6 +83,9 @@ def run_unit(
         jobs=jobs,
         ref=spec["scenario"],
     )
+    # A unit told to stop files nothing: an interrupt one of its runs could not raise
+    # (``interrupts.record_dropped``) may have changed that run's outcome.
+    interrupts.stop_if_requested()
     result = part_json(part, wall_s=time.perf_counter() - started)
     return unit_document(digest(spec), spec, result)
 
@@ -140,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.parent is not None:
             _die_with_parent(args.parent)
         task = json.loads(Path(args.task).read_text(encoding="utf-8"))
-        doc = run_unit(task)
+        with interrupts.record_dropped():
+            doc = run_unit(task)
         _write(Path(args.out), json.dumps(doc))
     except UnitRefused as exc:
         print(f"durable-sim unit: {exc}", file=sys.stderr)

@@ -24,9 +24,11 @@ from sim.outputs.cli.mutants import add_parsers as add_mutants
 from sim.outputs.cli.realcrash import add_parsers as add_realcrash
 from sim.outputs.cli.rejoin import add_parsers as add_rejoin
 from sim.outputs.cli.single_run import add_parsers as add_single_run
+from sim.outputs.cli.startup import handover
 from sim.outputs.cli.sweep import add_parsers as add_sweep
 from sim.outputs.cli.target import add_parsers as add_target
 from sim.outputs.cli.workers import add_parsers as add_workers
+from sim.world import tempdirs
 from sim.world.seams import seams
 
 #: Each command module's ``add_parsers``, in the order ``--help`` lists the commands.
@@ -49,7 +51,9 @@ def entry() -> int:
     """The ``durable-sim`` process (its console script and ``python -m sim``): ``main``, with its
     signal policy kept to the very end. A stop that comes after the command's own handling --
     its work done, its temporary directories gone -- still ends the process with 130 and the
-    one line, never with SIGTERM's default death (-15) or a ``KeyboardInterrupt`` traceback."""
+    one line, never with SIGTERM's default death (-15) or a ``KeyboardInterrupt`` traceback.
+    (Before it, while the package is imported, ``startup.guard`` does the same.)"""
+    handover()  # the start-up guard's part ends here (``startup``)
     try:
         status = main(restore_signals=False)
         _stop_at_once_from_now_on()
@@ -73,8 +77,9 @@ def _late_stop() -> int:
 
 
 def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
-    """Run one command; ``restore_signals``: put SIGTERM's handler back on the way out (a caller
-    in the same process, such as a test, goes on; ``entry`` does not)."""
+    """Run one command; ``restore_signals``: put SIGTERM's handler back and forget the stop
+    request on the way out (a caller in the same process, such as a test, goes on: a stop left
+    behind would stop its next sweep at once; ``entry`` does not go on)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -89,11 +94,10 @@ def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
         signal.signal(signal.SIGTERM, interrupts.sigterm_as_sigint) if on_main_thread else None
     )
     try:
-        with seams(**swapped_seams(args)):
+        with interrupts.record_dropped(), seams(**swapped_seams(args)):
             status = int(args.handler(args))
         if interrupts.stop_requested():  # told to stop, but the command ran on to its end
-            print("durable-sim: interrupted", file=sys.stderr)
-            return 130
+            return _interrupted()
         return status
     except BrokenPipeError:
         # The reader went away (`durable-sim replay ... | head`): stop quietly, as Unix tools
@@ -107,11 +111,20 @@ def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
             return EXIT[user.status]
         if not interrupts.interrupt_only(exc):
             raise
-        print("durable-sim: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     finally:
+        if restore_signals:  # the caller goes on: this command's stop is not its next one's
+            interrupts.clear()
         if on_main_thread and restore_signals:
             signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+def _interrupted() -> int:
+    """A command stopped by Ctrl-C or SIGTERM: what it made in the temporary directory goes
+    (``tempdirs.remove_own``: one made just before its owner's ``try`` too), then the line."""
+    tempdirs.remove_own()
+    print("durable-sim: interrupted", file=sys.stderr)
+    return 130
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import UsageError
-from sim.explore import pruning
+from sim.explore import interrupts, pruning
 from sim.explore.progress import Progress
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
@@ -191,7 +191,13 @@ def _skipped(result: Any) -> str:
 
 
 def _swept(step: Any, result: Any) -> str:
-    """A sweep's progress summary; a refused scenario (its fault-free run fails) says so."""
+    """A sweep's progress summary; a refused scenario (its fault-free run fails) says so.
+
+    A sweep that ended after a stop was requested says nothing: an interrupt that a run could
+    not raise (``interrupts.record_dropped``) may have changed that run, so its verdict -- an
+    I10 of the fault-free run's determinism twin, say -- is not a verdict. The command stops
+    here with 130 instead."""
+    interrupts.stop_if_requested()
     if result.reference_failed:
         first = result.failures[0]
         print(
@@ -260,6 +266,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         )
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
+    interrupts.stop_if_requested()  # no report of a sweep that was told to stop (``_swept``)
     from sim.explore.results import results_document
 
     # A store that cannot be forked (Postgres) is swept naively whatever --naive says, and so

@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import interrupts
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, SEED_HELP, seed_arg
 from sim.targets.workers.fleet import (
@@ -181,7 +183,27 @@ def _run_workers(args: argparse.Namespace) -> int:
 
 
 def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, Any]:
+    """Run, judge and report one fleet. Its directory is removed unless kept (``--keep``, or
+    violations to look at) -- on an interrupt too: a Ctrl-C or SIGTERM leaves no temporary
+    directory behind, its workers killed by ``run_fleet`` (an interrupted fleet has no verdict
+    worth keeping its files for, unless ``--keep`` asked for every fleet's)."""
     fleet_dir = make_fleet_dir(options.seed)
+    try:
+        return _judged_fleet(options, fleet_dir, keep=keep, live=live)
+    except BaseException as exc:
+        if not interrupts.interrupt_only(exc):
+            raise  # a harness error: its directory stays for a look (the cleaner takes it later)
+        if keep:
+            keep_fleet_dir(fleet_dir)
+            print(f"[fleet seed {options.seed}] kept {fleet_dir} (interrupted)", file=sys.stderr)
+        else:
+            shutil.rmtree(fleet_dir, ignore_errors=True)
+        raise
+
+
+def _judged_fleet(
+    options: FleetOptions, fleet_dir: Path, *, keep: bool, live: bool
+) -> dict[str, Any]:
     prefix = f"[fleet seed {options.seed}]"
 
     def progress(line: str) -> None:
@@ -201,6 +223,8 @@ def _one_fleet(options: FleetOptions, *, keep: bool, live: bool) -> dict[str, An
             else ""
         )
     )
+    # An interrupt the fleet's parent could not raise is no verdict (``interrupts``).
+    interrupts.stop_if_requested()
     print(summary, file=sys.stderr if not live else sys.stdout, flush=True)
     for v in violations[:5]:
         out = sys.stderr if not live else sys.stdout

@@ -113,3 +113,36 @@ def test_a_fleet_directory_is_owned_and_a_kept_one_is_never_removed(
     _age(fleet)
     assert str(fleet) not in tempdirs.remove_stale(str(tmp_path))
     assert fleet.exists()
+
+
+def test_an_interrupt_while_a_directory_is_made_leaves_no_unmarked_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C between creating the directory and writing its marker left it empty and
+    unmarked: the cleaner keeps such a directory for ever. The signal now waits until the
+    directory is marked, and the interrupt it raises then removes it."""
+    import signal
+
+    real = tempdirs.tempfile.mkdtemp
+
+    def interrupted(**kwargs: object) -> str:
+        made = real(**kwargs)  # type: ignore[call-overload]
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, right after the directory exists
+        return str(made)
+
+    monkeypatch.setattr(tempdirs.tempfile, "mkdtemp", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tempdirs.make("fork", parent=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stopped_command_removes_what_it_made_and_did_not_keep(tmp_path: Path) -> None:
+    """``remove_own`` (the command line calls it when it stops): a directory made just before
+    its owner entered the ``try`` that removes it is gone too; a kept one stays."""
+    made = Path(tempdirs.make("fork", parent=str(tmp_path)))
+    kept = Path(tempdirs.make("fleet", parent=str(tmp_path), label="seed0"))
+    tempdirs.keep(kept)
+    foreign = _owned_by(tmp_path, "durable-sim-fork-foreign", f"{_dead_pid()} 12345\n")
+    assert str(made) in tempdirs.remove_own()
+    assert not made.exists() and kept.exists() and foreign.exists()
+    assert tempdirs.remove_own() == []  # each directory once
