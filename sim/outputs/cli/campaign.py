@@ -12,11 +12,11 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import interrupts
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.common import (
@@ -35,6 +35,7 @@ from sim.world.stores import StoreKind
 #: A campaign forks every sweep (its units are ranges of a forked sweep's crash points).
 FORKED_STORES: tuple[StoreKind, ...] = tuple(kind for kind in StoreKind if kind.forks)
 FAILURES_SHOWN = 5  # per scenario and store, in the summary and as annotations
+DEFAULT_OUT = "reports/campaign"
 
 
 def add_parsers(sub: Any) -> None:
@@ -71,7 +72,11 @@ def add_parsers(sub: Any) -> None:
         help="I10 as in `durable-sim sweep` (default sample)",
     )
     cp.add_argument("--no-determinism-check", action="store_true", help="--determinism off")
-    cp.add_argument("--out", default="reports/campaign", help="the campaign directory")
+    cp.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"the campaign directory (default {DEFAULT_OUT})",
+    )
     add_execution_options(cp)
     split = cp.add_mutually_exclusive_group()
     split.add_argument(
@@ -136,20 +141,20 @@ def run_campaign_command(args: argparse.Namespace) -> int:
     from sim.explore.campaign.run import run_campaign
     from sim.explore.parallel import default_jobs
 
-    started = time.perf_counter()
     kinds = args.crash
     scenarios = options.load_scenarios(args.scenarios)
     stores = [str(kind) for kind in args.store]
     out_dir = Path(args.out)
-    check_out_dir(out_dir)
     jobs = args.jobs or default_jobs()
     try:
         shard = parse_shard(args.shard) if args.shard else None
         split = Split(points=args.points_per_unit, cost=None) if args.points_per_unit else None
         if args.unit_cost is not None:
             split = Split(cost=args.unit_cost)
-        # An engine that cannot run here (a missing extra) is refused before any planning.
+        # An engine that cannot run here (a missing extra, a malformed or unreachable
+        # scheduler) is refused before anything is planned or written, --out included.
         engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
+        check_out_dir(out_dir)
         plan = plan_sweeps(
             scenarios,
             stores=stores,
@@ -167,7 +172,7 @@ def run_campaign_command(args: argparse.Namespace) -> int:
             )
     except (PlanError, CampaignError, EngineUnavailable) as exc:
         raise UsageError(str(exc)) from exc
-    return finish(args, result, out_dir, started=started, shard=shard)
+    return finish(args, result, out_dir, shard=shard)
 
 
 def _share(shard: tuple[int, int] | None) -> str:
@@ -184,11 +189,12 @@ def finish(
     result: Any,
     out_dir: Path,
     *,
-    started: float,
     shard: tuple[int, int] | None = None,
 ) -> int:
     """Report what a campaign or merge found: the report once complete, the errors and
-    conflicts always, the GitHub output when asked; the exit status."""
+    conflicts always, the GitHub output when asked; the exit status. Nothing once a stop was
+    requested (``sim.explore.interrupts``): the command stops with 130 instead."""
+    interrupts.stop_if_requested()
     for label, error in result.errors:
         print(f"durable-sim: unit {label} failed: {error.strip()}", file=sys.stderr)
     for conflict in result.conflicts:
@@ -206,13 +212,15 @@ def finish(
         document = None
     else:
         sweeps = result.merged.sweeps
-        document = _write_report(result, out_dir, started=started)
+        document = _write_report(result, out_dir)
     verdicts = _verdicts(sweeps)
     verdicts["nondeterminism"] += len(result.conflicts)
     verdicts["error"] += len(result.errors)
     if _github(args):
         annotate(sweeps)
-        step_summary(sweeps, verdicts, complete=document is not None, shard=shard)
+        step_summary(
+            sweeps, verdicts, complete=document is not None, shard=shard, unit_s=_unit_s(result)
+        )
     if document is not None and args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     elif document is not None:
@@ -222,17 +230,28 @@ def finish(
     return exit_for(verdicts, refused=refused)
 
 
-def _write_report(result: Any, out_dir: Path, *, started: float) -> dict[str, Any]:
+def _write_report(result: Any, out_dir: Path) -> dict[str, Any]:
     from sim.explore.results import results_document
     from sim.outputs.report import ReportError, write_report
 
-    wall_s = time.perf_counter() - started
-    document = results_document(result.merged.sweeps, wall_s=wall_s, fast=True)
+    # The campaign's time, as each sweep's is (docs/campaigns.md): its units' wall times summed,
+    # wherever and whenever they ran -- not the seconds of the command that merged them.
+    document = results_document(result.merged.sweeps, wall_s=result.merged.wall_s, fast=True)
     try:
         write_report(out_dir, document)
     except ReportError as exc:
         raise UsageError(str(exc)) from exc
     return document
+
+
+def _unit_s(result: Any) -> float:
+    """The wall time of the units a report covers: every unit of a merged campaign, else the
+    share this command ran or found."""
+    if result.merged is not None:
+        return float(result.merged.wall_s)
+    chosen = {unit.address for unit in result.selected}
+    docs = [doc for address, doc in result.results.items() if address in chosen]
+    return float(sum(doc["result"].get("wall_s", 0.0) for doc in docs))
 
 
 def _share_sweeps(result: Any) -> list[Any]:
@@ -305,7 +324,8 @@ def scenario_file(ref: str) -> str:
 
 def annotate(sweeps: list[Any]) -> None:
     """One ``::error`` line per failure (the first ``FAILURES_SHOWN`` per scenario x store),
-    naming the scenario's file, the schedule and the repro line."""
+    naming the scenario's file, the schedule and the repro line; past the cap, one ``::notice``
+    says how many more there are, so a capped list is never read as the whole."""
     for one in sweeps:
         path = _escape_property(scenario_file(one.ref or one.name))
         for failure in one.failures[:FAILURES_SHOWN]:
@@ -314,6 +334,18 @@ def annotate(sweeps: list[Any]) -> None:
             )
             message = _escape_data(f"{failure.explanation}\nrepro: {failure.repro}")
             print(f"::error file={path},title={title}::{message}")
+        more = _more_failures(one)
+        if more:
+            title = _escape_property(f"{more} more failures of {one.name}[{one.store}]")
+            message = _escape_data(f"only the first {FAILURES_SHOWN} are annotated; {_SEE_ALL}")
+            print(f"::notice file={path},title={title}::{message}")
+
+
+_SEE_ALL = "the report (report.md, index.html, results.json) lists every one"
+
+
+def _more_failures(one: Any) -> int:
+    return max(0, len(one.failures) - FAILURES_SHOWN)
 
 
 def step_summary(
@@ -322,26 +354,46 @@ def step_summary(
     *,
     complete: bool,
     shard: tuple[int, int] | None,
+    unit_s: float = 0.0,
 ) -> None:
-    """Append a short Markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set."""
+    """Append a short Markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set: a header
+    naming what it covers (the campaign, or one shard of it) with its schedules and its time --
+    the units' wall times summed, as the report's (``_write_report``), not the seconds of the
+    command that merged them --, the verdicts, and, only where something failed, a row per
+    failing scenario x store and the first failures' repro lines (with how many more)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
     from sim.outputs.report.markdown import code, text
 
-    what = "campaign" if complete else f"campaign shard {_share(shard)}"
-    lines = [f"## durable-sim {text(what)}", ""]
-    lines.append(" · ".join(f"{v} {verdicts.get(v, 0)}" for v in _VERDICTS))
-    lines += ["", "| scenario | store | schedules | failures |", "| --- | --- | ---: | ---: |"]
-    for one in sweeps:
-        if one.failures:
+    if complete:
+        what = "campaign"
+    elif shard is not None:
+        what = f"campaign, shard {shard[0]}/{shard[1]}"
+    else:
+        what = "campaign, incomplete"
+    schedules = sum(one.schedules for one in sweeps)
+    lines = [f"## durable-sim {text(what)}: {schedules} schedules, {unit_s:.1f} s of unit time"]
+    lines += ["", " · ".join(f"{v} {verdicts.get(v, 0)}" for v in _VERDICTS)]
+    failing = [one for one in sweeps if one.failures]
+    if not failing:
+        lines += ["", "No failures." if complete else "No failures in these units."]
+    else:
+        lines += ["", "| scenario | store | schedules | failures |", "| --- | --- | ---: | ---: |"]
+        for one in failing:
             lines.append(
                 f"| {text(one.name)} | {text(one.store)} | {one.schedules} | {len(one.failures)} |"
             )
-    for one in sweeps:
+        lines.append("")
+    for one in failing:
         for failure in one.failures[:FAILURES_SHOWN]:
             what = f"{text(failure.verdict)} {text(failure.invariant)}"
             lines.append(f"- {what}: {code(failure.repro)}")
+        if _more_failures(one):
+            lines.append(
+                f"- {_more_failures(one)} more failures of {text(one.name)} "
+                f"\\[{text(one.store)}\\]: {_SEE_ALL}"
+            )
     with open(target, "a", encoding="utf-8") as summary:
         summary.write("\n".join(lines) + "\n")
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testkit import REPO, terminated
@@ -300,6 +301,10 @@ TOO_MANY_JOBS = str(options.max_jobs() + 1)
         (["replay", "--scenario", "idempotent_payment", "--schedule", ""], "--schedule"),
         (["replay", "--scenario", "", "--schedule", "none"], "--scenario"),
         (["replay", "--scenario", "x", "--schedule", "3:after:powr"], "'3:after:powr'"),
+        (
+            ["replay", "--scenario", "x", "--schedule", "20:before:process,14:after:power"],
+            "crash points out of order in '20:before:process,14:after:power'",
+        ),
         (["run", "idempotent_payment", "--store", "file,sqlite"], "run runs one store"),
         (["run", "idempotent_payment", "--store", "both"], "run runs one store"),
         (["realcrash", "read_edit_answer", "--store", "postgres"], "realcrash does not take"),
@@ -307,6 +312,8 @@ TOO_MANY_JOBS = str(options.max_jobs() + 1)
         (["fuzz", "--store", "postgres"], "fuzz does not take the postgres store"),
         (["fuzz", "--examples", "0"], "--examples"),
         (["fuzz", "--corpus", ""], "--corpus"),
+        (["fuzz", "--budget", "1m", "--examples", "5"], "--examples and --budget"),
+        (["fuzz", "--unit-examples", "5"], "--unit-examples needs --budget"),
         (["coverage", "--store", "postgres"], "coverage does not take the postgres store"),
         (["coverage", "--crash", "process,"], "--crash"),
         (["bench", "--repeats", "51"], "--repeats"),
@@ -426,3 +433,37 @@ def test_a_long_repro_line_is_printed_on_one_line(
     sweep_cli._summary([result])
     lines = capsys.readouterr().out.splitlines()
     assert f"  repro: {repro}" in lines
+
+
+def test_the_readme_says_what_a_seam_that_raises_exits_with() -> None:
+    """A seam's code that raises (or does not take the seam's arguments) exits 5, the harness's
+    status (``sim.errors.SeamFailed``: it is code the harness could not run, never a verdict on
+    the runtime): the README's exit-status sentence says so, next to the other statuses."""
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    start = readme.index("Exit status: 0 all pass")
+    sentence = readme[start : readme.index("Seeds are integers", start)]
+    assert "5 harness error" in sentence and "--open-runtime" in sentence, sentence
+    assert "--file-store" in sentence and "130 interrupted" in sentence, sentence
+
+
+def test_an_interrupted_fleet_leaves_no_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``durable-sim workers`` stopped by Ctrl-C or SIGTERM once left its fleet's directory in
+    the temporary directory (the workers were killed, the directory kept). Now it goes, unless
+    ``--keep`` asked for every fleet's."""
+    from sim.outputs.cli import workers
+    from sim.world import tempdirs
+
+    def interrupted(options: Any, fleet_dir: Path, **kwargs: Any) -> Any:
+        (fleet_dir / "ledger.sqlite").write_text("what a fleet writes")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(workers, "run_fleet", interrupted)
+    assert main(["workers", "--workers", "1", "--conversations", "1"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "durable-sim: interrupted"
+    assert list(tmp_path.iterdir()) == []
+    assert main(["workers", "--workers", "1", "--conversations", "1", "--keep"]) == 130
+    (kept,) = tmp_path.iterdir()
+    assert (kept / tempdirs.KEPT_FILE).exists()  # asked to keep: kept, never cleaned
