@@ -10,14 +10,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from durable import inspect as inspect_cmd
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and where to find the usage), as every other
+    error of ``inspect`` is (``durable.inspect``: exit 2, one line, never a traceback): a usage
+    block and a second line were easy to mistake for the tool's report in a script's log."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m durable", description="Tools for durable's stores."
-    )
+    parser = _Parser(prog="python -m durable", description="Tools for durable's stores.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     inspect_parser = commands.add_parser(
         "inspect",

@@ -123,8 +123,21 @@ def load_scenarios(refs: Iterable[str]) -> list[tuple[str, Scenario]]:
 
 
 def schedule(value: str) -> Schedule:
-    """A crash schedule in replay form (``14:after:power,3:before:process``, or ``none``)."""
-    return parse_schedule(text(value))
+    """A crash schedule in replay form (``14:after:power,20:before:process``, or ``none``), its
+    points in the order they happen. Points given out of order are refused, never sorted: a
+    schedule is its points in boundary order, and ``20:...,14:...`` run as ``14:...,20:...``
+    would replay another schedule than the one written, without a word (a typo in an index,
+    or points pasted from two repro lines)."""
+    parsed = parse_schedule(text(value))
+    if not parsed.points:
+        return parsed
+    given = [parse_schedule(part).points[0] for part in value.split(",")]
+    if given != list(parsed.points):
+        raise UsageError(
+            f"crash points out of order in {value.strip()!r}: a schedule lists its points in "
+            f"boundary order ({parsed.text()})"
+        )
+    return parsed
 
 
 def seed(value: str) -> int:

@@ -634,10 +634,14 @@ def test_command_line_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     text = capsys.readouterr().out
     for words in ("without changing it", "checksums valid", "torn tail", "exit status"):
         assert words in " ".join(text.split())
-    for argv in ([], ["inspect"], ["inspect", "a", "b"], ["frobnicate", "x"]):
+    for argv in ([], ["inspect"], ["inspect", "a", "b"], ["frobnicate", "x"], ["inspect", "-x"]):
         with pytest.raises(SystemExit) as exited:
             main(argv)
         assert exited.value.code == 2
+        # One line, as every other error of inspect (a usage block and a second line once)
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "usage:" not in err, err
+        assert err.startswith("python -m durable") and "--help)" in err, err
     assert main(["inspect", str(tmp_path)]) == 0
     assert main(["inspect", str(tmp_path / "nope")]) == 2
 

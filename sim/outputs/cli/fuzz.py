@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import interrupts
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.campaign import add_budget_options, run_fuzz_budget
@@ -21,6 +22,8 @@ from sim.outputs.cli.common import (
 
 #: The stores ``fuzz`` takes: its fuzzers run thousands of short worlds on the simulated disk.
 STORES = options.FILE_STORES
+#: ``--examples`` when it is not given.
+DEFAULT_EXAMPLES = 300
 
 
 def add_parsers(sub: Any) -> None:
@@ -45,8 +48,9 @@ def add_parsers(sub: Any) -> None:
     fz.add_argument(
         "--examples",
         type=options.arg_type(options.integer, 1, options.MAX_EXAMPLES),
-        default=300,
-        help=f"examples per fuzzer and scenario, 1..{options.MAX_EXAMPLES} (default 300)",
+        default=None,
+        help=f"examples per fuzzer and scenario, 1..{options.MAX_EXAMPLES} (default "
+        f"{DEFAULT_EXAMPLES}); not with --budget, whose units run --unit-examples each",
     )
     fz.add_argument(
         "--seed",
@@ -102,6 +106,7 @@ def run_fuzz(args: argparse.Namespace) -> int:
     from sim.explore.fuzz import fuzz_steps, save_case
     from sim.explore.parallel import default_jobs, run_steps
 
+    _check_budget_options(args)
     named = options.load_scenarios(args.scenarios)
     scenarios = [scenario for _, scenario in named]
     corpus = _corpus_dir(args.corpus)
@@ -109,10 +114,11 @@ def run_fuzz(args: argparse.Namespace) -> int:
     if args.budget is not None:  # docs/campaigns.md: fuzz units on an engine, for a time
         return run_fuzz_budget(args, list(named), corpus)
     started = time.perf_counter()
+    examples_each = args.examples or DEFAULT_EXAMPLES
     steps = fuzz_steps(
         scenarios,
         store=args.store,
-        examples=args.examples,
+        examples=examples_each,
         fuzz_seed=args.seed,
         machine=not args.no_machine,
     )
@@ -123,6 +129,9 @@ def run_fuzz(args: argparse.Namespace) -> int:
             progress=progress,
             finished=lambda step, result: _finding_line(result[0]),
         )
+    # A fuzz told to stop saves nothing: an interrupt a run could not raise may have changed
+    # that run (``sim.explore.interrupts.record_dropped``); its failure is no finding.
+    interrupts.stop_if_requested()
     examples = sum(count for _, count in done)
     findings = [finding for finding, _ in done if finding is not None]
     wall_s = time.perf_counter() - started
@@ -135,10 +144,22 @@ def run_fuzz(args: argparse.Namespace) -> int:
     # so the total is not read as the option's value gone wrong.
     print(
         f"fuzz: {examples} examples ({len(steps)} fuzzer{'s' * (len(steps) != 1)}, up to "
-        f"{args.examples} each) in "
+        f"{examples_each} each) in "
         f"{wall_s:.1f}s ({examples / wall_s:.1f}/s), {len(findings)} failure(s)"
     )
     return 1 if findings else 0
+
+
+def _check_budget_options(args: argparse.Namespace) -> None:
+    """``--examples`` sizes a fuzz run, ``--budget`` times one out of units of
+    ``--unit-examples``: given together, one of them would be silently ignored."""
+    if args.budget is not None and args.examples is not None:
+        raise UsageError(
+            "--examples and --budget do not go together: --budget runs units of "
+            "--unit-examples examples each until its time is spent"
+        )
+    if args.budget is None and args.unit_examples is not None:
+        raise UsageError("--unit-examples needs --budget (without it, say --examples)")
 
 
 def _finding_line(finding: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,6 @@ def run_merge(args: argparse.Namespace) -> int:
     from sim.explore.campaign.files import CampaignError
     from sim.explore.campaign.run import merge_directories
 
-    started = time.perf_counter()
     out_dir = Path(args.out)
     check_out_dir(out_dir)
     try:
@@ -51,7 +49,7 @@ def run_merge(args: argparse.Namespace) -> int:
     except CampaignError as exc:
         raise UsageError(str(exc)) from exc
     if result.merged is None:
-        status = finish(args, result, out_dir, started=started)
+        status = finish(args, result, out_dir)
         missing = len(result.missing)
         print(
             f"durable-sim: {missing} of {len(result.plan.units)} units have no result in "
@@ -60,4 +58,4 @@ def run_merge(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return status if status != EXIT["pass"] else EXIT["usage"]
-    return finish(args, result, out_dir, started=started)
+    return finish(args, result, out_dir)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import interrupts
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
@@ -47,7 +48,7 @@ def add_parsers(sub: Any) -> None:
         "--schedule",
         required=True,
         type=options.arg_type(options.schedule),
-        help="INDEX:before|after:process|power|storage[~TEAR],... or none",
+        help="INDEX:before|after:process|power|storage[~TEAR],... in boundary order, or none",
     )
     add_single_run_options(rp, command="replay")
     rp.add_argument("--timeline", action="store_true", help="print the run with crashes marked")
@@ -63,6 +64,7 @@ def run_once(args: argparse.Namespace) -> int:
     check_stores([args.store])
     base = base_schedule(scenario, seed=args.seed, store=args.store)
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=base)
+    interrupts.stop_if_requested()  # a run an interrupt reached says nothing (``replay``)
     doc = {
         "scenario": scenario.name,
         "seed": args.seed,
@@ -137,6 +139,9 @@ def replay(args: argparse.Namespace) -> int:
         )
     result = run_scenario(scenario, seed=args.seed, store=args.store, schedule=schedule)
     outcome = judge(result, reference)
+    # An interrupt one of these runs could not raise (``interrupts.record_dropped``) changed
+    # it: no verdict is printed for it, the command stops with 130.
+    interrupts.stop_if_requested()
     doc = {
         "scenario": scenario.name,
         "seed": args.seed,

@@ -1,9 +1,18 @@
 """``junit.xml``: one testsuite per scenario x store, one testcase per schedule, for CI.
 
-Each suite holds a testcase for the fault-free reference run and one per depth-1 schedule (from
-the matrix, named ``INDEX:WHEN:KIND LABEL``). Depth-2 schedules are only recorded when they fail,
-so each failing one gets its own testcase and the passing rest are counted in one summary
-testcase. Power-loss schedules that the store cannot simulate appear as one skipped testcase.
+Each testcase is one schedule, with one exception, and each failing schedule is exactly one
+failing testcase (a dashboard counts every failure once):
+
+- the fault-free reference run;
+- each crash point's schedule (a cell of the crash matrix: ``INDEX:WHEN:KIND LABEL``), failing
+  if that schedule failed;
+- every other failing schedule, on its own: an enumerated power tear (``14:after:power~3``),
+  whose cell in the matrix shows the worst of the point's tears, and at depth 2 a schedule with
+  a second crash;
+- the exception: one passing testcase that counts the schedules not listed above, all passing
+  (the tears and second crashes that passed), as ``N further schedules (...), all passing``.
+
+Power-loss schedules that the store cannot simulate appear as one skipped testcase.
 
 ElementTree escapes markup; characters XML 1.0 cannot carry at all (most control characters)
 are replaced by their ``repr`` so that the file always parses.
@@ -52,36 +61,7 @@ def _suite(s: dict[str, Any]) -> ET.Element:
         props, "property", name="crash_kinds", value=visible(",".join(s.get("crash_kinds", [])))
     )
 
-    failures = failures_by_schedule(s)
-    labels: list[str] = [str(label) for label in s.get("labels", [])]
-    cases: list[tuple[str, str, dict[str, Any] | None]] = []  # (name, verdict, failure)
-    reference = failures.pop(REFERENCE_SCHEDULE, None)
-    cases.append(
-        (
-            "reference (fault-free run)",
-            reference.get("verdict", "error") if reference else "pass",
-            reference,
-        )
-    )
-    for cell in s.get("matrix", []):
-        schedule = f"{cell.get('index')}:{cell.get('when')}:{cell.get('kind')}"
-        index = cell.get("index")
-        label = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else "?"
-        cases.append(
-            (f"{schedule} {label}", str(cell.get("verdict", "pass")), failures.pop(schedule, None))
-        )
-    # What is left failed outside the matrix: enumerated power tears (``14:after:power~3``) and,
-    # at depth 2, schedules with a second crash.
-    for schedule, unmatched in failures.items():
-        crashed = " + ".join(map(str, unmatched.get("crash_labels", [])))
-        cases.append(
-            (f"{schedule} {crashed}".strip(), str(unmatched.get("verdict", "error")), unmatched)
-        )
-    unlisted = int(s.get("schedules", 0)) - len(cases)
-    if unlisted > 0:
-        what = "power tears" if s.get("depth", 1) == 1 else "second crashes and power tears"
-        cases.append((f"{unlisted} further schedules ({what}), all passing", "pass", None))
-
+    cases = _cases(s)
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     for case_name, verdict, failure in cases:
         case = ET.SubElement(suite, "testcase", name=visible(case_name), classname=classname)
@@ -100,6 +80,42 @@ def _suite(s: dict[str, Any]) -> ET.Element:
         suite.set(key, str(value))
     suite.set("time", f"{float(s.get('wall_s', 0.0)):.3f}")
     return suite
+
+
+Case = tuple[str, str, dict[str, Any] | None]  # (name, verdict, failure)
+
+
+def _cases(s: dict[str, Any]) -> list[Case]:
+    """The suite's testcases (see the module's docstring): the reference, a crash point's own
+    schedule per matrix cell (the cells of enumerated tears excepted: each failing tear is its
+    own testcase below, and a passing one is counted with the rest), every failure not listed
+    yet, then the count of the passing rest."""
+    failures = failures_by_schedule(s)
+    labels: list[str] = [str(label) for label in s.get("labels", [])]
+    reference = failures.pop(REFERENCE_SCHEDULE, None)
+    verdict = str(reference.get("verdict", "error")) if reference else "pass"
+    cases: list[Case] = [("reference (fault-free run)", verdict, reference)]
+    base = str(s.get("base_schedule") or "none")
+    for cell in s.get("matrix", []):
+        if cell.get("kind") == "tear":
+            continue  # the worst of a point's tears: each failing one is listed by itself
+        schedule = f"{cell.get('index')}:{cell.get('when')}:{cell.get('kind')}"
+        index = cell.get("index")
+        label = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else "?"
+        # A failure names its whole schedule: the scenario's base crash, if any, then the point.
+        failure = failures.pop(schedule if base == "none" else f"{base},{schedule}", None)
+        verdict = str(failure.get("verdict", "error")) if failure else "pass"
+        cases.append((f"{schedule} {label}", verdict, failure))
+    for schedule, failure in failures.items():
+        crashed = " + ".join(map(str, failure.get("crash_labels", [])))
+        cases.append(
+            (f"{schedule} {crashed}".strip(), str(failure.get("verdict", "error")), failure)
+        )
+    unlisted = int(s.get("schedules", 0)) - len(cases)
+    if unlisted > 0:
+        what = "power tears" if s.get("depth", 1) == 1 else "second crashes and power tears"
+        cases.append((f"{unlisted} further schedules ({what}), all passing", "pass", None))
+    return cases
 
 
 def _outcome(

@@ -379,7 +379,12 @@ def test_github_annotations_name_the_scenario_file_and_a_summary_is_appended(
     assert annotations and all(a.startswith(f"::error file={path},title=") for a in annotations)
     assert "%0Arepro: durable-sim replay --scenario idempotent_payment" in annotations[0]
     written = summary.read_text()
-    assert written.startswith("earlier step\n## durable-sim campaign\n")
+    results = json.loads((tmp_path / "c" / "results.json").read_text())
+    unit_s = sum(one["wall_s"] for one in results["scenarios"])
+    # The campaign's time -- its units' wall times summed -- in the header and the report.
+    assert results["totals"]["wall_s"] == pytest.approx(unit_s, abs=0.01)
+    header = f"## durable-sim campaign: {results['totals']['schedules']} schedules, "
+    assert written.startswith(f"earlier step\n{header}{unit_s:.1f} s of unit time\n"), written
     assert f"| {mutant.scenario} | file |" in written.replace("\\_", "_")
 
 
@@ -422,3 +427,97 @@ def test_a_fuzz_budget_finds_and_shrinks_what_its_unit_alone_finds() -> None:
         alone.labels,
     )
     assert [v.invariant for v in found.violations] == [v.invariant for v in alone.violations]
+
+
+# -- the Dask engine's scheduler, refused in one line ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "named"),
+    [
+        ("tcp://127.0.0.1:1", "cannot connect within the 10 s connect timeout"),
+        ("not-a-url", "is not a Dask scheduler's address: expected tcp://HOST:PORT"),
+        ("tcp://127.0.0.1", "is not a Dask scheduler's address"),
+    ],
+    ids=["unreachable", "malformed", "no-port"],
+)
+def test_a_bad_dask_scheduler_is_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scheduler: str, named: str
+) -> None:
+    """Once Dask's traceback (50 lines, exit 1: a safety violation to CI) after ``plan.json`` was
+    written, and an unreachable scheduler took Dask's 30 s: now checked before anything is
+    planned or written, in the connect timeout the message names."""
+    pytest.importorskip("distributed")
+    out = tmp_path / "c"
+    args = ["campaign", SMALL[0], "--engine", "dask", "--scheduler", scheduler]
+    assert main([*args, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert named in lines[0] and scheduler in lines[0], lines
+    assert not out.exists()  # not even the directory
+
+
+def test_campaign_help_names_the_out_default(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["campaign", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the campaign directory (default reports/campaign)" in help_text
+
+
+# -- the GitHub output ---------------------------------------------------------------------------
+
+
+def _failing(n: int, name: str = "pay", store: str = "file") -> SimpleNamespace:
+    failures = [
+        SimpleNamespace(
+            verdict="safety",
+            invariant="I1",
+            schedule=f"{i}:after:process",
+            explanation="charged twice",
+            repro=f"durable-sim replay --scenario {name} --schedule {i}:after:process",
+        )
+        for i in range(n)
+    ]
+    return SimpleNamespace(name=name, store=store, ref=name, schedules=40, failures=failures)
+
+
+def _summary(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sweeps: list[Any], **options: Any
+) -> str:
+    from sim.outputs.cli.campaign import step_summary
+
+    target = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    verdicts = {"pass": 1, "safety": sum(len(s.failures) for s in sweeps)}
+    step_summary(sweeps, verdicts, **options)
+    return target.read_text()
+
+
+def test_a_passing_shard_has_a_summary_without_an_empty_table_or_shard_shard(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    written = _summary(
+        monkeypatch, tmp_path, [_failing(0)], complete=False, shard=(1, 2), unit_s=12.25
+    )
+    lines = written.splitlines()
+    assert lines[0] == "## durable-sim campaign, shard 1/2: 40 schedules, 12.2 s of unit time"
+    assert "shard shard" not in written and "|" not in written, written
+    assert "No failures in these units." in lines
+
+
+def test_failures_past_the_cap_are_counted_in_the_summary_and_the_annotations(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sim.outputs.cli.campaign import FAILURES_SHOWN, annotate
+
+    sweeps = [_failing(FAILURES_SHOWN + 3), _failing(1, name="calm")]
+    written = _summary(monkeypatch, tmp_path, sweeps, complete=True, shard=None, unit_s=600.0)
+    assert written.startswith("## durable-sim campaign: 80 schedules, 600.0 s of unit time\n")
+    assert written.count("| file | 40 |") == 2  # a row per failing scenario x store
+    assert "- 3 more failures of pay \\[file\\]: the report" in written, written
+    assert "more failures of calm" not in written
+    annotate(sweeps)
+    out = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("::error ") for line in out) == FAILURES_SHOWN + 1
+    notices = [line for line in out if line.startswith("::notice ")]
+    assert len(notices) == 1 and "title=3 more failures of pay[file]" in notices[0], notices

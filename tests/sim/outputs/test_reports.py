@@ -344,3 +344,91 @@ def test_junit_names_the_schedules_outside_a_depth_1_matrix_power_tears() -> Non
     names = [c.get("name") for c in suite.findall("testcase")]
     assert "2 further schedules (power tears), all passing" in names
     assert not any("depth-2" in str(name) for name in names)
+
+
+def _junit_cases(sweep: dict[str, Any]) -> tuple[ET.Element, dict[str, str]]:
+    """The suite of ``sweep`` and each testcase's outcome by name: pass, or its tag."""
+    from sim.outputs.report.junit import _suite
+
+    suite = _suite(sweep)
+    cases = {}
+    for case in suite.findall("testcase"):
+        outcome = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "pass")
+        cases[str(case.get("name"))] = outcome
+    return suite, cases
+
+
+def test_junit_counts_a_failing_tear_once_as_its_own_testcase() -> None:
+    """A point's enumerated tears share one matrix cell showing the worst of them: that cell
+    was a failing testcase ("no failure details recorded") beside the failing tear's own, so one
+    failure counted twice. Now every failing schedule is one testcase and nothing else fails."""
+    labels = ["store.commit#1", "fs.fsync:log"]
+    matrix = [
+        {"index": 1, "when": "after", "kind": "process", "verdict": "pass"},
+        {"index": 1, "when": "after", "kind": "power", "verdict": "pass"},
+        {"index": 1, "when": "after", "kind": "tear", "verdict": "safety"},  # ~1 passed, ~2 not
+    ]
+    tear = _failure("1:after:power~2", "safety", "I3", "durable-sim replay ... 1:after:power~2")
+    sweep = {"name": "s", "store": "file", "depth": 1, "schedules": 5, "matrix": matrix}
+    sweep |= {"labels": labels, "failures": [tear]}
+    suite, cases = _junit_cases(sweep)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "1", "0")
+    assert cases == {
+        "reference (fault-free run)": "pass",
+        "1:after:process fs.fsync:log": "pass",
+        "1:after:power fs.fsync:log": "pass",
+        f"1:after:power~2 {PIPE_LABEL}": "failure",
+        "1 further schedules (power tears), all passing": "pass",
+    }
+
+
+def test_junit_finds_the_failure_of_a_cell_after_a_base_crash() -> None:
+    """A scenario with a crash of its own (its base schedule): a failure names the whole
+    schedule (``0:after:process,2:before:process``), the matrix the point only. The cell's
+    testcase carries that failure, once."""
+    matrix = [{"index": 2, "when": "before", "kind": "process", "verdict": "safety"}]
+    failure = _failure("0:after:process,2:before:process", "safety", "I1", REPRO_D2)
+    sweep = {"name": "s", "store": "file", "depth": 1, "schedules": 2, "matrix": matrix}
+    sweep |= {"labels": ["a", "b", "c"], "failures": [failure]}
+    sweep["base_schedule"] = "0:after:process"
+    suite, cases = _junit_cases(sweep)
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    assert cases == {"reference (fault-free run)": "pass", "2:before:process c": "failure"}
+    text = "".join(suite.itertext())
+    assert "no failure details" not in text and REPRO_D2 in text
+
+
+def test_every_i2_failure_card_shows_expected_and_actual() -> None:
+    """I2's violations (the log's form) had no expected/actual, so their cards showed two empty
+    lines where every other invariant's show the difference. A fault-free run's log, broken in
+    each way I2 tells apart."""
+    import dataclasses
+
+    from sim.judgement.oracles.log import check_log
+    from sim.outputs.report.markdown import render
+    from sim.run.runner import run_scenario
+    from sim.world.scenario import load_scenario
+
+    result = run_scenario(load_scenario("idempotent_payment"), seed=0, store="file")
+    records = list(result.durable.records)
+    assert len(records) > 3 and check_log(result) == []
+
+    def unended(record: Any) -> Any:  # the same record, not the last of its batch, resealed
+        return record.model_copy(update={"last_in_batch": False}).sealed()
+
+    broken = {
+        "sequences are not contiguous": records[:1] + records[2:],
+        "fails its checksum": [records[0].model_copy(update={"checksum": "0" * 64}), *records[1:]],
+        "a partial batch is visible": [*records[:-1], unended(records[-1])],
+        "a batch ends without its last record": [unended(records[0]), *records[1:]],
+    }
+    for what, log in broken.items():
+        durable = dataclasses.replace(result.durable, records=log)
+        violations = check_log(dataclasses.replace(result, durable=durable))
+        assert what in violations[0].explanation, (what, violations)
+        for v in violations:
+            assert v.invariant == "I2" and v.expected and v.actual, (what, v)
+    card = render(
+        {"scenarios": [{"name": "s", "store": "file", "failures": [violations[0].to_json()]}]}
+    )
+    assert f"expected: {violations[0].expected}" in card
