@@ -257,6 +257,9 @@ def _work(step: Step, write_fd: int, path: Path) -> int:
     except BaseException as exc:  # the worker must report whatever happened, then exit
         # Bad input (a seam's code that raised) is passed on as itself: the caller's one line.
         outcome = (False, user_error(exc) or traceback.format_exc())
+        # An interrupt may have landed between a step's ``tempdirs.make`` and the ``try`` that
+        # would remove what it made: the worker removes what it made itself.
+        tempdirs.remove_own()
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as file:
         pickle.dump(outcome, file, protocol=pickle.HIGHEST_PROTOCOL)

@@ -24,7 +24,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
 
-from sim.explore import folding, forking, parallel, tier
+from sim.explore import folding, forking, interrupts, parallel, tier
 from sim.explore.recording import Failure as Failure
 from sim.explore.recording import Outcome, record_outcome, record_parts
 from sim.explore.recording import ScenarioSweep as ScenarioSweep
@@ -218,6 +218,9 @@ def sweep(
     reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
     _describe(out, reference, traced, base, kinds)
     _record(out, judge(reference, reference, determinism=mode != "off"), reference)
+    # An interrupt a run could not raise (``interrupts.record_dropped``) may have changed the
+    # determinism twin: a stop requested by now is the caller's 130, never this run's verdict.
+    interrupts.stop_if_requested()
     if progress:
         progress(1)
     if out.failures:
@@ -317,6 +320,7 @@ def sweep_part(
     reference_run, traced = _traced_runs(scenario, seed=seed, store=store, base=base, fold=fold)
     _describe(out, reference_run, traced, base, kinds)
     checked = judge(reference_run, reference_run, determinism=reference and mode != "off")
+    interrupts.stop_if_requested()  # as in ``sweep``: a stop is never the twin's verdict
     part = SweepPart(out)
     first = _outcome_of(checked, reference_run)
     if reference:

@@ -400,3 +400,41 @@ def test_an_interrupt_during_the_start_up_imports_is_130_and_one_line(signame: s
     )
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == "durable-sim: interrupted\n", done.stderr
+
+
+def test_a_library_sweep_stops_instead_of_judging_a_dropped_interrupt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same dropped interrupt, through ``sim.explore.sweep.sweep`` called as a library
+    (no command line to check the flag): the sweep raises ``KeyboardInterrupt`` right after the
+    fault-free run is judged, instead of returning the twin's I10 as its verdict. With the
+    check after the reference's judgement removed, it returns a failed reference."""
+    from sim.explore import interrupts
+    from sim.explore.sweep import sweep
+    from sim.judgement import judge as judged
+    from sim.world import sqlite_vfs
+    from sim.world.scenario import load_scenario
+    from sim.world.stores import StoreKind
+
+    real_run, real_sync = judged.run_scenario, sqlite_vfs.SimSQLiteFile.xSync
+    seen = {"runs": 0, "raised": 0}
+
+    def twin(*args: Any, **kwargs: Any) -> Any:
+        seen["runs"] += 1
+        return real_run(*args, **kwargs)
+
+    def sync(self: Any, flags: int) -> None:
+        if seen["runs"] == 1 and not seen["raised"]:
+            seen["raised"] += 1
+            raise KeyboardInterrupt
+        real_sync(self, flags)
+
+    monkeypatch.setattr(judged, "run_scenario", twin)
+    monkeypatch.setattr(sqlite_vfs.SimSQLiteFile, "xSync", sync)
+    scenario = load_scenario("idempotent_payment")
+    try:
+        with interrupts.record_dropped(), pytest.raises(KeyboardInterrupt):
+            sweep(scenario, store=StoreKind.SQLITE, crash_kinds=["process"], fast=False)
+    finally:
+        interrupts.clear()
+    assert seen["raised"] == 1
