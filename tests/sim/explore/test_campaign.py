@@ -21,6 +21,7 @@ import pytest
 
 from sim.explore import forking
 from sim.explore.campaign import address as address_module
+from sim.explore.campaign import files
 from sim.explore.campaign import plan as plan_module
 from sim.explore.campaign.address import canonical_json, digest
 from sim.explore.campaign.document import timings_aside, unit_document
@@ -287,6 +288,59 @@ def _reseal(path: Path, change: Any) -> None:
     change(doc["result"])
     sealed = unit_document(doc["address"], doc["spec"], doc["result"])
     path.write_text(json.dumps(sealed))
+
+
+def _forge(doc: dict[str, Any], spec: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A unit file of ``doc``'s address holding ``spec`` and ``result``, resealed: its checksum
+    holds, so only the address check (``document.verified``: the spec's digest is the unit's
+    address) can tell it is not this unit's."""
+    return unit_document(doc["address"], spec, result)
+
+
+@pytest.mark.parametrize("forged", ["another-version", "another-plan"])
+def test_a_resealed_unit_of_another_plan_or_version_is_refused_and_run_again(
+    forged: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    finished: tuple[Plan, Path, CampaignResult],
+    reference: dict[str, Any],
+) -> None:
+    """A unit file whose content is another version's (the same unit's spec with another
+    project version) or another plan's (another unit's spec and result under this address),
+    resealed so its checksum holds, is refused on resume and its unit run again: the merged
+    report is the sweep's. With the address check planted away, the same file is merged."""
+    plan, directory, _ = finished
+    target = _copy(directory, tmp_path, "forged")
+    unit, other = plan.units[1], plan.units[3]
+    path = CampaignDir(target).unit_path(unit.address)
+    doc = json.loads(path.read_text())
+    if forged == "another-version":
+        spec, result = {**doc["spec"], "version": "0" * 64}, doc["result"]
+    else:
+        theirs = json.loads(CampaignDir(target).unit_path(other.address).read_text())
+        spec, result = theirs["spec"], theirs["result"]
+    path.write_text(json.dumps(_forge(doc, spec, result)))
+
+    planted = _copy(target, tmp_path, "planted")
+
+    def blind(doc: Any, *, address: str) -> dict[str, Any]:  # the check on the spec left out
+        content = {key: value for key, value in doc.items() if key != "checksum"}
+        assert doc.get("checksum") == digest(content)
+        return dict(doc)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(files, "verified", blind)
+        scan = CampaignDir(planted).scan(plan)
+    assert unit.address in scan.done and not scan.bad, "the planted bug merges the forgery"
+
+    args = ["campaign", *SMALL, "--crash", ",".join(KINDS), "--points-per-unit", str(POINTS)]
+    status = main([*args, "--out", str(target), "--jobs", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert f"{path}: its address does not match its unit" in err
+    assert f"resuming: {len(plan.units) - 1} of {len(plan.units)} units already done" in err
+    assert same(json.loads(out), reference)
 
 
 def test_two_differing_results_of_one_unit_are_nondeterminism(
