@@ -187,8 +187,7 @@ def sweep(
     (``StoreKind.forks``: Postgres, whose state is on the server) always takes the naive
     path, one schedule after another, each in a fresh schema.
 
-    ``stop_at_first_failure`` records the schedules up to the first failure in the sweep's
-    order and no further, on either path: the same schedules, the same first failure."""
+    ``stop_at_first_failure``: the schedules up to the first failure, on either path alike."""
     if depth not in (1, 2):
         raise ValueError("depth must be 1 or 2")
     mode = determinism_mode(determinism)
@@ -218,9 +217,7 @@ def sweep(
     reference, traced = _traced_runs(scenario, seed=seed, store=store, base=base)
     _describe(out, reference, traced, base, kinds)
     _record(out, judge(reference, reference, determinism=mode != "off"), reference)
-    # An interrupt a run could not raise (``interrupts.record_dropped``) may have changed the
-    # determinism twin: a stop requested by now is the caller's 130, never this run's verdict.
-    interrupts.stop_if_requested()
+    interrupts.stop_if_requested()  # a dropped interrupt (``record_dropped``): not a verdict
     if progress:
         progress(1)
     if out.failures:
