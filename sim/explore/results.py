@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore.sweep import ScenarioSweep
 from sim.judgement.oracles import VERDICT_ORDER
 
@@ -29,7 +30,7 @@ DISPLAY_VERDICTS = ("pass", "safety", "liveness", "nondeterminism", "error")
 assert set(DISPLAY_VERDICTS) == set(VERDICT_ORDER)
 
 
-class ResultsError(ValueError):
+class ResultsError(UserError, ValueError):
     """Sweeps that cannot share one document (different seeds, depths, crash kinds, ...)."""
 
 

@@ -52,6 +52,7 @@ import statistics
 import time
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore.realcrash import (
     Pair,
     ProgressFn,
@@ -75,7 +76,7 @@ from sim.world.seams import spec_of
 from sim.world.stores import FILE_KINDS, StoreKind
 
 
-class RealcrashError(ValueError):
+class RealcrashError(UserError, ValueError):
     """A scenario or option realcrash cannot run (one line; a usage error)."""
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from durable.store.postgres import EXTRA
+from sim.errors import UserError
 from sim.world.pgserver import CONNINFO_ENV as CONNINFO_ENV
 
 #: Users to run the cluster as when running as root, in order of preference.
@@ -63,7 +64,7 @@ KILL_WAIT_S = 5.0
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(UserError, RuntimeError):
     """No cluster here: the tools are missing, or the cluster did not start (with its log)."""
 
 

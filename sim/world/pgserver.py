@@ -30,6 +30,7 @@ from typing import Any
 from durable.codec import canonical_json
 from durable.ports import Blocking
 from durable.store.postgres import PostgresStore, import_psycopg
+from sim.errors import UserError
 
 #: The variable naming the server (the tests' and ``durable-sim workers``' too).
 CONNINFO_ENV = "DURABLE_SIM_PG_CONNINFO"
@@ -42,7 +43,7 @@ _REACHABLE: set[str] = set()
 _RUNS = itertools.count(1)
 
 
-class ServerUnavailable(RuntimeError):
+class ServerUnavailable(UserError, RuntimeError):
     """No server to run the ``postgres`` store kind on: the variable is unset, the driver is
     missing or the server does not answer. One line, naming ``DURABLE_SIM_PG_CONNINFO``."""
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore.campaign.address import digest
 from sim.explore.campaign.document import UnitFileError, timings_aside, verified
 from sim.explore.campaign.plan import Plan, PlanError
@@ -31,7 +32,7 @@ _UNIT_NAME = re.compile(r"^([0-9a-f]{64})\.json$")
 _TMP_NAME = re.compile(r"^\..+\.(\d+)\.tmp$")
 
 
-class CampaignError(ValueError):
+class CampaignError(UserError, ValueError):
     """A campaign directory that cannot be used as asked (another plan's, unreadable): one line
     for the user."""
 

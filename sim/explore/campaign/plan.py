@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore import parallel
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.sweep import FORK_FROM_BOUNDARIES, determinism_mode, listed_schedules
@@ -40,7 +41,7 @@ POINT_OVERHEAD = 50
 UNIT_OVERHEAD_RUNS = 3
 
 
-class PlanError(ValueError):
+class PlanError(UserError, ValueError):
     """A campaign that cannot be planned (bad options): one line for the user."""
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sim.errors import UserError
 from sim.explore.campaign.plan import Unit
 from sim.explore.progress import Progress
 
@@ -31,5 +32,5 @@ class Engine(Protocol):
     def run(self, tasks: Sequence[Task], done: Done) -> None: ...
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(UserError, RuntimeError):
     """An engine that cannot run here (its optional extra is not installed): one line."""

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore import interrupts
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import part_json, unit_document
@@ -41,7 +42,7 @@ EXIT_INTERRUPTED = 130
 STDERR_SHOWN = 2000  # characters of a failed unit's stderr kept in the error
 
 
-class UnitRefused(RuntimeError):
+class UnitRefused(UserError, RuntimeError):
     """A task this process must not run: another code version, or a malformed task."""
 
 

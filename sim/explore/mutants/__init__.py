@@ -15,6 +15,7 @@ every record, in the order of the areas below and of the definitions in each.
 
 from __future__ import annotations
 
+from sim.errors import UsageError
 from sim.explore.mutants import (
     agent_state,
     compensation,
@@ -45,12 +46,13 @@ _BY_NAME = {m.name: m for m in MUTANTS}
 
 
 def mutant_named(name: str) -> Mutant:
-    """The registered mutant called ``name``; ``LookupError`` naming the known ones."""
+    """The registered mutant called ``name``; a ``UsageError`` naming the known ones (a name
+    comes from a user: ``durable-sim mutants NAME``, ``workers --mutant``)."""
     try:
         return _BY_NAME[name]
     except KeyError:
         known = ", ".join(_BY_NAME)
-        raise LookupError(f"unknown mutant {name!r} (known: {known})") from None
+        raise UsageError(f"unknown mutant {name!r} (known: {known})") from None
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore.reach.regions import (
     Arc,
     ReachError,
@@ -29,7 +30,7 @@ CORPUS_SCHEMA_VERSION = 1
 REGENERATE = "durable-sim coverage --write-corpus tests/reach_corpus.json"
 
 
-class ReachUnavailable(Exception):
+class ReachUnavailable(UserError):
     """coverage.py is not installed: the one-line error of ``durable-sim coverage``."""
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+from sim.errors import UserError
+
 Arc = tuple[str, int, int]  # (path relative to durable's parent, e.g. "durable/x.py"; from; to)
 
 
@@ -485,7 +487,7 @@ ALLOWED_UNREACHED: tuple[Allowance, ...] = (
 )
 
 
-class ReachError(Exception):
+class ReachError(UserError):
     """The measurement itself failed (a region that does not exist, a corrupt corpus file)."""
 
 

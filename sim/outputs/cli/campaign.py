@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.errors import UsageError
 from sim.explore import interrupts
 from sim.explore.progress import Progress
 from sim.outputs import options
@@ -135,9 +134,8 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_campaign_command(args: argparse.Namespace) -> int:
-    from sim.explore.campaign.engines import EngineUnavailable, engine_named
-    from sim.explore.campaign.files import CampaignError
-    from sim.explore.campaign.plan import PlanError, Split, parse_shard, plan_sweeps
+    from sim.explore.campaign.engines import engine_named
+    from sim.explore.campaign.plan import Split, parse_shard, plan_sweeps
     from sim.explore.campaign.run import run_campaign
     from sim.explore.parallel import default_jobs
 
@@ -146,32 +144,29 @@ def run_campaign_command(args: argparse.Namespace) -> int:
     stores = [str(kind) for kind in args.store]
     out_dir = Path(args.out)
     jobs = args.jobs or default_jobs()
-    try:
-        shard = parse_shard(args.shard) if args.shard else None
-        split = Split(points=args.points_per_unit, cost=None) if args.points_per_unit else None
-        if args.unit_cost is not None:
-            split = Split(cost=args.unit_cost)
-        # An engine that cannot run here (a missing extra, a malformed or unreachable
-        # scheduler) is refused before anything is planned or written, --out included.
-        engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
-        check_out_dir(out_dir)
-        plan = plan_sweeps(
-            scenarios,
-            stores=stores,
-            crash_kinds=kinds,
-            seed=args.seed,
-            determinism=determinism_of(args),
-            split=split,
-            jobs=jobs,
+    shard = parse_shard(args.shard) if args.shard else None
+    split = Split(points=args.points_per_unit, cost=None) if args.points_per_unit else None
+    if args.unit_cost is not None:
+        split = Split(cost=args.unit_cost)
+    # An engine that cannot run here (a missing extra, a malformed or unreachable
+    # scheduler) is refused before anything is planned or written, --out included.
+    engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
+    check_out_dir(out_dir)
+    plan = plan_sweeps(
+        scenarios,
+        stores=stores,
+        crash_kinds=kinds,
+        seed=args.seed,
+        determinism=determinism_of(args),
+        split=split,
+        jobs=jobs,
+    )
+    with Progress(command="campaign", unit="schedules", enabled=not args.quiet) as progress:
+        engine.progress = progress
+        _note(args, f"{len(plan.units)} units planned ({_share(shard)})")
+        result = run_campaign(
+            plan, out_dir, engine=engine, shard=shard, notice=lambda t: _note(args, t)
         )
-        with Progress(command="campaign", unit="schedules", enabled=not args.quiet) as progress:
-            engine.progress = progress
-            _note(args, f"{len(plan.units)} units planned ({_share(shard)})")
-            result = run_campaign(
-                plan, out_dir, engine=engine, shard=shard, notice=lambda t: _note(args, t)
-            )
-    except (PlanError, CampaignError, EngineUnavailable) as exc:
-        raise UsageError(str(exc)) from exc
     return finish(args, result, out_dir, shard=shard)
 
 
@@ -232,15 +227,12 @@ def finish(
 
 def _write_report(result: Any, out_dir: Path) -> dict[str, Any]:
     from sim.explore.results import results_document
-    from sim.outputs.report import ReportError, write_report
+    from sim.outputs.report import write_report
 
     # The campaign's time, as each sweep's is (docs/campaigns.md): its units' wall times summed,
     # wherever and whenever they ran -- not the seconds of the command that merged them.
     document = results_document(result.merged.sweeps, wall_s=result.merged.wall_s, fast=True)
-    try:
-        write_report(out_dir, document)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from exc
+    write_report(out_dir, document)
     return document
 
 
@@ -432,16 +424,13 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
 
 def run_fuzz_budget(args: argparse.Namespace, scenarios: list[Any], corpus: Path) -> int:
     """``fuzz --budget``: units until the budget is spent; every failure saved to the corpus."""
-    from sim.explore.campaign.engines import EngineUnavailable, engine_named
+    from sim.explore.campaign.engines import engine_named
     from sim.explore.campaign.fuzz_budget import UNIT_EXAMPLES, WAVE_PER_JOB, fuzz_for, fuzzers_of
     from sim.explore.fuzz import save_case
     from sim.explore.parallel import default_jobs
 
     jobs = args.jobs or default_jobs()
-    try:
-        engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
-    except EngineUnavailable as exc:
-        raise UsageError(str(exc)) from exc
+    engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
     fuzzers = fuzzers_of(scenarios, machine=not args.no_machine)
     with Progress(command="fuzz", unit="examples") as progress:
         engine.progress = progress

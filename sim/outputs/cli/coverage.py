@@ -95,19 +95,13 @@ def run_coverage(args: argparse.Namespace) -> int:
 
     from sim.explore import reach
 
-    try:
-        reach.require_coverage()
-    except reach.ReachUnavailable as exc:
-        raise UsageError(str(exc)) from exc
+    reach.require_coverage()
     if args.from_corpus and args.write_corpus:
         raise UsageError("--write-corpus needs a measurement, not a corpus replay (--from-corpus)")
     if args.scenario:
         options.load_scenarios(args.scenario)  # unknown names fail here, as a usage error
     if args.from_corpus:
-        try:
-            reach.load_corpus(args.from_corpus)
-        except reach.ReachError as exc:
-            raise UsageError(str(exc)) from exc
+        reach.load_corpus(args.from_corpus)
     measurement = reach.Options(
         scenarios=tuple(args.scenario),
         stores=args.store,

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.errors import UsageError
 from sim.outputs.cli.campaign import add_output_options, finish
 from sim.outputs.cli.campaign import add_parsers as add_campaign
 from sim.outputs.cli.common import EXIT, check_out_dir
@@ -35,19 +34,15 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_merge(args: argparse.Namespace) -> int:
-    from sim.explore.campaign.files import CampaignError
     from sim.explore.campaign.run import merge_directories
 
     out_dir = Path(args.out)
     check_out_dir(out_dir)
-    try:
-        result = merge_directories(
-            [Path(d) for d in args.dirs],
-            out_dir,
-            notice=lambda text: print(f"merge: {text}", file=sys.stderr),
-        )
-    except CampaignError as exc:
-        raise UsageError(str(exc)) from exc
+    result = merge_directories(
+        [Path(d) for d in args.dirs],
+        out_dir,
+        notice=lambda text: print(f"merge: {text}", file=sys.stderr),
+    )
     if result.merged is None:
         status = finish(args, result, out_dir)
         missing = len(result.missing)

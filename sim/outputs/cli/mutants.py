@@ -82,10 +82,7 @@ def _swept(name: str) -> Any:
     error (it would survive by design)."""
     from sim.explore.mutants import mutant_named
 
-    try:
-        mutant = mutant_named(name)
-    except LookupError as exc:
-        raise UsageError(str(exc)) from None
+    mutant = mutant_named(name)
     if not mutant.swept:
         raise UsageError(
             f"mutant {name!r} needs {len(mutant.witness)} crashes: the depth-1 sweep does not "

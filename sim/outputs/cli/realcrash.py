@@ -10,10 +10,9 @@ import argparse
 import json
 from typing import Any
 
-from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import SEED_HELP, seed_arg, text_arg
-from sim.outputs.realcrash import RealcrashError, realcrash
+from sim.outputs.realcrash import realcrash
 from sim.run.realrun import BLOCKING_MODES, DEFAULT_SPEEDUP, MAX_GRACE_S
 from sim.world.realhost import CLOCKS
 
@@ -122,20 +121,17 @@ def main_realcrash(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    try:
-        doc = realcrash(
-            args.scenario,
-            store=args.store,
-            points=args.points,
-            seed=args.seed,
-            clock=args.clock,
-            speedup=args.speedup,
-            blocking=args.blocking,
-            preempt_s=args.preempt,
-            progress=show if live else None,
-        )
-    except RealcrashError as exc:
-        raise UsageError(str(exc)) from exc
+    doc = realcrash(
+        args.scenario,
+        store=args.store,
+        points=args.points,
+        seed=args.seed,
+        clock=args.clock,
+        speedup=args.speedup,
+        blocking=args.blocking,
+        preempt_s=args.preempt,
+        progress=show if live else None,
+    )
     if args.json:
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:

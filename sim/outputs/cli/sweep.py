@@ -273,12 +273,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     # is a pruned sweep.
     fast = not args.naive and args.prune == "off" and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
-    from sim.outputs.report import ReportError, write_report
+    from sim.outputs.report import write_report
 
-    try:
-        written = write_report(out_dir, document)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from exc
+    written = write_report(out_dir, document)
     if args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     else:

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report.markdown import app_notes
@@ -346,7 +345,7 @@ def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
-    from sim.outputs.report import ReportError, write_report
+    from sim.outputs.report import write_report
     from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
 
     target, options = _setup(args)
@@ -362,10 +361,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     result = sweep_target(target, options, points=points, timeout_s=args.timeout, progress=progress)
     versions = library_versions(target.distributions)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
-    try:
-        written = write_report(out_dir, document)
-    except ReportError as exc:
-        raise UsageError(str(exc)) from exc
+    written = write_report(out_dir, document)
     if args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     else:

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sim.errors import UsageError
 from sim.explore import interrupts
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, SEED_HELP, seed_arg
@@ -24,7 +23,6 @@ from sim.targets.workers.fleet import (
     MAX_CONVERSATIONS,
     MAX_INCARNATIONS,
     MAX_WORKERS,
-    FleetError,
     FleetOptions,
     keep_fleet_dir,
     make_fleet_dir,
@@ -157,10 +155,7 @@ def _run_workers(args: argparse.Namespace) -> int:
             mutant=args.mutant,
             conninfo=args.conninfo,
         )
-        try:
-            fleet.validate()
-        except FleetError as exc:
-            raise UsageError(str(exc)) from exc
+        fleet.validate()
         docs.append(_one_fleet(fleet, keep=args.keep, live=not args.json))
         if args.first_failure and docs[-1]["verdict"] != "pass":
             break

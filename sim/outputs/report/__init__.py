@@ -19,12 +19,13 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from sim.errors import UserError
 from sim.outputs.report import html, json_report, junit, markdown
 
 __all__ = ["REPORT_FILES", "ReportError", "write_report"]
 
 
-class ReportError(Exception):
+class ReportError(UserError):
     """The report directory could not be created or a report file could not be written."""
 
 

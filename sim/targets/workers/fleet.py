@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.errors import UserError
 from sim.explore import interrupts
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
@@ -56,7 +57,7 @@ FENCED_WAIT_MAX_S = LOCK_WAIT_S - 1.5
 Progress = Callable[[str], None]
 
 
-class FleetError(ValueError):
+class FleetError(UserError, ValueError):
     """Options a fleet cannot run with (one line: a usage error)."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sim.errors import UsageError
 from sim.explore import mutants as mutants_pkg
 from sim.explore.mutants import (
     MUTANTS,
@@ -78,7 +79,7 @@ def test_registry_is_valid() -> None:
         assert m.caught_by and all(c in RUNTIME_CODES for c in (*m.caught_by, *m.also)), m.name
     assert [m.name for m in MUTANTS if not m.swept] == ["forgets-intent-on-second-recovery"]
     assert mutant_named("key-per-attempt").apply is MUTANTS[names.index("key-per-attempt")].apply
-    with pytest.raises(LookupError, match="unknown mutant 'nope'"):
+    with pytest.raises(UsageError, match="unknown mutant 'nope'"):
         mutant_named("nope")
 
 
