@@ -27,6 +27,7 @@ from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
+from sim.world.faults import When
 
 #: Children of one point at most: the one that crashes, the one that resumes, and one more in
 #: case the resume itself leaves work (which is then the runtime's liveness failure).
@@ -39,7 +40,7 @@ class Crash:
     """Where the first child dies: the reference trace's boundary ``index``, by its label."""
 
     index: int
-    when: str
+    when: When
     label: str
 
     def text(self) -> str:

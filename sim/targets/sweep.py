@@ -19,6 +19,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
+from sim.errors import ScheduleError
 from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point, target_service
@@ -27,32 +28,42 @@ from sim.targets.kit.landing import undeclared_tools
 from sim.targets.kit.options import check_options
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.world.faults import CrashKind, When, parse_schedule
 
-WHENS = ("before", "after")
 ProgressFn = Callable[[int, int, Crash, str], None]
 
 
-def parse_point(text: str) -> tuple[int, str]:
-    """``7:after`` (``7:after:process`` is accepted too: the only crash kind here)."""
-    parts = text.strip().split(":")
-    if len(parts) == 3 and parts[2] == "process":
-        parts = parts[:2]
-    if len(parts) != 2 or not parts[0].isdigit() or parts[1] not in WHENS:
-        raise TargetError(f"a target schedule is INDEX:before|after (e.g. 7:after), not {text!r}")
-    return int(parts[0]), parts[1]
+def parse_point(text: str) -> tuple[int, When]:
+    """``7:after`` (``7:after:process`` too: a target's only crash kind is a kill), read by the
+    crash model's own grammar (``sim.world.faults``), so a target point and a simulator point
+    are one language."""
+    given = text.strip()
+    if given.count(":") == 1:
+        given += f":{CrashKind.PROCESS}"
+    try:
+        points = parse_schedule(given).points
+    except ScheduleError as exc:
+        raise TargetError(
+            f"a target schedule is INDEX:before|after (e.g. 7:after), not {text!r}: {exc}"
+        ) from None
+    if len(points) != 1 or points[0].kind != CrashKind.PROCESS:
+        raise TargetError(f"a target schedule is one INDEX:before|after kill, not {text!r}")
+    return points[0].index, points[0].when
 
 
 def crash_at(reference: PointRun, index: int, when: str) -> Crash:
+    """The crash at boundary ``index``, on side ``when`` (a ``When``, or its text), of the
+    fault-free trace, named by that boundary's label."""
     labels = reference.labels
     if not 0 <= index < len(labels):
         raise TargetError(
             f"boundary {index} is outside the fault-free trace (0..{len(labels) - 1})"
         )
-    return Crash(index, when, labels[index])
+    return Crash(index, When(when), labels[index])
 
 
 def all_crashes(reference: PointRun) -> list[Crash]:
-    return [Crash(i, when, label) for i, label in enumerate(reference.labels) for when in WHENS]
+    return [Crash(i, when, label) for i, label in enumerate(reference.labels) for when in When]
 
 
 def replay_line(target: Target, options: TargetOptions, crash: Crash) -> str:
