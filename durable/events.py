@@ -494,7 +494,6 @@ def _line_with_checksum(body_text: str, checksum: str) -> str:
 
 
 RECORD_ADAPTER: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 def remember_written(line: str | bytes) -> None:

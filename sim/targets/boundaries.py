@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -29,7 +28,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 TRACE_NAME = "trace.jsonl"
-_NUMBERED = re.compile(r"^(.+)#(\d+)$")
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:

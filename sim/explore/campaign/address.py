@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 import durable
 import sim
+from durable.codec import canonical_json
 from sim.explore.results import tool_version
-
-
-def canonical_json(value: Any) -> str:
-    """One text per value: sorted keys, no whitespace, ASCII (escapes are part of the form)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def digest(value: Any) -> str:

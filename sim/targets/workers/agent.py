@@ -35,8 +35,6 @@ T = TypeVar("T")
 #: How long the scripted model takes to answer: long enough that a pause or a kill often lands
 #: while a call is in flight, short enough that a fleet finishes in seconds.
 MODEL_LATENCY_S = 0.05
-#: The tools and the promise the judge holds each to (``sim.targets.protocol.Policy`` names).
-TOOL_PROMISES = {"charge_card": "exactly_once", "send_receipt": "at_most_once"}
 
 
 def open_store(

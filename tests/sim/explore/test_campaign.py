@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
+from durable.codec import canonical_json
 from sim.explore import forking
 from sim.explore.campaign import address as address_module
 from sim.explore.campaign import files
 from sim.explore.campaign import plan as plan_module
-from sim.explore.campaign.address import canonical_json, digest
+from sim.explore.campaign.address import digest
 from sim.explore.campaign.document import timings_aside, unit_document
 from sim.explore.campaign.engines import LocalEngine
 from sim.explore.campaign.files import CampaignDir
@@ -101,7 +102,7 @@ PLAN_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_campaign import small_plan
-from sim.explore.campaign.address import canonical_json
+from durable.codec import canonical_json
 print(canonical_json(small_plan().to_json()))
 """
 
