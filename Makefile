@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.installed-core
 
 .PHONY: test check sweep coverage lint format clean
 
@@ -13,7 +14,16 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,postgres,langgraph,dbos,pydantic-ai,llama-index,agent-framework,temporal,openai-agents,dask]'
-	touch $(STAMP)
+	touch $(STAMP) $(CORE_STAMP)
+
+# The main job needs the core only (trio, pydantic, hypothesis, faker, rich, apsw): `make sweep`
+# and `make campaign` install nothing of the targets' frameworks. A venv `make test` made already
+# has it all (its stamp is this one's too).
+$(CORE_STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(CORE_STAMP)
 
 # The suite on every core (pytest-xdist): its tests are independent and most of them sweep.
 # worksteal: a worker that runs out of tests takes queued ones from the other, so one long test
@@ -39,7 +49,7 @@ check: test slow
 # the same). Each trace is swept exhaustively except one longer than the tier's threshold (36
 # of the 64 today), which runs a stratified sample (sim/explore/tier.py, docs/campaigns.md).
 JOBS ?=
-sweep: $(STAMP)
+sweep: $(CORE_STAMP)
 	$(BIN)/durable-sim sweep --store both --crash process,power,storage,pause --out reports/latest $(if $(JOBS),--jobs $(JOBS))
 
 # The exhaustive campaign: every crash point of every scenario x store (resumable: run it again
@@ -47,7 +57,7 @@ sweep: $(STAMP)
 # one store at a time; empty: none).
 .PHONY: campaign
 FUZZ_BUDGET ?= 10m
-campaign: $(STAMP)
+campaign: $(CORE_STAMP)
 	$(BIN)/durable-sim campaign --store both --crash process,power,storage,pause --out reports/campaign $(if $(JOBS),--jobs $(JOBS))
 	$(if $(FUZZ_BUDGET),$(BIN)/durable-sim fuzz --store file --budget $(FUZZ_BUDGET) $(if $(JOBS),--jobs $(JOBS)))
 
