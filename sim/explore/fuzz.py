@@ -71,7 +71,9 @@ def schedule_strategy(
     operation, whose data is synced): drawn at an index, it moves to the first such boundary
     at or after it, and becomes a process kill where none is left -- or where the schedule
     already has one: the oracles judge a storage fault against the damage table one at a time
-    (damage on damage has no record, docs/crash-model.md)."""
+    (damage on damage has no record, docs/crash-model.md). ``kinds`` is what the store takes
+    (``StoreKind.can_inject``): on SQLite the point's fault is one of SQLite's files' own, to
+    its database's pages or its log's last transaction (``sim.world.storage_faults``)."""
     n = len(reference.trace.boundaries)
     kinds_of = [(b.index, boundary_kind(b.label)) for b in reference.trace.boundaries]
     storage_at = [

@@ -459,7 +459,10 @@ INVARIANTS: tuple[Invariant, ...] = (
             "says its mode answers that damage: it refuses what the table refuses, for the "
             "table's reason, goes on where the table goes on, and a recovery that goes on keeps "
             "every acknowledged commit before the damage (judged for a schedule's single storage "
-            "fault with no power loss after it)"
+            "fault with no power loss after it); after any storage fault or power loss, a "
+            "recovery that cuts log bytes the table or a checkpoint proves acknowledged first "
+            "copies them to a quarantine file, durably, and deletes no checkpoint that proves "
+            "them, nor one the fault damaged"
         ),
         leaves=(
             "whether a refusal names the damage and leaves the evidence as found (I13); whether "

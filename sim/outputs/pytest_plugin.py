@@ -357,7 +357,7 @@ def failure_report(result: ScenarioSweep) -> str:
             "(only process kills are run on the postgres store: the server is not crashed)"
         )
     elif result.skipped_power or result.skipped_storage:
-        lines.append("(storage-fault schedules are not run on the sqlite store: no page checksums)")
+        lines.append(f"({result.store}: some crash kinds asked for are not simulated there)")
     for failure in result.failures[:SHOWN_FAILURES]:
         lines.append("")
         lines.append(f"{failure.invariant} {failure.verdict} at schedule {failure.schedule}")

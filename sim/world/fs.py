@@ -594,12 +594,27 @@ class SimFS:
                     continue  # a rewrite in flight: its synced content is not in ``data``
                 yield key, d, name, node
 
+    def synced_prefix(self, path: str) -> tuple[bytes, int] | None:
+        """A file's bytes and how many of them are synced, for a file whose name is durable and
+        whose synced content is the start of its current content (no rewrite in flight): what
+        the aimed storage faults on SQLite's files may damage -- bytes below the synced length
+        only (``sim.world.storage_faults``). None: no such file."""
+        parent_key, name = self._split(path)
+        d = self._dirs.get(parent_key)
+        node = None if d is None else d.entries.get(name)
+        if d is None or not isinstance(node, Inode) or d.durable.get(name) is not node:
+            return None
+        if node.rewritten or node.durable_bytes is not None:
+            return None
+        return bytes(node.data), node.durable_len
+
     def damage_log(
         self, path: str, *, cut: int | None = None, flip: tuple[int, int] | None = None
     ) -> None:
-        """Damage one of ``synced_logs``, in both the page cache and the disk: cut it to ``cut``
-        bytes, flip a bit (``flip``: byte offset, bit), or (neither given) delete it. The aimed
-        storage faults (``sim.world.storage_faults``) decide where; this only performs it."""
+        """Damage one of ``synced_logs`` (or a file ``synced_prefix`` returns), in both the page
+        cache and the disk: cut it to ``cut`` bytes, flip a bit (``flip``: byte offset, bit), or
+        (neither given) delete it. The aimed storage faults (``sim.world.storage_faults``)
+        decide where, below the synced length; this only performs it."""
         d, name, node = self._file(path)
         if cut is not None:
             del node.data[cut:]

@@ -24,7 +24,14 @@ from sim.world.evidence import CrashRecord, Evidence
 from sim.world.faults import MAX_TEARS_PER_FILE, CrashKind, CrashPoint, Schedule, When
 from sim.world.fs import SimFS
 from sim.world.seeded import World, digest_of, trio_rng_state
-from sim.world.storage_faults import TableRow, aimed_fault, table_row
+from sim.world.storage_faults import (
+    TableRow,
+    aimed_fault,
+    aimed_sqlite_fault,
+    power_rows,
+    sqlite_database,
+    table_row,
+)
 
 
 class SimulatedCrash(BaseException):
@@ -136,7 +143,9 @@ class Injector:
         # read by the judge for a conversation nobody opened after the damage (latent damage).
         self.before_damage: SimFS | None = None
         # The damage table's record of each file the latest storage fault damaged (None: the
-        # fault maps to no record, which the damage-table oracle reports as a harness error).
+        # fault maps to no record, which the damage-table oracle reports as a harness error),
+        # or of each log the latest power loss left with a tail that holds acknowledged commits
+        # (``power_rows``): what the recovery after the crash must answer as the table says.
         self.damage_rows: dict[str, TableRow | None] = {}
 
     def fork_with(
@@ -267,7 +276,7 @@ class Injector:
         for victim in victims:
             victim.alive = False
         outcome = self._damage(point)
-        rows = dict(self.damage_rows) if point.kind == "storage" else {}
+        rows = dict(self.damage_rows) if point.kind in ("power", "storage") else {}
         record = CrashRecord(
             point, label, process.id, self._now(), pinned, outcome, self._next_index, rows
         )
@@ -288,6 +297,7 @@ class Injector:
                 n = len(self.fs.tear_points(limit_per_file=MAX_TEARS_PER_FILE))
                 raise ScheduleError(f"{point.text()}: this point has {n} enumerated tears")
             lost = self.fs.power_loss(self.world.rng(self._power_stream(point)), tear=tear)
+            self.damage_rows = power_rows(self.fs, lost)
             if self.damaged is not None:
                 # After an earlier storage fault, the evidence a refusing recovery must leave
                 # as found is what the disk holds *now*: the power took the page cache the
@@ -298,17 +308,37 @@ class Injector:
         # data under the store's root. What it left is the evidence a refusing recovery must
         # not touch.
         before = self.fs.clone(deep=True)
-        # Aimed faults strike the scenario's own conversation only: a sub-agent's child is
-        # opened again only if its call re-runs, and the judge's read of it is no recovery that
-        # could refuse a cut it cannot see (docs/crash-model.md, "Not modelled").
+        outcome = self._storage_fault(point, before)
+        self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
+        self.before_damage = before
+        return outcome
+
+    def _storage_fault(self, point: CrashPoint, before: SimFS) -> dict[str, str]:
+        """Damage synced data under the store's root and record the damage table's row of each
+        file damaged (``damage_rows``); the outcome, ``{path: KIND:DETAIL}``.
+
+        Aimed faults strike the scenario's own conversation only: a sub-agent's child is
+        opened again only if its call re-runs, and the judge's read of it is no recovery that
+        could refuse a cut it cannot see (docs/crash-model.md, "Not modelled"). On SQLite
+        every fault is aimed, and tried on a copy first: SQLite keeps no checksum of its
+        pages, so a byte drawn anywhere would be read back as data (``aimed_sqlite_fault``)."""
+        assert self.fs is not None
         main = self._evidence.main_conversation
+        database = sqlite_database(self.fs, self.store_root)
+        if database is not None:
+            if not main:
+                self.damage_rows = {}
+                return {}
+            rng = self.world.rng(f"storage:{point.text()}")
+            outcome, self.damage_rows = aimed_sqlite_fault(
+                self.fs, rng, database=database, conversation=main
+            )
+            return outcome
         aimed = self.world.rng(f"storage-aimed:{point.text()}")
         under = f"{self.store_root}/{main}" if main else self.store_root
         outcome = aimed_fault(self.fs, aimed, under=under) or self.fs.damage_synced(
             self.world.rng(f"storage:{point.text()}"), under=self.store_root
         )
-        self.damaged = (outcome, self.fs.snapshot(), self.fs.inode_numbers())
-        self.before_damage = before
         self.damage_rows = {
             path: table_row(before, self.fs, path, fault) for path, fault in outcome.items()
         }

@@ -53,14 +53,19 @@ from __future__ import annotations
 
 import itertools
 import random
+import struct
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import apsw
 
+from durable.codec import parse_json
+from durable.store.base import Checkpoint, checkpoint_usable
+from sim.world.fs import SimFS
 from sim.world.injector import SimulatedCrash
 from sim.world.process import ProcessDead
+from sim.world.storage_faults import DatabaseView, Rows, WalFrames, register_sqlite_readers
 
 
 def _multi_thread_mode() -> None:
@@ -113,8 +118,10 @@ __all__ = [
     "SQLiteFiles",
     "SimSQLiteVFS",
     "database_version",
+    "read_database",
     "seed_sqlite_randomness",
     "unregister_all",
+    "wal_frames",
 ]
 
 #: SQLite's sector size as this VFS reports it: what SQLite's unix VFS reports (its default), so
@@ -422,3 +429,138 @@ class _SeededVFS(apsw.VFS):
 def _parent(path: str) -> str:
     head, _, _ = path.rstrip("/").rpartition("/")
     return head or "/"
+
+
+# -- the harness's own reads of SQLite's files -------------------------------------------------
+#
+# What a storage fault did to a SQLite store is read back through SQLite itself, on a copy of
+# the disk (``sim.world.storage_faults.aimed_sqlite_fault``): SQLite keeps no checksum of its
+# pages, so only its own reader knows whether a damaged byte is a row's text, a page the log
+# holds a newer copy of, or a page whose loss makes the database malformed.
+
+_ACQUIRE = (
+    ("setup", "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", False),
+    ("lease", "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?", True),
+    (
+        "last",
+        "SELECT sequence, record FROM events WHERE conversation_id = ? "
+        "ORDER BY sequence DESC LIMIT 1",
+        True,
+    ),
+    (
+        "checkpoints",
+        "SELECT through_sequence, body FROM checkpoints WHERE conversation_id = ? "
+        "ORDER BY through_sequence DESC",
+        True,
+    ),
+)
+_FROM = (
+    "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
+    "ORDER BY sequence"
+)
+_TABLES = (
+    "SELECT 'events', conversation_id, sequence, record FROM events",
+    "SELECT 'checkpoints', conversation_id, through_sequence, body FROM checkpoints",
+    "SELECT 'leases', conversation_id, epoch, owner_id || ' ' || expires_at_s FROM leases",
+)
+
+
+def read_database(fs: SimFS, database: str, conversation: str) -> DatabaseView:
+    """What a fresh connection reads of the database at ``database`` on ``fs`` -- a copy of a
+    world's disk, which the connection may write, as creating a missing log does -- for
+    ``conversation``: an acquisition's reads in ``SQLiteStore``'s order, then every row
+    (``DatabaseView``). SQLite's errors are read as text: they are what is being looked at."""
+    steps: list[tuple[str, Rows | str]] = []
+    usable = 0
+    vfs = SimSQLiteVFS(fs)
+    try:
+        conn = apsw.Connection(database, vfs=vfs.name)
+        try:
+            conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+            conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+            for name, sql, bound in _ACQUIRE:
+                steps.append((name, _ask(conn, sql, (conversation,) if bound else ())))
+                if isinstance(steps[-1][1], str):
+                    break
+            else:
+                usable = _newest_usable(steps[-1][1], conversation)
+                steps.append(("from", _ask(conn, _FROM, (conversation, max(usable - 1, 0)))))
+            parts = [_ask(conn, sql, ()) for sql in _TABLES]
+        finally:
+            conn.close()
+    except apsw.Error as exc:  # the connection's own setup
+        failed = f"{type(exc).__name__}: {exc}"
+        return DatabaseView((("setup", failed),), failed, 0)
+    finally:
+        vfs.close()
+    errors = [part for part in parts if isinstance(part, str)]
+    rows = sorted(row for part in parts if not isinstance(part, str) for row in part)
+    return DatabaseView(tuple(steps), errors[0] if errors else tuple(rows), usable)
+
+
+def _ask(conn: apsw.Connection, sql: str, params: tuple[Any, ...]) -> Rows | str:
+    try:
+        return tuple(tuple(row) for row in conn.execute(sql, params).fetchall())
+    except apsw.Error as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _newest_usable(rows: Rows | str, conversation: str) -> int:
+    """The newest checkpoint recovery may start from (0: none), of rows newest first."""
+    for through, body in () if isinstance(rows, str) else rows:
+        try:
+            checkpoint = Checkpoint.model_validate(parse_json(body))
+        except ValueError:
+            continue
+        if checkpoint.through_sequence == through and checkpoint_usable(checkpoint, conversation):
+            return int(through)
+    return 0
+
+
+_WAL_MAGIC = 0x377F0682  # its low bit: checksums in big-endian words
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+
+
+def wal_frames(data: bytes) -> WalFrames | None:
+    """The frames of a write-ahead log's bytes that SQLite's recovery accepts, up to its last
+    commit frame: salts equal to the header's and cumulative checksums that verify, stopping
+    at the first that does not (sqlite.org/fileformat2.html, "WAL File Format"). None: no
+    valid header (SQLite ignores the whole log)."""
+    if len(data) < _WAL_HEADER:
+        return None
+    magic, _, page_size, _, salt1, salt2, sum1, sum2 = struct.unpack(">8I", data[:_WAL_HEADER])
+    order = ">" if magic & 1 else "<"
+    if magic & ~1 != _WAL_MAGIC or _checksum(order, data[:24], (0, 0)) != (sum1, sum2):
+        return None
+    starts: list[int] = []
+    pages: list[int] = []
+    transactions: list[tuple[int, int]] = []
+    running, offset, first = (sum1, sum2), _WAL_HEADER, 0
+    while offset + _FRAME_HEADER + page_size <= len(data):
+        page, commit, s1, s2, c1, c2 = struct.unpack(">6I", data[offset : offset + 24])
+        running = _checksum(order, data[offset : offset + 8], running)
+        running = _checksum(order, data[offset + 24 : offset + 24 + page_size], running)
+        if (s1, s2) != (salt1, salt2) or running != (c1, c2):
+            break
+        starts.append(offset)
+        pages.append(page)
+        if commit:
+            transactions.append((first, len(starts) - 1))
+            first = len(starts)
+        offset += _FRAME_HEADER + page_size
+    done = transactions[-1][1] + 1 if transactions else 0
+    return WalFrames(page_size, tuple(starts[:done]), tuple(pages[:done]), tuple(transactions))
+
+
+def _checksum(order: str, data: bytes, start: tuple[int, int]) -> tuple[int, int]:
+    """SQLite's log checksum (``walChecksumBytes``) over ``data``, continued from ``start``."""
+    s0, s1 = start
+    words = struct.unpack(f"{order}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+register_sqlite_readers(read_database, wal_frames)

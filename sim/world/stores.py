@@ -24,8 +24,7 @@ from sim.world import seams
 from sim.world.faults import CrashKind
 from sim.world.pgserver import RunDatabase
 from sim.world.process import InstrumentedStore, ProcessFS, SimProcess
-
-SQLITE_NAME = "store.sqlite"
+from sim.world.storage_faults import SQLITE_NAME
 
 #: The log size (pages) at which a SQLite commit checkpoints the log into the database file.
 #: SQLite's default, 1000 pages, is more than any bundled scenario writes, so no sweep would
@@ -71,13 +70,14 @@ class StoreKind(StrEnum):
 
     def can_inject(self, kind: CrashKind | str) -> bool:
         """Whether the simulator can inject a crash of ``kind`` under this store. Process kills:
-        every store. Power loss: the file store and SQLite (their files are on ``SimFS``), not
-        Postgres -- the server is the durable service, outside the simulated machine, and is not
-        power-crashed here. Storage faults (damage to synced data): the file store only -- SQLite
-        keeps no checksum of its pages, so a flipped bit in a row is read back as data (no
-        single-copy store can promise to notice it; docs/crash-model.md). Pauses: every store
-        (a stopped worker is a state of the process, not of the disk or the server) -- where
-        the scenario has a standby to take the lease over (``Scenario.standby_at_s``).
+        every store. Power loss and storage faults (damage to synced data): the file store and
+        SQLite (their files are on ``SimFS``; SQLite's faults are aimed at what SQLite and the
+        store can tell -- a record's checksummed text, the header, the log's last transaction
+        -- since SQLite keeps no checksum of its pages: ``sim.world.storage_faults``), not
+        Postgres -- the server is the durable service, outside the simulated machine, and is
+        neither power-crashed nor damaged here. Pauses: every store (a stopped worker is a
+        state of the process, not of the disk or the server) -- where the scenario has a
+        standby to take the lease over (``Scenario.standby_at_s``).
 
         The one authority on what a store can take (sweeps, replay, the sweep's cost estimate
         ask it): an unknown ``kind`` is refused here (``ScheduleError``), not answered."""
@@ -86,7 +86,7 @@ class StoreKind(StrEnum):
             return True
         if self is StoreKind.POSTGRES:
             return kind is CrashKind.PROCESS
-        return kind is not CrashKind.STORAGE or self is StoreKind.FILE
+        return True
 
     @property
     def forks(self) -> bool:

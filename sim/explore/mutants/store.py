@@ -11,6 +11,7 @@ from durable import events as events_mod
 from durable import journal as journal_mod
 from durable.codec import canonical_json, parse_json, sha256_hex
 from durable.events import SCHEMA_VERSION
+from durable.store import base as store_base_mod
 from durable.store import file as file_store_mod
 from durable.store import logscan as logscan_mod
 from durable.store import sqlite as sqlite_store_mod
@@ -20,6 +21,7 @@ from durable.store.logscan import LogScan
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, When
+from sim.world.stores import StoreKind
 
 STORAGE = (
     CrashKind.PROCESS,
@@ -446,6 +448,81 @@ def short_log_repaired(mp: Patcher) -> None:
         return None
 
     mp.setattr(FileStore, "_check_no_lost_commits", _check_no_lost_commits)
+
+
+@mutant(
+    name="tail-cut-without-copy",
+    bug_class="a log tail that a checkpoint or a later commit proves acknowledged cut without a "
+    "quarantine copy (FileStore(fsync=False))",
+    scenario="weak_durability_nofsync",
+    crash_kinds=STORAGE,
+    caught_by=("I23",),
+    # The release's lease write syncs the directory, so checkpoint #29's name survives the power
+    # loss while the unsynced log loses its last commits: a tail that checkpoint proves.
+    witness=LabelledCrash(label="store.lease.release#1", when=When.AFTER, kind=CrashKind.POWER),
+    first_kill="47:after:power",
+)
+def tail_cut_without_copy(mp: Patcher) -> None:
+    """``FileStore``'s repair takes every tail for a torn one: it no longer looks for proof
+    (``_tail_proof``), so a tail that a checkpoint beyond it, or a valid later commit, proves
+    acknowledged is cut with no quarantine copy -- the bytes are gone for good. Without fsync a
+    power loss may take that suffix anyway, so every oracle that judges what the log holds
+    passes; only the damage table's repair (copy, then cut: I23) tells."""
+
+    def _tail_proof(self: FileStore, conversation_id: str, scan: LogScan) -> str | None:
+        return None
+
+    mp.setattr(FileStore, "_tail_proof", _tail_proof)
+
+
+@mutant(
+    name="sqlite-damaged-row-as-end",
+    bug_class="SQLiteStore reads an event row that fails its checksum as the end of the log (as "
+    "a file store cuts a torn tail) instead of refusing it",
+    scenario="idempotent_payment",
+    store=StoreKind.SQLITE,
+    crash_kinds=STORAGE,
+    caught_by=("I23",),
+    also=("I0",),  # the batch it appends next meets the rows it did not read: a conflict
+    # Commit #4 checkpoints SQLite's log into the database file: every row is in a synced page.
+    witness=LabelledCrash(label="store.commit#4", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="33:after:storage",
+)
+def sqlite_damaged_row_as_end(mp: Patcher) -> None:
+    """``SQLiteStore`` treats a row that does not parse or verify as where its log ends: the
+    acquisition's check lets it pass, and recovery reads the rows before it (to the end of the
+    last whole batch) and goes on from there. A transaction commits whole, so no crash leaves
+    such a row -- only damage to a synced page of the database file does, which the damage
+    table says the store refuses, naming the row."""
+    # The names the SQLite store calls them by are patched; the originals are the base's.
+    check_recoverable_rows = store_base_mod.check_recoverable_rows
+    verified_rows = store_base_mod.verified_rows
+
+    def lenient_check(place: str, conversation_id: str, **kwargs: Any) -> None:
+        try:
+            check_recoverable_rows(place, conversation_id, **kwargs)
+        except CorruptStore as exc:
+            if "events row (" not in str(exc):
+                raise
+
+    def rows_before_damage(
+        place: str, conversation_id: str, start: int, rows: list[tuple[int, str]]
+    ) -> list[Any]:
+        kept: list[tuple[int, str, bool]] = []
+        for sequence, text in rows:
+            try:
+                record = events_mod.parse_record(text)
+            except ValueError:
+                break
+            if not record.verify():
+                break
+            kept.append((sequence, text, record.last_in_batch))
+        while kept and not kept[-1][2]:
+            kept.pop()
+        return verified_rows(place, conversation_id, start, [(s, t) for s, t, _ in kept])
+
+    mp.setattr(sqlite_store_mod, "check_recoverable_rows", lenient_check)
+    mp.setattr(sqlite_store_mod, "verified_rows", rows_before_damage)
 
 
 #: The sequence numbers whose commit ``fsync-skipped-on-round-sequence`` does not sync.

@@ -39,7 +39,7 @@ from sim.world.scenario import load_scenario
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs fork and epoll")
 
 # Two of the shortest bundled scenarios (a run of 42-65 boundaries), on both stores, with every
-# crash kind (SQLite takes no storage faults: its sweeps say so).
+# crash kind.
 SMALL = ("abort_with_queued_input", "model_overloaded")
 STORES = ("file", "sqlite")
 KINDS = ("process", "power", "storage")

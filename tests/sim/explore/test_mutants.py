@@ -115,7 +115,7 @@ def _record(**overrides: Any) -> Mutant:
         ({"scenario": "no_such_scenario"}, "not bundled"),
         ({"store": "tape"}, "unknown store"),
         ({"crash_kinds": ("process", "meteor")}, "crash_kinds"),
-        ({"store": "sqlite", "crash_kinds": ("process", "storage")}, "cannot inject"),
+        ({"store": "postgres", "crash_kinds": ("process", "storage")}, "cannot inject"),
         ({"caught_by": ()}, "names no invariant"),
         ({"caught_by": ("X1",)}, "invalid invariant codes"),
         ({"caught_by": ("I99",)}, "invalid invariant codes"),

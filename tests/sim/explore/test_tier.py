@@ -47,8 +47,8 @@ def trace(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
 
 
 def kinds(store: StoreKind, name: str = LONG) -> list[str]:
-    """The kinds the store is swept with (no storage faults on SQLite; no pause where the
-    scenario has no standby, as ``long_horizon``)."""
+    """The kinds the store is swept with (no pause where the scenario has no standby, as
+    ``long_horizon``)."""
     standby = load_scenario(name).standby_at_s() is not None
     return [
         k
@@ -63,9 +63,12 @@ def chosen(name: str, store: StoreKind) -> frozenset[str]:
 
 
 def test_the_threshold_samples_the_longer_traces() -> None:
-    """The threshold is chosen from measurement (``tier.EXHAUSTIVE_POINTS_MAX``): 36 of the 64
+    """The threshold is chosen from measurement (``tier.EXHAUSTIVE_POINTS_MAX``): 28 of the 64
     bundled traces are over it today, ``long_horizon`` on both stores among them; a change
     in that count is a change in what ``make sweep`` costs and runs (docs/performance.md).
+    (It was 36 over 380 before SQLite took storage faults: raised to 460, the threshold keeps
+    the traces of ``checkpoint-without-wal-sync``'s and ``fence-outside-transaction-sqlite``'s
+    first kills swept whole, and six more traces of 416 to 456 points with them.)
     ``--exhaustive`` samples none."""
     sampled = {
         (name, str(store))
@@ -73,7 +76,7 @@ def test_the_threshold_samples_the_longer_traces() -> None:
         for store in STORES
         if tier.sampled(len(listed(name, store)[1]), exhaustive=False)
     }
-    assert len(sampled) == 36 and {(LONG, "file"), (LONG, "sqlite")} <= sampled
+    assert len(sampled) == 28 and {(LONG, "file"), (LONG, "sqlite")} <= sampled
     assert not tier.sampled(len(listed(LONG, StoreKind.FILE)[1]), exhaustive=True)
 
 
@@ -81,17 +84,22 @@ def _storage(schedules: list[Schedule]) -> set[str]:
     return {s.text() for s in schedules if s.points[-1].kind == "storage"}
 
 
-def test_a_sampled_trace_runs_its_storage_faults() -> None:
+@pytest.mark.parametrize(
+    ("name", "store"),
+    [("delegate_to_subagent", StoreKind.FILE), ("abandon_restores_files", StoreKind.SQLITE)],
+    ids=str,
+)
+def test_a_sampled_trace_runs_its_storage_faults(name: str, store: StoreKind) -> None:
     """Each storage fault point draws its own damage, so a sampled trace runs all of them up
     to ``STORAGE_POINTS_MAX`` (every one on a trace that has fewer, as every bundled trace but
-    ``long_horizon``), besides its strata and classes."""
-    name = "delegate_to_subagent"
-    _, schedules = listed(name, StoreKind.FILE)
+    ``long_horizon``: at most 74, on SQLite, whose store operations each have two acknowledged
+    boundaries), besides its strata and classes."""
+    _, schedules = listed(name, store)
     assert tier.sampled(len(schedules), exhaustive=False)
     storage = _storage(schedules)
     assert 0 < len(storage) <= tier.STORAGE_POINTS_MAX
-    assert storage <= chosen(name, StoreKind.FILE)
-    long_storage = _storage(listed(LONG, StoreKind.FILE)[1]) & chosen(LONG, StoreKind.FILE)
+    assert storage <= chosen(name, store)
+    long_storage = _storage(listed(LONG, store)[1]) & chosen(LONG, store)
     assert len(long_storage) >= tier.STORAGE_POINTS_MAX
 
 

@@ -143,7 +143,8 @@ def test_a_second_fault_on_damaged_data_is_made_not_raised() -> None:
     result, reference = _run("idempotent_payment", "25:after:storage,31:after:storage")
     first, second = result.trace.crashes
     assert first.damage_rows["/store/c1/events.jsonl"] == TableRow("damaged-last-commit", 11)
-    assert list(second.damage_rows.values()) == [TableRow("damaged-earlier-commit", 1)]
+    # Its bytes from the first line on are what a recovery going on past it must copy first.
+    assert list(second.damage_rows.values()) == [TableRow("damaged-earlier-commit", 1, offset=0)]
     assert result.errors.runtime_error is None and result.storage.refusal is not None
     assert check(result, reference) == []
 

@@ -220,7 +220,7 @@ def test_html_is_self_contained_and_escaped(report: tuple[Path, dict, list[Path]
     assert "cell v-safety" in parsed.classes and "cell v-liveness" in parsed.classes
     assert "crash" in parsed.classes  # the CRASH timeline line is highlighted
     assert REPRO in page and REPRO_D2 in page
-    assert "storage faults not simulated: SQLite keeps no checksum" in page
+    assert "some crash kinds asked for are not simulated on this store" in page
     assert "\x1b" not in page and "\x00" not in page and "2 charges \\x1b[31m" in page
     # the matrix for calm[sqlite] has process columns only (power was not simulated)
     calm = page[page.index('aria-label="crash matrix calm[sqlite]"') :]
@@ -239,7 +239,7 @@ def test_markdown_escapes_and_carries_repro(report: tuple[Path, dict, list[Path]
             assert "<" not in line and ">" not in line
             # every cell boundary is an unescaped pipe; the label's pipe is escaped
             assert "call|pipe" not in line
-    assert "- sqlite: storage faults not simulated: SQLite keeps no checksum" in md
+    assert "- sqlite: some crash kinds asked for are not simulated on this store" in md
     assert "| evil_scenario | file | 3 | 18 | 15 | 1 | 1 | 0 | 1 | 0.50 |" in md
     # the witness row with a ``` run is fenced with four backticks
     assert "````text\npayments.charge #1 answer=<script>" in md
@@ -312,7 +312,7 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
         crash_kinds=("process", "power", "storage"),
         determinism=False,
     )
-    assert s.skipped_storage and not s.skipped_power  # SQLite: no storage faults
+    assert not s.skipped_storage and not s.skipped_power  # SQLite takes every kind
     results = {
         "schema_version": 1,
         "tool": "durable-sim",
@@ -325,8 +325,8 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == results
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("name") == "idempotent_payment[sqlite]"
-    assert int(suite.get("tests")) == s.schedules + 1  # + the skipped storage schedules
-    assert int(suite.get("skipped")) == 1
+    assert int(suite.get("tests")) == s.schedules  # nothing skipped: SQLite takes every kind
+    assert int(suite.get("skipped")) == 0
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert page.count('<table class="matrix"') == 1
     assert page.count('<td class="i mono">') == s.boundaries

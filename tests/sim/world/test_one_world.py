@@ -103,7 +103,7 @@ def test_store_kinds_know_what_the_simulator_can_inject() -> None:
     assert store_kind("file") is StoreKind.FILE and StoreKind.FILE == "file"
     assert StoreKind.FILE.can_inject("power") and StoreKind.FILE.can_inject("storage")
     assert StoreKind.SQLITE.can_inject("process")
-    assert StoreKind.SQLITE.can_inject("power") and not StoreKind.SQLITE.can_inject("storage")
+    assert StoreKind.SQLITE.can_inject("power") and StoreKind.SQLITE.can_inject("storage")
     with pytest.raises(ValueError, match="unknown store kind 'tape'"):
         store_kind("tape")
 

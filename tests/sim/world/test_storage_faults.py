@@ -84,15 +84,17 @@ def test_aimed_faults_reach_every_kind_with_its_record() -> None:
         assert row is not None, what
         seen.setdefault(what.split(":")[0], set()).add(row.kind)
         kind, _, detail = what.partition(":")
+        proof = ("checkpoint-000000000003.json",)  # what a repair must set aside, not delete
         if kind == CUT:
             assert int(detail) in (0, ends[0]) and fs.read(LOG) == before.read(LOG)[: int(detail)]
-            assert row == TableRow("log-cut-under-checkpoint", 1 if detail == "0" else 3)
+            first = 1 if detail == "0" else 3
+            assert row == TableRow("log-cut-under-checkpoint", first, beyond=proof)
         elif kind == LAST_WRITE:
             assert ends[1] <= int(detail.split(".")[0]) < ends[2]  # inside the last write
             assert row == TableRow("damaged-last-commit", 4)
         else:
             assert kind == DELETED and not fs.exists(LOG)
-            assert row == TableRow("log-missing", 1)
+            assert row == TableRow("log-missing", 1, beyond=proof)
     assert {k: sorted(v) for k, v in seen.items()} == {
         CUT: ["log-cut-under-checkpoint"],
         DELETED: ["log-missing"],
