@@ -24,7 +24,7 @@ from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point, target_service
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
-from sim.targets.kit.landing import undeclared_tools
+from sim.targets.kit.landing import effect_sites, undeclared_tools
 from sim.targets.kit.options import check_options
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
@@ -136,7 +136,9 @@ def app_outcome(options: TargetOptions, reference: PointRun) -> dict[str, object
     framework's tools that landed no declared effect (counted, not judged); declared effects the
     fault-free run never called (a method of a class the app never instantiates, a misspelt
     function of another module's name) and HTTP patterns no call matched: a sweep that judges
-    nothing there says so instead of passing quietly."""
+    nothing there says so instead of passing quietly. And where the app calls each effect
+    (``effect_sites``: the file and line of the fault-free run's first call, relative to where
+    the command ran), so a report can point a failure about an effect at the user's line."""
     app = options.app
     assert app is not None
     called = {row.tool for row in reference.ledger}
@@ -144,6 +146,9 @@ def app_outcome(options: TargetOptions, reference: PointRun) -> dict[str, object
         "app": app.entry,
         "declared_effects": [f"{d.name}: {d.declared}" for d in app.declared()],
     }
+    sites = effect_sites(reference.rows, app.workdir)
+    if sites:
+        outcome["effect_sites"] = sites
     undeclared = undeclared_tools(reference.rows)
     if undeclared:
         outcome["undeclared_effects"] = undeclared

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ from sim.outputs.cli.common import (
     exit_for,
     jobs_arg,
     seed_arg,
+    text_arg,
 )
+from sim.outputs.report.sarif import SARIF_HELP
 from sim.world.seeded import SEED_MAX
 from sim.world.stores import StoreKind
 
@@ -124,6 +127,7 @@ def add_execution_options(p: argparse.ArgumentParser) -> None:
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the results document on stdout")
+    p.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument(
         "--github",
@@ -152,6 +156,8 @@ def run_campaign_command(args: argparse.Namespace) -> int:
     # scheduler) is refused before anything is planned or written, --out included.
     engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)
     check_out_dir(out_dir)
+    if args.sarif:  # refused now, not after the units ran
+        check_out_dir(Path(args.sarif).parent)
     plan = plan_sweeps(
         scenarios,
         stores=stores,
@@ -211,6 +217,10 @@ def finish(
     verdicts = _verdicts(sweeps)
     verdicts["nondeterminism"] += len(result.conflicts)
     verdicts["error"] += len(result.errors)
+    if args.sarif:  # a shard's too: its own units' failures, for its own upload
+        from sim.outputs.report import write_sarif
+
+        write_sarif(Path(args.sarif), sweeps)
     if _github(args):
         annotate(sweeps)
         step_summary(
@@ -314,18 +324,29 @@ def scenario_file(ref: str) -> str:
     return os.path.relpath(Path(directory) / f"{ref}.json")
 
 
-def annotate(sweeps: list[Any]) -> None:
+#: Where an annotation points: a file, and a line when one is known.
+Locate = Callable[[Any, Any], tuple[str, int | None]]
+
+
+def annotate(sweeps: list[Any], *, locate: Locate | None = None) -> None:
     """One ``::error`` line per failure (the first ``FAILURES_SHOWN`` per scenario x store),
     naming the scenario's file, the schedule and the repro line; past the cap, one ``::notice``
-    says how many more there are, so a capped list is never read as the whole."""
+    says how many more there are, so a capped list is never read as the whole. ``locate``
+    (sweep, failure) -> (file, line; "" and 0 for none) points each elsewhere: the GitHub
+    Action (``sim.outputs.action``) points a sweep's failures where its SARIF log does."""
     for one in sweeps:
         path = _escape_property(scenario_file(one.ref or one.name))
         for failure in one.failures[:FAILURES_SHOWN]:
+            where = f"file={path},"
+            if locate is not None:  # no file: an annotation of the run, not of a file
+                file, line = locate(one, failure)
+                where = f"file={_escape_property(file)}," if file else ""
+                where += f"line={line}," if file and line else ""
             title = _escape_property(
                 f"{failure.verdict} {failure.invariant} {one.name}[{one.store}] {failure.schedule}"
             )
             message = _escape_data(f"{failure.explanation}\nrepro: {failure.repro}")
-            print(f"::error file={path},title={title}::{message}")
+            print(f"::error {where}title={title}::{message}")
         more = _more_failures(one)
         if more:
             title = _escape_property(f"{more} more failures of {one.name}[{one.store}]")
@@ -347,25 +368,31 @@ def step_summary(
     complete: bool,
     shard: tuple[int, int] | None,
     unit_s: float = 0.0,
+    command: str = "",
 ) -> None:
     """Append a short Markdown summary to ``$GITHUB_STEP_SUMMARY`` when it is set: a header
     naming what it covers (the campaign, or one shard of it) with its schedules and its time --
     the units' wall times summed, as the report's (``_write_report``), not the seconds of the
     command that merged them --, the verdicts, and, only where something failed, a row per
-    failing scenario x store and the first failures' repro lines (with how many more)."""
+    failing scenario x store and the first failures' repro lines (with how many more).
+    ``command``: another command's complete report (``sweep``, ``target sweep``: the GitHub
+    Action's, ``sim.outputs.action``), its time the sweeps' wall time."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
     from sim.outputs.report.markdown import code, text
 
-    if complete:
+    if command:
+        what = command
+    elif complete:
         what = "campaign"
     elif shard is not None:
         what = f"campaign, shard {shard[0]}/{shard[1]}"
     else:
         what = "campaign, incomplete"
     schedules = sum(one.schedules for one in sweeps)
-    lines = [f"## durable-sim {text(what)}: {schedules} schedules, {unit_s:.1f} s of unit time"]
+    took = f"{unit_s:.1f} s" + ("" if command else " of unit time")
+    lines = [f"## durable-sim {text(what)}: {schedules} schedules, {took}"]
     lines += ["", " · ".join(f"{v} {verdicts.get(v, 0)}" for v in _VERDICTS)]
     failing = [one for one in sweeps if one.failures]
     if not failing:

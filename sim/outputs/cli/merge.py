@@ -38,6 +38,8 @@ def run_merge(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out)
     check_out_dir(out_dir)
+    if args.sarif:  # refused now, not after the merge
+        check_out_dir(Path(args.sarif).parent)
     result = merge_directories(
         [Path(d) for d in args.dirs],
         out_dir,

@@ -32,6 +32,7 @@ from sim.outputs.cli.common import (
     text_arg,
     wide_console,
 )
+from sim.outputs.report.sarif import SARIF_HELP
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.stores import StoreKind
 
@@ -62,6 +63,7 @@ def add_parsers(sub: Any) -> None:
         "--out", type=text_arg, default="reports/latest", help="report directory (reports/latest)"
     )
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
     sw.add_argument(
         "--exhaustive",
         action="store_true",
@@ -245,6 +247,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     check_stores(stores)
     out_dir = Path(args.out)
     check_out_dir(out_dir)
+    if args.sarif:  # refused now, not after the sweep
+        check_out_dir(Path(args.sarif).parent)
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
     if args.prune == "rejoin":
@@ -273,9 +277,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     # is a pruned sweep.
     fast = not args.naive and args.prune == "off" and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
-    from sim.outputs.report import write_report
+    from sim.outputs.report import write_report, write_sarif
 
     written = write_report(out_dir, document)
+    if args.sarif:
+        write_sarif(Path(args.sarif), results)
     if args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     else:

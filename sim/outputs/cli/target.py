@@ -21,6 +21,7 @@ from typing import Any
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report.markdown import app_notes
+from sim.outputs.report.sarif import SARIF_HELP
 
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
@@ -62,6 +63,7 @@ def add_parsers(sub: Any) -> None:
         help="only these schedules, comma-separated (7:after,6:before); default: all",
     )
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
     sw.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sw.set_defaults(handler=_run_sweep)
 
@@ -345,13 +347,15 @@ def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
-    from sim.outputs.report import write_report
+    from sim.outputs.report import write_report, write_sarif
     from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
 
     target, options = _setup(args)
     points = _parse_points(args.points)
     out_dir = Path(args.out or report_dir(target, options))
     check_out_dir(out_dir)
+    if args.sarif:  # refused now, not after the sweep
+        check_out_dir(Path(args.sarif).parent)
 
     def progress(n: int, total: int, crash: Any, verdict: str) -> None:
         if not args.quiet:
@@ -362,6 +366,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     versions = library_versions(target.distributions)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
     written = write_report(out_dir, document)
+    if args.sarif:
+        write_sarif(Path(args.sarif), [result])
     if args.json:
         print(json.dumps(document, indent=2, sort_keys=True))
     else:

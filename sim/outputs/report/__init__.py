@@ -11,18 +11,22 @@ its own module with a ``render(results) -> str``; this module writes them side b
 - ``index.html``: one self-contained page (no network) with a crash matrix per scenario x store.
 
 Everything that comes from a scenario or a tool output is escaped for the format it lands in.
+
+``write_sarif`` writes a fifth view where the user asks for it (``--sarif FILE``): the failures
+as a SARIF 2.1.0 log for code scanning (``sarif``). It is rendered from the sweeps, not the
+document, because a result points at the scenario's file, which only a sweep's ``ref`` names.
 """
 
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sim.errors import UserError
-from sim.outputs.report import html, json_report, junit, markdown
+from sim.outputs.report import html, json_report, junit, markdown, sarif
 
-__all__ = ["REPORT_FILES", "ReportError", "write_report"]
+__all__ = ["REPORT_FILES", "ReportError", "write_report", "write_sarif"]
 
 
 class ReportError(UserError):
@@ -60,3 +64,17 @@ def write_report(out_dir: pathlib.Path, results: dict[str, Any]) -> list[pathlib
         message = " ".join(str(exc).split())
         raise ReportError(f"cannot write report to {out_dir}: {message}") from exc
     return paths
+
+
+def write_sarif(path: pathlib.Path, sweeps: Sequence[Any]) -> pathlib.Path:
+    """Write the SARIF log of ``sweeps`` (``sarif.render``) to ``path``, its directory created;
+    ``ReportError`` (one line) when it cannot be written."""
+    path = pathlib.Path(path)
+    text = sarif.render(sweeps)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", errors="backslashreplace")
+    except OSError as exc:
+        message = " ".join(str(exc).split())
+        raise ReportError(f"cannot write SARIF to {path}: {message}") from exc
+    return path

@@ -1,6 +1,8 @@
 """Declared effects wherever the app makes them: a function of any module, a method of a class,
 a method of an object -- wrapped in the child so that every call lands on the ledger
-(``Landing``) and then runs the app's own code.
+(``Landing``) and then runs the app's own code. The wrapper is the kit's, so the landing's note of
+where the app called the effect (``sim.targets.kit.landing.app_site``) looks past its frames to
+the caller's line.
 
 ``--effect`` names ``module.path:qualname``:
 
@@ -28,20 +30,13 @@ import functools
 import importlib
 import inspect
 import sys
-import sysconfig
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from sim.targets.kit.declarations import AppError
-from sim.targets.kit.landing import DETAIL_CHARS, Landing
+from sim.targets.kit.landing import DETAIL_CHARS, LIBRARY_DIRS, Landing
 from sim.targets.kit.spec import DEFAULT_KEY, SERVICE, AppSpec, EffectSpec
-
-#: Where installed libraries and the standard library live: modules there are never the app's,
-#: so ``_rebind`` does not look into them for a function to replace.
-_LIBRARY_DIRS = tuple(
-    sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")
-)
 
 
 def wrap_effects(landing: Landing, spec: AppSpec, app_module: ModuleType | None) -> None:
@@ -112,10 +107,11 @@ def _check_callable(effect: EffectSpec, value: object) -> None:
 
 def _rebind(original: object, wrapper: object) -> None:
     """Every loaded module of the app's that holds ``original`` under some name now holds
-    ``wrapper``: a caller that imported the function before it was wrapped finds the wrapper."""
+    ``wrapper``: a caller that imported the function before it was wrapped finds the wrapper.
+    Modules among the libraries (``LIBRARY_DIRS``) are never the app's: none is looked into."""
     for module in list(sys.modules.values()):
         where = getattr(module, "__file__", None)
-        if not isinstance(module, ModuleType) or not where or where.startswith(_LIBRARY_DIRS):
+        if not isinstance(module, ModuleType) or not where or where.startswith(LIBRARY_DIRS):
             continue
         for name, value in list(vars(module).items()):
             if value is original:

@@ -34,6 +34,10 @@ whose it was. An answer kept by a process killed before its call landed is never
 
 A client is hooked when the app (or its framework) imports it, not before: a program that uses
 only ``httpx`` does not pay for importing ``requests`` in every child.
+
+Where the app made a declared call is the line of its own code under the client's frames: the
+landing's note (``sim.targets.kit.landing.app_site``) looks past this module's hooks and the
+client library to it, so a report points at ``requests.post(...)`` in the app.
 """
 
 from __future__ import annotations

@@ -9,16 +9,25 @@ the child, so the effect survives the kill that follows it) inside the boundary
 ``effect:{service}.{name}#{name}-{n}``, deduplicated by its idempotency key as a provider does.
 The wrappers that call it are ``sim.targets.kit.effects`` (functions and methods) and
 ``sim.targets.kit.http`` (HTTP clients).
+
+The first call of each effect in a process also notes where the app made it (``SITE_NOTE``: the
+innermost frame of the app's own code, past the wrappers and the libraries the call went
+through), so a report can point at the line of the user's code a failure is about
+(``effect_sites``; the SARIF view, ``sim.outputs.report.sarif``).
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import os
+import sys
+import sysconfig
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
@@ -26,6 +35,16 @@ from sim.targets.protocol import ChildContext, TargetState
 
 #: How much of an effect's arguments a ledger row keeps.
 DETAIL_CHARS = 200
+#: Where installed libraries and the standard library live: their modules are never the app's
+#: (``sim.targets.kit.effects`` rebinds no function there; ``app_site`` looks past their frames).
+LIBRARY_DIRS = tuple(
+    sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")
+)
+#: The kit's own modules (the wrappers, the landing): never the app's, wherever sim is installed.
+_KIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The ``sim`` package: its bundled demo apps (``sim.targets.python_app.demo_job``) are an app's
+#: code even when an installed wheel puts them among the libraries.
+_SIM_DIR = os.path.dirname(os.path.dirname(_KIT_DIR.rstrip(os.sep))) + os.sep
 
 
 class Landing:
@@ -45,6 +64,10 @@ class Landing:
         ``effect:app.payments:issue_refund#issue_refund-1`` names the effect once."""
         with self._lock:
             self._counts[name] = n = self._counts.get(name, 0) + 1
+        if n == 1:  # once per effect and process: the trace is synced on every note
+            site = app_site()
+            if site is not None:
+                self.ctx.boundaries.note(what=SITE_NOTE, effect=name, file=site[0], line=site[1])
         caller = _TOOL.get()
         if caller is not None:
             self.ctx.boundaries.note(what=CALLER_NOTE, effect=name, tool=caller)
@@ -64,8 +87,55 @@ class Landing:
 #: effect was landed while one ran (``effect``, ``tool``: its caller).
 TOOL_NOTE = "tool_call"
 CALLER_NOTE = "effect_caller"
+#: Trace note of a user's app: where its code first called a declared effect (``effect``, the
+#: ``file`` and ``line`` of the call), once per effect and process (``Landing.land``).
+SITE_NOTE = "effect_site"
 #: The framework's tool call running now, in this task or thread: an effect's caller.
 _TOOL: contextvars.ContextVar[str | None] = contextvars.ContextVar("app_tool", default=None)
+
+
+def app_site() -> tuple[str, int] | None:
+    """The file and line of the app's call that led here: the innermost frame outside the kit
+    (the wrapper that lands the call, an HTTP client's hook) and outside the libraries the call
+    went through (``requests`` under a hooked adapter, ``json`` calling a hook, a framework
+    running a tool), so the line is the user's own code; None if no frame is the app's."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        where = frame.f_code.co_filename
+        if _apps(where):
+            return os.path.abspath(where), frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _apps(where: str) -> bool:
+    """``where`` (a code object's file) is the app's: a real file, not the kit's, not a
+    library's (``sim``'s own demo apps are apps wherever ``sim`` is installed)."""
+    if where.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return False
+    where = os.path.abspath(where)
+    if where.startswith(_KIT_DIR):
+        return False
+    return where.startswith(_SIM_DIR) or not where.startswith(LIBRARY_DIRS)
+
+
+def effect_sites(rows: list[dict[str, Any]], workdir: str) -> dict[str, dict[str, Any]]:
+    """From a run's trace: each declared effect's call site in the app (``SITE_NOTE``), the
+    first noted, by effect name; its file relative to ``workdir`` (where the command ran, a CI
+    job's checkout) when it lies under it, so a report names it as the repository does."""
+    sites: dict[str, dict[str, Any]] = {}
+    for row in notes_of(rows, SITE_NOTE):
+        name = str(row["effect"])
+        if name not in sites:
+            sites[name] = {"file": _relative(str(row["file"]), workdir), "line": int(row["line"])}
+    return dict(sorted(sites.items()))
+
+
+def _relative(path: str, workdir: str) -> str:
+    inside = os.path.relpath(path, workdir)
+    if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+        return path
+    return Path(inside).as_posix()
 
 
 @contextmanager
