@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from sim.targets.kit.declarations import POLICIES as POLICIES
 from sim.targets.kit.declarations import RECOVERY_GUARANTEES as RECOVERY_GUARANTEES
@@ -190,6 +191,43 @@ class Demo:
         return chosen
 
 
+@dataclass(frozen=True, kw_only=True)
+class BundleCase:
+    """What a repro bundle reproduces (``durable-sim target bundle``): the kill -- the harness's
+    ``label`` and side, and the same instant as the bundle counts it, the ``n``-th crossing of
+    the label's ``kind`` (``effect:payments.charge``, ``saver.put_writes``) in the fault-free
+    run, which a program without the harness can count where a call id cannot be known -- and
+    what the fault-free run applied: each tool's applied effects and its declared guarantee."""
+
+    label: str
+    when: str  # "before" | "after"
+    kind: str
+    n: int
+    expected: dict[str, tuple[int, Policy]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bundle:
+    """A standalone program that reproduces one point without durable-sim, and what its
+    ``ISSUE.md`` (written in the style an upstream bug report is filed in) says about it."""
+
+    program: str  # repro.py: the framework's agent or workflow, the kill, the ledger, the check
+    files: dict[str, str] = field(default_factory=dict)  # beside it (an app's copy), by path
+    distributions: tuple[str, ...] = ()  # what requirements.txt pins, at the versions here
+    framework: str  # "LangGraph": how the issue names the framework
+    setup: str  # what runs: the agent or workflow and its durability, one sentence
+    kill: str  # where repro.py kills its first process, in the framework's own words
+    resume: str  # what the fresh process does, in the framework's words
+    expected: str  # the behaviour the report asks for
+    notes: tuple[str, ...] = ()  # what someone running it must know (a server it starts)
+    run_s: float = 300.0  # how long one run of repro.py may take, all processes together
+
+
+#: A target's bundle maker for one set of options: a ``BundleCase`` in, its ``Bundle`` out (a
+#: ``TargetError`` line for a point the bundle cannot kill at).
+BundleMaker: TypeAlias = Callable[[BundleCase], Bundle]
+
+
 class Target(Protocol):
     """A foreign durable runtime the harness can crash-test (see the module docstring). Every
     hook is declared here and implemented by every target (``sim.targets.kit.base.TargetBase``
@@ -240,4 +278,9 @@ class Target(Protocol):
 
     def demo(self) -> Demo:
         """The target's worked finding (``Demo``)."""
+        ...
+
+    def bundle(self, options: TargetOptions) -> BundleMaker:
+        """The maker of repro bundles for ``options`` (``Bundle``), checked before any child
+        runs: a ``TargetError`` line if the target has no bundle for these options."""
         ...

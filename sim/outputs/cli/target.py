@@ -4,6 +4,7 @@
     durable-sim target sweep langgraph --durability sync [--variant idempotent] [--out DIR]
     durable-sim target replay langgraph --durability sync --schedule 7:after
     durable-sim target sweep pydantic-ai [--durability capability] [--variant idempotent]
+    durable-sim target bundle langgraph --schedule 6:after --out repro-langgraph
 
 A target's library is an optional extra: a target that is not installed is refused in one line
 that says how to install it, before any child process starts.
@@ -26,6 +27,7 @@ from sim.outputs.report.sarif import SARIF_HELP
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
 MAX_TIMEOUT_S = 3600.0  # one child's run
+MAX_BUNDLE_RUNS = 20  # target bundle --runs
 
 
 def add_parsers(sub: Any) -> None:
@@ -78,6 +80,8 @@ def add_parsers(sub: Any) -> None:
     rp.add_argument("--json", action="store_true", help="print the verdict as JSON")
     rp.set_defaults(handler=_run_replay)
 
+    _add_bundle(tsub)
+
     rc = tsub.add_parser(
         "record",
         help="run your app once with its own model and save the model's turns as a script",
@@ -95,6 +99,37 @@ def add_parsers(sub: Any) -> None:
         "--out", type=text_arg, required=True, metavar="FILE.json", help="the script to write"
     )
     rc.set_defaults(handler=_run_record)
+
+
+def _add_bundle(tsub: Any) -> None:
+    """``bundle``: one point as a folder that reproduces it without durable-sim."""
+    bd = tsub.add_parser(
+        "bundle",
+        help="write one point as a standalone repro (repro.py, requirements.txt, ISSUE.md)",
+        description=(
+            "Run one schedule of a target (as replay does), then write a folder that reproduces "
+            "it without durable-sim: repro.py (the agent or workflow on the framework's public "
+            "API, killed at the same instant, resumed in a fresh process, its effects counted "
+            "in a ledger outside the process; exit 1 when reproduced), requirements.txt (the "
+            "framework's versions installed here) and ISSUE.md (the finding, written as an "
+            "upstream bug report, with how many of --runs runs here reproduced it)."
+        ),
+    )
+    _common(bd)
+    bd.add_argument(
+        "--schedule", required=True, type=text_arg, metavar="INDEX:WHEN", help="e.g. 6:after"
+    )
+    bd.add_argument(
+        "--out", required=True, type=text_arg, metavar="DIR", help="the folder to write"
+    )
+    bd.add_argument(
+        "--runs",
+        type=options.arg_type(options.integer, 0, MAX_BUNDLE_RUNS),
+        default=3,
+        help=f"how many times to run repro.py here after writing it, 0..{MAX_BUNDLE_RUNS} "
+        "(default 3); ISSUE.md records how many reproduced",
+    )
+    bd.set_defaults(handler=_run_bundle)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -394,6 +429,29 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
         print(f"  repro: {failure.repro}")
     if len(result.failures) > FAILURES_SHOWN:
         print(f"  ... and {len(result.failures) - FAILURES_SHOWN} more (all in the report)")
+
+
+def _run_bundle(args: argparse.Namespace) -> int:
+    from sim.targets.bundling import ISSUE, PROGRAM, write_bundle
+    from sim.targets.sweep import parse_point
+
+    target, options = _setup(args)
+    point = parse_point(args.schedule)
+    out = Path(args.out)
+    check_out_dir(out)
+    report = write_bundle(
+        target,
+        options,
+        point,
+        out,
+        runs=args.runs,
+        timeout_s=args.timeout,
+        progress=lambda text: print(text, file=sys.stderr),
+    )
+    print(f"verdict     {report.verdict.verdict} at {report.crash.text()} ({report.crash.label})")
+    print(f"bundle      {out / PROGRAM} and {out / ISSUE} (written in {report.written_s:.1f} s)")
+    print(f"reproduced  {report.reproduced} of {len(report.runs)} runs")
+    return 0
 
 
 def _run_replay(args: argparse.Namespace) -> int:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 from pathlib import Path
 
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
     AppShape,
+    BundleMaker,
     ChildContext,
     Demo,
+    TargetError,
     TargetOptions,
     TargetState,
     TargetTool,
@@ -86,6 +89,20 @@ class TargetBase:
             points=AFTER_THE_CHARGE,
             point_s=self.demo_point_s,
         )
+
+    def bundle(self, options: TargetOptions) -> BundleMaker:
+        """The ``bundle`` module next to the target's code (``sim.targets.<name>.bundle``, which
+        imports no framework: it fills in templates) makes its repro bundles; a target without
+        one is refused in one line."""
+        module = f"{type(self).__module__}.bundle"
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the target's class is in a module, not a package
+            found = False
+        if not found:
+            raise TargetError(f"{self.name}: no repro bundle yet")
+        maker: BundleMaker = importlib.import_module(module).bundler(self, options)
+        return maker
 
     def _module(self, options: TargetOptions, *, child: bool) -> str:
         """The module that runs (``child``) or reads the run: the app's or the bundled agent's."""
