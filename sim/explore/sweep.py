@@ -420,7 +420,8 @@ def _described(
 
 def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
     """The crash kinds the store is swept with: those the simulator can inject under it
-    (``StoreKind.can_inject``: no power loss or storage faults on Postgres); the results say what was skipped."""
+    (``StoreKind.can_inject``: no power loss or storage faults on Postgres); the results say
+    what was skipped."""
     store = StoreKind(out.store)
     kinds = out.crash_kinds
     out.skipped_power = "power" in kinds and not store.can_inject("power")
