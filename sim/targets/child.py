@@ -12,6 +12,7 @@ SIGKILL after its grace (``sim.targets.boundaries``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -59,5 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_ENDED
 
 
+def leave(code: int) -> None:
+    """Exit now, as a killed process would not but a finished one may: flush what was printed,
+    then ``os._exit``, so a runtime's non-daemon threads and exit hooks (a DBOS executor, a
+    Prefect server) never hold a finished child for their own shutdown, and a fresh child ends
+    exactly as one forked from the zygote does (``sim.targets.zygote``)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

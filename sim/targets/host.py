@@ -27,6 +27,7 @@ from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
+from sim.targets.zygote import ChildExit, Zygote
 from sim.world.faults import When
 
 #: Children of one point at most: the one that crashes, the one that resumes, and one more in
@@ -74,9 +75,11 @@ def run_point(
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     keep: Path | None = None,
+    zygote: Zygote | None = None,
 ) -> PointRun:
     """Run ``target`` once, crashing at ``crash`` (None: the fault-free run). ``keep``: run in
-    that directory and leave it in place (for a replay the user wants to inspect)."""
+    that directory and leave it in place (for a replay the user wants to inspect). ``zygote``:
+    fork the children from it (``sim.targets.zygote``) instead of starting fresh interpreters."""
     started = time.perf_counter()
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -93,7 +96,12 @@ def run_point(
         with target_service(target, options):
             env = target.point_env(options, point_dir)
             run.error = _run_children(
-                run, point_dir, timeout_s, preempt=options.preempt_s > 0, extra_env=env
+                run,
+                point_dir,
+                timeout_s,
+                preempt=options.preempt_s > 0,
+                extra_env=env,
+                zygote=zygote,
             )
             _collect(run, target, options, point_dir)
         run.wall_s = time.perf_counter() - started
@@ -114,18 +122,23 @@ def target_service(
 
 
 def _run_children(
-    run: PointRun, point_dir: Path, timeout_s: float, *, preempt: bool, extra_env: dict[str, str]
+    run: PointRun,
+    point_dir: Path,
+    timeout_s: float,
+    *,
+    preempt: bool,
+    extra_env: dict[str, str],
+    zygote: Zygote | None,
 ) -> str | None:
     """The point's processes, until one ends on its own. A killed first process is followed by
     the next; so is a preempted one however it ended (SIGTERM's default, its own exit within the
     grace, or the SIGKILL after it) -- unless the harness or the target raised in it."""
     env = dict(os.environ, PYTHONHASHSEED="0", **extra_env)
     for number in range(1, MAX_PROCESSES + 1):
-        command = [sys.executable, "-m", "sim.targets.child", str(point_dir), str(number)]
         run.processes = number
         try:
-            proc = subprocess.run(command, capture_output=True, timeout=timeout_s, env=env)
-        except subprocess.TimeoutExpired:  # subprocess.run has killed it
+            proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s)
+        except TimeoutError:  # the child is killed already
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
         rows = read_trace(point_dir / TRACE_NAME)
         crashed = any(r["t"] == "crash" and r["p"] == f"p{number}" for r in rows)
@@ -140,6 +153,21 @@ def _run_children(
         why = errors[-1] if errors else " | ".join(tail)
         return f"child p{number} exited with status {proc.returncode}" + (f": {why}" if why else "")
     return f"the run did not end in {MAX_PROCESSES} processes"
+
+
+def _child(
+    zygote: Zygote | None, args: list[str], env: dict[str, str], timeout_s: float
+) -> ChildExit:
+    """One child, ``python -m sim.targets.child ARGS``: forked from the zygote, or a fresh
+    interpreter without one. ``TimeoutError`` once it is killed for overrunning ``timeout_s``."""
+    if zygote is not None:
+        return zygote.run(["sim.targets.child", *args], env=env, timeout_s=timeout_s)
+    command = [sys.executable, "-m", "sim.targets.child", *args]
+    try:
+        proc = subprocess.run(command, capture_output=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:  # subprocess.run has killed it
+        raise TimeoutError from None
+    return ChildExit(proc.returncode, proc.stderr)
 
 
 def _collect(run: PointRun, target: Target, options: TargetOptions, point_dir: Path) -> None:

@@ -263,6 +263,13 @@ class Target(Protocol):
         ``service`` before the point's first child starts."""
         ...
 
+    def preload(self, options: TargetOptions) -> tuple[str, ...]:
+        """The modules a warm zygote imports once before it forks the children of a sweep
+        (``sim.targets.zygote``): the child module and the framework it imports, and an app's
+        libraries; empty for a target whose children must start fresh (a runtime that starts
+        threads or servers when imported)."""
+        ...
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         """The agent's tools and the policy declared for each (an app's: its declared effects)."""
         ...

@@ -13,10 +13,14 @@ threads (LangGraph's ``async`` durability) is still killed at the same logical i
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from sim.errors import ScheduleError
@@ -28,6 +32,7 @@ from sim.targets.kit.landing import effect_sites, undeclared_tools
 from sim.targets.kit.options import check_options
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.targets.zygote import Zygote, ZygoteRefused
 from sim.world.faults import CrashKind, When, parse_schedule
 
 ProgressFn = Callable[[int, int, Crash, str], None]
@@ -113,9 +118,11 @@ def report_dir(target: Target, options: TargetOptions) -> str:
     return name.replace("+", "-").replace("=", "-")
 
 
-def reference_run(target: Target, options: TargetOptions, *, timeout_s: float) -> PointRun:
+def reference_run(
+    target: Target, options: TargetOptions, *, timeout_s: float, zygote: Zygote | None = None
+) -> PointRun:
     """The fault-free run; one that fails is refused (every point is judged against it)."""
-    reference = run_point(target, options, None, timeout_s=timeout_s)
+    reference = run_point(target, options, None, timeout_s=timeout_s, zygote=zygote)
     verdict = judge_point(reference, reference, target.tools(options))
     if verdict.verdict != "pass" or not reference.labels:
         tried = network_attempts(reference.rows)
@@ -170,15 +177,46 @@ def sweep_target(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     progress: ProgressFn | None = None,
     reference: PointRun | None = None,
+    fork: bool = True,
 ) -> ScenarioSweep:
     """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
     the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
     its boundaries by what they are, not by an index that moves when the trace changes).
     ``reference``: a fault-free run of the same target and options made before (``reference_run``),
-    to judge against instead of running one more."""
+    to judge against instead of running one more. ``fork``: fork every child from a warm zygote
+    (``sim.targets.zygote``) where the target's preload allows it; False: a fresh interpreter
+    per child, always (``--fresh``)."""
     options = check_options(target, options)
-    with target_service(target, options):  # one service (if any) for every point
-        return _sweep(target, options, points, choose, timeout_s, progress, reference)
+    with target_service(target, options), warm(target, options, fork=fork) as (zygote, why):
+        out = _sweep(target, options, points, choose, timeout_s, progress, reference, zygote)
+        out.reference_outcome["children"] = why
+        return out
+
+
+@contextlib.contextmanager
+def warm(
+    target: Target, options: TargetOptions, *, fork: bool = True
+) -> Iterator[tuple[Zygote | None, str]]:
+    """A zygote that preloaded ``target.preload(options)``, and what the report says of the
+    children: "forked from a warm zygote", or "a fresh interpreter each: WHY" when forking was
+    not asked for or the zygote refused (a thread or descriptor its preload left). The zygote and
+    its working directory are gone when the block ends, however it ends."""
+    if not fork:
+        yield None, "a fresh interpreter each: asked for (--fresh)"
+        return
+    preload = target.preload(options)
+    if not preload:
+        yield None, f"a fresh interpreter each: {target.name} preloads nothing it can fork from"
+        return
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with tempfile.TemporaryDirectory(prefix=f"zygote-{os.getpid()}-") as workdir:
+        try:
+            zygote = Zygote(preload, workdir=Path(workdir), env=env)
+        except (ZygoteRefused, TimeoutError) as exc:
+            yield None, f"a fresh interpreter each: the zygote refused to fork: {exc}"
+            return
+        with zygote:
+            yield zygote, f"forked from a warm zygote that preloaded {', '.join(preload)}"
 
 
 def _sweep(
@@ -189,10 +227,11 @@ def _sweep(
     timeout_s: float,
     progress: ProgressFn | None,
     reference: PointRun | None,
+    zygote: Zygote | None,
 ) -> ScenarioSweep:
     started = time.perf_counter()
     if reference is None:
-        reference = reference_run(target, options, timeout_s=timeout_s)
+        reference = reference_run(target, options, timeout_s=timeout_s, zygote=zygote)
     store = options.saver
     if len(target.durabilities) > 1:
         store += f"-{options.durability}"
@@ -223,7 +262,7 @@ def _sweep(
         else [crash_at(reference, i, when) for i, when in points]
     )
     for n, crash in enumerate(crashes, 1):
-        run = run_point(target, options, crash, timeout_s=timeout_s)
+        run = run_point(target, options, crash, timeout_s=timeout_s, zygote=zygote)
         verdict = judge_point(run, reference, target.tools(options))
         record(out, target, options, run, verdict)
         if progress is not None:

@@ -20,6 +20,7 @@ INTERNAL = {
     "OfflineError": "raised inside the user's app, as the ConnectionRefusedError it is",
     "RejoinBroken": "the pruned sweep's signal to sweep the scenario again exactly",
     "SweepFailed": "pytest's outcome of a scenario item (the plugin's failure report)",
+    "ZygoteRefused": "the sweep's signal to run fresh interpreters instead, said in its report",
     "UnitFailed": "a campaign unit's process failed: a harness error, exit 5",
     "WorkerError": "a sweep worker process failed: a harness error, exit 5",
     "UnitFileError": "a unit file that does not verify: reported by name, its unit run again",

@@ -67,6 +67,14 @@ def add_parsers(sub: Any) -> None:
     sw.add_argument("--json", action="store_true", help="print the results document on stdout")
     sw.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
     sw.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sw.add_argument(
+        "--fresh",
+        action="store_true",
+        help=(
+            "a fresh interpreter for every child, instead of forking each from a warm zygote "
+            "that imported the framework once (the report says which ran)"
+        ),
+    )
     sw.set_defaults(handler=_run_sweep)
 
     rp = tsub.add_parser("replay", help="run one schedule of a target and show its verdict")
@@ -397,7 +405,14 @@ def _run_sweep(args: argparse.Namespace) -> int:
             print(f"[{n}/{total}] {crash.text()} {crash.label}: {verdict}", file=sys.stderr)
 
     started = time.perf_counter()
-    result = sweep_target(target, options, points=points, timeout_s=args.timeout, progress=progress)
+    result = sweep_target(
+        target,
+        options,
+        points=points,
+        timeout_s=args.timeout,
+        progress=progress,
+        fork=not args.fresh,
+    )
     versions = library_versions(target.distributions)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
     written = write_report(out_dir, document)

@@ -83,11 +83,16 @@ def app_notes(s: dict[str, Any]) -> list[str]:
     """What a target sweep of a user's app says about the app (``sim.targets.sweep.app_outcome``):
     its entry point and declared effects, then what the fault-free run showed was left unjudged
     -- tools that landed no declared effect, declared effects never called, HTTP patterns no
-    call matched."""
+    call matched. And how its children ran: forked from a warm zygote, or fresh interpreters and
+    why (``sim.targets.sweep.warm``)."""
     outcome = s.get("reference_outcome", {})
+    children = [f"children: {outcome['children']}"] if outcome.get("children") else []
     if "app" not in outcome:
-        return [undeclared_note(s)] if undeclared_note(s) else []
-    notes = [f"app {outcome['app']}, effects: {', '.join(outcome.get('declared_effects', []))}"]
+        return children + ([undeclared_note(s)] if undeclared_note(s) else [])
+    notes = [
+        *children,
+        f"app {outcome['app']}, effects: {', '.join(outcome.get('declared_effects', []))}",
+    ]
     if undeclared_note(s):
         notes.append(undeclared_note(s))
     if outcome.get("never_called"):

@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from sim.targets.kit.preload import app_preload
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
     AppShape,
@@ -67,6 +68,14 @@ class TargetBase:
     def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
         del options, point_dir
         return {}
+
+    def preload(self, options: TargetOptions) -> tuple[str, ...]:
+        """The harness's child, the module that runs this run (which imports the framework) and,
+        for an app, the libraries its file imports (``app_preload``)."""
+        modules = ("sim.targets.child", self._module(options, child=True))
+        if options.app is None:
+            return modules
+        return (*modules, *app_preload(options.app))
 
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         return options.app.tools() if options.app is not None else PAYMENT_AGENT_TOOLS

@@ -115,6 +115,14 @@ class PydanticAITarget(TargetBase):
             ensure_template()
         yield
 
+    def preload(self, options: TargetOptions) -> tuple[str, ...]:
+        """Nothing on Prefect: each child starts its own API server with settings read at
+        import from the point's environment, so a module imported before the point is known
+        would carry the wrong ones; fresh interpreters there (the report says so)."""
+        if options.durability == "prefect":
+            return ()
+        return super().preload(options)
+
     def _module(self, options: TargetOptions, *, child: bool) -> str:
         if options.durability == "prefect":
             return "sim.targets.pydantic_ai." + ("prefect_env" if child else "prefect_state")

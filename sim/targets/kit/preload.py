@@ -1,0 +1,80 @@
+"""What a warm zygote may import for a user's app before it forks (``Target.preload``): the
+installed libraries the app's file imports at its top level.
+
+Why only those: a library (LangGraph, SQLAlchemy, httpx) is the same in every child, so importing
+it once in the zygote is the import every child would have made. The app's own modules are not
+preloaded: the child imports them after it has wrapped their effects and entered the point's
+directory (``sim.targets.kit.loading``), and so are the modules the user named as effects (their
+functions are wrapped before the app sees them). A library that starts a thread or opens a file
+when imported makes the zygote refuse, and the sweep says so and runs fresh interpreters.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+from sim.targets.kit.spec import AppSpec
+
+#: Libraries preloaded for one app at most: the zygote imports them one after the other.
+MAX_PRELOAD = 64
+
+
+def app_preload(spec: AppSpec) -> tuple[str, ...]:
+    """The top-level packages the app's source imports that are installed outside its own
+    directory, in the order it imports them; () if its source cannot be read or parsed (the
+    child will say why in its own words)."""
+    source = _source(spec)
+    if source is None:
+        return ()
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    own = {e.module.split(".", 1)[0] for e in spec.effects if e.module}
+    found: list[str] = []
+    for name in _imported(tree):
+        top = name.split(".", 1)[0]
+        if top in found or top in own or not _installed(top, source.parent):
+            continue
+        found.append(top)
+        if len(found) == MAX_PRELOAD:
+            break
+    return tuple(found)
+
+
+def _source(spec: AppSpec) -> Path | None:
+    if spec.app.endswith(".py"):
+        return Path(spec.app)
+    base = Path(spec.workdir, *spec.app.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(tree: ast.Module) -> list[str]:
+    """Absolute imports at the module's top level (not inside functions or ``if`` blocks: those
+    may be conditional on what the child has not done yet)."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def _installed(top: str, app_dir: Path) -> bool:
+    """Whether ``top`` is found outside the app's directory (a library, not the app's own
+    module, which the child must import itself)."""
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if found is None:
+        return False
+    if found.origin in (None, "built-in", "frozen"):
+        return found.origin is not None
+    return not Path(found.origin).resolve().is_relative_to(app_dir.resolve())

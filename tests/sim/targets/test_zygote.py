@@ -1,0 +1,174 @@
+"""The warm zygote (``sim.targets.zygote``): it refuses to fork from a process its preload left
+unsafe (and the sweep falls back, saying why), a forked child is bounded and killed like a fresh
+one, nothing outlives it, and a forked sweep judges every point as fresh interpreters do."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+from sim.targets.kit.preload import app_preload
+from sim.targets.kit.spec import AppArgs, parse_app
+from sim.targets.protocol import TargetOptions
+from sim.targets.registry import get_target, target_names
+from sim.targets.sweep import sweep_target, warm
+from sim.targets.zygote import Zygote, ZygoteRefused
+
+MODULES = {
+    "threaded.py": "import threading, time\n"
+    "threading.Thread(target=time.sleep, args=(60,), daemon=True, name='poller').start()\n",
+    "opens.py": "HANDLE = open(__file__)\n",
+    "sleeper.py": "import time\ndef main(args):\n    time.sleep(float(args[0]))\n    return 0\n",
+    "exits.py": "import sys\ndef main(args):\n"
+    "    print('said ' + args[0], file=sys.stderr)\n    return int(args[0])\n",
+}
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``sys.path`` finds the test's little modules and the project."""
+    for name, source in MODULES.items():
+        (tmp_path / name).write_text(source, encoding="utf-8")
+    return dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}", PYTHONHASHSEED="0")
+
+
+def zygote(preload: tuple[str, ...], env: dict[str, str], tmp_path: Path) -> Zygote:
+    work = tmp_path / "zygote"
+    work.mkdir(exist_ok=True)
+    return Zygote(preload, workdir=work, env=env)
+
+
+@pytest.mark.parametrize(
+    ("preload", "why"),
+    [
+        (("threaded",), "1 thread(s) running (poller)"),
+        (("opens",), "descriptor(s) open"),
+        (("no_such_module_here",), "importing no_such_module_here raised"),
+    ],
+)
+def test_a_zygote_refuses_to_fork_from_an_unsafe_preload(
+    preload: tuple[str, ...], why: str, modules: dict[str, str], tmp_path: Path
+) -> None:
+    with pytest.raises(ZygoteRefused, match=why.replace("(", r"\(").replace(")", r"\)")):
+        zygote(preload, modules, tmp_path)
+
+
+def test_a_forked_child_returns_its_status_and_its_stderr(
+    modules: dict[str, str], tmp_path: Path
+) -> None:
+    with zygote(("exits",), modules, tmp_path) as z:
+        first = z.run(["exits", "3"], env=modules, timeout_s=30)
+        second = z.run(["exits", "0"], env=modules, timeout_s=30)
+    assert (first.returncode, first.stderr.strip()) == (3, b"said 3")
+    assert (second.returncode, second.stderr.strip()) == (0, b"said 0")
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_child_is_killed_at_its_time_limit(modules: dict[str, str], tmp_path: Path) -> None:
+    with zygote(("sleeper",), modules, tmp_path) as z:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            z.run(["sleeper", "60"], env=modules, timeout_s=1.0)
+        assert time.monotonic() - started < 30
+        assert z.run(["sleeper", "0"], env=modules, timeout_s=30).returncode == 0  # still serving
+
+
+@pytest.mark.timeout(60)
+def test_closing_kills_the_child_in_flight_and_the_zygote(
+    modules: dict[str, str], tmp_path: Path
+) -> None:
+    z = zygote(("sleeper",), modules, tmp_path)
+    z._send({"argv": ["sleeper", "60"], "env": modules, "out": os.devnull, "err": os.devnull})
+    pid = int(z._receive(30)["pid"])
+    z._in_flight = pid
+    z.close()
+    assert z._proc.returncode is not None
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the child outlived its zygote"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+class _Refusing:
+    """A target whose preload starts a thread: the sweep must fall back and say so."""
+
+    name = "refusing"
+
+    def preload(self, options: TargetOptions) -> tuple[str, ...]:
+        del options
+        return ("threading_at_import_for_the_test",)
+
+
+def test_a_refused_zygote_falls_back_to_fresh_interpreters_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "threading_at_import_for_the_test.py").write_text(MODULES["threaded.py"])
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{REPO}")
+    with warm(_Refusing(), TargetOptions()) as (z, why):  # type: ignore[arg-type]
+        assert z is None
+    assert why.startswith("a fresh interpreter each: the zygote refused to fork: ")
+    assert "thread(s) running (poller)" in why
+    with warm(_Refusing(), TargetOptions(), fork=False) as (z, why):  # type: ignore[arg-type]
+        assert z is None and why.endswith("asked for (--fresh)")
+
+
+def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("X = 1\n")
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from __future__ import annotations\nimport json\nimport trio.lowlevel\n"
+        "import helpers\nfrom payments import charge\n\n"
+        "def main():\n    import hypothesis\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "payments.py").write_text("def charge(key):\n    pass\n")
+    spec = parse_app(
+        "python", AppArgs(app=f"{app}:main", effects=("payments:charge",), workdir=str(tmp_path))
+    )
+    assert app_preload(spec) == ("__future__", "json", "trio")
+
+
+def test_a_forked_sweep_judges_the_python_demo_as_fresh_interpreters_do() -> None:
+    target = get_target("python")
+    demo = target.demo()
+    for options, finds in ((demo.as_is, True), (demo.fixed, False)):
+        seen = {}
+        for fork in (True, False):
+            sweep = sweep_target(target, options, fork=fork)
+            failures = [(f.schedule, f.invariants) for f in sweep.failures]
+            seen[fork] = (sweep.matrix, failures, sweep.reference_outcome["children"])
+        assert seen[True][:2] == seen[False][:2]
+        assert bool(seen[True][1]) is finds
+        assert seen[True][2].startswith(
+            "forked from a warm zygote that preloaded sim.targets.child"
+        )
+        assert seen[False][2] == "a fresh interpreter each: asked for (--fresh)"
+
+
+@pytest.mark.slow  # every installed target's demo points, forked and fresh
+@pytest.mark.parametrize("name", target_names())
+def test_every_target_judges_its_demo_points_alike_forked_and_fresh(name: str) -> None:
+    target = get_target(name)
+    if target.missing() is not None:
+        pytest.skip(target.missing() or "")
+    demo = target.demo()
+    for options in (demo.as_is, demo.fixed):
+        seen = []
+        for fork in (True, False):
+            sweep = sweep_target(target, options, choose=demo.choose, fork=fork)
+            seen.append(
+                ([c["verdict"] for c in sweep.matrix], [f.invariants for f in sweep.failures])
+            )
+        assert seen[0] == seen[1], f"{name}: forked {seen[0]} but fresh {seen[1]}"
