@@ -31,7 +31,7 @@ from dbos import _dbos as dbos_module
 
 from sim.targets.dbos.app_state import STATE_NOTE
 from sim.targets.dbos.arguments import workflow_arguments
-from sim.targets.dbos.system_db import sqlite_url, wrap_system_database
+from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, sqlite_url, wrap_system_database
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext
@@ -39,7 +39,6 @@ from sim.targets.protocol import ChildContext
 DB_NAME = "dbos.sqlite"
 #: The fixed id the run is started under, so a restarted process finds it.
 WORKFLOW_ID = "durable-sim-app"
-FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 
 def registered_workflow(app: str, function: Callable[..., Any]) -> str:
@@ -74,27 +73,25 @@ def run_child(ctx: ChildContext) -> str:
     url = sqlite_url(ctx.point_dir / DB_NAME)
     DBOS(config={"name": "durable-sim-app", "system_database_url": url})
     DBOS.launch()
-    try:
-        status = DBOS.get_workflow_status(WORKFLOW_ID)
-        if status is None:
-            with SetWorkflowID(WORKFLOW_ID):
-                handle = DBOS.start_workflow(workflow, *args, **kwargs)
-            action = "start"
-        elif status.status in FINAL:
-            _note_state(ctx)
-            return "none"
-        else:
-            ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
-            handle = DBOS.retrieve_workflow(WORKFLOW_ID)
-            action = "resume"
-        try:
-            handle.get_result()
-        except Exception:  # the workflow's own error: DBOS recorded it, the note says it
-            pass
+    # No DBOS.destroy: the child leaves with os._exit (sim.targets.child.leave).
+    status = DBOS.get_workflow_status(WORKFLOW_ID)
+    if status is None:
+        with SetWorkflowID(WORKFLOW_ID):
+            handle = DBOS.start_workflow(workflow, *args, **kwargs)
+        action = "start"
+    elif status.status in FINAL:
         _note_state(ctx)
-        return action
-    finally:
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+        return "none"
+    else:
+        ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
+        handle = DBOS.retrieve_workflow(WORKFLOW_ID)
+        action = "resume"
+    try:
+        handle.get_result(polling_interval_sec=RESULT_POLL_S)
+    except Exception:  # the workflow's own error: DBOS recorded it, the note says it
+        pass
+    _note_state(ctx)
+    return action
 
 
 def _note_state(ctx: ChildContext) -> None:

@@ -19,6 +19,12 @@ from dbos._sys_db import SystemDatabase
 from sim.targets.boundaries import Boundaries, wrap_method
 from sim.targets.protocol import TargetState
 
+#: The statuses after which DBOS runs a workflow no more.
+FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+#: Seconds between a child's polls of a recovered workflow's status (DBOS's default is 1 s: a
+#: point's resume would wait up to a second after the workflow ended, for nothing).
+RESULT_POLL_S = 0.01
+
 
 def sqlite_url(db_path: Path) -> str:
     """DBOS's URL of a SQLite system database file."""

@@ -12,14 +12,19 @@ from pathlib import Path
 
 from dbos import DBOS, SetWorkflowID
 
-from sim.targets.dbos.system_db import read_workflow, sqlite_url, wrap_system_database
+from sim.targets.dbos.system_db import (
+    FINAL,
+    RESULT_POLL_S,
+    read_workflow,
+    sqlite_url,
+    wrap_system_database,
+)
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 
 DB_NAME = "dbos.sqlite"
 WORKFLOW_ID = "pay-INV-42"
 INVOICE, AMOUNT_EUR, TO = "INV-42", 42, "ada@example.com"
 ANSWER = f"Paid invoice {INVOICE} ({AMOUNT_EUR} EUR) and emailed the receipt to {TO}."
-FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 # The child's context, set before DBOS launches: DBOS registers steps and workflows by their
 # names at import, so they live at module level and find the point through this.
@@ -69,22 +74,21 @@ def run_child(ctx: ChildContext) -> str:
     wrap_system_database(ctx.boundaries)
     DBOS(config={"name": "durable-sim-target", "system_database_url": _url(ctx.point_dir)})
     DBOS.launch()
-    try:
-        status = DBOS.get_workflow_status(WORKFLOW_ID)
-        if status is None:
-            with SetWorkflowID(WORKFLOW_ID):
-                handle = DBOS.start_workflow(pay_invoice, INVOICE, AMOUNT_EUR, TO)
-            action = "start"
-        elif status.status in FINAL:
-            return "none"
-        else:
-            ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
-            handle = DBOS.retrieve_workflow(WORKFLOW_ID)
-            action = "resume"
-        handle.get_result()
-        return action
-    finally:
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+    # No DBOS.destroy: the child leaves with os._exit (sim.targets.child.leave), as a killed
+    # one would, and destroy only waits for DBOS's threads to stop.
+    status = DBOS.get_workflow_status(WORKFLOW_ID)
+    if status is None:
+        with SetWorkflowID(WORKFLOW_ID):
+            handle = DBOS.start_workflow(pay_invoice, INVOICE, AMOUNT_EUR, TO)
+        action = "start"
+    elif status.status in FINAL:
+        return "none"
+    else:
+        ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
+        handle = DBOS.retrieve_workflow(WORKFLOW_ID)
+        action = "resume"
+    handle.get_result(polling_interval_sec=RESULT_POLL_S)
+    return action
 
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:

@@ -24,7 +24,13 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from sim.targets.boundaries import Boundaries, wrap_async_method
-from sim.targets.dbos.system_db import read_workflow, sqlite_url, wrap_system_database
+from sim.targets.dbos.system_db import (
+    FINAL,
+    RESULT_POLL_S,
+    read_workflow,
+    sqlite_url,
+    wrap_system_database,
+)
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 from sim.targets.pydantic_ai.script import (
     AGENT_NAME,
@@ -38,7 +44,6 @@ from sim.targets.pydantic_ai.script import (
 
 DB_NAME = "dbos.sqlite"
 WORKFLOW_ID = "pay-INV-42"
-FINAL = ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 # The child's context and agent, set before DBOS launches: DBOS registers workflows by name, so
 # the capability's workflow lives at module level and finds the agent (and the tools the
@@ -131,10 +136,8 @@ def run_child(ctx: ChildContext) -> str:
     _AGENT = build_agent(ctx.options, ctx.process)
     DBOS(config={"name": "durable-sim-pydantic-ai", "system_database_url": _url(ctx.point_dir)})
     DBOS.launch()
-    try:
-        return asyncio.run(_start_or_wait(ctx, _AGENT))
-    finally:
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+    # No DBOS.destroy after: the child leaves with os._exit (sim.targets.child.leave).
+    return asyncio.run(_start_or_wait(ctx, _AGENT))
 
 
 async def _start_or_wait(ctx: ChildContext, agent: Agent[None, str]) -> str:
@@ -153,7 +156,7 @@ async def _start_or_wait(ctx: ChildContext, agent: Agent[None, str]) -> str:
         ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
         handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
         action = "resume"
-    await handle.get_result()
+    await handle.get_result(polling_interval_sec=RESULT_POLL_S)
     return action
 
 

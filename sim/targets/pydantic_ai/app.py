@@ -55,12 +55,12 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from sim.targets.dbos.system_db import sqlite_url
+from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, sqlite_url
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetState
-from sim.targets.pydantic_ai.agent import DB_NAME, FINAL, _history, wrap_boundaries
+from sim.targets.pydantic_ai.agent import DB_NAME, _history, wrap_boundaries
 from sim.targets.pydantic_ai.app_state import STATE_NOTE
 
 #: The run's workflow: one per point, so a later process finds the first one's.
@@ -185,10 +185,8 @@ def run_child(ctx: ChildContext) -> str:
     db = sqlite_url(ctx.point_dir / DB_NAME)
     DBOS(config={"name": "durable-sim-pydantic-ai-app", "system_database_url": db})
     DBOS.launch()
-    try:
-        return asyncio.run(_start_or_wait(ctx, _AGENT))
-    finally:
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+    # No DBOS.destroy after: the child leaves with os._exit (sim.targets.child.leave).
+    return asyncio.run(_start_or_wait(ctx, _AGENT))
 
 
 def _wrap_tool_calls(ctx: ChildContext) -> None:
@@ -224,7 +222,7 @@ async def _start_or_wait(ctx: ChildContext, agent: Any) -> str:
             ctx.boundaries.note(what="resume_state", next=[status.status], tasks=[], saved=[])
         handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
     try:
-        result = await handle.get_result()
+        result = await handle.get_result(polling_interval_sec=RESULT_POLL_S)
     except Exception as exc:
         _note(ctx, "ERROR", f"{type(exc).__name__}: {exc}", None)
         raise
