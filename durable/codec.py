@@ -19,14 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-
-if TYPE_CHECKING:
-    from durable.events import EventRecord
-    from durable.state_model import State
-    from durable.store.base import Checkpoint, Lease
 
 
 def canonical_json(value: Any) -> str:
@@ -92,29 +87,32 @@ class Memo(Generic[_K, _V]):
 
 
 # -- the memos -----------------------------------------------------------------------------------
+# Typed by ``BaseModel``, not by the record, checkpoint and lease classes they hold: this module
+# is the leaf every other one imports, so it names none of theirs (tests/project/test_layers.py
+# checks ``durable/`` has no import cycle); each reader casts what it put in.
 
 # Records (``durable.events.EventRecord``): the line of a sealed record, and records known to
 # verify, by identity -- the same record used to be serialised up to four times (sealed, checked
 # by the store, written, verified on every read). Sized for a few thousand records in flight (a
 # conversation's recent log, a recovery's reads).
-RECORD_LINES: Memo[EventRecord, str] = Memo(8192, by_identity=True)
-RECORDS_VERIFIED: Memo[EventRecord, bool] = Memo(65536, by_identity=True)
+RECORD_LINES: Memo[BaseModel, str] = Memo(8192, by_identity=True)
+RECORDS_VERIFIED: Memo[BaseModel, bool] = Memo(65536, by_identity=True)
 
 # Lines already parsed, by their exact bytes (or text): parsing is a pure function of the line,
 # and records are frozen, so the same line may share one record. A recovery re-reads the whole
 # log; in a forked sweep child every line the parent read is parsed (and verified) already. A
 # line that fails to parse is never remembered (``durable.events.parse_record``).
-PARSED_LINES: Memo[str | bytes, EventRecord] = Memo(8192, by_identity=False)
+PARSED_LINES: Memo[str | bytes, BaseModel] = Memo(8192, by_identity=False)
 
 # Checkpoints (``durable.store.base.Checkpoint``): a checkpoint is the whole reduced state, and
 # serialising it twice (checksum, then write) was a fifth of a long run. By identity, as records.
-CHECKPOINT_TEXTS: Memo[Checkpoint, str] = Memo(64, by_identity=True)
-CHECKPOINTS_VERIFIED: Memo[Checkpoint, bool] = Memo(256, by_identity=True)
+CHECKPOINT_TEXTS: Memo[BaseModel, str] = Memo(64, by_identity=True)
+CHECKPOINTS_VERIFIED: Memo[BaseModel, bool] = Memo(256, by_identity=True)
 
 # Lease files read and verified, by their exact bytes (``durable.store.file.decode_lease``):
 # every fenced operation reads the lease, and its bytes change only when it is renewed. A
 # ``Lease`` is frozen, so equal bytes may share one; a file that fails is never remembered.
-LEASE_FILES: Memo[bytes, Lease] = Memo(1024, by_identity=False)
+LEASE_FILES: Memo[bytes, BaseModel] = Memo(1024, by_identity=False)
 
 # The JSON dump of each frozen part of a state (a message, a tool result, a pinned request, a
 # tool call), by identity: a checkpoint dumps the whole state, and without this every checkpoint
@@ -132,19 +130,3 @@ def frozen_dump(part: BaseModel) -> dict[str, Any]:
         dumped = part.model_dump(mode="json")
         FROZEN_DUMPS.put(part, dumped)
     return dumped
-
-
-# The fields of ``State`` whose values are frozen models (or collections of them). A ``set``, not
-# a ``frozenset``: pydantic's ``exclude`` is typed as a set (or a mapping). Never changed.
-_FROZEN_FIELDS: set[str] = {"messages", "tool_results", "pinned"}
-
-
-def dump_state(state: State) -> dict[str, Any]:
-    """``state.model_dump(mode="json")`` (equal dicts, hence the same canonical JSON), with its
-    frozen parts dumped once per object (``frozen_dump``): what a checkpoint and a digest
-    serialise. Its nested dicts may be shared: read it, never change it."""
-    out = state.model_dump(mode="json", exclude=_FROZEN_FIELDS)
-    out["messages"] = [frozen_dump(m) for m in state.messages]
-    out["tool_results"] = {k: frozen_dump(v) for k, v in state.tool_results.items()}
-    out["pinned"] = {k: frozen_dump(v) for k, v in state.pinned.items()}
-    return out

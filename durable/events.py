@@ -12,7 +12,7 @@ are re-exported here, where callers have always imported them).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -509,8 +509,9 @@ def remember_written(line: str | bytes) -> None:
 def parse_record(line: str | bytes) -> EventRecord:
     """Parse one JSON line; raises ``ValueError`` (pydantic's or json's) on malformed input.
     Memoised by the line's exact content (a line that fails to parse is not remembered)."""
-    record = PARSED_LINES.get(line)
-    if record is None:
-        record = RECORD_ADAPTER.validate_python(parse_json(line))
-        PARSED_LINES.put(line, record)
+    known = PARSED_LINES.get(line)
+    if known is not None:
+        return cast(EventRecord, known)  # only records are put here
+    record = RECORD_ADAPTER.validate_python(parse_json(line))
+    PARSED_LINES.put(line, record)
     return record

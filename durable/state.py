@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from durable.codec import canonical_json, dump_state, frozen_dump, sha256_hex
+from durable.codec import canonical_json, frozen_dump, sha256_hex
 from durable.errors import InvariantViolation
 from durable.events import (
     CompactionApplied,
@@ -60,6 +60,7 @@ from durable.state_model import (
     Submission,
     Task,
     Validation,
+    dump_state,
 )
 
 __all__ = [  # the reducer, and the state's models and dumps re-exported from their homes

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable.codec import canonical_json, dump_state, frozen_dump, sha256_hex
+from durable.codec import canonical_json, frozen_dump, sha256_hex
 from durable.events import (
     SCHEMA_VERSION,
     Budget,
@@ -324,3 +324,19 @@ class State(_Model):
 
     def digest(self) -> str:
         return sha256_hex(canonical_json(dump_state(self)))
+
+
+# The fields of ``State`` whose values are frozen models (or collections of them). A ``set``, not
+# a ``frozenset``: pydantic's ``exclude`` is typed as a set (or a mapping). Never changed.
+_FROZEN_FIELDS: set[str] = {"messages", "tool_results", "pinned"}
+
+
+def dump_state(state: State) -> dict[str, Any]:
+    """``state.model_dump(mode="json")`` (equal dicts, hence the same canonical JSON), with its
+    frozen parts dumped once per object (``frozen_dump``): what a checkpoint and a digest
+    serialise. Its nested dicts may be shared: read it, never change it."""
+    out = state.model_dump(mode="json", exclude=_FROZEN_FIELDS)
+    out["messages"] = [frozen_dump(m) for m in state.messages]
+    out["tool_results"] = {k: frozen_dump(v) for k, v in state.tool_results.items()}
+    out["pinned"] = {k: frozen_dump(v) for k, v in state.pinned.items()}
+    return out

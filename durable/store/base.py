@@ -28,7 +28,6 @@ from durable.codec import (
     CHECKPOINT_TEXTS,
     CHECKPOINTS_VERIFIED,
     canonical_json,
-    dump_state,
     parse_json,
     sha256_hex,
 )
@@ -42,6 +41,7 @@ from durable.errors import (
 )
 from durable.events import SCHEMA_VERSION, EventRecord, parse_record, remember_written
 from durable.state import State
+from durable.state_model import dump_state
 
 
 class Lease(BaseModel):

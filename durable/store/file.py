@@ -35,11 +35,11 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import cast
 
 from durable.codec import LEASE_FILES, canonical_json, parse_json, sha256_hex
 from durable.events import EventRecord
 from durable.ports import FileSystem
-from durable.store import logscan
 from durable.store.base import (
     Append,
     Checkpoint,
@@ -54,7 +54,7 @@ from durable.store.base import (
     is_conversation_id,
     renewed_lease,
 )
-from durable.store.logscan import LogScan
+from durable.store.logscan import LogScan, check_line, scan_log
 
 _CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{12})\.json$")
 _CHECKPOINT_TMP = re.compile(r"^checkpoint-\d+\.json\.tmp$")
@@ -85,7 +85,7 @@ def decode_lease(path: str, raw: bytes) -> Lease:
     """Parse and verify a lease file (see ``encode_lease``); ``CorruptStore`` naming ``path``."""
     known = LEASE_FILES.get(raw)
     if known is not None:
-        return known
+        return cast(Lease, known)  # only leases are put here
     lease = _decode_lease(path, raw)
     LEASE_FILES.put(raw, lease)
     return lease
@@ -314,9 +314,9 @@ class FileStore:
     # -- the event log -------------------------------------------------------------------------
 
     def _scan(self, conversation_id: str, path: str) -> LogScan:
-        """Read and scan the whole file (``logscan.scan_log``: the committed prefix and what
+        """Read and scan the whole file (``scan_log``: the committed prefix and what
         follows it), refusing damage under this store's durability mode (``_check_tail``)."""
-        scan = logscan.scan_log(self._read_file(path), conversation_id)
+        scan = scan_log(self._read_file(path), conversation_id)
         if scan.anomaly is not None:
             self._check_tail(path, scan)
         return scan
@@ -499,7 +499,7 @@ class FileStore:
             newline = data.find(b"\n", pos)
             if newline < 0:
                 return None
-            record, why = logscan.check_line(data[pos:newline], conversation_id)
+            record, why = check_line(data[pos:newline], conversation_id)
             if record is None or why is not None or record.sequence != expected:
                 return None
             out.append(record)

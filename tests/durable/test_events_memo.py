@@ -152,7 +152,6 @@ def test_every_memo_and_the_encoding_live_in_the_codec() -> None:
         (durable.events, "sha256_hex"),
         (durable.events, "parse_json"),
         (durable.events, "Memo"),
-        (durable.state, "dump_state"),
         (durable.state, "frozen_dump"),
     ]:
         assert getattr(module, name) is getattr(durable.codec, name), (module.__name__, name)

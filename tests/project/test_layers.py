@@ -1,4 +1,4 @@
-"""The import graph: ``durable`` never imports ``sim``; ``sim`` has no import cycle -- not even one
+"""The import graph: ``durable`` never imports ``sim``; neither has an import cycle -- not even one
 closed by an import inside a function -- and no module imports a layer above its own
 (docs/architecture.md, section 2, "Layers")."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from testkit import REPO
 
 ROOT = REPO
@@ -70,8 +71,9 @@ def test_durable_never_imports_sim() -> None:
         assert not leaked, f"{name} imports {leaked}"
 
 
-def test_sim_has_no_import_cycle() -> None:
-    cycle = _cycle(_graph("sim"))
+@pytest.mark.parametrize("package", ["durable", "sim"])
+def test_no_import_cycle(package: str) -> None:
+    cycle = _cycle(_graph(package))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
