@@ -74,6 +74,17 @@ def add_parsers(sub: Any) -> None:
             "minutes). Reported as null if the file is absent"
         ),
     )
+    bn.add_argument(
+        "--targets",
+        type=text_arg,
+        default=None,
+        metavar="LIST|all",
+        help=(
+            "instead of the figures above: seconds per real-process crash point of these "
+            "targets (their demo, up to 8 points spread over the trace), forked from a warm "
+            "zygote and in fresh interpreters, and the ratio"
+        ),
+    )
     bn.add_argument("--json", action="store_true")
 
     bn.set_defaults(handler=run_bench)
@@ -82,6 +93,8 @@ def add_parsers(sub: Any) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     from sim.outputs.bench import bench
 
+    if args.targets is not None:
+        return _bench_targets(_target_names(args.targets), as_json=args.json)
     names, turns = args.scenarios, args.growth_turns
     options.load_scenarios(names)  # unknown names fail here, as a usage error
     make_sweep = _sweep_totals(Path(args.sweep_results))  # eagerly: a bad file fails at once
@@ -128,6 +141,36 @@ def run_bench(args: argparse.Namespace) -> int:
             f"({full['folded'] if full['folded'] is not None else 'none'} folded), "
             f"{full['failures']} failing, {full['wall_s']:.0f} s"
         )
+    return 0
+
+
+def _target_names(text: str) -> list[str]:
+    from sim.targets.registry import target_names
+
+    known = list(target_names())
+    names = known if text.strip() == "all" else [n for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise UsageError(
+            f"--targets: unknown target(s) {', '.join(unknown) or '(none given)'} "
+            f"(known: {', '.join(known)}, or all)"
+        )
+    return names
+
+
+def _bench_targets(names: list[str], *, as_json: bool) -> int:
+    from sim.outputs.bench_targets import target_speeds
+
+    doc = target_speeds(names, lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    if as_json:
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    forked, fresh = doc["target_s_per_point"], doc["target_fresh_s_per_point"]
+    print("seconds per crash point (median), forked from a warm zygote / fresh interpreters:")
+    for name, seconds in forked.items():
+        print(f"  {name:16} {seconds:7.2f} s  {fresh[name]:7.2f} s  x{fresh[name] / seconds:.1f}")
+    for name in doc["target_missing"]:
+        print(f"  {name:16} not installed")
     return 0
 
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 import pytest
 
 from sim.outputs.bench import bench
+from sim.outputs.bench_targets import spread, target_speeds
+from sim.outputs.cli.main import main
+from sim.targets.host import Crash
+from sim.world.faults import When
 
 
 @pytest.mark.slow
@@ -41,3 +45,23 @@ def test_a_small_bench_reports_every_figure() -> None:
     assert all(g["median_wall_s"] > 0 and g["schedules"] > 0 for g in pruned)
     assert isinstance(doc["growth_exponent_rejoin"], float) and doc["sweep_200_s_rejoin"] is None
     assert "cut off" in doc["rejoin_mode"] and doc["sweep_200_s"] is None
+
+
+def test_target_points_are_spread_over_the_whole_trace() -> None:
+    crashes = [Crash(i, When.BEFORE, f"b{i}") for i in range(20)]
+    chosen = spread(crashes, 4)
+    assert [c.index for c in chosen] == [0, 5, 10, 15]
+    assert spread(crashes[:3], 4) == crashes[:3]
+
+
+def test_an_unknown_bench_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--targets", "python,nope"]) == 2
+    assert "unknown target(s) nope" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # the python demo's points, forked and fresh, in real processes
+def test_the_target_bench_times_each_point_forked_and_fresh() -> None:
+    doc = target_speeds(["python"], lambda _: None, points_max=2)
+    assert doc["target_s_per_point"]["python"] > 0 and doc["target_fresh_s_per_point"]["python"] > 0
+    assert doc["target_children"]["python"].startswith("forked from a warm zygote")
+    assert doc["target_missing"] == []
