@@ -224,7 +224,12 @@ def test_each_interrupt_is_answered_once_per_id_across_a_kill(
     before = [(i, k) for p, i, k in answered if p == "p1"]
     after = [(i, k) for p, i, k in answered if p == "p2"]
     assert [k for _, k in before] == [0, 1], answered
-    assert after == before[1:], answered  # asked again after the kill: the same answer
+    given = dict(before)
+    assert all(given.get(i) == k for i, k in after), answered  # asked again: the same answer
+    if durability != "async":
+        assert after == before[1:], answered  # and asked again, as the answer was not saved
+    # ``async`` saves the answer's write on a background thread, which may land before the kill
+    # or not (seen both ways): the restarted process then asks again, or finds it answered.
     assert len({i for _, i, _ in answered}) == 2, answered  # one k per interrupt id
 
 
