@@ -31,7 +31,13 @@ from dbos import _dbos as dbos_module
 
 from sim.targets.dbos.app_state import STATE_NOTE
 from sim.targets.dbos.arguments import workflow_arguments
-from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, sqlite_url, wrap_system_database
+from sim.targets.dbos.system_db import (
+    FINAL,
+    RESULT_POLL_S,
+    poll_quickly,
+    sqlite_url,
+    wrap_system_database,
+)
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext
@@ -72,6 +78,7 @@ def run_child(ctx: ChildContext) -> str:
     wrap_system_database(ctx.boundaries)
     url = sqlite_url(ctx.point_dir / DB_NAME)
     DBOS(config={"name": "durable-sim-app", "system_database_url": url})
+    poll_quickly()
     DBOS.launch()
     # No DBOS.destroy: the child leaves with os._exit (sim.targets.child.leave).
     status = DBOS.get_workflow_status(WORKFLOW_ID)

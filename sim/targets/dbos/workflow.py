@@ -15,6 +15,7 @@ from dbos import DBOS, SetWorkflowID
 from sim.targets.dbos.system_db import (
     FINAL,
     RESULT_POLL_S,
+    poll_quickly,
     read_workflow,
     sqlite_url,
     wrap_system_database,
@@ -73,6 +74,7 @@ def run_child(ctx: ChildContext) -> str:
     _CTX = ctx
     wrap_system_database(ctx.boundaries)
     DBOS(config={"name": "durable-sim-target", "system_database_url": _url(ctx.point_dir)})
+    poll_quickly()
     DBOS.launch()
     # No DBOS.destroy: the child leaves with os._exit (sim.targets.child.leave), as a killed
     # one would, and destroy only waits for DBOS's threads to stop.

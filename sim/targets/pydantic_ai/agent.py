@@ -27,6 +27,7 @@ from sim.targets.boundaries import Boundaries, wrap_async_method
 from sim.targets.dbos.system_db import (
     FINAL,
     RESULT_POLL_S,
+    poll_quickly,
     read_workflow,
     sqlite_url,
     wrap_system_database,
@@ -135,6 +136,7 @@ def run_child(ctx: ChildContext) -> str:
     wrap_boundaries(ctx.boundaries)
     _AGENT = build_agent(ctx.options, ctx.process)
     DBOS(config={"name": "durable-sim-pydantic-ai", "system_database_url": _url(ctx.point_dir)})
+    poll_quickly()
     DBOS.launch()
     # No DBOS.destroy after: the child leaves with os._exit (sim.targets.child.leave).
     return asyncio.run(_start_or_wait(ctx, _AGENT))

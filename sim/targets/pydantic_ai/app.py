@@ -55,7 +55,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, sqlite_url
+from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, poll_quickly, sqlite_url
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
 from sim.targets.kit.loading import load_app
@@ -184,6 +184,7 @@ def run_child(ctx: ChildContext) -> str:
     _AGENT = build_agent(ctx)
     db = sqlite_url(ctx.point_dir / DB_NAME)
     DBOS(config={"name": "durable-sim-pydantic-ai-app", "system_database_url": db})
+    poll_quickly()
     DBOS.launch()
     # No DBOS.destroy after: the child leaves with os._exit (sim.targets.child.leave).
     return asyncio.run(_start_or_wait(ctx, _AGENT))
