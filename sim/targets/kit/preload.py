@@ -75,6 +75,10 @@ def _installed(top: str, app_dir: Path) -> bool:
         return False
     if found is None:
         return False
-    if found.origin in (None, "built-in", "frozen"):
-        return found.origin is not None
-    return not Path(found.origin).resolve().is_relative_to(app_dir.resolve())
+    if found.origin in ("built-in", "frozen"):
+        return True
+    # A namespace package (``langgraph``, spread over several distributions) has no origin,
+    # only the directories it spans.
+    places = [found.origin] if found.origin else list(found.submodule_search_locations or ())
+    home = app_dir.resolve()
+    return bool(places) and not any(Path(p).resolve().is_relative_to(home) for p in places)

@@ -124,20 +124,30 @@ def test_a_refused_zygote_falls_back_to_fresh_interpreters_and_says_why(
         assert z is None and why.endswith("asked for (--fresh)")
 
 
-def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(tmp_path: Path) -> None:
-    (tmp_path / "helpers.py").write_text("X = 1\n")
-    app = tmp_path / "app.py"
+def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installed libraries the app imports at its top, a namespace package among them (as
+    ``langgraph`` is); not its own modules, not its effects' modules, not imports in a body."""
+    site = tmp_path / "site"
+    (site / "spread_pkg").mkdir(parents=True)  # no __init__.py: a namespace package
+    (site / "spread_pkg" / "part.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(site))
+    work = tmp_path / "app"
+    work.mkdir()
+    (work / "helpers.py").write_text("X = 1\n")
+    (work / "payments.py").write_text("def charge(key):\n    pass\n")
+    app = work / "app.py"
     app.write_text(
         "from __future__ import annotations\nimport json\nimport trio.lowlevel\n"
-        "import helpers\nfrom payments import charge\n\n"
+        "from spread_pkg.part import X\nimport helpers\nfrom payments import charge\n\n"
         "def main():\n    import hypothesis\n",
         encoding="utf-8",
     )
-    (tmp_path / "payments.py").write_text("def charge(key):\n    pass\n")
     spec = parse_app(
-        "python", AppArgs(app=f"{app}:main", effects=("payments:charge",), workdir=str(tmp_path))
+        "python", AppArgs(app=f"{app}:main", effects=("payments:charge",), workdir=str(work))
     )
-    assert app_preload(spec) == ("__future__", "json", "trio")
+    assert app_preload(spec) == ("__future__", "json", "trio", "spread_pkg")
 
 
 def test_a_forked_sweep_judges_the_python_demo_as_fresh_interpreters_do() -> None:
