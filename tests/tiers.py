@@ -8,6 +8,7 @@ bundled scenario) starts in the slow tier until someone decides otherwise.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -37,4 +38,47 @@ def tiered(
         else:
             args = value if isinstance(value, tuple) else (value,)
             out.append(pytest.param(*args, marks=pytest.mark.slow))
+    return out
+
+
+#: The switch that runs every member of a sampled family (``sampled``): a release check's run.
+RELEASE_ENV = "DURABLE_SIM_RELEASE"
+
+
+def release() -> bool:
+    """Whether this run is a release check (every member of every sampled family runs)."""
+    return os.environ.get(RELEASE_ENV, "") == "1"
+
+
+def sampled(
+    values: Iterable[Any],
+    *,
+    fast: Collection[Any],
+    every: int,
+    keep: Collection[Any] = (),
+    key: Callable[[Any], Any] = _itself,
+) -> list[Any]:
+    """``tiered``, for a family whose members repeat one property (the pruned sweep's agreement
+    with the exact one, scenario by scenario): the ``fast`` members run in the fast tier; of the
+    others, the ``keep`` members (those a claim names one by one) and one in ``every`` of the
+    rest -- the first, then every ``every``-th, in the family's own order, so the sample does not
+    move -- run with ``--run-slow``, and the rest only in a release check
+    (``DURABLE_SIM_RELEASE=1``), skipped with that reason otherwise, never dropped in silence.
+    Never for a test that is the only check of a promise."""
+    assert every >= 1, every
+    values = list(values)
+    out = tiered(values, fast=fast, key=key)
+    keys = [key(value) for value in values]
+    unknown = [member for member in keep if member not in keys]
+    if unknown:
+        raise ValueError(f"kept members that are not parameters: {unknown}")
+    rest = 0
+    for n, name in enumerate(keys):
+        if name in fast or name in keep:
+            continue
+        if rest % every and not release():
+            args = values[n] if isinstance(values[n], tuple) else (values[n],)
+            reason = f"sampled: {RELEASE_ENV}=1 runs every member of this family"
+            out[n] = pytest.param(*args, marks=[pytest.mark.slow, pytest.mark.skip(reason=reason)])
+        rest += 1
     return out
