@@ -100,6 +100,9 @@ class PydanticAITarget(TargetBase):
             check_prefect(self.name, options)
         elif options.resume == "rerun":
             raise TargetError("pydantic-ai: --resume rerun needs --durability prefect")
+        if options.variant == "child_workflow" and (options.durability or "agent") == "agent":
+            # A child workflow per tool call is DBOSDurability's (a capability's) own option.
+            raise TargetError("pydantic-ai: --variant child_workflow needs --durability capability")
         if prefect and options.app is not None:
             raise TargetError("pydantic-ai: --app runs on DBOS (--durability agent|capability)")
         return options

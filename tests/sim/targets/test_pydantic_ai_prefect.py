@@ -107,6 +107,8 @@ def test_prefect_takes_its_defaults_and_its_two_restarts() -> None:
         ({"durability": "prefect", "variant": "child_workflow"}, "as_is|idempotent"),
         ({"durability": "agent", "resume": "rerun"}, "rerun needs --durability prefect"),
         ({"resume": "rerun"}, "rerun needs --durability prefect"),
+        ({"variant": "child_workflow"}, "child_workflow needs --durability capability"),
+        ({"durability": "agent", "variant": "child_workflow"}, "needs --durability capability"),
         ({"durability": "prefect", "app": parse_app("t", AppArgs(app="x:make"))}, "runs on DBOS"),
     ],
 )
