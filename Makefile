@@ -61,6 +61,12 @@ campaign: $(CORE_STAMP)
 	$(BIN)/durable-sim campaign --store both --crash process,power,storage,pause --out reports/campaign $(if $(JOBS),--jobs $(JOBS))
 	$(if $(FUZZ_BUDGET),$(BIN)/durable-sim fuzz --store file --budget $(FUZZ_BUDGET) $(if $(JOBS),--jobs $(JOBS)))
 
+# The runtimes' generated table: every target x durability x variant, every crash point, in
+# real processes (hours on 2 cores): docs/scoreboard.md and docs/scoreboard.json.
+.PHONY: scoreboard
+scoreboard: $(STAMP)
+	$(BIN)/durable-sim scoreboard
+
 # Which recovery branches of durable/ the default sweep and the fuzzer reach (many minutes).
 coverage: $(STAMP)
 	$(BIN)/durable-sim coverage

@@ -23,6 +23,7 @@ from sim.outputs.cli.merge import add_parsers as add_campaign  # campaign and me
 from sim.outputs.cli.mutants import add_parsers as add_mutants
 from sim.outputs.cli.realcrash import add_parsers as add_realcrash
 from sim.outputs.cli.rejoin import add_parsers as add_rejoin
+from sim.outputs.cli.scoreboard import add_parsers as add_scoreboard
 from sim.outputs.cli.single_run import add_parsers as add_single_run
 from sim.outputs.cli.startup import handover
 from sim.outputs.cli.sweep import add_parsers as add_sweep
@@ -43,6 +44,7 @@ COMMANDS = (
     add_coverage,
     add_rejoin,
     add_target,
+    add_scoreboard,
     add_workers,
 )
 
