@@ -30,8 +30,11 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PREFIX = "durable-sim-"
 STALE_AFTER_S = 600.0  # a directory untouched this long, whose owner is gone, is left over
@@ -72,16 +75,45 @@ def make(kind: str, *, parent: str | None = None, label: str = "") -> str:
     return directory
 
 
-def _hold() -> set[int] | None:
-    """Block the stop signals (see ``make``); the mask to restore, None where there are none."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)}
+@dataclass
+class _Held:
+    """What ``_hold`` changed: the thread's signal mask, and in the main thread the stop signals'
+    Python handlers (replaced by a recorder) and the signals recorded meanwhile."""
+
+    mask: set[int] | None
+    handlers: dict[int, Any] = field(default_factory=dict)
+    caught: list[int] = field(default_factory=list)
 
 
-def _release(held: set[int] | None) -> None:
-    if held is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+def _hold() -> _Held:
+    """Hold the stop signals back until the directory is marked (see ``make``). Blocking them in
+    this thread is not enough where the process has other threads: the kernel hands a
+    process-wide SIGINT to one that does not block it, and Python then runs the handler in the
+    main thread at once (seen in a pytest-xdist worker that an earlier test left a thread in).
+    So the main thread also swaps the handlers for a recorder."""
+    mask = None
+    if hasattr(signal, "pthread_sigmask"):
+        mask = {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)}
+    held = _Held(mask)
+    if threading.current_thread() is threading.main_thread():
+        for signum in sorted(_STOP_SIGNALS):
+            held.handlers[int(signum)] = signal.signal(
+                signum, lambda number, _frame: held.caught.append(number)
+            )
+    return held
+
+
+def _release(held: _Held) -> None:
+    """Undo ``_hold``; a stop signal recorded meanwhile is raised again, now, for its own
+    handler (a ``KeyboardInterrupt`` in ``make``'s ``try``, which removes the directory)."""
+    for signum, handler in held.handlers.items():
+        signal.signal(signum, handler)
+    held.handlers.clear()
+    if held.mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held.mask)
+        held.mask = None
+    while held.caught:
+        signal.raise_signal(held.caught.pop(0))
 
 
 def _forget(directory: str) -> None:

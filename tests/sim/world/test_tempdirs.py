@@ -115,24 +115,41 @@ def test_a_fleet_directory_is_owned_and_a_kept_one_is_never_removed(
     assert fleet.exists()
 
 
+@pytest.mark.parametrize("other_thread", [False, True])
 def test_an_interrupt_while_a_directory_is_made_leaves_no_unmarked_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other_thread: bool
 ) -> None:
     """A Ctrl-C between creating the directory and writing its marker left it empty and
     unmarked: the cleaner keeps such a directory for ever. The signal now waits until the
-    directory is marked, and the interrupt it raises then removes it."""
+    directory is marked, and the interrupt it raises then removes it -- also when another
+    thread of the process, which does not block the signal, is the one the kernel hands it to
+    (a pytest-xdist worker with a thread an earlier test left)."""
     import signal
+    import threading
+
+    if other_thread:
+        stop = threading.Event()
+        helper = threading.Thread(target=stop.wait, daemon=True)
+        helper.start()
 
     real = tempdirs.tempfile.mkdtemp
 
     def interrupted(**kwargs: object) -> str:
         made = real(**kwargs)  # type: ignore[call-overload]
-        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, right after the directory exists
+        if other_thread:  # the kernel hands the Ctrl-C to a thread that does not block it
+            signal.pthread_kill(helper.ident or 0, signal.SIGINT)
+            time.sleep(0.2)  # time for it to arrive while the directory is still unmarked
+        else:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, right after the directory exists
         return str(made)
 
     monkeypatch.setattr(tempdirs.tempfile, "mkdtemp", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        tempdirs.make("fork", parent=str(tmp_path))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tempdirs.make("fork", parent=str(tmp_path))
+    finally:
+        if other_thread:
+            stop.set()
     assert list(tmp_path.iterdir()) == []
 
 
