@@ -224,12 +224,11 @@ def test_each_interrupt_is_answered_once_per_id_across_a_kill(
     before = [(i, k) for p, i, k in answered if p == "p1"]
     after = [(i, k) for p, i, k in answered if p == "p2"]
     assert [k for _, k in before] == [0, 1], answered
-    given = dict(before)
-    assert all(given.get(i) == k for i, k in after), answered  # asked again: the same answer
-    if durability != "async":
-        assert after == before[1:], answered  # and asked again, as the answer was not saved
-    # ``async`` saves the answer's write on a background thread, which may land before the kill
-    # or not (seen both ways): the restarted process then asks again, or finds it answered.
+    # The restarted process asks the second question again, or finds it answered: the answer's
+    # write runs on the saver's executor and may land before the kill or not, in every
+    # durability mode (seen both ways in full CI runs: async, then sync). Asked again, it gets
+    # the same answer.
+    assert after in ([], before[1:]), answered
     assert len({i for _, i, _ in answered}) == 2, answered  # one k per interrupt id
 
 
