@@ -352,9 +352,10 @@ def _log_row(before: SimFS, path: str, fault: str) -> TableRow | None:
         return None
     # Batches are contiguous: a later commit follows the damage if the last record starts
     # after it and belongs to another batch (as ``durable.store.logscan`` decides: a torn
-    # tail after it proves nothing).
+    # tail after it proves nothing). A damaged newline before the last record (``>``, not
+    # ``>=``) joins that record to the struck line: then nothing later proves the damage.
     proof = _beyond(before, path, struck.first)
-    if last.start >= damaged[1] and last.batch != struck.batch:
+    if last.start > damaged[1] and last.batch != struck.batch:
         return TableRow("damaged-earlier-commit", struck.first, offset=struck.start, beyond=proof)
     if top >= struck.first:
         return TableRow(

@@ -10,6 +10,7 @@ from testkit import input_batch
 
 from durable.codec import canonical_json, sha256_hex
 from durable.store.base import Lease
+from durable.store.logscan import scan_log
 from sim.world.fs import SimFS
 from sim.world.storage_faults import (
     CUT,
@@ -141,3 +142,31 @@ def test_every_role_maps_to_its_record() -> None:
     assert row("/store/c1/quarantine-0001.events-from-byte-9.jsonl", "bitflip:1.1") == UNREAD
     assert row("/store/c1/lease.json.tmp", "bitflip:1.1") == "stray-temporary-files"
     assert row("/store/c1/notes.txt", "bitflip:1.1") is None  # unmapped: a harness error
+
+
+def test_a_flipped_newline_before_the_last_record_leaves_no_later_commit() -> None:
+    """The newline that ends the second-to-last commit, flipped (``\\n`` -> ``J``), joins a
+    last commit of one record to the struck line: the store's scan sees no valid later commit,
+    so the record is the last commit's under the checkpoint (refused as lost), not an earlier
+    commit's. Found by a long fuzz run; one byte earlier, the last record still proves it."""
+    fs, ends = store_disk(checkpoint_through=None)
+    fs.append(LOG, _commit((6,), "d"))
+    fs.fsync(LOG)
+    fs.write("/store/c1/checkpoint-000000000006.json", b"{}\n")
+    before = fs.clone(deep=True)
+    newline = ends[2] - 1
+    assert before.read(LOG)[newline : newline + 1] == b"\n"
+    joined = scan_log(_flipped(before.read(LOG), newline), "c1").anomaly
+    assert joined is not None and joined.later is None
+    found = table_row(before, fs, LOG, f"bitflip:{newline}.6")
+    assert found is not None and found.kind == "damaged-last-commit-under-checkpoint"
+    assert found.first_lost == 4
+    struck = scan_log(_flipped(before.read(LOG), newline - 1), "c1").anomaly
+    assert struck is not None and struck.later is not None
+    found = table_row(before, fs, LOG, f"bitflip:{newline - 1}.6")
+    assert found is not None and found.kind == "damaged-earlier-commit"
+
+
+def _flipped(data: bytes, offset: int) -> bytes:
+    """``data`` with bit 6 of the byte at ``offset`` flipped."""
+    return data[:offset] + bytes([data[offset] ^ 0x40]) + data[offset + 1 :]
