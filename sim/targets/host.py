@@ -27,7 +27,7 @@ from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
-from sim.targets.zygote import ChildExit, Zygote
+from sim.targets.zygote import ChildExit, Zygote, ZygoteRefused
 from sim.world.faults import When
 
 #: Children of one point at most: the one that crashes, the one that resumes, and one more in
@@ -140,6 +140,8 @@ def _run_children(
             proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s)
         except TimeoutError:  # the child is killed already
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
+        except ZygoteRefused as exc:  # the zygote died mid-sweep: this point's error, not a crash
+            return f"child p{number} could not be forked: {exc}"
         rows = read_trace(point_dir / TRACE_NAME)
         crashed = any(r["t"] == "crash" and r["p"] == f"p{number}" for r in rows)
         errors = [str(r["msg"]) for r in rows if r["t"] == "error" and r["p"] == f"p{number}"]

@@ -119,7 +119,9 @@ class Zygote:
         self._proc.wait()
         for pipe in (self._proc.stdin, self._proc.stdout):
             if pipe is not None:
-                pipe.close()
+                # A request the dead zygote never read is still buffered: closing flushes it.
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()
         self._log.close()
 
     def _send(self, message: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
+from sim.targets.host import run_point
 from sim.targets.kit.preload import app_preload
 from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetOptions
@@ -180,3 +181,19 @@ def test_every_target_judges_its_demo_points_alike_forked_and_fresh(name: str) -
                 ([c["verdict"] for c in sweep.matrix], [f.invariants for f in sweep.failures])
             )
         assert seen[0] == seen[1], f"{name}: forked {seen[0]} but fresh {seen[1]}"
+
+
+@pytest.mark.timeout(120)
+def test_a_zygote_that_dies_mid_sweep_makes_the_point_an_error_not_a_traceback() -> None:
+    """Killed between two points (the OOM killer, say), the zygote cannot fork the next child:
+    the point is reported with the reason, as a hung child is, and the sweep goes on."""
+    target = get_target("python")
+    options = target.demo().as_is
+    with warm(target, options) as (z, _):
+        assert z is not None
+        assert run_point(target, options, None, zygote=z).error is None
+        z._proc.kill()
+        z._proc.wait()
+        run = run_point(target, options, None, zygote=z)
+    assert run.error is not None and run.error.startswith("child p1 could not be forked: ")
+    assert "the zygote died" in run.error
