@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
 from sim.targets.zygote import ChildExit, Zygote, ZygoteRefused
+from sim.world import tempdirs
 from sim.world.faults import When
 
 #: Children of one point at most: the one that crashes, the one that resumes, and one more in
@@ -83,7 +83,10 @@ def run_point(
     started = time.perf_counter()
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-    point_dir = keep or Path(tempfile.mkdtemp(prefix=f"target-{os.getpid()}-"))
+    # Marked as this process's (``tempdirs.make``, signals held until it is): a Ctrl-C or
+    # SIGTERM anywhere from here on, even inside the ``finally``'s removal, leaves it to the
+    # command's own cleanup (``tempdirs.remove_own``) rather than behind.
+    point_dir = keep or Path(tempdirs.make("point"))
     try:
         config = {
             "target": target.name,

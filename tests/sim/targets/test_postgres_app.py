@@ -264,7 +264,7 @@ def _processes_naming(root: str) -> list[int]:
 def _started(scratch: Path) -> bool:
     """The cluster answers on its socket and a point's child runs (its directory exists)."""
     sockets = list(scratch.glob("durable-pg-*/sockets/.s.PGSQL.*"))
-    return bool(sockets) and any(scratch.glob("target-*"))
+    return bool(sockets) and any(scratch.glob("durable-sim-point-*"))
 
 
 @pytest.mark.usefixtures("cluster")  # only for its skip: the command starts its own
