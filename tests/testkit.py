@@ -9,6 +9,7 @@ release, no settling), which is exactly what a ``kill -9`` looks like to the sto
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import multiprocessing
@@ -22,6 +23,7 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+import pytest
 import trio
 
 from durable.config import RuntimeConfig
@@ -580,6 +582,30 @@ async def wait_until(predicate: Callable[[], bool], *, step_s: float = 0.5) -> N
 
 #: The repository's root: tests live at different depths (tests/durable, tests/sim/explore, ...).
 REPO = Path(__file__).resolve().parent.parent
+
+
+def needs(module: str, *, reason: str) -> pytest.MarkDecorator:
+    """Skip a test module's tests when ``module`` (an extra's package, dotted or not) is not
+    installed, without importing it: ``pytest.importorskip`` at module level imports the
+    framework at collection, in every xdist worker, and a worker that holds every framework is
+    twice the size, which doubles what each fork of a forking sweep costs there (measured in
+    docs/performance.md, "The test tiers"). A test imports the framework itself when it runs."""
+    return pytest.mark.skipif(not _installed(module), reason=reason)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, read from the file system: ``find_spec`` of a dotted
+    name would import its parent packages."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not rest:
+        return spec is not None
+    tail = Path(*rest)
+    for folder in spec.submodule_search_locations or ():
+        if (Path(folder) / tail).is_dir() or (Path(folder) / tail).with_suffix(".py").is_file():
+            return True
+    return False
+
 
 #: ``python -c`` code that resets SIGINT to its default and then becomes ``python ARGS...``
 #: (``exec`` keeps a default disposition; the new interpreter installs its KeyboardInterrupt).

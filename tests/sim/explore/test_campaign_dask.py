@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 from test_campaign import KINDS, SMALL, campaign_document, same, small_plan, sweep_document
+from testkit import needs
 
 from sim.explore import forking
 from sim.explore.campaign.run import run_campaign
 
-distributed = pytest.importorskip("distributed")
-
 pytestmark = [
+    needs("distributed", reason="needs the dask extra: pip install -e '.[dask]'"),
     pytest.mark.slow,
     pytest.mark.skipif(not forking.AVAILABLE, reason="needs fork and epoll"),
     pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds a worker's units in /proc"),
@@ -90,6 +90,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             command = [DASK, "worker", "--scheduler-file", str(scheduler_file)]
             command += ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
             started.append(_start(command, tmp, tmp_path / f"worker-{n}.log"))
+        import distributed  # the extra's own: not imported at collection (testkit.needs)
+
         with distributed.Client(address, timeout=START_S) as client:
             client.wait_for_workers(2, timeout=START_S)
         yield Cluster(address, started[1:])

@@ -26,12 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip(
-    "agent_framework", reason="needs the agent-framework extra: pip install -e '.[agent-framework]'"
-)
-
-from agent_framework.exceptions import WorkflowCheckpointException
+from testkit import needs
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, TraceLog
 from sim.targets.kit.options import check_options
@@ -40,6 +35,13 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.protocol import ChildContext, TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs(
+        "agent_framework",
+        reason="needs the agent-framework extra: pip install -e '.[agent-framework]'",
+    ),
+]
 
 CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
@@ -165,6 +167,7 @@ def test_a_checkpoint_the_storage_cannot_decode_is_refused_whole_and_skipped(
     tmp_path: Path, damage: Callable[[Path], None]
 ) -> None:
     from agent_framework import FileCheckpointStorage
+    from agent_framework.exceptions import WorkflowCheckpointException  # the extra's own
 
     from sim.targets.agent_framework.workflow import (
         WORKFLOW_NAME,

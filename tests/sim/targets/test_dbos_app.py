@@ -14,10 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'")
-
-from testkit import REPO
+from testkit import REPO, needs
 
 from sim.outputs.cli.main import main
 from sim.targets.kit.options import app_spec, check_options
@@ -25,6 +22,10 @@ from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'"),
+]
 
 APPS = REPO / "examples" / "dbos_orders"
 CHARGE = "effect:app.charge#"

@@ -11,12 +11,15 @@ installed.
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'")
+from testkit import needs
 
 from sim.targets.protocol import TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("dbos", reason="needs the dbos extra: pip install -e '.[dbos]'"),
+]
 
 CHARGE = "effect:payments.charge#"
 

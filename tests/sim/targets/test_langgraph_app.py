@@ -10,16 +10,17 @@ skipped where the ``langgraph`` extra is not installed.
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
-
-from testkit import REPO
+from testkit import REPO, needs
 
 from sim.targets.kit.options import app_spec, check_options
 from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'"),
+]
 
 APPS = REPO / "examples" / "langgraph_support"
 REFUND = "effect:app.refund#"

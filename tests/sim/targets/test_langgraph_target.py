@@ -13,11 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
-pytest.importorskip(
-    "langgraph.checkpoint.sqlite", reason="needs the langgraph extra: pip install -e '.[langgraph]'"
-)
+from testkit import needs
 
 from sim.outputs.report import write_report
 from sim.targets.host import PointRun, run_point
@@ -31,6 +27,14 @@ from sim.targets.sweep import (
     sweep_target,
     target_document,
 )
+
+pytestmark = [
+    needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'"),
+    needs(
+        "langgraph.checkpoint.sqlite",
+        reason="needs the langgraph extra: pip install -e '.[langgraph]'",
+    ),
+]
 
 CHARGE = "effect:payments.charge#"
 

@@ -18,11 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
-
 from targetkit import app_options
-from testkit import REPO
+from testkit import REPO, needs
 
 from sim.outputs.cli.main import main
 from sim.targets.boundaries import notes_of
@@ -31,6 +28,10 @@ from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import reference_run, sweep_target
+
+pytestmark = [
+    needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'"),
+]
 
 DESK = REPO / "examples" / "langgraph_refund_desk"
 REFUND = "effect:app.services:PAYMENTS.refund#"

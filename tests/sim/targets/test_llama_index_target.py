@@ -14,16 +14,17 @@ and the work item id must sweep the same points clean. Skipped, with the reason,
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip(
-    "workflows", reason="needs the llama-index extra: pip install -e '.[llama-index]'"
-)
+from testkit import needs
 
 from sim.targets.kit.options import check_options
 from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("workflows", reason="needs the llama-index extra: pip install -e '.[llama-index]'"),
+]
 
 CHARGE = "effect:payments.charge#"
 SEND = "effect:outbox.send#"

@@ -17,16 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
-pytest.importorskip(
-    "agents", reason="needs the openai-agents extra: pip install -e '.[openai-agents]'"
-)
+from testkit import needs
 
 from sim.targets.kit.options import check_options
 from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("agents", reason="needs the openai-agents extra: pip install -e '.[openai-agents]'"),
+]
 
 CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"

