@@ -40,6 +40,11 @@ NAMES = target_names()
 #: Seconds for one ``pip install`` of a framework (from pip's cache here), and one repro run.
 INSTALL_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 300
+#: How many times ``target bundle --runs`` runs each bundle here. The count and its line in
+#: ``ISSUE.md`` are the same code for every target, checked three times on the python target (the
+#: fast tier); a framework's bundle runs once there and once more in the fresh venv, so it is
+#: still seen to reproduce twice (each run of a framework's bundle costs 3-5 s).
+RUNS = {"python": 3}
 #: The line ``repro.py`` prints for a tool's count, and what the check makes of it.
 COUNT = re.compile(r"^(?P<tool>\S+) applied (?P<n>\d+) times? \(expected (?P<m>\d+)\)$", re.M)
 
@@ -98,13 +103,15 @@ def test_its_demo_bundle_reproduces_in_a_fresh_venv(
     out = scratch / "bundle"
     words = [] if options.app is None else options.app.words()
     modes = ["--durability", options.durability, "--variant", options.variant]
+    runs = RUNS.get(name, 1)
     status = main(["target", "bundle", name, *words, *modes, "--schedule", schedule,
-                   "--out", str(out), "--runs", "3"])  # fmt: skip
+                   "--out", str(out), "--runs", str(runs)])  # fmt: skip
     said = capsys.readouterr().out
     assert status == 0, said
-    assert "reproduced  3 of 3 runs" in said, said
+    assert f"reproduced  {runs} of {runs} runs" in said, said
     issue = (out / ISSUE).read_text(encoding="utf-8")
-    assert "Reproduced 3 of 3 runs" in issue and target.demo().invariant in issue, issue
+    assert f"Reproduced {runs} of {runs} runs" in issue, issue
+    assert target.demo().invariant in issue, issue
     python, install_s = _fresh_venv(scratch / "venv", out / REQUIREMENTS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     alone = subprocess.run(
