@@ -5,7 +5,9 @@ idempotently on first use. Every operation is one plain function that runs one w
 and is handed to the ``Blocking`` port, exactly as ``SQLiteStore`` does: inline under the
 simulator, on trio's worker threads in production. No transaction ever spans two blocking calls,
 so a process that dies between calls leaves nothing open, and one that dies inside a call leaves a
-transaction the server rolls back when the socket closes.
+transaction the server rolls back when the socket closes. What runs inside the transactions is
+written once for both database stores (``durable.store.sql``); this module keeps the connection's
+life and PostgreSQL's dialect.
 
 **How fencing is made race-free: ``SELECT ... FOR UPDATE`` on the lease row, not SERIALIZABLE.**
 Every mutation of a conversation (acquire, renew, release, append, checkpoint) first locks that
@@ -36,29 +38,16 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
-import trio
-
-from durable.events import EventRecord
 from durable.ports import Blocking
 from durable.store.base import (
-    Append,
-    Checkpoint,
     CorruptStore,
     Lease,
-    Row,
-    SequenceConflict,
     SQLCursor,
     SQLValue,
     check_conversation_id,
-    check_fence,
-    check_recoverable_rows,
-    check_sequences,
-    granted_lease,
-    lost_commits,
-    parsed_checkpoints,
     refused_renewal,
-    verified_rows,
 )
+from durable.store.sql import TABLES, SqlStore
 
 T = TypeVar("T")
 
@@ -67,21 +56,22 @@ EXTRA = "durable-sim[postgres]"
 
 _NAMESPACE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
+#: The schema's statements; ``{ns}`` is the namespace, the rest is ``SqlStore._sql``'s.
 _SCHEMA = (
     "CREATE SCHEMA IF NOT EXISTS {ns}",
-    """CREATE TABLE IF NOT EXISTS {ns}.events (
+    """CREATE TABLE IF NOT EXISTS {events} (
         conversation_id TEXT NOT NULL,
         sequence BIGINT NOT NULL,
         record TEXT NOT NULL,
         PRIMARY KEY (conversation_id, sequence)
     )""",
-    """CREATE TABLE IF NOT EXISTS {ns}.checkpoints (
+    """CREATE TABLE IF NOT EXISTS {checkpoints} (
         conversation_id TEXT NOT NULL,
         through_sequence BIGINT NOT NULL,
         body TEXT NOT NULL,
         PRIMARY KEY (conversation_id, through_sequence)
     )""",
-    """CREATE TABLE IF NOT EXISTS {ns}.leases (
+    """CREATE TABLE IF NOT EXISTS {leases} (
         conversation_id TEXT PRIMARY KEY,
         owner_id TEXT NOT NULL,
         epoch BIGINT NOT NULL,
@@ -89,17 +79,9 @@ _SCHEMA = (
     )""",
 )
 
-#: The store's tables, in ``_SCHEMA``'s order.
-_TABLES = ("events", "checkpoints", "leases")
-
-# The lease row, locked to the end of the transaction: the whole store's concurrency control.
-_LOCK_LEASE = (
-    "SELECT owner_id, epoch, expires_at_s FROM {ns}.leases WHERE conversation_id = %s FOR UPDATE"
-)
-_READ_LEASE = "SELECT owner_id, epoch, expires_at_s FROM {ns}.leases WHERE conversation_id = %s"
 # A renewal extends only the exact lease it is handed: same owner *and* same epoch.
 _RENEW = (
-    "UPDATE {ns}.leases SET expires_at_s = %s "
+    "UPDATE {leases} SET expires_at_s = %s "
     "WHERE conversation_id = %s AND owner_id = %s AND epoch = %s "
     "RETURNING owner_id, epoch, expires_at_s"
 )
@@ -186,7 +168,7 @@ def check_namespace(namespace: str) -> str:
     return namespace
 
 
-class PostgresStore:
+class PostgresStore(SqlStore[PgConnection]):
     """A store in one schema of a PostgreSQL database.
 
     ``conninfo`` is a libpq connection string or URI; ``namespace`` is the schema holding the
@@ -194,7 +176,24 @@ class PostgresStore:
     connection is opened lazily inside the first blocking call, so constructing a store does no
     I/O, and reopened after a failure. Calls are serialised by a trio lock: one connection runs
     one transaction at a time.
+
+    Everything inside a transaction is ``SqlStore``'s; this class keeps the connection's life and
+    PostgreSQL's dialect: ``%s`` placeholders, tables qualified by the namespace, the lease row
+    locked ``FOR UPDATE`` by every fence (the module's docstring says why), a first lease row
+    inserted (never upserted: a racing first acquirer's insert fails on the primary key and is
+    retried), a checkpoint upserted, and a renewal and a release that are one conditional
+    ``UPDATE`` each.
     """
+
+    _KIND = "postgres"
+    _PLACEHOLDER = "%s"
+    _LOCK_CLAUSE = " FOR UPDATE"
+    _PUT_CHECKPOINT = (
+        "INSERT INTO {checkpoints} (conversation_id, through_sequence, body) "
+        "VALUES (%s, %s, %s) ON CONFLICT (conversation_id, through_sequence) "
+        "DO UPDATE SET body = EXCLUDED.body"
+    )
+    _NOT_A_LEASE = "{place}: leases row ({conversation_id}) is not a lease: {first}"
 
     def __init__(
         self,
@@ -206,13 +205,11 @@ class PostgresStore:
     ) -> None:
         self._pg = import_psycopg()
         self._pg_errors = psycopg_errors()
+        self._key_violation = (self._pg_errors.UniqueViolation,)
         self._conninfo = conninfo
         self._ns = check_namespace(namespace)
-        self._blocking = blocking
+        super().__init__(blocking=blocking, prefix=f"{self._ns}.")
         self._connect_timeout_s = connect_timeout_s
-        self._schema_ready = False
-        self._conn: PgConnection | None = None
-        self._lock = trio.Lock()
 
     @property
     def namespace(self) -> str:
@@ -224,9 +221,6 @@ class PostgresStore:
             "the server's crash and power loss as far as its commit is durable: fsync=on, "
             "synchronous_commit=on)"
         )
-
-    def _sql(self, template: str) -> str:
-        return template.format(ns=self._ns)
 
     # -- connection and transactions ------------------------------------------------------------
 
@@ -240,41 +234,25 @@ class PostgresStore:
         try:
             conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
             if not self._schema_ready:
-                # CREATE ... IF NOT EXISTS races with itself across sessions (a unique violation
-                # in the catalogue): a transaction-scoped advisory lock keyed by the schema name
-                # makes concurrent first opens take turns.
-                conn.execute("BEGIN")
-                try:
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._ns,))
-                    self._check_tables(conn)
-                    for statement in _SCHEMA:
-                        conn.execute(self._sql(statement))
-                except Exception:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                self._schema_ready = True
+                schema = [self._sql(statement.replace("{ns}", self._ns)) for statement in _SCHEMA]
+                self._create_schema(conn, "BEGIN", schema)
         except Exception:
             conn.close()
             raise
         self._conn = conn
         return conn
 
-    def _check_tables(self, conn: PgConnection) -> None:
-        """Before the schema is created: refuse a schema that holds some of the store's tables
-        but not all (``SQLiteStore._check_tables``, the same rule): they are created in one
-        transaction, so one missing beside the others was dropped, and creating it empty would
-        write before the refusal that follows. A read: nothing is written."""
+    def _lock_schema(self, conn: PgConnection) -> None:
+        """CREATE ... IF NOT EXISTS races with itself across sessions (a unique violation in the
+        catalogue): a transaction-scoped advisory lock keyed by the schema name makes concurrent
+        first opens take turns."""
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._ns,))
+
+    def _stored_tables(self, conn: PgConnection) -> set[str]:
         rows = conn.execute(
             "SELECT tablename FROM pg_catalog.pg_tables WHERE schemaname = %s", (self._ns,)
         ).fetchall()
-        present = {row[0] for row in rows} & set(_TABLES)
-        missing = [name for name in _TABLES if name not in present]
-        if present and missing:
-            raise CorruptStore(
-                f"{self._where()}: the store's table(s) {', '.join(missing)} missing, though "
-                f"{', '.join(sorted(present))} remain: dropped or damaged (nothing was written)"
-            )
+        return {row[0] for row in rows} & set(TABLES)
 
     def _transaction(self, body: Callable[[PgConnection], T], *, write: bool) -> Callable[[], T]:
         """Wrap ``body`` into one whole transaction, rolled back if anything in it raises."""
@@ -298,17 +276,13 @@ class PostgresStore:
                     self._conn = None
                 if getattr(exc, "sqlstate", None) in _CORRUPT_SQLSTATES:
                     raise CorruptStore(
-                        f"{self._where()}: the server reports damage: {exc}"
+                        f"{self._place()}: the server reports damage: {exc}"
                     ) from exc
                 raise
 
         return run
 
-    async def _run(self, label: str, body: Callable[[PgConnection], T], *, write: bool) -> T:
-        async with self._lock:
-            return await self._blocking.run(label, self._transaction(body, write=write))
-
-    def _where(self) -> str:
+    def _place(self) -> str:
         return f"postgres schema {self._ns}"
 
     def abandon(self) -> None:
@@ -329,156 +303,42 @@ class PostgresStore:
             pass  # already gone (the server or the network closed it): nothing left to end
         conn.close()  # frees the descriptor; its Terminate finds the socket shut, and is lost
 
-    async def close(self) -> None:
-        """Normal shutdown: close the connection."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
+    # -- the dialect ---------------------------------------------------------------------------
 
-        def run() -> None:
-            conn.close()
-
-        async with self._lock:
-            await self._blocking.run("postgres.close", run)
-
-    # -- leases --------------------------------------------------------------------------------
-
-    def _lease_row(self, conn: PgConnection, conversation_id: str, *, lock: bool) -> Lease | None:
-        """The stored lease; with ``lock`` the row stays locked until the transaction ends."""
-        row = conn.execute(
-            self._sql(_LOCK_LEASE if lock else _READ_LEASE), (conversation_id,)
-        ).fetchone()
-        return None if row is None else self._as_lease(conversation_id, row)
-
-    def _as_lease(self, conversation_id: str, row: Row) -> Lease:
-        try:
-            return Lease(
-                conversation_id=conversation_id,
-                owner_id=row[0],
-                epoch=row[1],
-                expires_at_s=row[2],
-            )
-        except ValueError as exc:
-            first = str(exc).splitlines()[0]
-            raise CorruptStore(
-                f"{self._where()}: leases row ({conversation_id}) is not a lease: {first}"
-            ) from exc
-
-    def _fence(self, conn: PgConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
-        """``check_fence`` on the lease row, locked ``FOR UPDATE`` so it stays the stored lease
-        until this transaction's write commits."""
-        lease = self._lease_row(conn, conversation_id, lock=True)
-        check_fence(lease, conversation_id, owner_id=owner_id, epoch=epoch)
-
-    async def current_lease(self, conversation_id: str) -> Lease | None:
-        check_conversation_id(conversation_id)
-        return await self._run(
-            "postgres.read",
-            lambda conn: self._lease_row(conn, conversation_id, lock=False),
-            write=False,
-        )
-
-    def _acquire_body(
-        self,
-        conn: PgConnection,
-        conversation_id: str,
-        owner_id: str,
-        *,
-        ttl_s: float,
-        now_s: float,
-    ) -> Lease:
-        """One acquisition attempt, inside a write transaction: refuse what the new owner's
-        recovery would refuse before anything is written (``_check_recoverable``)."""
-        previous = self._lease_row(conn, conversation_id, lock=True)
-        self._check_recoverable(conn, conversation_id, previous)
-        lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
-        values = (lease.owner_id, lease.epoch, lease.expires_at_s, conversation_id)
+    def _put_lease(self, conn: PgConnection, lease: Lease, *, previous: Lease | None) -> None:
+        """A first lease row inserted, a stored one updated (it is locked by this transaction's
+        fence or acquisition, and never deleted: exactly one row is updated)."""
+        values = (lease.owner_id, lease.epoch, lease.expires_at_s, lease.conversation_id)
         if previous is None:
             # A plain INSERT: a concurrent first acquirer makes it fail on the primary key (the
             # caller retries), where an upsert would hand out epoch 1 twice.
             conn.execute(
                 self._sql(
-                    "INSERT INTO {ns}.leases (owner_id, epoch, expires_at_s, conversation_id) "
+                    "INSERT INTO {leases} (owner_id, epoch, expires_at_s, conversation_id) "
                     "VALUES (%s, %s, %s, %s)"
                 ),
                 values,
             )
-        else:
-            updated = conn.execute(
-                self._sql(
-                    "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
-                    "WHERE conversation_id = %s"
-                ),
-                values,
-            ).rowcount
-            # The row is locked by this transaction and never deleted: exactly one is updated.
-            assert updated == 1, f"lease update of {conversation_id} touched {updated} rows"
-        return lease
-
-    def _check_recoverable(
-        self, conn: PgConnection, conversation_id: str, previous: Lease | None
-    ) -> None:
-        """``check_recoverable_rows`` on this conversation's rows, before a lease is written."""
-        last_row = conn.execute(
+            return
+        updated = conn.execute(
             self._sql(
-                "SELECT sequence, record FROM {ns}.events WHERE conversation_id = %s "
-                "ORDER BY sequence DESC LIMIT 1"
+                "UPDATE {leases} SET owner_id = %s, epoch = %s, expires_at_s = %s "
+                "WHERE conversation_id = %s"
             ),
-            (conversation_id,),
-        ).fetchone()
-        check_recoverable_rows(
-            self._where(),
-            conversation_id,
-            stored=previous,
-            last_row=None if last_row is None else (int(last_row[0]), last_row[1]),
-            checkpoint_rows=self._checkpoint_rows(conn, conversation_id),
-            rows_after=lambda start: self._event_rows(conn, conversation_id, start),
-        )
+            values,
+        ).rowcount
+        assert updated == 1, f"lease update of {lease.conversation_id} touched {updated} rows"
 
-    def _event_rows(
-        self, conn: PgConnection, conversation_id: str, start: int
-    ) -> list[tuple[int, str]]:
-        return [
-            (int(row[0]), row[1])
-            for row in conn.execute(
-                self._sql(
-                    "SELECT sequence, record FROM {ns}.events "
-                    "WHERE conversation_id = %s AND sequence > %s ORDER BY sequence"
-                ),
-                (conversation_id, start),
-            ).fetchall()
-        ]
-
-    def _checkpoint_rows(self, conn: PgConnection, conversation_id: str) -> list[tuple[int, str]]:
-        return [
-            (int(row[0]), row[1])
-            for row in conn.execute(
-                self._sql(
-                    "SELECT through_sequence, body FROM {ns}.checkpoints "
-                    "WHERE conversation_id = %s ORDER BY through_sequence DESC"
-                ),
-                (conversation_id,),
-            ).fetchall()
-        ]
-
-    async def acquire_lease(
-        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
-    ) -> Lease:
-        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
-        check_conversation_id(conversation_id)
-
-        def body(conn: PgConnection) -> Lease:
-            return self._acquire_body(conn, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
-
-        try:
-            return await self._run("postgres.lease", body, write=True)
-        except self._pg_errors.UniqueViolation:
-            # Lost the race to create the row: the winner committed it, so this attempt now finds
-            # and locks it (a second unique violation cannot happen: the row is never deleted).
-            return await self._run("postgres.lease", body, write=True)
+    def _executemany(
+        self, conn: PgConnection, sql: str, rows: Iterable[Sequence[SQLValue]]
+    ) -> None:
+        with conn.cursor() as cursor:
+            cursor.executemany(sql, rows)
 
     async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        """Extend exactly this lease (same owner and epoch); anything else is ``StaleLease``."""
+        """Extend exactly this lease (same owner and epoch); anything else is ``StaleLease``.
+        One conditional ``UPDATE``: it takes the row's lock itself, so no fence read goes
+        first."""
         conversation_id = check_conversation_id(lease.conversation_id)
 
         def body(conn: PgConnection) -> Lease:
@@ -489,7 +349,7 @@ class PostgresStore:
                 return self._as_lease(conversation_id, row)
             raise refused_renewal(lease, self._lease_row(conn, conversation_id, lock=False))
 
-        return await self._run("postgres.lease", body, write=True)
+        return await self._run(self._label("lease"), body, write=True)
 
     async def release_lease(self, lease: Lease) -> None:
         """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1. A stale
@@ -499,165 +359,10 @@ class PostgresStore:
         def body(conn: PgConnection) -> None:
             conn.execute(
                 self._sql(
-                    "UPDATE {ns}.leases SET expires_at_s = -1.0 "
+                    "UPDATE {leases} SET expires_at_s = -1.0 "
                     "WHERE conversation_id = %s AND owner_id = %s AND epoch = %s"
                 ),
                 (conversation_id, lease.owner_id, lease.epoch),
             )
 
-        await self._run("postgres.lease", body, write=True)
-
-    # -- the event log -------------------------------------------------------------------------
-
-    async def read_records(
-        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
-    ) -> list[EventRecord]:
-        """The records after ``after_sequence``, each verified, contiguous and batch-complete.
-
-        The server commits whole transactions, so there is no torn tail and any bad row is
-        corruption of committed data. ``repair`` (the lease holder recovering) also checks that
-        no checkpoint lies beyond the log: a checkpoint is saved only after the commits it
-        covers, so one beyond the last row proves those rows were lost (``CorruptStore``).
-        """
-        check_conversation_id(conversation_id)
-        start = max(after_sequence, 0)
-
-        def body(conn: PgConnection) -> tuple[list[tuple[int, str]], int, int]:
-            """The rows and (when repairing) the newest checkpoint and the log's last sequence,
-            in one snapshot."""
-            rows = self._event_rows(conn, conversation_id, start)
-            if not repair:
-                return rows, 0, 0
-            newest = conn.execute(
-                self._sql(
-                    "SELECT MAX(through_sequence) FROM {ns}.checkpoints WHERE conversation_id = %s"
-                ),
-                (conversation_id,),
-            ).fetchone()
-            last = conn.execute(
-                self._sql("SELECT MAX(sequence) FROM {ns}.events WHERE conversation_id = %s"),
-                (conversation_id,),
-            ).fetchone()
-            return (
-                rows,
-                int(newest[0] or 0) if newest else 0,
-                int(last[0] or 0) if last else 0,
-            )
-
-        rows, through, last = await self._run("postgres.read", body, write=False)
-        if repair:
-            lost_commits(self._where(), conversation_id, through=through, last_sequence=last)
-        return self._verified(conversation_id, start, rows)
-
-    def _verified(
-        self, conversation_id: str, start: int, rows: list[tuple[int, str]]
-    ) -> list[EventRecord]:
-        """Parse and verify rows as ``SQLiteStore`` does: any bad row is ``CorruptStore``."""
-        return verified_rows(self._where(), conversation_id, start, rows)
-
-    def _insert_batch(
-        self,
-        conn: PgConnection,
-        conversation_id: str,
-        records: list[EventRecord],
-        expected_sequence: int,
-    ) -> None:
-        """Check the sequence against the log and insert the batch (inside the caller's
-        transaction, after its fence: the locked lease row keeps other writers out)."""
-        (last,) = conn.execute(
-            self._sql(
-                "SELECT COALESCE(MAX(sequence), 0) FROM {ns}.events WHERE conversation_id = %s"
-            ),
-            (conversation_id,),
-        ).fetchone() or (0,)
-        check_sequences(records, expected_sequence, int(last))
-        with conn.cursor() as cursor:
-            cursor.executemany(
-                self._sql(
-                    "INSERT INTO {ns}.events (conversation_id, sequence, record) "
-                    "VALUES (%s, %s, %s)"
-                ),
-                [(conversation_id, r.sequence, r.to_line()) for r in records],
-            )
-
-    async def append(
-        self,
-        conversation_id: str,
-        records: list[EventRecord],
-        *,
-        expected_sequence: int,
-        owner_id: str,
-        epoch: int,
-    ) -> None:
-        """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
-        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
-
-        def body(conn: PgConnection) -> None:
-            self._fence(conn, conversation_id, owner_id, epoch)
-            self._insert_batch(conn, conversation_id, records, expected_sequence)
-
-        try:
-            await self._run("postgres.commit", body, write=True)
-        except self._pg_errors.UniqueViolation as exc:
-            # Cannot happen while every writer locks the lease row first; the primary key is the
-            # backstop that turns a duplicate sequence into the contract's error, not a crash.
-            raise SequenceConflict(f"{conversation_id}: sequence already taken: {exc}") from exc
-        batch.stored()  # the text a reader will get back from the row
-
-    # -- checkpoints ---------------------------------------------------------------------------
-
-    async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
-        """Fence, store, and keep only this checkpoint and the newest older one (one transaction).
-
-        Checkpoints newer than this one are removed as well, as the other stores do: the
-        writer's log ends here, so a newer one cannot describe it.
-        """
-        conversation_id = check_conversation_id(checkpoint.conversation_id)
-        through = checkpoint.through_sequence
-        text = checkpoint.to_text()
-
-        def body(conn: PgConnection) -> None:
-            self._fence(conn, conversation_id, owner_id, epoch)
-            conn.execute(
-                self._sql(
-                    "INSERT INTO {ns}.checkpoints (conversation_id, through_sequence, body) "
-                    "VALUES (%s, %s, %s) ON CONFLICT (conversation_id, through_sequence) "
-                    "DO UPDATE SET body = EXCLUDED.body"
-                ),
-                (conversation_id, through, text),
-            )
-            conn.execute(
-                self._sql(
-                    "DELETE FROM {ns}.checkpoints WHERE conversation_id = %s AND ("
-                    "through_sequence > %s OR through_sequence < ("
-                    "SELECT MAX(through_sequence) FROM {ns}.checkpoints "
-                    "WHERE conversation_id = %s AND through_sequence < %s))"
-                ),
-                (conversation_id, through, conversation_id, through),
-            )
-
-        await self._run("postgres.checkpoint", body, write=True)
-
-    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
-        """Every stored checkpoint, newest first; the caller verifies checksums. A row that does
-        not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
-        check_conversation_id(conversation_id)
-
-        rows = await self._run(
-            "postgres.read", lambda conn: self._checkpoint_rows(conn, conversation_id), write=False
-        )
-        return parsed_checkpoints(self._where(), conversation_id, rows)
-
-    # -- listing -------------------------------------------------------------------------------
-
-    async def list_conversations(self) -> list[str]:
-        def body(conn: PgConnection) -> list[str]:
-            rows = conn.execute(
-                self._sql(
-                    "SELECT conversation_id FROM {ns}.events "
-                    "UNION SELECT conversation_id FROM {ns}.leases"
-                )
-            ).fetchall()
-            return sorted(row[0] for row in rows)
-
-        return await self._run("postgres.read", body, write=False)
+        await self._run(self._label("lease"), body, write=True)

@@ -3,8 +3,10 @@
 Every operation is one plain function that runs one whole transaction (``BEGIN IMMEDIATE`` for
 writes, so the fence and the sequence check see the same snapshot the write commits on) and is
 handed to the ``Blocking`` port: inline under the simulator, so time stays deterministic, and on
-trio's worker threads in production. No transaction ever spans two blocking calls, so a process
-that dies between calls leaves no open transaction behind (see ``abandon``).
+trio's worker threads in production. What runs inside the transactions is written once for this
+store and ``PostgresStore`` (``durable.store.sql``); this module keeps the connection's life.
+No transaction ever spans two blocking calls, so a process that dies between calls leaves no
+open transaction behind (see ``abandon``).
 
 The binding is apsw rather than the standard library's ``sqlite3`` because apsw exposes SQLite's
 VFS interface: a host can run the very same store on a file system of its own (the simulator's
@@ -18,28 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol, TypeVar, cast
 
 import apsw
-import trio
 
-from durable.events import EventRecord
 from durable.ports import Blocking
-from durable.store.base import (
-    Append,
-    Checkpoint,
-    CorruptStore,
-    Lease,
-    SQLCursor,
-    SQLValue,
-    StoreBusy,
-    check_conversation_id,
-    check_fence,
-    check_recoverable_rows,
-    check_sequences,
-    granted_lease,
-    lost_commits,
-    parsed_checkpoints,
-    renewed_lease,
-    verified_rows,
-)
+from durable.store.base import CorruptStore, Lease, SQLCursor, SQLValue, StoreBusy
+from durable.store.sql import TABLES, SqlStore
 
 T = TypeVar("T")
 
@@ -63,9 +47,6 @@ _SCHEMA = (
         expires_at_s REAL NOT NULL
     )""",
 )
-
-#: The store's tables, in ``_SCHEMA``'s order.
-_TABLES = ("events", "checkpoints", "leases")
 
 # Errors that mean the file itself is bad, as opposed to a busy or full database.
 _CORRUPT_ERRORS = (apsw.NotADBError, apsw.CorruptError)
@@ -93,7 +74,7 @@ class SQLConnection(Protocol):
     def close(self) -> None: ...
 
 
-class SQLiteStore:
+class SQLiteStore(SqlStore[SQLConnection]):
     """A store in one SQLite database file, with two durability modes.
 
     ``synchronous="FULL"`` (the default): every acknowledged commit survives a process crash and
@@ -114,14 +95,30 @@ class SQLiteStore:
     process, changes the database's files (this store's own writes included). The store then
     keeps its connection while the value after its last transaction still holds, and reopens
     it when it has moved (see ``_connection``). The durability promise is the same either way:
-    it is SQLite's, for the chosen ``synchronous``.
+    it is SQLite's, for the chosen ``synchronous``. On a normal ``close`` SQLite checkpoints the
+    log into the database file (the last connection's close).
 
     ``wal_autocheckpoint`` is the log size, in pages, at which a commit copies the log into the
     database file (SQLite's default: 1000; without shared memory the store runs that checkpoint
     itself and truncates the log: ``_checkpoint_if_due``). A host that wants the checkpoint path
     exercised by short workloads -- the simulator, whose scenarios write a few dozen pages --
     sets it low; the promise does not depend on it.
+
+    Everything inside a transaction is ``SqlStore``'s; this class keeps the connection's life and
+    SQLite's dialect: ``?`` placeholders, no row lock (``BEGIN IMMEDIATE`` takes the database's
+    write lock for the whole write transaction, so the fence's read stays the stored lease), the
+    lease and checkpoint rows upserted, and no key violation to translate (nothing can race an
+    insert under that lock).
     """
+
+    _KIND = "sqlite"
+    _PLACEHOLDER = "?"
+    _LOCK_CLAUSE = ""
+    _PUT_CHECKPOINT = (
+        "INSERT OR REPLACE INTO {checkpoints} (conversation_id, through_sequence, body) "
+        "VALUES (%s, %s, %s)"
+    )
+    _NOT_A_LEASE = "{place}: leases row ({conversation_id}): not a lease: {first}"
 
     def __init__(
         self,
@@ -138,8 +135,8 @@ class SQLiteStore:
             raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         if wal_autocheckpoint is not None and wal_autocheckpoint < 1:
             raise ValueError(f"wal_autocheckpoint must be positive, not {wal_autocheckpoint!r}")
+        super().__init__(blocking=blocking)
         self._path = path
-        self._blocking = blocking
         self._synchronous = synchronous
         self._vfs = vfs
         self._shared_memory = shared_memory
@@ -147,12 +144,9 @@ class SQLiteStore:
         self._files_version = None if shared_memory else files_version
         self._version_seen: object = None  # files_version() after this connection's last commit
         self._log_pages = 0  # pages in the log after the last commit (without shared memory)
-        self._schema_ready = False
-        self._conn: SQLConnection | None = None
         # Connections of a process that died inside a transaction: kept referenced, never closed
         # (closing would run SQLite code against files the dead process may no longer touch).
         self._abandoned: list[SQLConnection] = []
-        self._lock = trio.Lock()
 
     def describe(self) -> str:
         if self._synchronous == "FULL":
@@ -208,16 +202,7 @@ class SQLiteStore:
             else:  # replaces SQLite's auto-checkpoint: see _checkpoint_if_due
                 conn.set_wal_hook(self._note_log_size)
             if not self._schema_ready:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._check_tables(conn)
-                    for statement in _SCHEMA:
-                        conn.execute(statement)
-                except Exception:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                self._schema_ready = True
+                self._create_schema(conn, "BEGIN IMMEDIATE", _SCHEMA)
         except Exception:
             # Nothing of this store was written on this connection, so its close has nothing
             # to copy out of the log: a refusal leaves the log and the database file as found.
@@ -227,28 +212,14 @@ class SQLiteStore:
         self._conn = conn
         return conn
 
-    def _check_tables(self, conn: SQLConnection) -> None:
-        """Before the schema is created: refuse a database that holds some of the store's
-        tables but not all. A new database holds none (the schema is created), a store's all
-        three (creating them again changes nothing); the three are created in one transaction,
-        so a crash never leaves only some. A table missing beside the others was dropped --
-        by an operator, a tool, damage -- and creating an empty one would write before the
-        refusal that follows (a missing events table under a checkpoint reads as lost
-        commits) and leave every later attempt to refuse over a database that no longer
-        looks as found. A read inside the schema's transaction: nothing is written."""
-        names = ", ".join(f"'{name}'" for name in _TABLES)
-        present = {
+    def _stored_tables(self, conn: SQLConnection) -> set[str]:
+        names = ", ".join(f"'{name}'" for name in TABLES)
+        return {
             row[0]
             for row in conn.execute(
                 f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({names})"
             ).fetchall()
         }
-        missing = [name for name in _TABLES if name not in present]
-        if present and missing:
-            raise CorruptStore(
-                f"{self._path}: the store's table(s) {', '.join(missing)} missing, though "
-                f"{', '.join(sorted(present))} remain: dropped or damaged (nothing was written)"
-            )
 
     def _note_log_size(self, conn: apsw.Connection, name: str, pages: int) -> int:
         """SQLite's hook after every commit in WAL mode: remember how many pages the log holds."""
@@ -335,10 +306,6 @@ class SQLiteStore:
 
         return run
 
-    async def _run(self, label: str, body: Callable[[SQLConnection], T], *, write: bool) -> T:
-        async with self._lock:
-            return await self._blocking.run(label, self._transaction(body, write=write))
-
     def abandon(self) -> None:
         """Forget the connection of a killed process without closing it: the kill already
         ended whatever it was doing, and closing would run SQLite (a rollback, a checkpoint)
@@ -348,45 +315,14 @@ class SQLiteStore:
         if conn is not None:
             self._abandoned.append(conn)
 
-    async def close(self) -> None:
-        """Normal shutdown: close the connection (SQLite checkpoints the WAL on last close)."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
+    # -- the dialect ---------------------------------------------------------------------------
 
-        def run() -> None:
-            conn.close()
+    def _place(self) -> str:
+        return self._path
 
-        async with self._lock:
-            await self._blocking.run("sqlite.close", run)
-
-    # -- leases --------------------------------------------------------------------------------
-
-    def _lease_row(self, conn: SQLConnection, conversation_id: str) -> Lease | None:
-        """The stored lease (None: no row); a row that is not a lease is ``CorruptStore``
-        naming the database file, as every refusal of this store does: an operator with
-        several stores must know which one to look at."""
-        row = conn.execute(
-            "SELECT owner_id, epoch, expires_at_s FROM leases WHERE conversation_id = ?",
-            (conversation_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        try:
-            return Lease(
-                conversation_id=conversation_id,
-                owner_id=row[0],
-                epoch=row[1],
-                expires_at_s=row[2],
-            )
-        except ValueError as exc:
-            first = str(exc).splitlines()[0]
-            raise CorruptStore(
-                f"{self._path}: leases row ({conversation_id}): not a lease: {first}"
-            ) from exc
-
-    @staticmethod
-    def _put_lease(conn: SQLConnection, lease: Lease) -> None:
+    def _put_lease(self, conn: SQLConnection, lease: Lease, *, previous: Lease | None) -> None:
+        """One upsert whatever ``previous`` was: ``BEGIN IMMEDIATE`` holds the database's write
+        lock from the lease's read to this write, so no other acquirer can insert the row."""
         conn.execute(
             "INSERT INTO leases (conversation_id, owner_id, epoch, expires_at_s) "
             "VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
@@ -395,212 +331,7 @@ class SQLiteStore:
             (lease.conversation_id, lease.owner_id, lease.epoch, lease.expires_at_s),
         )
 
-    def _fence(self, conn: SQLConnection, conversation_id: str, owner_id: str, epoch: int) -> None:
-        """``check_fence`` on the lease row, inside the write transaction (``BEGIN IMMEDIATE``)."""
-        check_fence(
-            self._lease_row(conn, conversation_id), conversation_id, owner_id=owner_id, epoch=epoch
-        )
-
-    async def current_lease(self, conversation_id: str) -> Lease | None:
-        check_conversation_id(conversation_id)
-        return await self._run(
-            "sqlite.read", lambda conn: self._lease_row(conn, conversation_id), write=False
-        )
-
-    async def acquire_lease(
-        self, conversation_id: str, owner_id: str, *, ttl_s: float, now_s: float
-    ) -> Lease:
-        """Take the lease unless another owner holds it unexpired; the epoch always increases."""
-        check_conversation_id(conversation_id)
-
-        def body(conn: SQLConnection) -> Lease:
-            previous = self._lease_row(conn, conversation_id)
-            self._check_recoverable(conn, conversation_id, previous)
-            lease = granted_lease(previous, conversation_id, owner_id, ttl_s=ttl_s, now_s=now_s)
-            self._put_lease(conn, lease)
-            return lease
-
-        return await self._run("sqlite.lease", body, write=True)
-
-    def _check_recoverable(
-        self, conn: SQLConnection, conversation_id: str, previous: Lease | None
+    def _executemany(
+        self, conn: SQLConnection, sql: str, rows: Iterable[Sequence[SQLValue]]
     ) -> None:
-        """Before an acquisition writes the lease: refuse what the new owner's recovery would
-        refuse (``check_recoverable_rows``), so a refusal leaves the database as it was."""
-        last_row = conn.execute(
-            "SELECT sequence, record FROM events WHERE conversation_id = ? "
-            "ORDER BY sequence DESC LIMIT 1",
-            (conversation_id,),
-        ).fetchone()
-        check_recoverable_rows(
-            self._path,
-            conversation_id,
-            stored=previous,
-            last_row=None if last_row is None else (last_row[0], last_row[1]),
-            checkpoint_rows=self._checkpoint_rows(conn, conversation_id),
-            rows_after=lambda start: self._event_rows(conn, conversation_id, start),
-        )
-
-    @staticmethod
-    def _event_rows(conn: SQLConnection, conversation_id: str, start: int) -> list[tuple[int, str]]:
-        return [
-            (row[0], row[1])
-            for row in conn.execute(
-                "SELECT sequence, record FROM events WHERE conversation_id = ? AND sequence > ? "
-                "ORDER BY sequence",
-                (conversation_id, start),
-            ).fetchall()
-        ]
-
-    @staticmethod
-    def _checkpoint_rows(conn: SQLConnection, conversation_id: str) -> list[tuple[int, str]]:
-        return [
-            (row[0], row[1])
-            for row in conn.execute(
-                "SELECT through_sequence, body FROM checkpoints WHERE conversation_id = ? "
-                "ORDER BY through_sequence DESC",
-                (conversation_id,),
-            ).fetchall()
-        ]
-
-    async def renew_lease(self, lease: Lease, *, ttl_s: float, now_s: float) -> Lease:
-        check_conversation_id(lease.conversation_id)
-
-        def body(conn: SQLConnection) -> Lease:
-            stored = self._lease_row(conn, lease.conversation_id)
-            renewed = renewed_lease(stored, lease, ttl_s=ttl_s, now_s=now_s)
-            self._put_lease(conn, renewed)
-            return renewed
-
-        return await self._run("sqlite.lease", body, write=True)
-
-    async def release_lease(self, lease: Lease) -> None:
-        """Expire the lease now, keeping its epoch so the next acquirer gets epoch + 1."""
-        check_conversation_id(lease.conversation_id)
-
-        def body(conn: SQLConnection) -> None:
-            stored = self._lease_row(conn, lease.conversation_id)
-            if stored is None or (stored.owner_id, stored.epoch) != (lease.owner_id, lease.epoch):
-                return
-            self._put_lease(conn, stored.model_copy(update={"expires_at_s": -1.0}))
-
-        await self._run("sqlite.lease", body, write=True)
-
-    # -- the event log -------------------------------------------------------------------------
-
-    async def read_records(
-        self, conversation_id: str, after_sequence: int = 0, *, repair: bool = False
-    ) -> list[EventRecord]:
-        """The records after ``after_sequence``, each verified, contiguous and batch-complete.
-
-        SQLite commits whole transactions, so there is no torn tail and any bad row is
-        corruption of committed data. ``repair`` (the lease holder recovering) also checks that
-        no checkpoint lies beyond the log: a checkpoint is saved only after the commits it
-        covers, so one beyond the last row proves those rows were lost (``CorruptStore``).
-        """
-        check_conversation_id(conversation_id)
-        start = max(after_sequence, 0)
-
-        def body(conn: SQLConnection) -> tuple[list[tuple[int, str]], int, int]:
-            """The rows and (when repairing) the newest checkpoint and the log's last sequence,
-            in one read transaction."""
-            rows = self._event_rows(conn, conversation_id, start)
-            if not repair:
-                return rows, 0, 0
-            newest = conn.execute(
-                "SELECT MAX(through_sequence) FROM checkpoints WHERE conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()
-            last = conn.execute(
-                "SELECT MAX(sequence) FROM events WHERE conversation_id = ?", (conversation_id,)
-            ).fetchone()
-            assert newest is not None and last is not None  # aggregates without GROUP BY
-            return rows, int(newest[0] or 0), int(last[0] or 0)
-
-        rows, through, last = await self._run("sqlite.read", body, write=False)
-        if repair:
-            lost_commits(self._path, conversation_id, through=through, last_sequence=last)
-        return verified_rows(self._path, conversation_id, start, rows)
-
-    async def append(
-        self,
-        conversation_id: str,
-        records: list[EventRecord],
-        *,
-        expected_sequence: int,
-        owner_id: str,
-        epoch: int,
-    ) -> None:
-        """Fence, check the sequence and insert the batch in one transaction (all or nothing)."""
-        batch = Append.checked(conversation_id, records, owner_id=owner_id, epoch=epoch)
-        lines = zip(records, batch.lines, strict=True)
-        rows = [(conversation_id, record.sequence, line) for record, line in lines]
-
-        def body(conn: SQLConnection) -> None:
-            self._fence(conn, conversation_id, owner_id, epoch)
-            row = conn.execute(
-                "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()
-            assert row is not None  # an aggregate without GROUP BY returns one row
-            (last,) = row
-            check_sequences(records, expected_sequence, last)
-            conn.executemany(
-                "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)", rows
-            )
-
-        await self._run("sqlite.commit", body, write=True)
-        batch.stored()  # the text a reader will get back from the row
-
-    # -- checkpoints ---------------------------------------------------------------------------
-
-    async def save_checkpoint(self, checkpoint: Checkpoint, *, owner_id: str, epoch: int) -> None:
-        """Fence, store, and keep only this checkpoint and the newest older one (one transaction).
-
-        Checkpoints newer than this one are removed as well, as ``FileStore`` does: the writer's
-        log ends here, so a newer one cannot describe it.
-        """
-        conversation_id = check_conversation_id(checkpoint.conversation_id)
-        through = checkpoint.through_sequence
-        text = checkpoint.to_text()
-
-        def body(conn: SQLConnection) -> None:
-            self._fence(conn, conversation_id, owner_id, epoch)
-            conn.execute(
-                "INSERT OR REPLACE INTO checkpoints (conversation_id, through_sequence, body) "
-                "VALUES (?, ?, ?)",
-                (conversation_id, through, text),
-            )
-            conn.execute(
-                "DELETE FROM checkpoints WHERE conversation_id = ? AND through_sequence > ?",
-                (conversation_id, through),
-            )
-            conn.execute(
-                "DELETE FROM checkpoints WHERE conversation_id = ? AND through_sequence < ("
-                "SELECT MAX(through_sequence) FROM checkpoints "
-                "WHERE conversation_id = ? AND through_sequence < ?)",
-                (conversation_id, conversation_id, through),
-            )
-
-        await self._run("sqlite.checkpoint", body, write=True)
-
-    async def load_checkpoints(self, conversation_id: str) -> list[Checkpoint]:
-        """Every stored checkpoint, newest first; the caller verifies checksums. A row that does
-        not parse is ``CorruptStore`` (a transaction writes it whole: only damage explains it)."""
-        check_conversation_id(conversation_id)
-
-        rows = await self._run(
-            "sqlite.read", lambda conn: self._checkpoint_rows(conn, conversation_id), write=False
-        )
-        return parsed_checkpoints(self._path, conversation_id, rows)
-
-    # -- listing -------------------------------------------------------------------------------
-
-    async def list_conversations(self) -> list[str]:
-        def body(conn: SQLConnection) -> list[str]:
-            rows = conn.execute(
-                "SELECT conversation_id FROM events UNION SELECT conversation_id FROM leases"
-            ).fetchall()
-            return sorted(row[0] for row in rows)
-
-        return await self._run("sqlite.read", body, write=False)
+        conn.executemany(sql, rows)

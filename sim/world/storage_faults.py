@@ -439,7 +439,7 @@ Rows = tuple[tuple[Any, ...], ...]
 class DatabaseView:
     """What a fresh connection reads of a SQLite store (``sim.world.sqlite_vfs.read_database``).
     ``steps``: an acquisition's reads before it writes the lease
-    (``durable.store.sqlite.SQLiteStore._check_recoverable``), by name, in the order it makes
+    (``durable.store.sql.SqlStore._check_recoverable``), by name, in the order it makes
     them -- the schema, the lease row, the last event row, the checkpoint rows, the rows after
     the newest usable checkpoint -- each its rows or SQLite's error (the reads stop at one).
     ``tables``: every row of the store's three tables, (table, conversation, key, text), as the

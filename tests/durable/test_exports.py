@@ -29,6 +29,8 @@ NOT_EXPORTED = {
     "Submission": "a part of State (State.submissions), reached through it",
     "OsFileSystem": "a port implementation that real_ports() builds (durable.ports)",
     "run": "python -m durable inspect's entry point, not an API (the word is a code span)",
+    "SqlStore": "the database stores' one implementation, described for how they work; users "
+    "construct SQLiteStore or PostgresStore",
 }
 
 

@@ -18,10 +18,10 @@ from durable.store.base import (
     check_batch,
     check_conversation_id,
     check_fence,
-    check_sequences,
 )
 from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
+from durable.store.sql import SqlStore
 from durable.store.sqlite import SQLiteStore
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
@@ -250,7 +250,7 @@ def _no_fence(conversation_id: str, owner_id: str, epoch: int) -> None:
 def fence_outside_transaction_sqlite(mp: Patcher) -> None:
     """``SQLiteStore.append`` checks the fence in an autocommit read (``sqlite.fence``), then
     writes the batch in its own ``BEGIN IMMEDIATE`` transaction (``sqlite.commit``)."""
-    mp.setattr(SQLiteStore, "append", _sqlite_append_fenced_apart)
+    mp.setattr(SQLiteStore, "append", _append_fenced_apart)
 
 
 @mutant(
@@ -269,11 +269,11 @@ def fence_outside_transaction_postgres(mp: Patcher) -> None:
     """``PostgresStore.append`` checks the fence in an autocommit statement (the lease row's
     lock ends with it: ``postgres.fence``), then writes the batch in a transaction of its own
     (``postgres.commit``)."""
-    mp.setattr(PostgresStore, "append", _postgres_append_fenced_apart)
+    mp.setattr(PostgresStore, "append", _append_fenced_apart)
 
 
-async def _postgres_append_fenced_apart(
-    self: PostgresStore,
+async def _append_fenced_apart(
+    self: SqlStore[Any],
     conversation_id: str,
     records: list[EventRecord],
     *,
@@ -281,49 +281,21 @@ async def _postgres_append_fenced_apart(
     owner_id: str,
     epoch: int,
 ) -> None:
+    """The planted ``append`` of both database stores (``durable.store.sql`` holds their one
+    ``append``): the fence on the store's connection outside any transaction (SQLite: an
+    autocommit read; PostgreSQL: an autocommit statement, whose row lock ends with it), in a
+    blocking call of its own (``KIND.fence``), then the sequence check and the batch in the
+    write transaction (``KIND.commit``)."""
     check_conversation_id(conversation_id)
     check_batch(conversation_id, records, owner_id, epoch)
 
     def fence() -> None:
-        # The connection is in autocommit: the lease row's lock ends with this one statement.
         self._fence(self._connection(), conversation_id, owner_id, epoch)
 
     async with self._lock:
-        await self._blocking.run("postgres.fence", fence)
+        await self._blocking.run(self._label("fence"), fence)
     await self._run(
-        "postgres.commit",
+        self._label("commit"),
         lambda conn: self._insert_batch(conn, conversation_id, records, expected_sequence),
         write=True,
     )
-
-
-async def _sqlite_append_fenced_apart(
-    self: SQLiteStore,
-    conversation_id: str,
-    records: list[EventRecord],
-    *,
-    expected_sequence: int,
-    owner_id: str,
-    epoch: int,
-) -> None:
-    check_conversation_id(conversation_id)
-    check_batch(conversation_id, records, owner_id, epoch)
-
-    def fence() -> None:
-        self._fence(self._connection(), conversation_id, owner_id, epoch)  # autocommit read
-
-    async with self._lock:
-        await self._blocking.run("sqlite.fence", fence)
-
-    def write(conn: Any) -> None:
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE conversation_id = ?",
-            (conversation_id,),
-        ).fetchone()
-        check_sequences(records, expected_sequence, last)
-        conn.executemany(
-            "INSERT INTO events (conversation_id, sequence, record) VALUES (?, ?, ?)",
-            [(conversation_id, r.sequence, r.to_line()) for r in records],
-        )
-
-    await self._run("sqlite.commit", write, write=True)

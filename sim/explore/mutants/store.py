@@ -14,7 +14,7 @@ from durable.events import SCHEMA_VERSION
 from durable.store import base as store_base_mod
 from durable.store import file as file_store_mod
 from durable.store import logscan as logscan_mod
-from durable.store import sqlite as sqlite_store_mod
+from durable.store import sql as sql_store_mod
 from durable.store.base import Checkpoint, CorruptStore, Lease
 from durable.store.file import FileStore
 from durable.store.logscan import LogScan
@@ -215,7 +215,7 @@ def expected_sequence_ignored(mp: Patcher) -> None:
         return None
 
     mp.setattr(file_store_mod, "check_sequences", check_sequences)
-    mp.setattr(sqlite_store_mod, "check_sequences", check_sequences)
+    mp.setattr(sql_store_mod, "check_sequences", check_sequences)
     original = journal_mod.recover_state
 
     async def recover_state(store: Any, conversation_id: str) -> Any:
@@ -494,7 +494,8 @@ def sqlite_damaged_row_as_end(mp: Patcher) -> None:
     last whole batch) and goes on from there. A transaction commits whole, so no crash leaves
     such a row -- only damage to a synced page of the database file does, which the damage
     table says the store refuses, naming the row."""
-    # The names the SQLite store calls them by are patched; the originals are the base's.
+    # The names the database stores' shared bodies (``durable.store.sql``) call them by are
+    # patched; the originals are the base's.
     check_recoverable_rows = store_base_mod.check_recoverable_rows
     verified_rows = store_base_mod.verified_rows
 
@@ -521,8 +522,8 @@ def sqlite_damaged_row_as_end(mp: Patcher) -> None:
             kept.pop()
         return verified_rows(place, conversation_id, start, [(s, t) for s, t, _ in kept])
 
-    mp.setattr(sqlite_store_mod, "check_recoverable_rows", lenient_check)
-    mp.setattr(sqlite_store_mod, "verified_rows", rows_before_damage)
+    mp.setattr(sql_store_mod, "check_recoverable_rows", lenient_check)
+    mp.setattr(sql_store_mod, "verified_rows", rows_before_damage)
 
 
 #: The sequence numbers whose commit ``fsync-skipped-on-round-sequence`` does not sync.

@@ -15,6 +15,7 @@ from durable.events import EventRecord
 from durable.store.base import Lease, check_batch, check_sequences
 from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
+from durable.store.sql import SqlStore
 from durable.store.sqlite import SQLiteStore
 from sim.explore.mutants.core import Patches
 from sim.explore.mutants.leases import (
@@ -35,8 +36,8 @@ def _file_lock_dropped() -> None:
 
 
 # A renewal that writes the caller's lease back without comparing it with the stored one: a
-# worker paused past its lease renews it on waking, over the new owner's. One per store class
-# (the simulator's Postgres tests plant the Postgres one too).
+# worker paused past its lease renews it on waking, over the new owner's. One for the file store
+# and one for both database stores (the simulator's Postgres tests plant that one too).
 
 
 def file_renew_ignoring_epoch(
@@ -47,39 +48,24 @@ def file_renew_ignoring_epoch(
     return renewed
 
 
-async def sqlite_renew_ignoring_epoch(
-    self: SQLiteStore, lease: Lease, *, ttl_s: float, now_s: float
+async def sql_renew_ignoring_epoch(
+    self: SqlStore[Any], lease: Lease, *, ttl_s: float, now_s: float
 ) -> Lease:
+    """Both database stores' (``durable.store.sql``): the caller's lease written over the row as
+    it is (SQLite upserts it, PostgreSQL updates the stored row), whatever epoch it holds."""
     renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
 
     def body(conn: Any) -> Lease:
-        self._put_lease(conn, renewed)
+        self._put_lease(conn, renewed, previous=lease)
         return renewed
 
-    return await self._run("sqlite.lease", body, write=True)
-
-
-async def postgres_renew_ignoring_epoch(
-    self: PostgresStore, lease: Lease, *, ttl_s: float, now_s: float
-) -> Lease:
-    renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
-    update = (
-        "UPDATE {ns}.leases SET owner_id = %s, epoch = %s, expires_at_s = %s "
-        "WHERE conversation_id = %s"
-    )
-
-    def body(conn: Any) -> Lease:
-        values = (renewed.owner_id, renewed.epoch, renewed.expires_at_s, lease.conversation_id)
-        conn.execute(self._sql(update), values)
-        return renewed
-
-    return await self._run("postgres.lease", body, write=True)
+    return await self._run(self._label("lease"), body, write=True)
 
 
 def _renew_ignores_epoch() -> None:
     FileStore._renew_lease = file_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
-    SQLiteStore.renew_lease = sqlite_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
-    PostgresStore.renew_lease = postgres_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
+    SQLiteStore.renew_lease = sql_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
+    PostgresStore.renew_lease = sql_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
 
 
 # The fence checked outside the append's transaction (its own statement, or outside the OS lock)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from durable.store import base as base_mod
-from durable.store import sqlite as sqlite_store_mod
+from durable.store import sql as sql_store_mod
 from durable.store.base import Checkpoint
 from sim.explore.mutants import mutant_named, planted
 from sim.judgement import oracles
@@ -79,7 +79,7 @@ def test_a_skipped_unparseable_checkpoint_row_is_caught_by_the_table_alone(
     """A bit flipped in a checkpoint row's text so that it no longer parses: a store that skips
     the row recovers everything from the older checkpoint or the log; only I23 -- SQLite writes
     a row whole, so the table refuses one -- sees it, and with I23 off the schedule passes."""
-    parsed = sqlite_store_mod.parsed_checkpoints
+    parsed = sql_store_mod.parsed_checkpoints
 
     def skipping(place: str, conversation_id: str, rows: list[tuple[int, str]]) -> list[Any]:
         kept = []
@@ -92,7 +92,7 @@ def test_a_skipped_unparseable_checkpoint_row_is_caught_by_the_table_alone(
         return parsed(place, conversation_id, kept)
 
     with monkeypatch.context() as mp:
-        mp.setattr(sqlite_store_mod, "parsed_checkpoints", skipping)
+        mp.setattr(sql_store_mod, "parsed_checkpoints", skipping)
         mp.setattr(base_mod, "parsed_checkpoints", skipping)  # the acquisition's check too
         result, reference = _run("model_error_then_message", "73:after:storage")
     assert _row(result).kind == "checkpoint-unparseable"

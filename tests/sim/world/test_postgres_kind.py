@@ -26,7 +26,7 @@ from durable.store.base import Lease
 from durable.store.postgres import PostgresStore
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
-from sim.targets.workers.mutants import postgres_renew_ignoring_epoch
+from sim.targets.workers.mutants import sql_renew_ignoring_epoch
 from sim.world import pgserver
 from sim.world.faults import ScheduleError, parse_schedule
 from sim.world.pgserver import CONNINFO_ENV
@@ -139,7 +139,7 @@ def test_abandon_rolls_back_and_releases_the_lease_row(pg_conninfo: str, pg_name
 def _renew_ignores_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The renewal writes the caller's lease back without comparing the stored one (the fleet
     mode's mutant of the same name)."""
-    monkeypatch.setattr(PostgresStore, "renew_lease", postgres_renew_ignoring_epoch)
+    monkeypatch.setattr(PostgresStore, "renew_lease", sql_renew_ignoring_epoch)
 
 
 def _row_per_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
