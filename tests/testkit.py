@@ -9,7 +9,6 @@ release, no settling), which is exactly what a ``kill -9`` looks like to the sto
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import multiprocessing
@@ -41,6 +40,7 @@ from durable.tools import (
     Verification,
     content_hash,
 )
+from sim.targets.protocol import installed
 from sim.world.stores import StoreKind
 
 CONV = "conv-1"
@@ -590,21 +590,7 @@ def needs(module: str, *, reason: str) -> pytest.MarkDecorator:
     framework at collection, in every xdist worker, and a worker that holds every framework is
     twice the size, which doubles what each fork of a forking sweep costs there (measured in
     docs/performance.md, "The test tiers"). A test imports the framework itself when it runs."""
-    return pytest.mark.skipif(not _installed(module), reason=reason)
-
-
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported, read from the file system: ``find_spec`` of a dotted
-    name would import its parent packages."""
-    top, *rest = module.split(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None or not rest:
-        return spec is not None
-    tail = Path(*rest)
-    for folder in spec.submodule_search_locations or ():
-        if (Path(folder) / tail).is_dir() or (Path(folder) / tail).with_suffix(".py").is_file():
-            return True
-    return False
+    return pytest.mark.skipif(not installed(module), reason=reason)
 
 
 #: ``python -c`` code that resets SIGINT to its default and then becomes ``python ARGS...``

@@ -10,6 +10,7 @@ world goes through the ledger, so the effects survive the kill and can be counte
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,15 +29,27 @@ if TYPE_CHECKING:
     from sim.targets.ledger import Ledger
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` (dotted or not) can be imported, looked up on the file system without
+    importing it or its parents: ``find_spec`` of a dotted name imports the parent packages, so
+    asking whether a framework is installed would load it into the asking process."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not rest:
+        return spec is not None
+    suffixes = importlib.machinery.all_suffixes()
+    for folder in spec.submodule_search_locations or ():
+        base = Path(folder, *rest)
+        if base.is_dir() or any(base.with_name(base.name + s).is_file() for s in suffixes):
+            return True
+    return False
+
+
 def missing_extra(target: str, modules: tuple[str, ...], extra: str) -> str | None:
     """Why ``target`` cannot run here (the first of its ``modules`` that is not installed, and
     the pip extra that installs it), or None. Looks the modules up without importing them."""
     for module in modules:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:  # a dotted name whose parent package is missing
-            found = False
-        if not found:
+        if not installed(module):
             return (
                 f"the {target} target needs {module.split('.')[0]}, which is not installed: "
                 f"pip install 'durable-sim[{extra}]'"
