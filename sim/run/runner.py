@@ -51,7 +51,7 @@ from sim.world.seams import seams as seams
 from sim.world.seeded import World, fake_workspace, seed_trio_scheduler
 from sim.world.services import Services
 from sim.world.session import run_process
-from sim.world.sqlite_vfs import seed_sqlite_randomness, unregister_all
+from sim.world.sqlite_vfs import end_worlds, seed_sqlite_randomness
 from sim.world.storage_faults import Role, role_of
 from sim.world.stores import StoreKind, StorePlace
 
@@ -108,7 +108,7 @@ def run_scenario(
                 raise
             result.trace.fingerprint = world.fingerprint()
     finally:
-        unregister_all()  # the world's SQLite VFSes (harness bookkeeping: a name list in SQLite)
+        end_worlds()  # the world's SQLite connections and VFSes (``sim.world.sqlite_vfs``)
     return result
 
 

@@ -126,3 +126,24 @@ def test_a_refused_write_fails_the_transaction_and_leaves_the_last_commit() -> N
 def test_the_same_seed_writes_the_same_bytes() -> None:
     one, two = _world("FULL", commits=3), _world("FULL", commits=3)
     assert one.snapshot() == two.snapshot()
+
+
+def test_a_world_leaves_no_connection_open_and_no_byte_changed() -> None:
+    """A crashed process never closes its connections; the end of its world must (they hold
+    the whole world in a cycle the collector cannot break: ``sim.world.sqlite_vfs.end_worlds``),
+    and closing them must not write to the disk the oracles read."""
+    from sim.run.runner import run_scenario
+    from sim.world.faults import parse_schedule
+    from sim.world.scenario import load_scenario
+
+    scenario = load_scenario("lease_takeover")
+    ours = [c for c in apsw.connections() if c.open_vfs.startswith("durable-sim-")]
+    assert not ours, "a connection of an earlier world is still open"
+    schedule = parse_schedule("30:after:process")
+    crashed = run_scenario(scenario, seed=0, store="sqlite", schedule=schedule)
+    again = run_scenario(scenario, seed=0, store="sqlite", schedule=schedule)
+    left = [c for c in apsw.connections() if c.open_vfs.startswith("durable-sim-")]
+    assert not left, f"{len(left)} connections of ended worlds are still open"
+    assert crashed.trace.crashes, "the schedule crashed a process holding a connection"
+    assert crashed.trace.fingerprint == again.trace.fingerprint
+    assert crashed.durable.records == again.durable.records
