@@ -14,9 +14,9 @@ the two on the bundled scenarios):
 - **equivalent crashes run once.** Crash points whose worlds after the crash are identical have
   identical futures (``sim.explore.folding``): the sweep's traced run lists them (``twin_of``),
   the first is forked, the others inherit its verdict.
-- **I10 by twins.** Determinism is checked by forking the same crash point twice and comparing the
-  children's fingerprints; the shared prefix is checked once, by comparing the forking run's
-  fingerprint with the reference run's.
+- **I10 by second children.** Determinism is checked by forking the same crash point twice and
+  comparing the children's fingerprints; the shared prefix is checked once, by comparing the
+  forking run's fingerprint with the reference run's.
 
 SQLite files live on a real directory: a child copies the database and its WAL to a directory of
 its own before crashing, and never touches (or closes) the connections it inherited.
@@ -40,7 +40,8 @@ from typing import Any
 import trio
 
 from sim.explore import interrupts
-from sim.judgement.judge import judge, recovery_paths, timeline
+from sim.explore.recording import Judged
+from sim.judgement.judge import judge
 from sim.world.faults import (
     CrashKind,
     CrashPoint,
@@ -60,19 +61,6 @@ AVAILABLE = hasattr(os, "fork") and hasattr(select, "epoll")
 
 
 @dataclass
-class ChildOutcome:
-    """What a child reports: enough for the sweep's record of one schedule."""
-
-    schedule: str
-    verdict: str
-    violations: list[dict[str, Any]]
-    fingerprint: str
-    labels: list[str]
-    timeline: list[str]
-    paths: list[str]
-
-
-@dataclass
 class _Child:
     """A running child, as the parent tracks it."""
 
@@ -80,7 +68,7 @@ class _Child:
     schedule: str
     path: str  # where it writes its outcome
     deadline: float  # time.monotonic() after which it is killed
-    counted: bool = True  # counts as one schedule of progress (an I10 twin does not)
+    counted: bool = True  # counts as one schedule of progress (I10's second child does not)
     timed_out: bool = False
 
 
@@ -91,7 +79,7 @@ class ForkPlan:
     base: Schedule
     kinds: tuple[CrashKind, ...]
     reference: Any  # RunResult of the fault-free run of the base schedule
-    twins: Callable[[str], bool]  # whether a schedule (text) gets a twin for I10
+    reruns: Callable[[str], bool]  # whether a schedule (text) gets a second child for I10
     # (index, when) -> enumerated tears of a power crash there: the traced run's count, so the
     # fast and naive sweeps list the same schedules by construction.
     tears: dict[tuple[int, str], int]
@@ -149,7 +137,7 @@ class ForkPlan:
             if self.progress is not None:
                 self.progress(1)
             return False
-        for copy in range(2 if self.twins(text) else 1):
+        for copy in range(2 if self.reruns(text) else 1):
             if self._spawn(injector, process, point, label, schedule, copy):
                 return True
         return False
@@ -281,16 +269,12 @@ class ForkPlan:
     def finish_child(self, result: Any) -> None:
         """Judge the child's run, write the outcome, and leave without any cleanup."""
         try:
-            outcome = judge(result, self.reference, determinism=False)
-            doc = ChildOutcome(
-                schedule=result.schedule.text(),
-                verdict=outcome.verdict,
-                violations=[v.to_json() for v in outcome.violations],
-                fingerprint=result.trace.fingerprint,
-                labels=list(outcome.labels),
-                timeline=timeline(result) if outcome.verdict != "pass" else [],
-                paths=sorted(recovery_paths(result)),
-            ).__dict__
+            judged = Judged.of_run(judge(result, self.reference, determinism=False), result)
+            doc = {
+                "schedule": result.schedule.text(),
+                "fingerprint": result.trace.fingerprint,
+                **judged.to_json(),
+            }
         except BaseException as exc:  # the child must always report and exit
             doc = {"error": f"{type(exc).__name__}: {exc}"}
         self._leave(doc, 0)

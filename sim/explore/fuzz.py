@@ -39,7 +39,7 @@ from hypothesis.stateful import (
 )
 
 from sim.explore.parallel import Step, estimated_cost
-from sim.explore.sweep import judge
+from sim.judgement.judge import judge
 from sim.judgement.oracles import Violation
 from sim.judgement.repro import replay_command
 from sim.run import collector

@@ -166,8 +166,8 @@ def record_dropped() -> Iterator[None]:
     and is dropped: inside a SQLite VFS call whose error SQLite ignores (a sync or a journal's
     delete), an after-fork hook, a ``__del__``. SQLite goes on with an I/O error instead, so
     the run goes on *differently*. A SIGINT outside a forking run records nothing before trio
-    raises it, so the interrupt was lost: an in-process sweep interrupted while the determinism
-    twin of its fault-free run ran finished that run with another trace and reported "its
+    raises it, so the interrupt was lost: an in-process sweep interrupted while I10's second
+    run of its fault-free run ran finished that run with another trace and reported "its
     fault-free run fails (I10 ...)", exit 2. Recorded here, the stop is honoured where the
     command next checks (``stop_if_requested``), before it reports anything. The SIGINT itself
     is left to trio, which delivers it where that is safe (a wrapping handler would make trio

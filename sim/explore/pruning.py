@@ -31,10 +31,11 @@ from typing import Any, Literal
 
 from sim.explore import interrupts
 from sim.explore import sweep as exact
-from sim.explore.recording import ScenarioSweep
+from sim.explore.recording import Judged, ScenarioSweep, record_outcome
 from sim.explore.rejoin import COMPONENTS, MEASURED_KINDS, VIEWS, CanonicalProbe, Row
+from sim.explore.sweep import naive, parts, prepare
 from sim.judgement.invariants import invariant
-from sim.judgement.judge import ScheduleOutcome
+from sim.judgement.judge import ScheduleOutcome, judge
 from sim.judgement.oracles import Violation, check, check_determinism, verdict_of
 from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
@@ -68,7 +69,7 @@ def prune_check(value: str) -> PruneCheck:
 def wants_check(mode: PruneCheck, seed: int, schedule_text: str) -> bool:
     """Whether a pruned schedule is also run to its end: every one with ``full``; with
     ``sample`` a seeded 1 in ``CHECK_EVERY`` by a hash of (seed, schedule), stable across
-    processes and hash seeds (as I10's sample, ``sim.explore.sweep.wants_twin``)."""
+    processes and hash seeds (as I10's sample, ``sim.explore.sweep.wants_rerun``)."""
     if mode == "full":
         return True
     return zlib.crc32(f"rejoin|{seed}|{schedule_text}".encode()) % CHECK_EVERY == 0
@@ -179,29 +180,29 @@ class _Pruner:
         ``wants_check`` says so), else judged on its whole run as an exact sweep does."""
         if schedule.points[-1].kind not in MEASURED_KINDS:  # not a crash of a process
             result = self.run(schedule)
-            return exact._judged(result, self.reference, self.determinism), result
+            return exact.judge_as(result, self.reference, self.determinism), result
         result, probe = self.probed(schedule)
         if probe.met is None:
-            return exact._judged(result, self.reference, self.determinism), result
+            return exact.judge_as(result, self.reference, self.determinism), result
         stats = self.out.prune
         assert stats is not None
         stats["pruned"] += 1
         seed, text = self.out.seed, schedule.text()
-        outcome = self.pruned_outcome(result, exact.wants_twin(self.determinism, seed, text))
+        outcome = self.pruned_outcome(result, exact.wants_rerun(self.determinism, seed, text))
         if wants_check(self.check_mode, seed, text):
             stats["checked"] += 1
             self.check_suffix(schedule, probe.met, outcome)
         if outcome.verdict != "pass":
             # A failure is reported as the exact sweep reports it: every violation of the
             # whole run, its timeline and recovery paths, and I10 on it whatever the sample
-            # drew, as ``exact._judged`` does (failures are few; this costs little).
+            # drew, as ``exact.judge_as`` does (failures are few; this costs little).
             whole = self.run(schedule)
-            return exact._judged(whole, self.reference, self.determinism), whole
+            return exact.judge_as(whole, self.reference, self.determinism), whole
         return outcome, result
 
-    def pruned_outcome(self, result: RunResult, twin: bool) -> ScheduleOutcome:
+    def pruned_outcome(self, result: RunResult, rerun: bool) -> ScheduleOutcome:
         violations = window_violations(result, self.reference)
-        if twin:
+        if rerun:
             violations += check_determinism(result, self.probed(result.schedule)[0])
         labels = tuple(c.label for c in result.trace.crashes)
         fingerprint = result.trace.fingerprint
@@ -216,7 +217,7 @@ class _Pruner:
         pruned verdict and the fault-free run's views, else ``RejoinBroken``."""
         probe = CanonicalProbe(schedule)
         full = self.run(schedule, probe)
-        whole = exact.judge(full, self.reference, determinism=False)
+        whole = judge(full, self.reference, determinism=False)
         where = f"{self.out.name}/{self.out.store} {schedule.text()}"
         if _verdict_codes(whole) != _verdict_codes(pruned):
             raise RejoinBroken(
@@ -254,12 +255,12 @@ def sweep(
         raise ValueError(f"--prune rejoin cannot sweep {scenario.name}: it has timed crashes")
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
-    out, kinds, base = exact._described(scenario, kind, seed, 1, crash_kinds, mode, ref)
-    reference, traced = exact._traced_runs(scenario, seed=seed, store=kind, base=base)
-    exact._describe(out, reference, traced, base, kinds)
+    out, kinds, base = prepare.described(scenario, kind, seed, 1, crash_kinds, mode, ref)
+    reference, traced = prepare.traced_runs(scenario, seed=seed, store=kind, base=base)
+    prepare.describe(out, reference, traced, base, kinds)
     stats: dict[str, Any] = {"mode": "rejoin", "check": checking, "pruned": 0, "checked": 0}
     out.prune = stats
-    exact._record(out, exact.judge(reference, reference, determinism=mode != "off"), reference)
+    naive.record_reference(out, reference, mode)
     if progress:
         progress(1)
     if out.failures:
@@ -285,7 +286,7 @@ def sweep(
         again.prune = {**stats, "broken": str(broken)}
         again.wall_s = time.perf_counter() - started
         return again
-    exact._account(out, len(schedules), [s.text() for s in schedules])
+    parts.account(out, len(schedules), [s.text() for s in schedules])
     out.wall_s = time.perf_counter() - started
     return out
 
@@ -302,7 +303,7 @@ def _judge_all(
         for schedule in schedules:
             interrupts.stop_if_requested()
             outcome, result = pruner.judge(schedule)
-            exact._record(pruner.out, outcome, result)
+            record_outcome(pruner.out, outcome.schedule, Judged.of_run(outcome, result))
             if progress:
                 progress(1)
             if stop_at_first_failure and pruner.out.failures:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from sim.explore.sweep import ScheduleOutcome, judge
+from sim.judgement.judge import ScheduleOutcome, judge
 from sim.judgement.oracles import Violation
 from sim.run.realrun import RealOptions, RealRun, run_real, timed_points
 from sim.run.runner import RunResult, run_scenario

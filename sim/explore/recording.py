@@ -6,12 +6,14 @@ one-process sweep records."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sim.judgement.oracles import VERDICT_ORDER, Violation
+from sim.judgement.judge import ScheduleOutcome, recovery_paths, timeline
+from sim.judgement.oracles import VERDICT_ORDER, Verdict, Violation, verdict_of
 from sim.judgement.repro import replay_command
+from sim.run.runner import RunResult
 from sim.world.faults import CrashPoint, Schedule
 
 
@@ -127,27 +129,84 @@ def repro_command(scenario: str, seed: int, store: str, schedule: Schedule) -> s
     return replay_command(scenario, seed=seed, store=store, schedule=schedule.text())
 
 
-#: What is recorded of one judged schedule: verdict, violations, crash labels, recovery paths and
-#: (for a failure) its timeline.
-Outcome = tuple[str, list[Violation], list[str], list[str], list[str]]
+@dataclass(frozen=True, kw_only=True)
+class Judged:
+    """One judged schedule as a sweep records it: its verdict, violations, crash labels and
+    recovery paths, and (a failure's only: a report shows no passing timeline) its timeline.
+    One form wherever it was judged -- the naive path, a forked child's outcome file, a campaign
+    unit's document -- so each records exactly what the one-process sweep records.
+
+    The harness's own failure is verdict ``error`` with an I0 violation saying what failed;
+    otherwise the verdict is its violations' (``verdict_of``)."""
+
+    verdict: Verdict
+    violations: tuple[Violation, ...] = ()
+    labels: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    timeline: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert isinstance(self.verdict, Verdict), self.verdict
+        if self.verdict is Verdict.ERROR:
+            assert self.violations, "a harness error says what failed"
+        else:
+            assert self.verdict is verdict_of(self.violations), (self.verdict, self.violations)
+        assert not self.timeline or self.verdict is not Verdict.PASS, "a pass has no timeline"
+
+    @classmethod
+    def of_run(cls, outcome: ScheduleOutcome, result: RunResult) -> Judged:
+        """What is recorded of a judged run (``sim.judgement.judge``)."""
+        failed = outcome.verdict != Verdict.PASS
+        return cls(
+            verdict=Verdict(outcome.verdict),
+            violations=tuple(outcome.violations),
+            labels=tuple(outcome.labels),
+            paths=tuple(sorted(recovery_paths(result))),
+            timeline=tuple(timeline(result)) if failed else (),
+        )
+
+    @classmethod
+    def harness_error(cls, why: str) -> Judged:
+        """The harness's own failure (a child that raised, hung or wrote no outcome)."""
+        return cls(verdict=Verdict.ERROR, violations=(Violation("I0", why),))
+
+    @classmethod
+    def of_violations(cls, violations: Sequence[Violation]) -> Judged:
+        """A schedule judged by ``violations`` alone (no run to take labels from)."""
+        return cls(verdict=verdict_of(violations), violations=tuple(violations))
+
+    def with_violations(self, more: Sequence[Violation]) -> Judged:
+        """The same schedule with ``more`` violations found later (I10's second run)."""
+        violations = (*self.violations, *more)
+        return replace(self, verdict=verdict_of(violations), violations=violations)
+
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON form (a forked child's outcome file, a campaign unit's document)."""
+        return {
+            "verdict": str(self.verdict),
+            "violations": [v.to_json() for v in self.violations],
+            "labels": list(self.labels),
+            "paths": list(self.paths),
+            "timeline": list(self.timeline),
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Judged:
+        return cls(
+            verdict=Verdict(doc["verdict"]),
+            violations=tuple(Violation.from_json(v) for v in doc["violations"]),
+            labels=tuple(doc["labels"]),
+            paths=tuple(doc["paths"]),
+            timeline=tuple(doc["timeline"]),
+        )
 
 
-def record_outcome(out: ScenarioSweep, schedule: Schedule, outcome: Outcome) -> None:
-    verdict, violations, labels, paths, lines = outcome
-    record_parts(out, schedule, verdict, violations, labels, paths, lambda: lines)
-
-
-def record_parts(
-    out: ScenarioSweep,
-    schedule: Schedule,
-    verdict: str,
-    violations: list[Violation],
-    labels: list[str],
-    paths: list[str],
-    lines: Callable[[], list[str]],
-) -> None:
+def record_outcome(out: ScenarioSweep, schedule: Schedule, judged: Judged) -> None:
+    """Record one judged schedule: its counts, its cell of the crash matrix and, if it failed,
+    its ``Failure`` with the line that replays it."""
+    verdict, violations = judged.verdict, judged.violations
     out.schedules += 1
-    for path in paths:
+    for path in judged.paths:
         out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
     out.verdicts[verdict] += 1
     points = schedule.points
@@ -160,7 +219,7 @@ def record_parts(
             out.matrix[-1]["verdict"] = worst
         else:
             out.matrix.append(cell)
-    if verdict == "pass":
+    if verdict is Verdict.PASS:
         return
     first = violations[0] if violations else None
     out.failures.append(
@@ -176,8 +235,8 @@ def record_parts(
             expected=first.expected if first else "",
             actual=first.actual if first else "",
             repro=repro_command(out.ref or out.name, out.seed, out.store, schedule),
-            crash_labels=labels,
-            timeline=lines(),
+            crash_labels=list(judged.labels),
+            timeline=list(judged.timeline),
             invariants=sorted({v.invariant for v in violations}, key=invariant_order),
         )
     )

@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Verdict = Literal["safety", "liveness", "nondeterminism"]
-"""A violation's verdict (``error`` is the harness's own, never an invariant's)."""
+InvariantVerdict = Literal["safety", "liveness", "nondeterminism"]
+"""The verdict an invariant's violation gives (``sim.judgement.violation.Verdict`` holds every
+verdict of a schedule: these, ``error``, the harness's own, and ``pass``)."""
 
 Scope = Literal["runtime", "target", "both"]
 """Where an invariant is judged: the reference runtime (``sim.judgement.oracles``), a foreign
@@ -35,7 +36,7 @@ _TARGETS = "sim.targets.judge"
 class Invariant:
     code: str  # "I1"
     title: str  # the short name reports show after the code
-    verdict: Verdict
+    verdict: InvariantVerdict
     scope: Scope
     verifies: str  # what must hold after every schedule
     leaves: str  # what it leaves to other invariants (TigerBeetle's "what it does not check")
@@ -518,7 +519,7 @@ def title_of(code: str) -> str:
     return invariant(code).title
 
 
-def verdict_of_code(code: str) -> Verdict:
+def verdict_of_code(code: str) -> InvariantVerdict:
     return invariant(code).verdict
 
 

@@ -7,13 +7,29 @@ as a safety finding nobody can look up, and its verdict is the registry's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sim.judgement.invariants import invariant
 
-#: Most severe first; ``error`` is the harness's own (a child that raised or hung), ``pass`` none.
-VERDICT_ORDER = ("error", "safety", "liveness", "nondeterminism", "pass")
+
+class Verdict(StrEnum):
+    """A judged schedule's verdict, most severe first: ``error`` is the harness's own (a child
+    that raised or hung), ``pass`` no violation; the others are the worst violation's
+    (``sim.judgement.invariants``). A ``StrEnum``, so a report and a JSON document read it as
+    its text."""
+
+    ERROR = "error"
+    SAFETY = "safety"
+    LIVENESS = "liveness"
+    NONDETERMINISM = "nondeterminism"
+    PASS = "pass"
+
+
+#: The verdicts, most severe first.
+VERDICT_ORDER: tuple[Verdict, ...] = tuple(Verdict)
 
 
 @dataclass(frozen=True)
@@ -52,12 +68,12 @@ class Violation:
         )
 
 
-def verdict_of(violations: list[Violation]) -> str:
+def verdict_of(violations: Sequence[Violation]) -> Verdict:
     """The verdict of a schedule: its most severe violation's (``VERDICT_ORDER``), or pass."""
     for candidate in VERDICT_ORDER:
         if any(v.verdict == candidate for v in violations):
             return candidate
-    return "pass"
+    return Verdict.PASS
 
 
 def worst_verdict(counts: dict[str, int]) -> str:

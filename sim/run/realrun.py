@@ -1,4 +1,4 @@
-"""One run of a scenario under one crash schedule with real processes: the real-process twin of
+"""One run of a scenario under one crash schedule with real processes: the counterpart of
 ``sim.run.runner.run_scenario``, returning the same ``RunResult`` for the same oracles.
 
 Each process of the world is a child Python process (``python -m sim.run.realchild``) on the

@@ -637,9 +637,9 @@ class SimFS:
         shared, which is safe as long as the clone is only crashed and read, never written,
         and the original's clean bytes never change in place. ``deep`` copies every inode's
         bytes: the disk as it was before a storage fault damages the original in place."""
-        twin = SimFS(self.block_size_bytes)
-        twin.stats = dict(self.stats)
-        twin._next_ino = self._next_ino
+        cloned = SimFS(self.block_size_bytes)
+        cloned.stats = dict(self.stats)
+        cloned._next_ino = self._next_ino
         dirs = {key: Dir(key) for key in self._dirs}
         inodes: dict[int, Inode] = {}
 
@@ -665,10 +665,10 @@ class SimFS:
             copy_dir.entries = {name: copy_of(node) for name, node in d.entries.items()}
             copy_dir.durable = {name: copy_of(node) for name, node in d.durable.items()}
             copy_dir.pending = dict(d.pending)
-        twin._root = dirs[""]
-        twin._dirs = dirs
-        twin._dirty = {ino: copy_inode(node) for ino, node in self._dirty.items()}
-        return twin
+        cloned._root = dirs[""]
+        cloned._dirs = dirs
+        cloned._dirty = {ino: copy_inode(node) for ino, node in self._dirty.items()}
+        return cloned
 
     # -- inspection ---------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.explore.campaign.address import digest
-from sim.explore.recording import Outcome, ScenarioSweep
+from sim.explore.recording import Judged, ScenarioSweep
 from sim.explore.sweep import SweepPart
 from sim.judgement.oracles import Violation
 from sim.world.faults import parse_schedule
@@ -56,36 +56,14 @@ class UnitFileError(ValueError):
     does not match its content."""
 
 
-def outcome_json(outcome: Outcome) -> dict[str, Any]:
-    verdict, violations, labels, paths, lines = outcome
-    return {
-        "verdict": verdict,
-        "violations": [v.to_json() for v in violations],
-        "labels": list(labels),
-        "paths": list(paths),
-        "timeline": list(lines),
-    }
-
-
-def outcome_from_json(doc: dict[str, Any]) -> Outcome:
-    violations = [Violation.from_json(v) for v in doc["violations"]]
-    return (
-        doc["verdict"],
-        violations,
-        list(doc["labels"]),
-        list(doc["paths"]),
-        list(doc["timeline"]),
-    )
-
-
 def part_json(part: SweepPart, *, wall_s: float) -> dict[str, Any]:
     """A sweep part (``sim.explore.sweep.sweep_part``) as a unit's ``result``."""
     described = part.sweep.to_json()
     return {
         "sweep": {key: described[key] for key in DESCRIPTION_KEYS},
-        "reference": None if part.reference is None else outcome_json(part.reference),
+        "reference": None if part.reference is None else part.reference.to_json(),
         "prefix": [v.to_json() for v in part.prefix],
-        "outcomes": [[text, outcome_json(outcome)] for text, outcome in part.outcomes],
+        "outcomes": [[text, judged.to_json()] for text, judged in part.outcomes],
         "total": part.total,
         "wall_s": round(wall_s, 3),
     }
@@ -116,9 +94,9 @@ def part_from_json(result: dict[str, Any], *, ref: str) -> SweepPart:
     reference = result["reference"]
     return SweepPart(
         sweep=described(result["sweep"], ref=ref),
-        reference=None if reference is None else outcome_from_json(reference),
+        reference=None if reference is None else Judged.from_json(reference),
         prefix=[Violation.from_json(v) for v in result["prefix"]],
-        outcomes=[(text, outcome_from_json(doc)) for text, doc in result["outcomes"]],
+        outcomes=[(text, Judged.from_json(doc)) for text, doc in result["outcomes"]],
         total=result["total"],
     )
 

@@ -20,6 +20,7 @@ from sim.explore.campaign.document import described, part_from_json
 from sim.explore.campaign.plan import Plan, Unit
 from sim.explore.recording import ScenarioSweep
 from sim.explore.sweep import SweepPart, record_part, swept_kinds
+from sim.judgement.oracles import Verdict
 from sim.world.faults import parse_schedule
 
 
@@ -60,7 +61,7 @@ def merge_sweep(ref: str, docs: list[dict[str, Any]]) -> tuple[ScenarioSweep, li
     out = first.sweep
     combined = SweepPart(out, reference=first.reference, total=first.total)
     conflicts: list[str] = []
-    if first.reference is None or first.reference[0] != "pass":
+    if first.reference is None or first.reference.verdict is not Verdict.PASS:
         # The fault-free run failed: the sweep is that one outcome, whatever the others ran.
         record_part(out, combined)
         return out, conflicts

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.explore.mutants.core import Mutant, planted
-from sim.explore.sweep import Determinism, ScheduleOutcome, base_schedule, judge, sweep
+from sim.explore.sweep import Determinism, base_schedule, sweep
+from sim.judgement.judge import ScheduleOutcome, judge
 from sim.run.labels import LabelledCrash, schedule_at_label
 from sim.run.runner import run_scenario
 from sim.world.scenario import load_scenario

@@ -263,7 +263,7 @@ def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None
                     store=store,
                     seed=options.seed,
                     crash_kinds=options.crash_kinds,
-                    determinism=False,  # I10's twins re-run identical code: no new arcs
+                    determinism=False,  # I10's second runs re-run identical code: no new arcs
                     progress=progress.advance,
                     fork_from=0,  # every schedule in a forked child: its exit hook measures it
                 )

@@ -55,7 +55,13 @@ from sim.judgement.oracles.resume import (
 )
 from sim.judgement.oracles.subagents import check_subagents, child_states, delegating_tools
 from sim.judgement.oracles.transparency import check_transparency
-from sim.judgement.violation import VERDICT_ORDER, Violation, verdict_of, worst_verdict
+from sim.judgement.violation import (
+    VERDICT_ORDER,
+    Verdict,
+    Violation,
+    verdict_of,
+    worst_verdict,
+)
 from sim.run.runner import RunResult
 
 _facts = derive_facts  # the name tests/sim/judgement used before the families were split
@@ -66,6 +72,7 @@ __all__ = [
     "Facts",
     "Reduced",
     "UnmappedFault",
+    "Verdict",
     "Violation",
     "Watcher",
     "_compacted",

@@ -1,6 +1,6 @@
 """I10, determinism: the same scenario, seed and schedule give the same fingerprint. It needs a
-second run (``sim.judgement.judge`` makes it, or a forked sweep's twin), so ``check`` does not
-run it.
+second run (``sim.judgement.judge`` makes it, or a forked sweep's second child), so ``check``
+does not run it.
 
 What either run did is every other family's.
 """

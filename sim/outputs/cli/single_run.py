@@ -57,7 +57,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_once(args: argparse.Namespace) -> int:
-    from sim.explore.sweep import base_schedule, timeline
+    from sim.explore.sweep import base_schedule
+    from sim.judgement.judge import timeline
     from sim.run.runner import run_scenario
 
     scenario = load_scenario(args.scenario)
@@ -98,7 +99,8 @@ def run_once(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from sim.explore.sweep import base_schedule, judge, timeline
+    from sim.explore.sweep import base_schedule
+    from sim.judgement.judge import judge, timeline
     from sim.run.runner import run_scenario
 
     schedule, store = args.schedule, args.store

@@ -197,7 +197,7 @@ def _swept(step: Any, result: Any) -> str:
 
     A sweep that ended after a stop was requested says nothing: an interrupt that a run could
     not raise (``interrupts.record_dropped``) may have changed that run, so its verdict -- an
-    I10 of the fault-free run's determinism twin, say -- is not a verdict. The command stops
+    I10 of the fault-free run's second run, say -- is not a verdict. The command stops
     here with 130 instead."""
     interrupts.stop_if_requested()
     if result.reference_failed:

@@ -62,7 +62,7 @@ from sim.targets.protocol import (
 REQUIRED = ("pydantic_ai", "dbos")
 #: What the ``prefect`` durability needs on top: pydantic-ai's prefect extra.
 PREFECT_REQUIRED = ("prefect", "pydantic_ai.durable_exec.prefect")
-#: The variants each durability takes (DBOS's step and child workflow have no Prefect twin).
+#: The variants each durability takes (DBOS's step and child workflow have no Prefect counterpart).
 PREFECT_VARIANTS = ("as_is", "idempotent")
 
 

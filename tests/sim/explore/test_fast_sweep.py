@@ -233,15 +233,15 @@ def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str
 
 
 def test_the_determinism_sample_is_seeded_and_about_one_in_sixteen() -> None:
-    from sim.explore.sweep import DETERMINISM_SAMPLE_EVERY, wants_twin
+    from sim.explore.sweep import DETERMINISM_SAMPLE_EVERY, wants_rerun
 
     texts = [f"{i}:{w}:process" for i in range(800) for w in ("before", "after")]
-    picked = [t for t in texts if wants_twin("sample", 0, t)]
+    picked = [t for t in texts if wants_rerun("sample", 0, t)]
     assert 0.5 < len(picked) * DETERMINISM_SAMPLE_EVERY / len(texts) < 1.5
-    assert picked == [t for t in texts if wants_twin("sample", 0, t)]  # no hidden state
-    assert picked != [t for t in texts if wants_twin("sample", 1, t)]  # the seed chooses
-    assert all(wants_twin("full", 0, t) for t in texts[:5])
-    assert not any(wants_twin("off", 0, t) for t in texts[:5])
+    assert picked == [t for t in texts if wants_rerun("sample", 0, t)]  # no hidden state
+    assert picked != [t for t in texts if wants_rerun("sample", 1, t)]  # the seed chooses
+    assert all(wants_rerun("full", 0, t) for t in texts[:5])
+    assert not any(wants_rerun("off", 0, t) for t in texts[:5])
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")

@@ -93,7 +93,7 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
         base=Schedule(),
         kinds=("process",),
         reference=None,
-        twins=lambda _text: False,
+        reruns=lambda _text: False,
         tears={},
         jobs=1,
         workdir=str(tmp_path),

@@ -13,7 +13,7 @@ from testkit import REPO
 from sim.explore import fuzz as fuzz_mod
 from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case, schedule_strategy
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
-from sim.explore.sweep import judge
+from sim.judgement.judge import judge
 from sim.run.runner import run_scenario
 from sim.world.faults import Schedule, parse_schedule, tries_kind
 from sim.world.scenario import load_scenario, load_scenario_file

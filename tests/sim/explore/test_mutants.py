@@ -22,7 +22,8 @@ from sim.explore.mutants import (
     planted,
 )
 from sim.explore.mutants.core import RUNTIME_CODES
-from sim.explore.sweep import base_schedule, judge, twins
+from sim.explore.sweep import base_schedule, twins
+from sim.judgement.judge import judge
 from sim.run.labels import LabelledCrash
 from sim.run.runner import StoreKind, run_scenario
 from sim.world.faults import parse_schedule
@@ -217,3 +218,4 @@ def _assert_folding_keeps_the_first_failure(mutant: Mutant, schedule: str | None
         folded = run_scenario(scenario, seed=0, store=store, schedule=parse_schedule(twin))
         verdict = judge(folded, reference, determinism=False).verdict
     assert verdict != "pass", f"{mutant.name}: {schedule} fails, its twin {twin} passes"
+

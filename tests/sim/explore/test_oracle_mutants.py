@@ -23,7 +23,8 @@ import pytest
 
 from sim.explore.mutants import MUTANTS, Mutant, judge_witness, mutant_named, planted
 from sim.explore.mutants.core import RUNTIME_CODES
-from sim.explore.sweep import ScheduleOutcome, sweep
+from sim.explore.sweep import sweep
+from sim.judgement.judge import ScheduleOutcome
 from sim.run.labels import LabelledCrash
 from sim.world.scenario import load_scenario
 

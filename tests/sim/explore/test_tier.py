@@ -17,7 +17,8 @@ from sim.explore.mutants import MUTANTS
 from sim.explore.mutants.core import planted
 from sim.explore.recording import ScenarioSweep
 from sim.explore.results import results_document
-from sim.explore.sweep import _account, listed_schedules, sweep, twins
+from sim.explore.sweep import listed_schedules, sweep, twins
+from sim.explore.sweep.parts import account
 from sim.world.faults import Schedule, boundary_kind
 from sim.world.scenario import bundled_names, load_scenario
 from sim.world.stores import StoreKind
@@ -35,11 +36,11 @@ def listed(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
 
 def trace(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
     """The traced run's labels and the depth-1 schedules ``make sweep`` lists for it."""
-    from sim.explore.sweep import _described, _traced_runs
+    from sim.explore.sweep.prepare import described, traced_runs
 
     scenario = load_scenario(name)
-    _, _, base = _described(scenario, store, 0, 1, KINDS, "off", None)
-    _, traced = _traced_runs(scenario, seed=0, store=store, base=base)
+    _, _, base = described(scenario, store, 0, 1, KINDS, "off", None)
+    _, traced = traced_runs(scenario, seed=0, store=store, base=base)
     count, schedules = listed_schedules(scenario, store=store, crash_kinds=KINDS)
     labels = [b.label for b in traced.trace.boundaries]
     assert count == len(labels)
@@ -142,7 +143,7 @@ def test_without_the_stratum_guarantee_the_sample_misses_cells(
     cover = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())  # type: ignore[arg-type]
     assert not cover.complete
     out = ScenarioSweep(LONG, "file", 0, 1, list(KINDS), labels=labels, sampled=True)
-    _account(out, len(listed(LONG, StoreKind.FILE)[1]), sorted(points))
+    account(out, len(listed(LONG, StoreKind.FILE)[1]), sorted(points))
     assert out.verdicts["error"] == 1
     assert "missed" in out.failures[0].explanation
     assert out.strata_covered < out.strata_total or (

@@ -3,7 +3,7 @@ folded."""
 
 from __future__ import annotations
 
-from sim.explore.sweep import timeline
+from sim.judgement.judge import timeline
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import Boundary, Schedule, parse_schedule
 from sim.world.scenario import load_scenario

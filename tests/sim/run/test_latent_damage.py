@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from sim.explore.sweep import judge, sweep
+from sim.explore.sweep import sweep
+from sim.judgement.judge import judge
 from sim.run.runner import LatentDamage, run_scenario
 from sim.world.faults import parse_schedule
 from sim.world.fs import SimFS

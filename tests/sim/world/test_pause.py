@@ -9,7 +9,8 @@ import pytest
 
 from sim.explore import forking
 from sim.explore.mutants import mutant_named, planted
-from sim.explore.sweep import judge, sweep
+from sim.explore.sweep import sweep
+from sim.judgement.judge import judge
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import CrashKind, ScheduleError, When, parse_schedule, tries_kind
 from sim.world.scenario import load_scenario

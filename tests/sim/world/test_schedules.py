@@ -10,6 +10,7 @@ import pytest
 
 from sim.errors import StoreKindError, UserError
 from sim.explore import sweep as sweep_module
+from sim.explore.sweep import prepare
 from sim.run.runner import run_scenario
 from sim.world.faults import (
     CRASH_KINDS,
@@ -115,7 +116,7 @@ def test_sweep_refuses_an_unknown_crash_kind_before_it_runs_anything(
     def ran(*args: object, **kwargs: object) -> None:
         raise AssertionError("a run started before the crash kinds were checked")
 
-    monkeypatch.setattr(sweep_module, "run_scenario", ran)
+    monkeypatch.setattr(prepare, "run_scenario", ran)  # where a sweep starts its first run
     scenario = load_scenario("idempotent_payment")
     for store in StoreKind:
         with pytest.raises(ScheduleError, match="unknown crash kind 'powr'"):
