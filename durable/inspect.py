@@ -69,11 +69,13 @@ STORE_TABLES = frozenset({"events", "checkpoints", "leases"})
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TEXT_LIMIT = 60
 
-StoreKind = Literal["file", "sqlite"]
+#: The stores a directory or file on disk can hold (``sim.world.stores.FILE_KINDS`` names the same
+#: two: tests/sim/world/test_stores_on_disk.py holds them equal, as ``durable`` cannot import it).
+DiskStoreKind = Literal["file", "sqlite"]
 
 #: What the report says of each kind of store. Not the store's own ``describe()``: its
 #: durability mode is how a runtime opens it, which nothing on disk records.
-DESCRIPTIONS: dict[StoreKind, str] = {
+DESCRIPTIONS: dict[DiskStoreKind, str] = {
     "file": (
         "file store (its fsync mode is not recorded in the directory: read as FileStore(fsync="
         "True) reads it, so damage anywhere is reported)"
@@ -129,7 +131,7 @@ class ConversationReport:
 @dataclass
 class StoreReport:
     path: str
-    kind: StoreKind
+    kind: DiskStoreKind
     description: str
     conversations: list[ConversationReport] = field(default_factory=list)
 
@@ -268,7 +270,7 @@ def check_readable(root: str) -> None:
         raise UsageError(f"{unreadable[0]}{more}: permission denied: nothing was checked")
 
 
-def open_store(path: str) -> tuple[StoreKind, Store]:
+def open_store(path: str) -> tuple[DiskStoreKind, Store]:
     """Recognise the store at ``path`` (without writing anything); ``UsageError`` if it is none
     or cannot be read, ``CorruptStore`` if it is a SQLite store SQLite cannot read."""
     if not os.path.lexists(path):
@@ -468,7 +470,7 @@ def _describe_agent_state(report: ConversationReport, state: State) -> None:
 
 
 async def inspect_conversation(
-    store: Store, kind: StoreKind, root: str, conversation_id: str
+    store: Store, kind: DiskStoreKind, root: str, conversation_id: str
 ) -> ConversationReport:
     """Everything about one conversation; raises ``CorruptStore`` if its committed data is bad."""
     report = ConversationReport(id=conversation_id)
