@@ -19,6 +19,7 @@ from sim.errors import UsageError
 from sim.explore.mutants import (
     agent_state,
     compensation,
+    fleet,
     inbox,
     leases,
     model,
@@ -27,10 +28,12 @@ from sim.explore.mutants import (
     store,
 )
 from sim.explore.mutants.core import (
+    FleetMutant,
     Mutant,
     MutantError,
     Patcher,
     Patches,
+    fleet_registered,
     mutant,
     planted,
     registered,
@@ -45,6 +48,21 @@ MUTANTS: tuple[Mutant, ...] = tuple(
 _BY_NAME = {m.name: m for m in MUTANTS}
 
 
+#: The fleet's mutants (``durable-sim workers --mutant``): ``fleet``'s decorations, in order.
+FLEET_MUTANTS: tuple[FleetMutant, ...] = fleet_registered()
+_FLEET_BY_NAME = {m.name: m for m in FLEET_MUTANTS}
+assert fleet.__name__ == FLEET_MUTANTS[0].apply.__module__  # every fleet mutant lives there
+
+
+def fleet_mutant_named(name: str) -> FleetMutant:
+    """The fleet mutant called ``name``; a ``UsageError`` naming the known ones."""
+    try:
+        return _FLEET_BY_NAME[name]
+    except KeyError:
+        known = ", ".join(_FLEET_BY_NAME)
+        raise UsageError(f"unknown fleet mutant {name!r} (known: {known})") from None
+
+
 def mutant_named(name: str) -> Mutant:
     """The registered mutant called ``name``; a ``UsageError`` naming the known ones (a name
     comes from a user: ``durable-sim mutants NAME``, ``workers --mutant``)."""
@@ -56,12 +74,15 @@ def mutant_named(name: str) -> Mutant:
 
 
 __all__ = [
+    "FLEET_MUTANTS",
     "MUTANTS",
+    "FleetMutant",
     "KillResult",
     "Mutant",
     "MutantError",
     "Patcher",
     "Patches",
+    "fleet_mutant_named",
     "judge_witness",
     "kill",
     "mutant",

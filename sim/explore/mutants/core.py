@@ -218,7 +218,7 @@ def mutant(
             first_kill=first_kill,
             absolute=absolute,
         )
-        if name in _REGISTERED:
+        if name in _REGISTERED or name in _FLEET:
             raise MutantError(f"mutant {name!r} registered twice")
         _REGISTERED[name] = record
         return apply
@@ -229,6 +229,50 @@ def mutant(
 def registered() -> tuple[Mutant, ...]:
     """Every mutant registered so far, in registration order."""
     return tuple(_REGISTERED.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetMutant:
+    """A mutant only several real processes show: ``durable-sim workers --mutant NAME`` plants
+    it in each worker process before that opens its store (never in the parent that judges),
+    for good -- the process ends with it. ``stores``: the stores it breaks, each swept by the
+    fleet tests (tests/sim/targets/test_workers.py), which must fail a fleet with a safety
+    verdict. Its record sits next to its code, as a sweep mutant's does (``mutant``)."""
+
+    name: str
+    bug_class: str
+    apply: Callable[[Patcher], None]
+    stores: tuple[StoreKind, ...]
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise MutantError(
+                f"fleet mutant {self.name!r}: a name is lowercase words joined by '-'"
+            )
+        if not self.bug_class.strip():
+            raise MutantError(f"fleet mutant {self.name!r}: no bug class")
+        if not self.stores or any(s not in {k.value for k in StoreKind} for s in self.stores):
+            raise MutantError(f"fleet mutant {self.name!r}: stores {self.stores!r}")
+
+
+_FLEET: dict[str, FleetMutant] = {}
+
+
+def fleet_mutant(*, name: str, bug_class: str, stores: tuple[StoreKind, ...]) -> Callable[[F], F]:
+    """Register the decorated function as a fleet mutant (the fields: ``FleetMutant``)."""
+
+    def register(apply: F) -> F:
+        if name in _FLEET or name in _REGISTERED:
+            raise MutantError(f"mutant {name!r} registered twice")
+        _FLEET[name] = FleetMutant(name=name, bug_class=bug_class, apply=apply, stores=stores)
+        return apply
+
+    return register
+
+
+def fleet_registered() -> tuple[FleetMutant, ...]:
+    """Every fleet mutant registered so far, in registration order."""
+    return tuple(_FLEET.values())
 
 
 @contextmanager

@@ -185,7 +185,7 @@ def fence_outside_transaction_file(mp: Patcher) -> None:
     only at an await: a fence read outside the append and the append itself are the nearest
     pair with one between them -- the operation's ``store.commit`` boundary, where a ``pause``
     lets a standby take the lease over (``sim.world.process.Pauses``). The fleet's
-    ``fence-outside-transaction`` (``sim.targets.workers.mutants``) is the same bug inside the
+    ``fence-outside-transaction`` (``sim.explore.mutants.fleet``) is the same bug inside the
     store, stopped with a real ``SIGSTOP``."""
     commit = Journal.commit
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore import interrupts
+from sim.explore.mutants import FLEET_MUTANTS
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, SEED_HELP, seed_arg
 from sim.targets.workers.fleet import (
@@ -29,7 +30,6 @@ from sim.targets.workers.fleet import (
     run_fleet,
 )
 from sim.targets.workers.judge import fleet_document, judge_fleet
-from sim.targets.workers.mutants import MUTANTS
 
 MAX_FLEETS = 100
 MAX_DEADLINE_S = 3600.0
@@ -80,7 +80,7 @@ def add_parsers(sub: Any) -> None:
     )
     wp.add_argument(
         "--mutant",
-        choices=sorted(MUTANTS),
+        choices=sorted(m.name for m in FLEET_MUTANTS),
         default=None,
         help="run a deliberately broken store (the fleet must fail)",
     )

@@ -37,10 +37,10 @@ from durable.ports import real_ports
 from durable.runtime import Runtime
 from durable.state import new_state, reduce
 from durable.store.base import LeaseHeld, SequenceConflict, StaleLease, Store, StoreBusy
+from sim.explore.mutants import Patches, fleet_mutant_named
 from sim.targets.boundaries import Boundaries, TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.agent import BoundaryStore, ScriptedModel, open_store, payment_tools
-from sim.targets.workers.mutants import apply_mutant
 from sim.targets.workers.takeover import WorkerPauses, install_fence_hook
 
 CONFIG_NAME = "fleet.json"
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     boundaries = Boundaries(log, process, crash)
     log.write({"t": "spawn", "p": process, "crash": list(crash) if crash else None}, sync=True)
     if config.get("mutant"):
-        apply_mutant(str(config["mutant"]))
+        fleet_mutant_named(str(config["mutant"])).apply(Patches())  # for good: never undone
     try:
         status = trio.run(serve, config, process, boundaries)
     except Exception as exc:

@@ -25,10 +25,10 @@ from typing import Any
 
 from sim.errors import UserError
 from sim.explore import interrupts
+from sim.explore.mutants import FLEET_MUTANTS
 from sim.targets.boundaries import read_trace
 from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.workers.child import CONFIG_NAME, EXIT_DONE, GO_NAME, trace_name
-from sim.targets.workers.mutants import MUTANTS
 from sim.targets.workers.takeover import LOCK_WAIT_S, TakeoverDirector
 from sim.world import tempdirs
 from sim.world.stores import StoreKind
@@ -110,8 +110,9 @@ class FleetOptions:
             raise FleetError("--deadline must be positive")
         if self.store == "postgres" and not self.conninfo:
             raise FleetError("a postgres fleet needs --conninfo (a libpq string or URI)")
-        if self.mutant is not None and self.mutant not in MUTANTS:
-            raise FleetError(f"unknown fleet mutant {self.mutant!r}: {', '.join(sorted(MUTANTS))}")
+        known = [m.name for m in FLEET_MUTANTS]
+        if self.mutant is not None and self.mutant not in known:
+            raise FleetError(f"unknown fleet mutant {self.mutant!r}: {', '.join(sorted(known))}")
 
 
 @dataclass

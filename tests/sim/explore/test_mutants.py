@@ -219,3 +219,34 @@ def _assert_folding_keeps_the_first_failure(mutant: Mutant, schedule: str | None
         verdict = judge(folded, reference, determinism=False).verdict
     assert verdict != "pass", f"{mutant.name}: {schedule} fails, its twin {twin} passes"
 
+
+def test_fleet_mutants_are_records_checked_when_made() -> None:
+    """The fleet's mutants are registry records too (``FleetMutant``): a bad one fails when its
+    module is imported, an unknown name is a usage error, and each plants and undoes cleanly."""
+    from sim.explore.mutants import FLEET_MUTANTS, FleetMutant, Patches, fleet_mutant_named
+
+    assert [m.name for m in FLEET_MUTANTS] == [
+        "file-lock-dropped",
+        "renew-ignores-epoch",
+        "fence-outside-transaction",
+    ]
+    for bad, problem in (
+        ({"name": "Bad_Name"}, "lowercase words"),
+        ({"bug_class": " "}, "no bug class"),
+        ({"stores": ()}, "stores"),
+        ({"stores": ("tape",)}, "stores"),
+    ):
+        fields: dict[str, Any] = {
+            "name": "fine-name",
+            "bug_class": "a bug",
+            "apply": lambda mp: None,
+            "stores": (StoreKind.FILE,),
+        }
+        with pytest.raises(MutantError, match=problem):
+            FleetMutant(**(fields | bad))
+    with pytest.raises(UsageError, match="unknown fleet mutant 'nope'"):
+        fleet_mutant_named("nope")
+    for fleet_mutant in FLEET_MUTANTS:
+        patches = Patches()
+        fleet_mutant.apply(patches)  # raises if it patches a name that no longer exists
+        patches.undo()

@@ -2,7 +2,7 @@
 
 The judge's checks are first shown to fail on remains built by hand (each check can fail, and
 deterministically); then real fleets on both stores pass with kills and pauses actually done;
-then the broken stores of ``sim.targets.workers.mutants`` are caught by real fleets.
+then the broken stores of ``sim.explore.mutants.fleet`` are caught by real fleets.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tiers import tiered
 
 from durable.events import EventRecord, InputAccepted, LeaseAcquired
 from durable.state import new_state
+from sim.explore.mutants import FLEET_MUTANTS
 from sim.outputs.cli import main as cli_main
 from sim.targets.boundaries import TraceLog
 from sim.targets.ledger import LEDGER_NAME, Ledger
@@ -142,15 +143,7 @@ def test_a_worker_error_is_reported_not_passed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutant", "store"),
     tiered(
-        [
-            ("renew-ignores-epoch", "file"),
-            ("renew-ignores-epoch", "sqlite"),
-            ("renew-ignores-epoch", "postgres"),
-            ("file-lock-dropped", "file"),
-            ("fence-outside-transaction", "file"),
-            ("fence-outside-transaction", "sqlite"),
-            ("fence-outside-transaction", "postgres"),
-        ],
+        [(m.name, str(store)) for m in FLEET_MUTANTS for store in m.stores],
         fast=[("renew-ignores-epoch", "file")],
     ),
 )

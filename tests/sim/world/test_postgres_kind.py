@@ -24,9 +24,9 @@ from durable.events import remember_written
 from durable.ports import InlineBlocking
 from durable.store.base import Lease
 from durable.store.postgres import PostgresStore
+from sim.explore.mutants.fleet import sql_renew_ignoring_epoch
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
-from sim.targets.workers.mutants import sql_renew_ignoring_epoch
 from sim.world import pgserver
 from sim.world.faults import ScheduleError, parse_schedule
 from sim.world.pgserver import CONNINFO_ENV

@@ -1,14 +1,15 @@
-"""Deliberately broken stores for the fleet mode: each is a bug only several real processes can
-show, and ``durable-sim workers --mutant NAME`` (and the fleet tests) must catch it.
+"""Fleet mutants: deliberately broken stores whose bug only several real processes can show.
+``durable-sim workers --mutant NAME`` (and the fleet tests, one per store each record names)
+must catch each (``core.FleetMutant``).
 
 A mutant is applied inside each worker process before it opens its store (a monkeypatch of the
-store class), never in the parent that judges.
+store class, never undone: the process ends with it), never in the parent that judges.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from durable.events import EventRecord
@@ -17,14 +18,22 @@ from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
 from durable.store.sql import SqlStore
 from durable.store.sqlite import SQLiteStore
-from sim.explore.mutants.core import Patches
+from sim.explore.mutants.core import Patcher, fleet_mutant
 from sim.explore.mutants.leases import (
     fence_outside_transaction_postgres,
     fence_outside_transaction_sqlite,
 )
+from sim.world.stores import StoreKind
+
+EVERY_STORE = (StoreKind.FILE, StoreKind.SQLITE, StoreKind.POSTGRES)
 
 
-def _file_lock_dropped() -> None:
+@fleet_mutant(
+    name="file-lock-dropped",
+    bug_class="the file store's lease without its OS lock",
+    stores=(StoreKind.FILE,),
+)
+def file_lock_dropped(mp: Patcher) -> None:
     """``FileStore``'s read-modify-write of ``lease.json`` without the OS lock: two workers that
     acquire at the same moment both read the old lease and both get the next epoch."""
 
@@ -32,7 +41,7 @@ def _file_lock_dropped() -> None:
     def no_lock(self: FileStore, conversation_id: str) -> Iterator[None]:
         yield
 
-    FileStore._exclusive = no_lock  # type: ignore[method-assign]  # the planted bug itself
+    mp.setattr(FileStore, "_exclusive", no_lock)
 
 
 # A renewal that writes the caller's lease back without comparing it with the stored one: a
@@ -62,10 +71,15 @@ async def sql_renew_ignoring_epoch(
     return await self._run(self._label("lease"), body, write=True)
 
 
-def _renew_ignores_epoch() -> None:
-    FileStore._renew_lease = file_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
-    SQLiteStore.renew_lease = sql_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
-    PostgresStore.renew_lease = sql_renew_ignoring_epoch  # type: ignore[method-assign]  # the planted bug itself
+@fleet_mutant(
+    name="renew-ignores-epoch",
+    bug_class="a lease renewal that does not compare epochs",
+    stores=EVERY_STORE,
+)
+def renew_ignores_epoch(mp: Patcher) -> None:
+    mp.setattr(FileStore, "_renew_lease", file_renew_ignoring_epoch)
+    mp.setattr(SQLiteStore, "renew_lease", sql_renew_ignoring_epoch)
+    mp.setattr(PostgresStore, "renew_lease", sql_renew_ignoring_epoch)
 
 
 # The fence checked outside the append's transaction (its own statement, or outside the OS lock)
@@ -99,24 +113,13 @@ async def file_fence_outside_lock(
         self._cache.pop(conversation_id, None)  # the next append rescans
 
 
-def _fence_outside_transaction() -> None:
-    FileStore.append = file_fence_outside_lock  # type: ignore[method-assign]  # the planted bug itself
-    # The simulator's registered mutants, planted for good in this worker (never undone).
-    fence_outside_transaction_sqlite(Patches())
-    fence_outside_transaction_postgres(Patches())
-
-
-MUTANTS: dict[str, tuple[str, Callable[[], None]]] = {
-    "file-lock-dropped": ("the file store's lease without its OS lock", _file_lock_dropped),
-    "renew-ignores-epoch": ("a lease renewal that does not compare epochs", _renew_ignores_epoch),
-    "fence-outside-transaction": (
-        "an append's fence checked outside the transaction (or OS lock) that writes it",
-        _fence_outside_transaction,
-    ),
-}
-
-
-def apply_mutant(name: str) -> None:
-    if name not in MUTANTS:
-        raise ValueError(f"unknown fleet mutant {name!r}; known: {', '.join(sorted(MUTANTS))}")
-    MUTANTS[name][1]()
+@fleet_mutant(
+    name="fence-outside-transaction",
+    bug_class="an append's fence checked outside the transaction (or OS lock) that writes it",
+    stores=EVERY_STORE,
+)
+def fence_outside_transaction(mp: Patcher) -> None:
+    mp.setattr(FileStore, "append", file_fence_outside_lock)
+    # The simulator's registered mutants, planted here too.
+    fence_outside_transaction_sqlite(mp)
+    fence_outside_transaction_postgres(mp)
