@@ -48,7 +48,7 @@ from sim.world.tools import build_tools
 
 #: How a process's life ended: its client session ended, it crashed, the runtime raised, or it
 #: stopped on storage the disk damaged (a refusal, judged by I13).
-Outcome = Literal["ended", "crashed", "error", "refused"]
+ProcessEnd = Literal["ended", "crashed", "error", "refused"]
 
 
 def process_ports(host: Host, process: SimProcess) -> Ports:
@@ -63,7 +63,7 @@ def process_ports(host: Host, process: SimProcess) -> Ports:
     )
 
 
-async def run_process(host: Host, process: SimProcess) -> Outcome:
+async def run_process(host: Host, process: SimProcess) -> ProcessEnd:
     """Open the runtime for ``process`` on the host's store and run the client session on it."""
     scenario = host.scenario
     store = host.store_kind.open(process, host.place(), host.blocking(process))

@@ -17,7 +17,7 @@ from typing import Any
 from durable.tools import ToolContext, ToolError
 from sim.world.process import SimProcess
 from sim.world.services import Effect
-from sim.world.tools import Outcome, ServiceState
+from sim.world.tools import EffectOutcome, ServiceState
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, content TEXT NOT NULL)",
@@ -149,7 +149,7 @@ class SQLiteServices:
         service: str,
         op: str,
         ctx: ToolContext,
-        apply: Callable[[ServiceState], Outcome],
+        apply: Callable[[ServiceState], EffectOutcome],
     ) -> str:
         machine = process.machine
         label = f"tool.effect:{service}.{op}#{ctx.call_id}"

@@ -38,7 +38,7 @@ from sim.world.scenario import (
 )
 
 #: What an effect returns: (applied, ledger note, the tool's output or the ``ToolError`` to raise).
-Outcome = tuple[bool, str, object]
+EffectOutcome = tuple[bool, str, object]
 
 
 class ServiceState(Protocol):
@@ -71,7 +71,7 @@ class ServiceState(Protocol):
     def increment_counter(self) -> int: ...
 
 
-Apply = Callable[[ServiceState], Outcome]
+Apply = Callable[[ServiceState], EffectOutcome]
 #: An operation's effect, prepared from the call's arguments before its boundary is crossed.
 Effect = Callable[[dict[str, Any], ToolContext], Apply]
 #: What a compensable operation records before its intent (the pre-image its undo restores).
@@ -111,7 +111,7 @@ def _read(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     """``workspace.read``: naturally idempotent."""
     path = str(arguments.get("path", ""))
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         content = state.file_content(path)
         if content is None:
             return True, "missing", ToolError(f"no such file: {path}")
@@ -124,7 +124,7 @@ def _append_line(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     """``workspace.append_line``: not idempotent (a re-run shows up as a duplicate line)."""
     path, line = str(arguments.get("path", "")), marked_line(arguments, ctx)
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         current = state.file_content(path) or ""
         if current and not current.endswith("\n"):
             current += "\n"
@@ -152,7 +152,7 @@ def _replace(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     old, new = str(arguments.get("old", "")), str(arguments.get("new", ""))
     planned = ctx.edit
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         content = state.file_content(path)
         if planned is None or content_hash(content) != planned.before_hash:
             return False, "stale", ToolError(f"{path} changed since the edit was planned")
@@ -169,7 +169,7 @@ def _check(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     ``expect``; a read, so naturally idempotent."""
     path, expect = str(arguments.get("path", "")), str(arguments.get("expect", ""))
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         content = state.file_content(path) or ""
         if expect not in content:
             return True, "failed", ToolError(f"check failed: {expect!r} not in {path}")
@@ -183,7 +183,7 @@ def _charge(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     the highest it has seen for the conversation."""
     amount = int(arguments.get("amount", 0))
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         highest = state.fence_of(ctx.conversation_id)
         if ctx.epoch < highest:
             return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
@@ -201,7 +201,7 @@ def _send(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
     """``outbox.send``: does not dedupe."""
     to, subject = str(arguments.get("to", "")), str(arguments.get("subject", ""))
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         state.send_line(f"{to}: {subject}")
         return True, "", f"sent to {to}"
 
@@ -209,7 +209,7 @@ def _send(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
 
 
 def _increment(arguments: dict[str, Any], ctx: ToolContext) -> Apply:
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         return True, "", f"counter={state.increment_counter()}"
 
     return apply
@@ -262,7 +262,7 @@ def _restore(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolCont
     path = str(pre_image.get("path", arguments.get("path", "")))
     content = pre_image.get("content")
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         if state.compensated(ctx.idempotency_key):
             return False, "deduplicated", f"{path} already restored"
         state.put_compensated(ctx.idempotency_key)
@@ -288,7 +288,7 @@ def _refund(arguments: dict[str, Any], pre_image: dict[str, Any], ctx: ToolConte
     charge that never landed (an interrupted call) has nothing to refund."""
     charge_key = str(pre_image.get("charge_key", ""))
 
-    def apply(state: ServiceState) -> Outcome:
+    def apply(state: ServiceState) -> EffectOutcome:
         highest = state.fence_of(ctx.conversation_id)
         if ctx.epoch < highest:
             return False, "fenced", ToolError(f"stale fencing token {ctx.epoch} < {highest}")
