@@ -221,7 +221,7 @@ def record_outcome(out: ScenarioSweep, schedule: Schedule, judged: Judged) -> No
             out.matrix.append(cell)
     if verdict is Verdict.PASS:
         return
-    first = violations[0] if violations else None
+    first = violations[0]  # a failure has one at least (``Judged``)
     out.failures.append(
         Failure(
             scenario=out.name,
@@ -229,11 +229,11 @@ def record_outcome(out: ScenarioSweep, schedule: Schedule, judged: Judged) -> No
             seed=out.seed,
             schedule=schedule.text(),
             verdict=verdict,
-            invariant=first.invariant if first else "?",
-            explanation=first.explanation if first else "",
-            witness=list(first.witness) if first else [],
-            expected=first.expected if first else "",
-            actual=first.actual if first else "",
+            invariant=first.invariant,
+            explanation=first.explanation,
+            witness=list(first.witness),
+            expected=first.expected,
+            actual=first.actual,
             repro=repro_command(out.ref or out.name, out.seed, out.store, schedule),
             crash_labels=list(judged.labels),
             timeline=list(judged.timeline),

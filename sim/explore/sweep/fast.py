@@ -15,8 +15,8 @@ from typing import Any
 
 from sim.explore import forking, parallel
 from sim.explore.recording import Judged, ScenarioSweep
-from sim.explore.sweep.modes import Determinism, judge_as, wants_rerun
-from sim.explore.sweep.naive import ProgressFn, naive_parts
+from sim.explore.sweep.modes import Determinism, wants_rerun
+from sim.explore.sweep.naive import ProgressFn, naive_parts, run_judged
 from sim.explore.sweep.parts import Listed
 from sim.judgement.oracles import Verdict, Violation, check_determinism, compare_fingerprints
 from sim.run.runner import RunResult, run_scenario
@@ -94,11 +94,8 @@ class FastRun:
         it is run and judged on its own."""
         if twin is not None and twin.verdict in (Verdict.PASS, Verdict.ERROR):
             return twin
-        out = self.out
-        result = run_scenario(
-            self.scenario, seed=out.seed, store=out.store, schedule=parse_schedule(text)
-        )
-        return Judged.of_run(judge_as(result, self.reference, self.mode), result)
+        schedule = parse_schedule(text)
+        return run_judged(self.scenario, self.out, self.reference, self.mode, schedule)[1]
 
     def forked(
         self, traced: RunResult, base: Schedule, kinds: list[CrashKind]

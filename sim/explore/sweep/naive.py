@@ -45,10 +45,8 @@ class NaiveRun:
                         return
 
     def one(self, schedule: Schedule) -> RunResult:
-        out = self.out
-        result = run_scenario(self.scenario, seed=out.seed, store=out.store, schedule=schedule)
-        judged = Judged.of_run(judge_as(result, self.reference, self.mode), result)
-        record_outcome(out, schedule, judged)
+        result, judged = run_judged(self.scenario, self.out, self.reference, self.mode, schedule)
+        record_outcome(self.out, schedule, judged)
         return result
 
     def stopped(self) -> bool:
@@ -66,6 +64,19 @@ class NaiveRun:
                     self.one(Schedule.of(*schedule.points, CrashPoint(j, when, kind)))
                     if self.stopped():
                         return
+
+
+def run_judged(
+    scenario: Scenario,
+    out: ScenarioSweep,
+    reference: RunResult,
+    mode: Determinism,
+    schedule: Schedule,
+) -> tuple[RunResult, Judged]:
+    """One schedule of ``out``'s sweep (its seed and store) run from scratch and judged as the
+    naive path judges it (I10 as ``mode`` asks): every path that runs a schedule alone."""
+    result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)
+    return result, Judged.of_run(judge_as(result, reference, mode), result)
 
 
 def record_reference(out: ScenarioSweep, reference: RunResult, mode: Determinism) -> None:
@@ -91,8 +102,7 @@ def naive_parts(
     judged: list[Judged] = []
     with collector.between_runs():
         for schedule in schedules:
-            result = run_scenario(scenario, seed=out.seed, store=out.store, schedule=schedule)
-            judged.append(Judged.of_run(judge_as(result, reference, mode), result))
+            judged.append(run_judged(scenario, out, reference, mode, schedule)[1])
             progress(1)
             if stop and judged[-1].verdict is not Verdict.PASS:
                 break
