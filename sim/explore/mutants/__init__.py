@@ -15,6 +15,8 @@ every record, in the order of the areas below and of the definitions in each.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from sim.errors import UsageError
 from sim.explore.mutants import (
     agent_state,
@@ -51,26 +53,29 @@ _BY_NAME = {m.name: m for m in MUTANTS}
 #: The fleet's mutants (``durable-sim workers --mutant``): ``fleet``'s decorations, in order.
 FLEET_MUTANTS: tuple[FleetMutant, ...] = fleet_registered()
 _FLEET_BY_NAME = {m.name: m for m in FLEET_MUTANTS}
-assert fleet.__name__ == FLEET_MUTANTS[0].apply.__module__  # every fleet mutant lives there
+assert all(m.apply.__module__ == fleet.__name__ for m in FLEET_MUTANTS)  # one home for them
+
+_M = TypeVar("_M", Mutant, FleetMutant)
+
+
+def _named(kind: str, by_name: dict[str, _M], name: str) -> _M:
+    """The record called ``name``; a ``UsageError`` naming the known ones (a name comes from a
+    user: ``durable-sim mutants NAME``, ``workers --mutant``)."""
+    try:
+        return by_name[name]
+    except KeyError:
+        known = ", ".join(by_name)
+        raise UsageError(f"unknown {kind} {name!r} (known: {known})") from None
 
 
 def fleet_mutant_named(name: str) -> FleetMutant:
-    """The fleet mutant called ``name``; a ``UsageError`` naming the known ones."""
-    try:
-        return _FLEET_BY_NAME[name]
-    except KeyError:
-        known = ", ".join(_FLEET_BY_NAME)
-        raise UsageError(f"unknown fleet mutant {name!r} (known: {known})") from None
+    """The fleet mutant called ``name``."""
+    return _named("fleet mutant", _FLEET_BY_NAME, name)
 
 
 def mutant_named(name: str) -> Mutant:
-    """The registered mutant called ``name``; a ``UsageError`` naming the known ones (a name
-    comes from a user: ``durable-sim mutants NAME``, ``workers --mutant``)."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        known = ", ".join(_BY_NAME)
-        raise UsageError(f"unknown mutant {name!r} (known: {known})") from None
+    """The registered mutant called ``name``."""
+    return _named("mutant", _BY_NAME, name)
 
 
 __all__ = [

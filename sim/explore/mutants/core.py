@@ -124,10 +124,7 @@ class Mutant:
 
 def _problems(m: Mutant) -> Iterator[str]:
     """Everything wrong with a record, first problem first (``__post_init__`` raises it)."""
-    if not _NAME.match(m.name):
-        yield "a name is lowercase words joined by '-'"
-    if not m.bug_class.strip():
-        yield "no bug class"
+    yield from _named_problems(m.name, m.bug_class)
     if m.scenario not in bundled_names():
         yield f"scenario {m.scenario!r} is not bundled (sim/scenarios/)"
     if m.store not in {k.value for k in StoreKind}:
@@ -135,6 +132,14 @@ def _problems(m: Mutant) -> Iterator[str]:
     yield from _kind_problems(m)
     yield from _code_problems(m)
     yield from _schedule_problems(m)
+
+
+def _named_problems(name: str, bug_class: str) -> Iterator[str]:
+    """What every mutant's record must have, a sweep's or a fleet's: a name and a bug class."""
+    if not _NAME.match(name):
+        yield "a name is lowercase words joined by '-'"
+    if not bug_class.strip():
+        yield "no bug class"
 
 
 def _kind_problems(m: Mutant) -> Iterator[str]:
@@ -218,8 +223,7 @@ def mutant(
             first_kill=first_kill,
             absolute=absolute,
         )
-        if name in _REGISTERED or name in _FLEET:
-            raise MutantError(f"mutant {name!r} registered twice")
+        _check_unregistered(name)
         _REGISTERED[name] = record
         return apply
 
@@ -245,12 +249,8 @@ class FleetMutant:
     stores: tuple[StoreKind, ...]
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise MutantError(
-                f"fleet mutant {self.name!r}: a name is lowercase words joined by '-'"
-            )
-        if not self.bug_class.strip():
-            raise MutantError(f"fleet mutant {self.name!r}: no bug class")
+        for problem in _named_problems(self.name, self.bug_class):
+            raise MutantError(f"fleet mutant {self.name!r}: {problem}")
         if not self.stores or any(s not in {k.value for k in StoreKind} for s in self.stores):
             raise MutantError(f"fleet mutant {self.name!r}: stores {self.stores!r}")
 
@@ -262,12 +262,17 @@ def fleet_mutant(*, name: str, bug_class: str, stores: tuple[StoreKind, ...]) ->
     """Register the decorated function as a fleet mutant (the fields: ``FleetMutant``)."""
 
     def register(apply: F) -> F:
-        if name in _FLEET or name in _REGISTERED:
-            raise MutantError(f"mutant {name!r} registered twice")
+        _check_unregistered(name)
         _FLEET[name] = FleetMutant(name=name, bug_class=bug_class, apply=apply, stores=stores)
         return apply
 
     return register
+
+
+def _check_unregistered(name: str) -> None:
+    """A name is one mutant's, whichever kind: ``workers --mutant`` and ``mutants`` share them."""
+    if name in _REGISTERED or name in _FLEET:
+        raise MutantError(f"mutant {name!r} registered twice")
 
 
 def fleet_registered() -> tuple[FleetMutant, ...]:
