@@ -170,8 +170,8 @@ def _changed(database: str) -> None:
 
 #: Every VFS registered and not yet closed. SQLite keeps registered VFSes in one process-wide
 #: list that it searches by name, so a sweep of thousands of runs must not leave them behind:
-#: the runner calls ``end_worlds`` when a world ends (a connection still open on one keeps
-#: working; unregistering only removes the name).
+#: the runner calls ``end_worlds`` when a world ends, which closes the connections still open on
+#: them and unregisters them.
 _registered: list[SimSQLiteVFS] = []
 
 
