@@ -119,11 +119,12 @@ class PydanticAITarget(TargetBase):
         yield
 
     def preload(self, options: TargetOptions) -> tuple[str, ...]:
-        """Nothing on Prefect: each child starts its own API server with settings read at
-        import from the point's environment, so a module imported before the point is known
-        would carry the wrong ones; fresh interpreters there (the report says so)."""
+        """On Prefect, prefect imported under the settings every point shares
+        (``prefect_preload``), which a child replaces with its point's before it starts its own
+        API server."""
         if options.durability == "prefect":
-            return ()
+            return ("sim.targets.child", "sim.targets.pydantic_ai.prefect_preload",
+                    "sim.targets.pydantic_ai.prefect_env")  # fmt: skip
         return super().preload(options)
 
     def _module(self, options: TargetOptions, *, child: bool) -> str:

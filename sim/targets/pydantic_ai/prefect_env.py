@@ -17,7 +17,9 @@ lost; flow-run states are written synchronously through the API and task results
 which is all Prefect's recovery reads.
 
 Prefect reads its settings when it is first imported, so ``configure`` sets the environment
-before anything imports prefect (and drops any ``PREFECT_*`` of the user's, e.g. a Cloud URL).
+before anything imports prefect (and drops any ``PREFECT_*`` of the user's, e.g. a Cloud URL);
+in a child forked from a warm zygote, which imported prefect under the settings every point
+shares (``prefect_preload``), it sets the point's and has Prefect read them again.
 Migrating a new Prefect SQLite database takes tens of seconds; it is done once per machine and
 Prefect version into a template (``python -m sim.targets.pydantic_ai.prefect_env PATH``, in the
 user's cache directory), and each point's first child starts from a copy of it.
@@ -68,6 +70,14 @@ def _set_environment(values: dict[str, str]) -> None:
     os.environ.update(values)
 
 
+def set_shared_settings() -> None:
+    """Before a warm zygote imports prefect (``prefect_preload``): the settings every point
+    shares, with a home beside the template and a database no process opens (a point's own
+    are set in the child by ``configure``)."""
+    cache = template_path().parent
+    _set_environment(_settings(cache / HOME_DIR, cache / "zygote-never-opened.sqlite"))
+
+
 def template_path() -> Path:
     """In the user's cache directory (``XDG_CACHE_HOME``, else ``~/.cache``): a cache kept on
     purpose across sweeps, not a temporary directory a run leaves behind."""
@@ -114,6 +124,9 @@ def configure(point_dir: Path) -> socket.socket:
     values["PREFECT_LOCAL_STORAGE_PATH"] = str(point_dir / RESULTS_DIR)
     values["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
     _set_environment(values)
+    context = sys.modules.get("prefect.context")
+    if context is not None:  # forked from a zygote that imported prefect under shared settings
+        context.refresh_global_settings_context()
     return sock
 
 
