@@ -17,6 +17,7 @@ from typing import Any
 
 from sim.targets.host import Crash, run_point, target_service
 from sim.targets.kit.options import check_options
+from sim.targets.protocol import Target, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import all_crashes, reference_run, warm
 
@@ -35,39 +36,38 @@ def spread(crashes: list[Crash], count: int) -> list[Crash]:
     return [crashes[int(i * step)] for i in range(count)]
 
 
+def timed_runs(name: str) -> list[tuple[str, TargetOptions]]:
+    """What the bench times of one target: its demo's as-is options (keyed by its name), and
+    the as-is variant on each durability that runs on an engine of its own (keyed ``NAME
+    --durability D``: pydantic-ai's Prefect, whose children serve their own API)."""
+    target = get_target(name)
+    runs = [(name, check_options(target, target.demo().as_is))]
+    for durability in target.timed_durabilities:
+        given = TargetOptions(durability=durability)
+        runs.append((f"{name} --durability {durability}", check_options(target, given)))
+    return runs
+
+
 def target_speeds(
     names: list[str], note: Callable[[str], None], *, points_max: int = POINTS_MAX
 ) -> dict[str, Any]:
-    """Per installed target: seconds per point forked and fresh, their ratio, and how its
-    children ran; the names of targets whose extra is not installed."""
+    """Per installed target (and each run ``timed_runs`` names): seconds per point forked and
+    fresh, their ratio, and how its children ran; the names of targets whose extra is not
+    installed."""
     forked: dict[str, float] = {}
     fresh: dict[str, float] = {}
     children: dict[str, str] = {}
     missing: list[str] = []
     for name in names:
-        target = get_target(name)
-        if target.missing() is not None:
+        if get_target(name).missing() is not None:
             missing.append(name)
             continue
-        options = check_options(target, target.demo().as_is)
-        times: dict[bool, list[float]] = {True: [], False: []}
-        with target_service(target, options), warm(target, options) as (zygote, why):
-            reference = reference_run(target, options, timeout_s=CHILD_TIMEOUT_S, zygote=zygote)
-            for crash in spread(all_crashes(reference), points_max):
-                for fork in (True, False):
-                    started = time.perf_counter()
-                    run_point(
-                        target,
-                        options,
-                        crash,
-                        timeout_s=CHILD_TIMEOUT_S,
-                        zygote=zygote if fork else None,
-                    )
-                    times[fork].append(time.perf_counter() - started)
-        forked[name] = round(statistics.median(times[True]), 3)
-        fresh[name] = round(statistics.median(times[False]), 3)
-        children[name] = why
-        note(f"{name}: {forked[name]:.2f} s/point forked, {fresh[name]:.2f} s fresh ({why})")
+        for key, options in timed_runs(name):
+            times, why = _time_points(get_target(name), options, points_max)
+            forked[key] = round(statistics.median(times[True]), 3)
+            fresh[key] = round(statistics.median(times[False]), 3)
+            children[key] = why
+            note(f"{key}: {forked[key]:.2f} s/point forked, {fresh[key]:.2f} s fresh ({why})")
     return {
         "target_s_per_point": forked,
         "target_fresh_s_per_point": fresh,
@@ -77,3 +77,25 @@ def target_speeds(
         "target_children": children,
         "target_missing": missing,
     }
+
+
+def _time_points(
+    target: Target, options: TargetOptions, points_max: int
+) -> tuple[dict[bool, list[float]], str]:
+    """Seconds of each point, forked (True) and fresh (False), taken in turn point by point;
+    and what the report says of the forked children."""
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with target_service(target, options), warm(target, options) as (zygote, why):
+        reference = reference_run(target, options, timeout_s=CHILD_TIMEOUT_S, zygote=zygote)
+        for crash in spread(all_crashes(reference), points_max):
+            for fork in (True, False):
+                started = time.perf_counter()
+                run_point(
+                    target,
+                    options,
+                    crash,
+                    timeout_s=CHILD_TIMEOUT_S,
+                    zygote=zygote if fork else None,
+                )
+                times[fork].append(time.perf_counter() - started)
+    return times, why

@@ -255,6 +255,7 @@ class Target(Protocol):
     savers: tuple[str, ...]  # the first is the default
     resumes: tuple[str, ...]
     app_shape: AppShape | None  # None: its agent is bundled, it takes no --app
+    timed_durabilities: tuple[str, ...]  # on engines of their own: the bench times them too
 
     def missing(self) -> str | None:
         """Why the target cannot run here (its library is not installed), or None."""

@@ -168,9 +168,9 @@ def _bench_targets(names: list[str], *, as_json: bool) -> int:
     forked, fresh = doc["target_s_per_point"], doc["target_fresh_s_per_point"]
     print("seconds per crash point (median), forked from a warm zygote / fresh interpreters:")
     for name, seconds in forked.items():
-        print(f"  {name:16} {seconds:7.2f} s  {fresh[name]:7.2f} s  x{fresh[name] / seconds:.1f}")
+        print(f"  {name:32} {seconds:7.2f} s  {fresh[name]:7.2f} s  x{fresh[name] / seconds:.1f}")
     for name in doc["target_missing"]:
-        print(f"  {name:16} not installed")
+        print(f"  {name:32} not installed")
     return 0
 
 

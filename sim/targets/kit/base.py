@@ -54,6 +54,9 @@ class TargetBase:
     #: The worked finding (``Demo``); None: the payment agent's, charged twice right after the
     #: charge as is and clean with ``--variant idempotent``, in the default modes.
     demo_finding: Demo | None = None
+    #: Durabilities that run on an engine of their own, which ``durable-sim bench --targets``
+    #: times besides the demo's (its as-is variant on each).
+    timed_durabilities: tuple[str, ...] = ()
 
     def missing(self) -> str | None:
         return missing_extra(self.name, self.required, self.extra) if self.required else None

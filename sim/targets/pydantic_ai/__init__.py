@@ -91,6 +91,7 @@ class PydanticAITarget(TargetBase):
         state_module="sim.targets.pydantic_ai.app_state",
     )
     demo_point_s = 5.0
+    timed_durabilities = ("prefect",)  # the demo's is DBOS
 
     def validate(self, options: TargetOptions) -> TargetOptions:
         """The ``prefect`` durability: its library, its variants, its restarts; an app runs on

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from sim.outputs.bench import bench
-from sim.outputs.bench_targets import spread, target_speeds
+from sim.outputs.bench_targets import spread, target_speeds, timed_runs
 from sim.outputs.cli.main import main
 from sim.targets.host import Crash
+from sim.targets.registry import get_target
 from sim.world.faults import When
 
 
@@ -57,6 +58,17 @@ def test_target_points_are_spread_over_the_whole_trace() -> None:
 def test_an_unknown_bench_target_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--targets", "python,nope"]) == 2
     assert "unknown target(s) nope" in capsys.readouterr().err
+
+
+def test_the_bench_times_each_engine_a_target_declares() -> None:
+    """pydantic-ai's demo runs on DBOS; its Prefect durability, on an engine of its own, is
+    timed too (the table of docs/performance.md has a row for each)."""
+    assert [key for key, _ in timed_runs("python")] == ["python"]
+    if get_target("pydantic-ai").missing() is not None:
+        pytest.skip("pydantic-ai is not installed")
+    runs = timed_runs("pydantic-ai")
+    assert [key for key, _ in runs] == ["pydantic-ai", "pydantic-ai --durability prefect"]
+    assert [options.durability for _, options in runs] == ["agent", "prefect"]
 
 
 @pytest.mark.slow  # the python demo's points, forked and fresh, in real processes
