@@ -84,13 +84,17 @@ class Boundaries:
         crash: tuple[str, str] | None,
         *,
         grace_s: float = 0.0,
+        instant: Callable[[str, str], None] | None = None,
     ) -> None:
         """``grace_s`` > 0 makes the crash a preemption: SIGTERM, then SIGKILL that much later
-        (an autoscaler's or a gym's deadline) unless the process ended first."""
+        (an autoscaler's or a gym's deadline) unless the process ended first. ``instant(label,
+        when)`` is called at every boundary instant, before the kill would be (a fault-free
+        run copies its files there: ``sim.targets.recovery_only``)."""
         self._log = log
         self._process = process
         self._crash = crash
         self._grace_s = grace_s
+        self._instant = instant
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
         self._next = 1 + max(
@@ -131,6 +135,8 @@ class Boundaries:
         return value
 
     def _maybe_kill(self, label: str, when: str) -> None:
+        if self._instant is not None:
+            self._instant(label, when)
         if self._crash != (label, when):
             return
         self._crash = None  # once: a preempted process may cross more boundaries as it stops

@@ -2,11 +2,13 @@
 
     python -m sim.targets.child POINT_DIR PROCESS_NUMBER
 
-The point directory holds ``point.json`` (the target, its options and the crash point, if this
-process is to crash), the ledger and whatever durable files the target writes. The child appends
-``spawn``, the boundaries it crosses, what it did (``action``) and ``ended`` to the trace; an
-exception is one ``error`` row and exit status 3. A kill is SIGKILL; a preemption SIGTERM, then
-SIGKILL after its grace (``sim.targets.boundaries``).
+The point directory holds ``point.json`` (the target, its options, the crash point if this
+process is to crash, and where the fault-free run copies its
+files for ``--recovery-only``), the ledger and whatever
+durable files the target writes. The child appends ``spawn``, the boundaries it crosses, what it
+did (``action``) and ``ended`` to the trace; an exception is one ``error`` row and exit status
+3. A kill is SIGKILL; a preemption SIGTERM, then SIGKILL after its grace
+(``sim.targets.boundaries``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sim.targets.ledger import LEDGER_NAME, Ledger
 from sim.targets.offline import refuse_network
 from sim.targets.protocol import ChildContext, TargetOptions
 from sim.targets.registry import get_target
+from sim.targets.snapshots import Snapshotter
 
 POINT_NAME = "point.json"
 EXIT_ENDED = 0
@@ -43,11 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     # Only the first process crashes (depth 1): the ones after it resume in peace.
     kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None
     options = TargetOptions.from_json(config["options"])
+    # A fault-free run copies its files at every instant (``sim.targets.recovery_only``).
+    snapshots = config.get("snapshots")
+    snapshotter = Snapshotter(point_dir, Path(snapshots)) if snapshots else None
     ctx = ChildContext(
         point_dir=point_dir,
         process=process,
         options=options,
-        boundaries=Boundaries(log, process, kill_at, grace_s=options.preempt_s),
+        boundaries=Boundaries(
+            log, process, kill_at, grace_s=options.preempt_s, instant=snapshotter
+        ),
         ledger=Ledger(point_dir / LEDGER_NAME),
     )
     try:

@@ -26,6 +26,7 @@ from sim.targets.boundaries import TRACE_NAME, read_trace
 from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
+from sim.targets.snapshots import restore
 from sim.targets.zygote import ChildExit, Zygote, ZygoteRefused
 from sim.world import tempdirs
 from sim.world.faults import When
@@ -76,10 +77,13 @@ def run_point(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     keep: Path | None = None,
     zygote: Zygote | None = None,
+    snapshot_to: Path | None = None,
 ) -> PointRun:
     """Run ``target`` once, crashing at ``crash`` (None: the fault-free run). ``keep``: run in
     that directory and leave it in place (for a replay the user wants to inspect). ``zygote``:
-    fork the children from it (``sim.targets.zygote``) instead of starting fresh interpreters."""
+    fork the children from it (``sim.targets.zygote``) instead of starting fresh interpreters.
+    ``snapshot_to``: the first child copies the point's files there at every boundary instant
+    (``sim.targets.snapshots``)."""
     started = time.perf_counter()
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -92,6 +96,7 @@ def run_point(
             "target": target.name,
             "options": options.to_json(),
             "crash": None if crash is None else {"when": crash.when, "label": crash.label},
+            "snapshots": None if snapshot_to is None else str(snapshot_to),
         }
         (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
         Ledger.create(point_dir / LEDGER_NAME).close()
@@ -114,6 +119,43 @@ def run_point(
             shutil.rmtree(point_dir, ignore_errors=True)
 
 
+def run_recovery(
+    target: Target,
+    options: TargetOptions,
+    crash: Crash,
+    copy: Path,
+    point_dir: Path,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    zygote: Zygote | None = None,
+) -> PointRun:
+    """A crash point without its first process: ``point_dir`` restored to ``copy`` (the
+    fault-free run's files at the crash's instant, ``sim.targets.snapshots``), the kill's trace
+    row appended as the killed process would have, then the processes after it, as
+    ``run_point`` runs them. Only for a target whose durable files are all the point's."""
+    started = time.perf_counter()
+    restore(copy, point_dir)
+    config = {
+        "target": target.name,
+        "options": options.to_json(),
+        "crash": {"when": crash.when, "label": crash.label},
+        "snapshots": None,
+    }
+    (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
+    killed = {"t": "crash", "label": crash.label, "when": str(crash.when), "p": "p1"}
+    with open(point_dir / TRACE_NAME, "a", encoding="ascii") as trace:
+        trace.write(json.dumps(killed | {"how": "recorded", "wall": time.time()}) + "\n")
+    run = PointRun(crash)
+    with target_service(target, options):
+        env = target.point_env(options, point_dir)
+        run.error = _run_children(
+            run, point_dir, timeout_s, preempt=False, extra_env=env, zygote=zygote, first=2
+        )
+        _collect(run, target, options, point_dir)
+    run.wall_s = time.perf_counter() - started
+    return run
+
+
 def target_service(
     target: Target, options: TargetOptions
 ) -> contextlib.AbstractContextManager[object]:
@@ -132,12 +174,14 @@ def _run_children(
     preempt: bool,
     extra_env: dict[str, str],
     zygote: Zygote | None,
+    first: int = 1,
 ) -> str | None:
-    """The point's processes, until one ends on its own. A killed first process is followed by
-    the next; so is a preempted one however it ended (SIGTERM's default, its own exit within the
-    grace, or the SIGKILL after it) -- unless the harness or the target raised in it."""
+    """The point's processes from number ``first`` on, until one ends on its own. A killed
+    first process is followed by the next; so is a preempted one however it ended (SIGTERM's
+    default, its own exit within the grace, or the SIGKILL after it) -- unless the harness or
+    the target raised in it."""
     env = dict(os.environ, PYTHONHASHSEED="0", **extra_env)
-    for number in range(1, MAX_PROCESSES + 1):
+    for number in range(first, MAX_PROCESSES + 1):
         run.processes = number
         try:
             proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s)

@@ -223,6 +223,13 @@ def check_liveness(run: PointRun) -> list[Violation]:
     ]
 
 
+#: How a crash row came to be, as a timeline says it (a kill, when the row says nothing).
+CRASH_HOW = {
+    "preempt": "SIGTERM, then SIGKILL after its grace",
+    "recorded": "recorded: the fault-free run's files at this instant, recovered from",
+}
+
+
 def timeline(run: PointRun) -> list[str]:
     """The point as one run: every boundary, the crash, what each process did."""
     lines: list[str] = []
@@ -234,8 +241,7 @@ def timeline(run: PointRun) -> list[str]:
                 f"[{row['i']:>3}] {row['p']} {row['label']}" + (f"  {what}" if what else "")
             )
         elif t == "crash":
-            preempted = row.get("how") == "preempt"
-            how = "SIGTERM, then SIGKILL after its grace" if preempted else "SIGKILL"
+            how = CRASH_HOW.get(str(row.get("how")), "SIGKILL")
             lines.append(f"CRASH ({how}) {row['when']} {row['label']} in {row['p']}")
         elif t == "spawn":
             lines.append(f"--- {row['p']} starts")

@@ -284,6 +284,13 @@ class Target(Protocol):
         threads or servers when imported)."""
         ...
 
+    def no_snapshots(self, options: TargetOptions) -> str | None:
+        """Why a sweep of ``options`` cannot start its points from snapshots of the fault-free
+        run's files (``target sweep --recovery-only``, ``sim.targets.recovery_only``): a
+        durable state kept outside the point's directory, a prefix timed by threads; None: it
+        can."""
+        ...
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         """The agent's tools and the policy declared for each (an app's: its declared effects)."""
         ...

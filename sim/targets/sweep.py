@@ -19,6 +19,7 @@ import shlex
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,14 @@ from sim.targets.kit.landing import effect_sites, undeclared_tools
 from sim.targets.kit.options import check_options
 from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.targets.recovery_only import (
+    RecoveryCheck,
+    RecoveryOnly,
+    checked,
+    no_snapshots,
+    snapshot_dirs,
+)
+from sim.targets.snapshots import snapshots_in
 from sim.targets.zygote import Zygote, ZygoteRefused
 from sim.world.faults import CrashKind, When, parse_schedule
 
@@ -119,10 +128,25 @@ def report_dir(target: Target, options: TargetOptions) -> str:
 
 
 def reference_run(
-    target: Target, options: TargetOptions, *, timeout_s: float, zygote: Zygote | None = None
+    target: Target,
+    options: TargetOptions,
+    *,
+    timeout_s: float,
+    zygote: Zygote | None = None,
+    keep: Path | None = None,
+    snapshot_to: Path | None = None,
 ) -> PointRun:
-    """The fault-free run; one that fails is refused (every point is judged against it)."""
-    reference = run_point(target, options, None, timeout_s=timeout_s, zygote=zygote)
+    """The fault-free run; one that fails is refused (every point is judged against it).
+    ``keep`` and ``snapshot_to``: ``run_point``'s (``sim.targets.recovery_only``)."""
+    reference = run_point(
+        target,
+        options,
+        None,
+        timeout_s=timeout_s,
+        zygote=zygote,
+        keep=keep,
+        snapshot_to=snapshot_to,
+    )
     verdict = judge_point(reference, reference, target.tools(options))
     if verdict.verdict != "pass" or not reference.labels:
         tried = network_attempts(reference.rows)
@@ -178,6 +202,7 @@ def sweep_target(
     progress: ProgressFn | None = None,
     reference: PointRun | None = None,
     fork: bool = True,
+    recovery: RecoveryCheck | None = None,
 ) -> ScenarioSweep:
     """Every boundary x before/after of the fault-free trace, judged; or only ``points``, or
     the points ``choose`` picks from the fault-free trace's labels (a reduced sweep that names
@@ -185,12 +210,100 @@ def sweep_target(
     ``reference``: a fault-free run of the same target and options made before (``reference_run``),
     to judge against instead of running one more. ``fork``: fork every child from a warm zygote
     (``sim.targets.zygote``) where the target's preload allows it; False: a fresh interpreter
-    per child, always (``--fresh``)."""
+    per child, always (``--fresh``). ``recovery``: start each point's recovery from a snapshot
+    of the fault-free run's files at its instant, running the points ``recovery`` says the real
+    way too (``sim.targets.recovery_only``); a difference sweeps again the real way."""
     options = check_options(target, options)
+    refused = None if recovery is None else no_snapshots(target, options)
+    if refused is not None:
+        raise TargetError(f"{target.name}: --recovery-only cannot be used here: {refused}")
+    pick = Pick(points, choose)
     with target_service(target, options), warm(target, options, fork=fork) as (zygote, why):
-        out = _sweep(target, options, points, choose, timeout_s, progress, reference, zygote)
+        if recovery is not None:
+            out, broken = _recovery_only_sweep(
+                target, options, pick, recovery, timeout_s, progress, zygote
+            )
+            if broken is None:
+                out.reference_outcome["children"] = f"{why}; {out.reference_outcome['children']}"
+                return out
+            why += (
+                f"; not from snapshots: the check found {broken}, so every point ran the real way"
+            )
+            reference = None
+        out = _real_sweep(target, options, pick, timeout_s, progress, reference, zygote)
         out.reference_outcome["children"] = why
         return out
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Which points a sweep runs: ``points`` as given, those ``choose`` picks from the
+    fault-free trace's labels, or (both None) every one."""
+
+    points: list[tuple[int, str]] | None
+    choose: Callable[[list[str]], list[tuple[int, str]]] | None
+
+    def crashes(self, reference: PointRun) -> list[Crash]:
+        points = self.choose(reference.labels) if self.choose is not None else self.points
+        if points is None:
+            return all_crashes(reference)
+        return [crash_at(reference, i, when) for i, when in points]
+
+
+def _real_sweep(
+    target: Target,
+    options: TargetOptions,
+    pick: Pick,
+    timeout_s: float,
+    progress: ProgressFn | None,
+    reference: PointRun | None,
+    zygote: Zygote | None,
+) -> ScenarioSweep:
+    """Every point the real way: a first process killed at it, the next ones recovering."""
+    started = time.perf_counter()
+    if reference is None:
+        reference = reference_run(target, options, timeout_s=timeout_s, zygote=zygote)
+
+    def run(crash: Crash) -> PointRun:
+        return run_point(target, options, crash, timeout_s=timeout_s, zygote=zygote)
+
+    out = _sweep(target, options, pick.crashes(reference), reference, run, progress)
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _recovery_only_sweep(
+    target: Target,
+    options: TargetOptions,
+    pick: Pick,
+    check: RecoveryCheck,
+    timeout_s: float,
+    progress: ProgressFn | None,
+    zygote: Zygote | None,
+) -> tuple[ScenarioSweep, str | None]:
+    """Every point from its snapshot (``sim.targets.recovery_only``); and the first difference
+    the check found between such a point and the same point run the real way (None: none)."""
+    started = time.perf_counter()
+    with snapshot_dirs() as (point_dir, into):
+        reference = reference_run(
+            target, options, timeout_s=timeout_s, zygote=zygote, keep=point_dir, snapshot_to=into
+        )
+        copies, _ = snapshots_in(into)
+        crashes = pick.crashes(reference)
+        recovery = RecoveryOnly(
+            target=target,
+            options=options,
+            reference=reference,
+            point_dir=point_dir,
+            copies=copies,
+            check=checked(crashes, check),
+            timeout_s=timeout_s,
+            zygote=zygote,
+        )
+        out = _sweep(target, options, crashes, reference, recovery.run, progress)
+    out.reference_outcome["children"] = recovery.summary()
+    out.wall_s = time.perf_counter() - started
+    return out, recovery.broken
 
 
 @contextlib.contextmanager
@@ -222,16 +335,12 @@ def warm(
 def _sweep(
     target: Target,
     options: TargetOptions,
-    points: list[tuple[int, str]] | None,
-    choose: Callable[[list[str]], list[tuple[int, str]]] | None,
-    timeout_s: float,
+    crashes: list[Crash],
+    reference: PointRun,
+    run: Callable[[Crash], PointRun],
     progress: ProgressFn | None,
-    reference: PointRun | None,
-    zygote: Zygote | None,
 ) -> ScenarioSweep:
-    started = time.perf_counter()
-    if reference is None:
-        reference = reference_run(target, options, timeout_s=timeout_s, zygote=zygote)
+    """Each of ``crashes`` run by ``run`` and judged against ``reference``."""
     store = options.saver
     if len(target.durabilities) > 1:
         store += f"-{options.durability}"
@@ -254,20 +363,12 @@ def _sweep(
         if row.applied:
             key = f"{row.service}.{row.op}"
             out.effects[key] = out.effects.get(key, 0) + 1
-    if choose is not None:
-        points = choose(reference.labels)
-    crashes = (
-        all_crashes(reference)
-        if points is None
-        else [crash_at(reference, i, when) for i, when in points]
-    )
     for n, crash in enumerate(crashes, 1):
-        run = run_point(target, options, crash, timeout_s=timeout_s, zygote=zygote)
-        verdict = judge_point(run, reference, target.tools(options))
-        record(out, target, options, run, verdict)
+        point = run(crash)
+        verdict = judge_point(point, reference, target.tools(options))
+        record(out, target, options, point, verdict)
         if progress is not None:
             progress(n, len(crashes), crash, verdict.verdict)
-    out.wall_s = time.perf_counter() - started
     return out
 
 

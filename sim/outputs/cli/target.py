@@ -23,6 +23,7 @@ from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report.markdown import app_notes
 from sim.outputs.report.sarif import SARIF_HELP
+from sim.targets.recovery_only import RecoveryCheck
 
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
@@ -46,36 +47,7 @@ def add_parsers(sub: Any) -> None:
     ls = tsub.add_parser("list", help="the targets, and whether each is installed")
     ls.set_defaults(handler=_run_list)
 
-    sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
-    _common(sw)
-    sw.add_argument(
-        "--out",
-        type=text_arg,
-        default=None,
-        help=(
-            "report directory (default reports/target-NAME-SAVER[-DURABILITY], and for an app "
-            "reports/target-NAME-APP-FUNCTION: one per app)"
-        ),
-    )
-    sw.add_argument(
-        "--points",
-        type=text_arg,
-        default=None,
-        metavar="LIST",
-        help="only these schedules, comma-separated (7:after,6:before); default: all",
-    )
-    sw.add_argument("--json", action="store_true", help="print the results document on stdout")
-    sw.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
-    sw.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    sw.add_argument(
-        "--fresh",
-        action="store_true",
-        help=(
-            "a fresh interpreter for every child, instead of forking each from a warm zygote "
-            "that imported the framework once (the report says which ran)"
-        ),
-    )
-    sw.set_defaults(handler=_run_sweep)
+    _add_sweep(tsub)
 
     rp = tsub.add_parser("replay", help="run one schedule of a target and show its verdict")
     _common(rp)
@@ -107,6 +79,54 @@ def add_parsers(sub: Any) -> None:
         "--out", type=text_arg, required=True, metavar="FILE.json", help="the script to write"
     )
     rc.set_defaults(handler=_run_record)
+
+
+def _add_sweep(tsub: Any) -> None:
+    """``target sweep`` and its own options (the ones every sub-command takes: ``_common``)."""
+    sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
+    _common(sw)
+    sw.add_argument(
+        "--out",
+        type=text_arg,
+        default=None,
+        help=(
+            "report directory (default reports/target-NAME-SAVER[-DURABILITY], and for an app "
+            "reports/target-NAME-APP-FUNCTION: one per app)"
+        ),
+    )
+    sw.add_argument(
+        "--points",
+        type=text_arg,
+        default=None,
+        metavar="LIST",
+        help="only these schedules, comma-separated (7:after,6:before); default: all",
+    )
+    sw.add_argument("--json", action="store_true", help="print the results document on stdout")
+    sw.add_argument("--sarif", type=text_arg, default=None, metavar="FILE", help=SARIF_HELP)
+    sw.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sw.add_argument(
+        "--fresh",
+        action="store_true",
+        help=(
+            "a fresh interpreter for every child, instead of forking each from a warm zygote "
+            "that imported the framework once (the report says which ran)"
+        ),
+    )
+    sw.add_argument(
+        "--recovery-only",
+        nargs="?",
+        const=RecoveryCheck.SAMPLE.value,
+        default=None,
+        choices=[c.value for c in RecoveryCheck],
+        metavar="CHECK",
+        help=(
+            "start each point from a snapshot of the fault-free run's files at its instant and "
+            "run only the recovery, for a program whose state is all in its directory (python); "
+            "a seeded 1 in 16 points also runs the real way (every point with =full), and a "
+            "difference sweeps again the real way (the report says which ran)"
+        ),
+    )
+    sw.set_defaults(handler=_run_sweep)
 
 
 def _add_bundle(tsub: Any) -> None:
@@ -412,6 +432,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         progress=progress,
         fork=not args.fresh,
+        recovery=None if args.recovery_only is None else RecoveryCheck(args.recovery_only),
     )
     versions = library_versions(target.distributions)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)

@@ -80,6 +80,12 @@ class TargetBase:
             return modules
         return (*modules, *app_preload(options.app))
 
+    def no_snapshots(self, options: TargetOptions) -> str | None:
+        """Not recorded unless the target says its durable state is the point's files and its
+        prefix is deterministic (the ``python`` target's, without ``--postgres``)."""
+        del options
+        return f"{self.name} keeps state no snapshot holds (only python's is snapshotted)"
+
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         return options.app.tools() if options.app is not None else PAYMENT_AGENT_TOOLS
 

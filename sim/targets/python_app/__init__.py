@@ -101,6 +101,13 @@ class PythonTarget(TargetBase):
 
         return point_env()
 
+    def no_snapshots(self, options: TargetOptions) -> str | None:
+        """The program's files are the point's (its working directory); its database is not
+        with ``--postgres``. Whether its prefix is deterministic is the check's to find."""
+        if options.app is not None and options.app.postgres:
+            return "with --postgres the program's state is in a database outside the point"
+        return None
+
     def demo(self) -> Demo:
         """The demo job charges an order, then records it in SQLite; keyed, it sweeps clean."""
 
