@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sim.targets.host import Crash, run_point, target_service
+from sim.targets.host import Crash, run_point, run_recovery, target_service
 from sim.targets.kit.options import check_options
 from sim.targets.protocol import Target, TargetOptions
+from sim.targets.recovery_only import no_snapshots, snapshot_dirs
 from sim.targets.registry import get_target
+from sim.targets.snapshots import snapshots_in
 from sim.targets.sweep import all_crashes, reference_run, warm
 
 #: Crash points timed per target at most: a fresh LangGraph point costs seconds, a Temporal one
@@ -52,10 +54,12 @@ def target_speeds(
     names: list[str], note: Callable[[str], None], *, points_max: int = POINTS_MAX
 ) -> dict[str, Any]:
     """Per installed target (and each run ``timed_runs`` names): seconds per point forked and
-    fresh, their ratio, and how its children ran; the names of targets whose extra is not
-    installed."""
+    fresh, their ratio, and recovery only where the target allows it
+    (``sim.targets.recovery_only``); how its children ran; the names of targets whose extra is
+    not installed."""
     forked: dict[str, float] = {}
     fresh: dict[str, float] = {}
+    recovery: dict[str, float] = {}
     children: dict[str, str] = {}
     missing: list[str] = []
     for name in names:
@@ -64,13 +68,18 @@ def target_speeds(
             continue
         for key, options in timed_runs(name):
             times, why = _time_points(get_target(name), options, points_max)
-            forked[key] = round(statistics.median(times[True]), 3)
-            fresh[key] = round(statistics.median(times[False]), 3)
+            forked[key] = round(statistics.median(times["forked"]), 3)
+            fresh[key] = round(statistics.median(times["fresh"]), 3)
+            said = f"{key}: {forked[key]:.2f} s/point forked, {fresh[key]:.2f} s fresh"
+            if times.get("recovery_only"):
+                recovery[key] = round(statistics.median(times["recovery_only"]), 3)
+                said += f", {recovery[key]:.2f} s recovery only"
             children[key] = why
-            note(f"{key}: {forked[key]:.2f} s/point forked, {fresh[key]:.2f} s fresh ({why})")
+            note(f"{said} ({why})")
     return {
         "target_s_per_point": forked,
         "target_fresh_s_per_point": fresh,
+        "target_recovery_only_s_per_point": recovery,
         "target_zygote_speedup": {
             n: round(fresh[n] / forked[n], 1) for n in forked if forked[n] > 0
         },
@@ -81,21 +90,36 @@ def target_speeds(
 
 def _time_points(
     target: Target, options: TargetOptions, points_max: int
-) -> tuple[dict[bool, list[float]], str]:
-    """Seconds of each point, forked (True) and fresh (False), taken in turn point by point;
-    and what the report says of the forked children."""
-    times: dict[bool, list[float]] = {True: [], False: []}
-    with target_service(target, options), warm(target, options) as (zygote, why):
-        reference = reference_run(target, options, timeout_s=CHILD_TIMEOUT_S, zygote=zygote)
+) -> tuple[dict[str, list[float]], str]:
+    """Seconds of each point -- forked, fresh, and forked from its snapshot (recovery only,
+    where the target allows it) -- taken in turn point by point, so a burst of load hits each
+    alike; and what the report says of the forked children."""
+    modes = ["forked", "fresh"]
+    if no_snapshots(target, options) is None:
+        modes.append("recovery_only")
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    with (
+        target_service(target, options),
+        warm(target, options) as (zygote, why),
+        snapshot_dirs() as (point_dir, into),
+    ):
+        reference = reference_run(
+            target,
+            options,
+            timeout_s=CHILD_TIMEOUT_S,
+            zygote=zygote,
+            keep=point_dir,
+            snapshot_to=into if "recovery_only" in modes else None,
+        )
+        copies, _ = snapshots_in(into)
         for crash in spread(all_crashes(reference), points_max):
-            for fork in (True, False):
+            for mode in modes:
                 started = time.perf_counter()
-                run_point(
-                    target,
-                    options,
-                    crash,
-                    timeout_s=CHILD_TIMEOUT_S,
-                    zygote=zygote if fork else None,
-                )
-                times[fork].append(time.perf_counter() - started)
+                if mode == "recovery_only":
+                    copy = copies[(crash.label, str(crash.when))]
+                    run_recovery(target, options, crash, copy, point_dir, zygote=zygote)
+                else:
+                    child = zygote if mode == "forked" else None
+                    run_point(target, options, crash, timeout_s=CHILD_TIMEOUT_S, zygote=child)
+                times[mode].append(time.perf_counter() - started)
     return times, why

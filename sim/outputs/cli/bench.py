@@ -167,8 +167,12 @@ def _bench_targets(names: list[str], *, as_json: bool) -> int:
         return 0
     forked, fresh = doc["target_s_per_point"], doc["target_fresh_s_per_point"]
     print("seconds per crash point (median), forked from a warm zygote / fresh interpreters:")
+    recovery = doc["target_recovery_only_s_per_point"]
     for name, seconds in forked.items():
-        print(f"  {name:32} {seconds:7.2f} s  {fresh[name]:7.2f} s  x{fresh[name] / seconds:.1f}")
+        line = f"  {name:32} {seconds:7.2f} s  {fresh[name]:7.2f} s  x{fresh[name] / seconds:.1f}"
+        if name in recovery:
+            line += f"  (recovery only {recovery[name]:.2f} s)"
+        print(line)
     for name in doc["target_missing"]:
         print(f"  {name:32} not installed")
     return 0

@@ -75,5 +75,6 @@ def test_the_bench_times_each_engine_a_target_declares() -> None:
 def test_the_target_bench_times_each_point_forked_and_fresh() -> None:
     doc = target_speeds(["python"], lambda _: None, points_max=2)
     assert doc["target_s_per_point"]["python"] > 0 and doc["target_fresh_s_per_point"]["python"] > 0
+    assert doc["target_recovery_only_s_per_point"]["python"] > 0  # its state is its files
     assert doc["target_children"]["python"].startswith("forked from a warm zygote")
     assert doc["target_missing"] == []
