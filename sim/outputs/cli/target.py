@@ -493,15 +493,16 @@ def _run_bundle(args: argparse.Namespace) -> int:
 def _run_replay(args: argparse.Namespace) -> int:
     from sim.targets.host import run_point
     from sim.targets.judge import judge_point, timeline
-    from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line
+    from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line, warm
 
     target, options = _setup(args)
     index, when = parse_point(args.schedule)
     keep = Path(args.keep) if args.keep else None
-    with target.service(options):  # one service (if any) for both runs
-        reference = reference_run(target, options, timeout_s=args.timeout)
+    # One service (if any) for both runs; their three children forked from one warm zygote.
+    with target.service(options), warm(target, options) as (zygote, _):
+        reference = reference_run(target, options, timeout_s=args.timeout, zygote=zygote)
         crash = crash_at(reference, index, when)
-        run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep)
+        run = run_point(target, options, crash, timeout_s=args.timeout, keep=keep, zygote=zygote)
     verdict = judge_point(run, reference, target.tools(options))
     if args.json:
         doc = {

@@ -34,7 +34,7 @@ from sim.targets.kit.base import TargetBase
 from sim.targets.kit.options import check_options
 from sim.targets.protocol import BundleCase, Target, TargetError, TargetOptions
 from sim.targets.registry import get_target, target_names
-from sim.targets.sweep import reference_run
+from sim.targets.sweep import reference_run, warm
 
 NAMES = target_names()
 #: Seconds for one ``pip install`` of a framework (from pip's cache here), and one repro run.
@@ -71,8 +71,8 @@ def _demo_point(target: Target) -> tuple[TargetOptions, str]:
     """The demo's as-is options and its first point as a schedule (``INDEX:WHEN``)."""
     demo = target.demo()
     options = check_options(target, demo.as_is)
-    with target.service(options):
-        reference = reference_run(target, options, timeout_s=120.0)
+    with target.service(options), warm(target, options) as (zygote, _):
+        reference = reference_run(target, options, timeout_s=120.0, zygote=zygote)
     index, when = demo.choose(reference.labels)[0]
     return options, f"{index}:{when}"
 
