@@ -53,14 +53,14 @@ class FoldPlan(ForksNothing):
     first_of: dict[str, str] = field(default_factory=dict)  # digest -> first schedule's text
     twin_of: dict[str, str] = field(default_factory=dict)  # schedule text -> its twin's text
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
+    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
         if index <= self.base.last_index:
             return
         # The traced run counts each point's enumerated tears (``count_tears``) before calling
         # here: the same count the sweep lists schedules from (``Trace.tear_counts``).
         assert injector.tear_counts is not None, "a fold plan needs a run that counts tears"
         n_tears = injector.tear_counts.get((index, when), 0)
-        points = sweep_points(index, When(when), label, self.kinds, n_tears)
+        points = sweep_points(index, when, label, self.kinds, n_tears)
         for point, digest in zip(points, injector.state_digests(process, points), strict=True):
             if digest is None:
                 continue

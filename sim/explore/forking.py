@@ -82,7 +82,7 @@ class ForkPlan:
     reruns: Callable[[str], bool]  # whether a schedule (text) gets a second child for I10
     # (index, when) -> enumerated tears of a power crash there: the traced run's count, so the
     # fast and naive sweeps list the same schedules by construction.
-    tears: dict[tuple[int, str], int]
+    tears: dict[tuple[int, When], int]
     jobs: int
     workdir: str
     in_child: bool = False
@@ -113,12 +113,12 @@ class ForkPlan:
         after-fork hook still stops the sweep at its next fork or wait."""
         return interrupts.flag_interrupts()
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
+    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
         """Called by the machine's injector at every boundary of the forking run."""
         if index <= self.base.last_index or self.in_child:
             return
         n_tears = self.tears.get((index, when), 0)
-        for point in sweep_points(index, When(when), label, self.kinds, n_tears):
+        for point in sweep_points(index, when, label, self.kinds, n_tears):
             if self._fork_point(injector, process, point, label):
                 return  # a child that took a pause runs on from here: it forks nothing
 

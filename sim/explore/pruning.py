@@ -40,7 +40,7 @@ from sim.judgement.oracles import Violation, check, check_determinism, verdict_o
 from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
 from sim.world import tempdirs
-from sim.world.faults import CrashKind, Schedule
+from sim.world.faults import CrashKind, Schedule, When
 from sim.world.scenario import Scenario
 from sim.world.stores import StoreKind
 
@@ -112,7 +112,7 @@ class PruneProbe(CanonicalProbe):
     lookup: dict[str, int] = field(default_factory=dict)
     met: tuple[int, int] | None = None
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None:
+    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
         viewed = len(self.rows)
         super().fork_at(injector, process, index, when, label)
         if self.met is not None or len(self.rows) == viewed:

@@ -12,7 +12,7 @@ from typing import Any
 from durable.events import EventRecord
 from durable.store.base import Checkpoint
 from sim.world.evidence import AcceptedAppend, Commit, CrashRecord, Evidence, LeaseGrant
-from sim.world.faults import Boundary, Schedule
+from sim.world.faults import Boundary, Schedule, When
 from sim.world.host import ClientView
 from sim.world.model import ModelCall
 from sim.world.scenario import Scenario
@@ -36,7 +36,7 @@ class Trace:
     settled: bool = False
     # (index, when) -> enumerated tears of a power crash there: a sweep's traced run only
     # (``run_scenario(count_tears=True)``), so it can list its tear schedules.
-    tear_counts: dict[tuple[int, str], int] = field(default_factory=dict)
+    tear_counts: dict[tuple[int, When], int] = field(default_factory=dict)
     # Where a fork hook ended the run (``Injector.stop_world``): the index of the boundary that
     # would have come next. A pruned run, which has rejoined the fault-free run and is judged
     # on its window only. None: the run ran out.

@@ -65,7 +65,7 @@ class ForkHook(Protocol):
     in_child: bool
     child_schedule: Schedule
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: str, label: str) -> None: ...
+    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None: ...
 
     def interrupt_guard(self) -> AbstractContextManager[None]: ...
 
@@ -133,7 +133,7 @@ class Injector:
         self._next_index = len(evidence.boundaries)
         self._counters: dict[str, int] = {} if counters is None else counters
         # (index, when) -> enumerated tears of a power crash there; None: not counted.
-        self.tear_counts: dict[tuple[int, str], int] | None = {} if count_tears else None
+        self.tear_counts: dict[tuple[int, When], int] | None = {} if count_tears else None
         self.fork_plan: ForkHook | None = None  # during a fast sweep's forking (or folding) run
         self._state_parts: Callable[[], list[tuple[str, Any]]] = lambda: []
         self._stop: Callable[[], None] = lambda: None
@@ -223,20 +223,20 @@ class Injector:
     def before(self, process: Victim, index: int, label: str, now: float) -> None:
         """Boundary ``index`` is entered at ``now``: crash here if the schedule says so, or if
         the next timed crash's time has come."""
-        self.count_tears(index, "before")
+        self.count_tears(index, When.BEFORE)
         point = self.schedule.at(index, When.BEFORE)
         if point is None and self._timed and now >= self._timed[0][0]:
             point = CrashPoint(index, When.BEFORE, CrashKind(self._timed.pop(0)[1]))
-        self._crash_or_fork(process, point, index, "before", label)
+        self._crash_or_fork(process, point, index, When.BEFORE, label)
 
     def after(self, process: Victim, index: int, label: str) -> None:
         """Boundary ``index``'s operation has returned: crash here if the schedule says so."""
-        self.count_tears(index, "after")
+        self.count_tears(index, When.AFTER)
         point = self.schedule.at(index, When.AFTER)
-        self._crash_or_fork(process, point, index, "after", label)
+        self._crash_or_fork(process, point, index, When.AFTER, label)
 
     def _crash_or_fork(
-        self, process: Victim, point: CrashPoint | None, index: int, when: str, label: str
+        self, process: Victim, point: CrashPoint | None, index: int, when: When, label: str
     ) -> None:
         """Crash at ``point`` if there is one, else let the fork hook fork (or digest) the crash
         points of this boundary side."""
@@ -245,7 +245,7 @@ class Injector:
         if self.fork_plan is not None:
             self.fork_plan.fork_at(self, process, index, when, label)
 
-    def count_tears(self, index: int, when: str) -> None:
+    def count_tears(self, index: int, when: When) -> None:
         """Record how many enumerated tears a power crash here would have (the traced run of a
         sweep: the naive sweep's schedules need the count before running them)."""
         if self.tear_counts is not None and self.fs is not None:

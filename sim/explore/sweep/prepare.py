@@ -43,7 +43,7 @@ def depth1_schedules(
     kinds: Iterable[CrashKind],
     *,
     base: Schedule | None = None,
-    tears: dict[tuple[int, str], int] | None = None,
+    tears: dict[tuple[int, When], int] | None = None,
 ) -> list[Schedule]:
     """One more crash at every boundary (after the base schedule's own crash points, if any),
     of every kind the point is tried with (``sim.world.faults.tries_kind``); ``labels`` are the
