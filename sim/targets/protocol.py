@@ -256,6 +256,7 @@ class Target(Protocol):
     resumes: tuple[str, ...]
     app_shape: AppShape | None  # None: its agent is bundled, it takes no --app
     timed_durabilities: tuple[str, ...]  # on engines of their own: the bench times them too
+    snapshot_refusal: str | None  # why not --recovery-only (``no_snapshots``); None: it may
 
     def missing(self) -> str | None:
         """Why the target cannot run here (its library is not installed), or None."""

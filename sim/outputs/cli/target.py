@@ -83,6 +83,9 @@ def add_parsers(sub: Any) -> None:
 
 def _add_sweep(tsub: Any) -> None:
     """``target sweep`` and its own options (the ones every sub-command takes: ``_common``)."""
+    from sim.targets.registry import get_target, target_names
+
+    snapshotted = ", ".join(n for n in target_names() if get_target(n).snapshot_refusal is None)
     sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
     _common(sw)
     sw.add_argument(
@@ -121,7 +124,7 @@ def _add_sweep(tsub: Any) -> None:
         metavar="CHECK",
         help=(
             "start each point from a snapshot of the fault-free run's files at its instant and "
-            "run only the recovery, for a program whose state is all in its directory (python); "
+            f"run only the recovery, where a target's state is all its files ({snapshotted}); "
             "a seeded 1 in 16 points also runs the real way (every point with =full), and a "
             "difference sweeps again the real way (the report says which ran)"
         ),

@@ -31,6 +31,10 @@ from sim.targets.kit.base import TargetBase
 
 class AgentFrameworkTarget(TargetBase):
     name = "agent-framework"
+    #: ``--recovery-only`` allowed: its checkpoints are files in the point's directory, written
+    #: from the workflow's own task (every point of its demo, as is and keyed, judged alike from
+    #: snapshots and the real way).
+    snapshot_refusal = None
     description = (
         "Microsoft Agent Framework workflow (executors, fan-out, fan-in) checkpointed by "
         "FileCheckpointStorage, resumed from the latest checkpoint"

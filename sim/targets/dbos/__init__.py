@@ -28,6 +28,7 @@ from sim.targets.protocol import AppShape, TargetError, TargetOptions
 
 class DBOSTarget(TargetBase):
     name = "dbos"
+    snapshot_refusal = "runs its steps and system-database writers on threads of its own"
     description = "DBOS 3.x workflow (two steps) on a SQLite system database"
     extra = "dbos"
     distributions = ("dbos",)

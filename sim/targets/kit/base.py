@@ -57,6 +57,9 @@ class TargetBase:
     #: Durabilities that run on an engine of their own, which ``durable-sim bench --targets``
     #: times besides the demo's (its as-is variant on each).
     timed_durabilities: tuple[str, ...] = ()
+    #: Why ``--recovery-only`` cannot start its points from snapshots of the point's directory
+    #: (``sim.targets.recovery_only``); None: it can. Said after the target's name.
+    snapshot_refusal: str | None = "has not been shown to keep all its state in the point's files"
 
     def missing(self) -> str | None:
         return missing_extra(self.name, self.required, self.extra) if self.required else None
@@ -81,10 +84,10 @@ class TargetBase:
         return (*modules, *app_preload(options.app))
 
     def no_snapshots(self, options: TargetOptions) -> str | None:
-        """Not recorded unless the target says its durable state is the point's files and its
-        prefix is deterministic (the ``python`` target's, without ``--postgres``)."""
+        """``snapshot_refusal``: a target declares what it is (None: its durable state is the
+        point's files, written from the run's own thread)."""
         del options
-        return f"{self.name} keeps state no snapshot holds (only python's is snapshotted)"
+        return None if self.snapshot_refusal is None else f"{self.name} {self.snapshot_refusal}"
 
     def tools(self, options: TargetOptions) -> tuple[TargetTool, ...]:
         return options.app.tools() if options.app is not None else PAYMENT_AGENT_TOOLS

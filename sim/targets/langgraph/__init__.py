@@ -27,6 +27,9 @@ REQUIRED = ("langgraph", "langgraph.checkpoint.sqlite", "langchain_core", "aiosq
 
 class LangGraphTarget(TargetBase):
     name = "langgraph"
+    #: Its saver's writes run on an executor thread that races the boundaries: on its demo, the
+    #: check found a point whose ledger differed from its snapshot's.
+    snapshot_refusal = "writes its checkpoints from an executor thread, which races the boundaries"
     description = (
         "LangGraph 1.x agent (StateGraph + ToolNode, scripted chat model) on SqliteSaver or "
         "AsyncSqliteSaver"

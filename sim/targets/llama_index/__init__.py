@@ -51,6 +51,10 @@ REQUIRED = ("workflows",)
 
 class LlamaIndexTarget(TargetBase):
     name = "llama-index"
+    #: ``--recovery-only`` allowed: its checkpoints are a SQLite file in the point's directory,
+    #: written from the workflow's own task (every point of its demo, as is and keyed, judged
+    #: alike from snapshots and the real way).
+    snapshot_refusal = None
     description = (
         "LlamaIndex Workflow (two @steps) with the checkpoint loop of its durable-workflows "
         "docs: Context.to_dict() saved to SQLite at each step's end, Context.from_dict() on restart"

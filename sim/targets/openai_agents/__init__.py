@@ -46,6 +46,10 @@ REQUIRED = ("agents",)
 
 class OpenAIAgentsTarget(TargetBase):
     name = "openai-agents"
+    #: ``--recovery-only`` allowed: its session is a SQLite file in the point's directory,
+    #: written from the run's own task (every point of its demo, as is and keyed, judged alike
+    #: from snapshots and the real way).
+    snapshot_refusal = None
     description = (
         "OpenAI Agents SDK Runner (scripted Model, two function tools), durable by a "
         "SQLiteSession or by the caller's saved RunState (human-in-the-loop approval)"

@@ -68,6 +68,7 @@ PREFECT_VARIANTS = ("as_is", "idempotent")
 
 class PydanticAITarget(TargetBase):
     name = "pydantic-ai"
+    snapshot_refusal = "runs on DBOS or Prefect, whose writers run on threads of their own"
     description = (
         "pydantic-ai agent (FunctionModel, two function tools) on its DBOS integration "
         "(DBOSAgent or DBOSDurability, SQLite system database) or its Prefect integration "

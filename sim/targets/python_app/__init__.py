@@ -62,6 +62,7 @@ class PythonTarget(TargetBase):
     variants = ("as_is",)
     savers = ("files",)
     resumes = ("rerun",)
+    snapshot_refusal = None  # the program's files are the point's: its working directory
     app_shape = AppShape(
         names="a function main() that runs the job",
         takes=frozenset({"--postgres"}),
@@ -102,8 +103,8 @@ class PythonTarget(TargetBase):
         return point_env()
 
     def no_snapshots(self, options: TargetOptions) -> str | None:
-        """The program's files are the point's (its working directory); its database is not
-        with ``--postgres``. Whether its prefix is deterministic is the check's to find."""
+        """Its database is not the point's with ``--postgres``. Whether the program's prefix is
+        deterministic is the check's to find."""
         if options.app is not None and options.app.postgres:
             return "with --postgres the program's state is in a database outside the point"
         return None

