@@ -18,7 +18,7 @@ from typing import Any
 from sim.targets.host import Crash, run_point, run_recovery, target_service
 from sim.targets.kit.options import check_options
 from sim.targets.protocol import Target, TargetOptions
-from sim.targets.recovery_only import no_snapshots, snapshot_dirs
+from sim.targets.recovery_only import refusal, snapshot_dirs
 from sim.targets.registry import get_target
 from sim.targets.snapshots import snapshots_in
 from sim.targets.sweep import all_crashes, reference_run, warm
@@ -95,13 +95,13 @@ def _time_points(
     where the target allows it) -- taken in turn point by point, so a burst of load hits each
     alike; and what the report says of the forked children."""
     modes = ["forked", "fresh"]
-    if no_snapshots(target, options) is None:
+    if refusal(target, options) is None:
         modes.append("recovery_only")
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     with (
+        snapshot_dirs() as (point_dir, into),  # removed after the zygote and its children
         target_service(target, options),
         warm(target, options) as (zygote, why),
-        snapshot_dirs() as (point_dir, into),
     ):
         reference = reference_run(
             target,
@@ -115,11 +115,19 @@ def _time_points(
         for crash in spread(all_crashes(reference), points_max):
             for mode in modes:
                 started = time.perf_counter()
-                if mode == "recovery_only":
-                    copy = copies[(crash.label, str(crash.when))]
-                    run_recovery(target, options, crash, copy, point_dir, zygote=zygote)
-                else:
-                    child = zygote if mode == "forked" else None
+                copy = copies.get((crash.label, str(crash.when)))
+                if mode == "recovery_only" and copy is not None:
+                    run_recovery(
+                        target,
+                        options,
+                        crash,
+                        copy,
+                        point_dir,
+                        timeout_s=CHILD_TIMEOUT_S,
+                        zygote=zygote,
+                    )
+                else:  # past where the snapshots stopped, recovery only runs the real way too
+                    child = None if mode == "fresh" else zygote
                     run_point(target, options, crash, timeout_s=CHILD_TIMEOUT_S, zygote=child)
                 times[mode].append(time.perf_counter() - started)
     return times, why

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     kill_at = (str(crash["label"]), str(crash["when"])) if crash and number == 1 else None
     options = TargetOptions.from_json(config["options"])
     # A fault-free run copies its files at every instant (``sim.targets.recovery_only``).
-    snapshots = config.get("snapshots")
+    snapshots = config.get("snapshots") if number == 1 else None
     snapshotter = Snapshotter(point_dir, Path(snapshots)) if snapshots else None
     ctx = ChildContext(
         point_dir=point_dir,

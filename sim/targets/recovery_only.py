@@ -16,9 +16,9 @@ What it needs, and how it is checked: every durable file of the run in the point
 (no server or database elsewhere: ``Target.no_snapshots`` says why not), and a prefix that does
 the same in every run -- no thread racing the boundaries, no state kept outside the directory.
 The second cannot be proved ahead, so a seeded 1 in ``CHECK_ONE_IN`` points (every point with
-``full``) also runs the real way. A verdict or ledger that differs names the point and the
-difference (``RecoveryOnly.broken``), and the sweep runs again the real way
-(``sim.targets.sweep.sweep_target``), saying why in its report.
+``full``) also runs the real way. A verdict, an invariant, the ledger or what a process did
+that differs names the point and the difference (``RecoveryOnly.broken``), and the sweep runs
+again the real way (``sim.targets.sweep.sweep_target``), saying why in its report.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -48,8 +48,9 @@ class RecoveryCheck(StrEnum):
     FULL = "full"
 
 
-def no_snapshots(target: Target, options: TargetOptions) -> str | None:
-    """Why a sweep of these options cannot start its points from snapshots (None: it can)."""
+def refusal(target: Target, options: TargetOptions) -> str | None:
+    """Why a sweep of these options cannot start its points from snapshots (None: it can): a
+    preemption, or the target's own reason (``Target.no_snapshots``)."""
     if options.preempt_s:
         return "a preemption runs the process's own shutdown, which no copy of its files holds"
     return target.no_snapshots(options)
@@ -75,15 +76,17 @@ class RecoveryOnly:
     reference: PointRun
     point_dir: Path  # the fault-free run's directory: each point's recovery runs here
     copies: dict[tuple[str, str], Path]
-    check: set[str]
+    checked_texts: set[str]  # the points (``Crash.text``) run the real way too
     timeout_s: float
     zygote: Zygote | None
     checked_points: int = 0
-    real_points: int = 0  # without a snapshot (past the snapshots' limits): run the real way
+    real_points: int = 0  # without a snapshot (past where the snapshots stopped): the real way
+    stopped: str | None = None  # why the snapshots stopped short, if they did
     broken: str | None = None  # the first difference the check found
-    notes: list[str] = field(default_factory=list)
 
     def run(self, crash: Crash) -> PointRun:
+        """The point from its instant's snapshot (the real way where there is none); the
+        sampled ones the real way as well, compared, until a difference is found."""
         copy = self.copies.get((crash.label, str(crash.when)))
         if copy is None:
             self.real_points += 1
@@ -97,7 +100,7 @@ class RecoveryOnly:
             timeout_s=self.timeout_s,
             zygote=self.zygote,
         )
-        if crash.text() in self.check and self.broken is None:
+        if crash.text() in self.checked_texts and self.broken is None:
             self.checked_points += 1
             self.broken = self._differs(crash, run, self._real(crash))
         return run
@@ -108,25 +111,32 @@ class RecoveryOnly:
         )
 
     def _differs(self, crash: Crash, recovered: PointRun, real: PointRun) -> str | None:
-        """What tells the point from its snapshot from the real one (verdict, then ledger), or
-        None."""
+        """What tells the point from its snapshot from the real one -- the verdict and the
+        invariants it breaks, then the ledger, then what each process after the kill did --
+        or None."""
         tools = self.target.tools(self.options)
-        mine = judge_point(recovered, self.reference, tools).verdict
-        theirs = judge_point(real, self.reference, tools).verdict
+        ours = judge_point(recovered, self.reference, tools)
+        theirs = judge_point(real, self.reference, tools)
         where = f"point {crash.text()} ({crash.label})"
-        if mine != theirs:
-            return f"{where}: {mine} from its snapshot, {theirs} the real way"
-        ours, real_rows = [r.text() for r in recovered.ledger], [r.text() for r in real.ledger]
-        if ours != real_rows:
+        mine = (ours.verdict, sorted(v.invariant for v in ours.violations))
+        other = (theirs.verdict, sorted(v.invariant for v in theirs.violations))
+        if mine != other:
+            return f"{where}: {mine} from its snapshot, {other} the real way"
+        ours_rows, real_rows = [r.text() for r in recovered.ledger], [r.text() for r in real.ledger]
+        if ours_rows != real_rows:
             first = next(
-                (i for i, (a, b) in enumerate(zip(ours, real_rows, strict=False)) if a != b),
-                min(len(ours), len(real_rows)),
+                (i for i, (a, b) in enumerate(zip(ours_rows, real_rows, strict=False)) if a != b),
+                min(len(ours_rows), len(real_rows)),
             )
-            mine_row = ours[first] if first < len(ours) else "(none)"
+            mine_row = ours_rows[first] if first < len(ours_rows) else "(none)"
             real_row = real_rows[first] if first < len(real_rows) else "(none)"
             return (
                 f"{where}: ledger row {first + 1} is {mine_row!r} from its snapshot, "
                 f"{real_row!r} the real way"
+            )
+        if recovered.actions != real.actions:
+            return (
+                f"{where}: the processes did {recovered.actions} from its snapshot, {real.actions}"
             )
         return None
 
@@ -137,7 +147,7 @@ class RecoveryOnly:
             f"({self.checked_points} checked the real way"
         )
         if self.real_points:
-            said += f"; {self.real_points} run the real way, past the snapshots' limits"
+            said += f"; {self.real_points} run the real way: {self.stopped or 'no snapshot'}"
         return said + ")"
 
 

@@ -37,7 +37,7 @@ from sim.targets.recovery_only import (
     RecoveryCheck,
     RecoveryOnly,
     checked,
-    no_snapshots,
+    refusal,
     snapshot_dirs,
 )
 from sim.targets.snapshots import snapshots_in
@@ -214,14 +214,21 @@ def sweep_target(
     of the fault-free run's files at its instant, running the points ``recovery`` says the real
     way too (``sim.targets.recovery_only``); a difference sweeps again the real way."""
     options = check_options(target, options)
-    refused = None if recovery is None else no_snapshots(target, options)
+    assert recovery is None or reference is None, "a recovery-only sweep makes its own reference"
+    refused = None if recovery is None else refusal(target, options)
     if refused is not None:
         raise TargetError(f"{target.name}: --recovery-only cannot be used here: {refused}")
     pick = Pick(points, choose)
-    with target_service(target, options), warm(target, options, fork=fork) as (zygote, why):
+    with contextlib.ExitStack() as stack:
+        # The snapshots' directories first, so they are removed last: after the zygote and any
+        # child of it, which may still be writing them when an interrupt unwinds this block.
+        dirs = stack.enter_context(snapshot_dirs()) if recovery is not None else None
+        stack.enter_context(target_service(target, options))
+        zygote, why = stack.enter_context(warm(target, options, fork=fork))
         if recovery is not None:
+            assert dirs is not None
             out, broken = _recovery_only_sweep(
-                target, options, pick, recovery, timeout_s, progress, zygote
+                target, options, pick, recovery, timeout_s, progress, zygote, dirs
             )
             if broken is None:
                 out.reference_outcome["children"] = f"{why}; {out.reference_outcome['children']}"
@@ -280,27 +287,29 @@ def _recovery_only_sweep(
     timeout_s: float,
     progress: ProgressFn | None,
     zygote: Zygote | None,
+    dirs: tuple[Path, Path],
 ) -> tuple[ScenarioSweep, str | None]:
     """Every point from its snapshot (``sim.targets.recovery_only``); and the first difference
     the check found between such a point and the same point run the real way (None: none)."""
     started = time.perf_counter()
-    with snapshot_dirs() as (point_dir, into):
-        reference = reference_run(
-            target, options, timeout_s=timeout_s, zygote=zygote, keep=point_dir, snapshot_to=into
-        )
-        copies, _ = snapshots_in(into)
-        crashes = pick.crashes(reference)
-        recovery = RecoveryOnly(
-            target=target,
-            options=options,
-            reference=reference,
-            point_dir=point_dir,
-            copies=copies,
-            check=checked(crashes, check),
-            timeout_s=timeout_s,
-            zygote=zygote,
-        )
-        out = _sweep(target, options, crashes, reference, recovery.run, progress)
+    point_dir, into = dirs
+    reference = reference_run(
+        target, options, timeout_s=timeout_s, zygote=zygote, keep=point_dir, snapshot_to=into
+    )
+    copies, stopped = snapshots_in(into)
+    crashes = pick.crashes(reference)
+    recovery = RecoveryOnly(
+        target=target,
+        options=options,
+        reference=reference,
+        point_dir=point_dir,
+        copies=copies,
+        checked_texts=checked(crashes, check),
+        timeout_s=timeout_s,
+        zygote=zygote,
+        stopped=stopped,
+    )
+    out = _sweep(target, options, crashes, reference, recovery.run, progress)
     out.reference_outcome["children"] = recovery.summary()
     out.wall_s = time.perf_counter() - started
     return out, recovery.broken

@@ -30,6 +30,7 @@ INTERNAL = {
     "UnknownInvariant": "a violation naming a code the registry lacks: a bug of an oracle",
     "_OracleFailed": "the fuzzer's signal to Hypothesis that an example failed",
     "_UnusableNumber": "scenario parsing's own signal, turned into a ScenarioError",
+    "_NotCopied": "a file no snapshot holds: the snapshots stop, the points run the real way",
 }
 
 

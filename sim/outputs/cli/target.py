@@ -23,7 +23,7 @@ from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report.markdown import app_notes
 from sim.outputs.report.sarif import SARIF_HELP
-from sim.targets.recovery_only import RecoveryCheck
+from sim.targets.recovery_only import CHECK_ONE_IN, RecoveryCheck
 
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
@@ -125,7 +125,8 @@ def _add_sweep(tsub: Any) -> None:
         help=(
             "start each point from a snapshot of the fault-free run's files at its instant and "
             f"run only the recovery, where a target's state is all its files ({snapshotted}); "
-            "a seeded 1 in 16 points also runs the real way (every point with =full), and a "
+            f"a seeded 1 in {CHECK_ONE_IN} points also runs the real way (every point with "
+            "=full), and a "
             "difference sweeps again the real way (the report says which ran)"
         ),
     )

@@ -1,7 +1,9 @@
 """The pydantic-ai payment agent on Prefect durable execution (``--durability prefect``).
 
 Imports prefect and pydantic_ai at module level: import it only in a child process, after
-``sim.targets.pydantic_ai.prefect_env.configure`` (Prefect reads its settings on import).
+``sim.targets.pydantic_ai.prefect_env.configure`` (Prefect reads its settings on import), or in
+a warm zygote through ``prefect_preload``, whose children have Prefect read their point's
+settings again.
 
 The agent is the one every durability runs (``sim.targets.pydantic_ai.script``), given
 pydantic-ai's ``PrefectDurability`` capability (what pydantic-ai 2.x recommends over the

@@ -105,9 +105,10 @@ def ensure_template() -> Path:
 
 
 def configure(point_dir: Path) -> socket.socket:
-    """Before prefect is imported in a child: the point's database (a copy of the template, the
+    """In a child, before it uses prefect: the point's database (a copy of the template, the
     first time), its result storage and home, and a bound loopback socket whose port is the
-    API URL's (bound here, served by the child's server: no race for the port)."""
+    API URL's (bound here, served by the child's server: no race for the port). Prefect, if a
+    zygote imported it already, reads these settings again."""
     db = point_dir / DB_NAME
     if not db.exists():
         source = sqlite3.connect(ensure_template())

@@ -5,6 +5,7 @@ real way; targets whose state is not all in the point's directory are refused in
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from sim.outputs.cli.main import main
 from sim.targets import recovery_only
 from sim.targets.host import Crash
 from sim.targets.protocol import TargetOptions
-from sim.targets.recovery_only import CHECK_ONE_IN, RecoveryCheck, checked, no_snapshots
+from sim.targets.recovery_only import CHECK_ONE_IN, RecoveryCheck, checked, refusal
 from sim.targets.registry import get_target, target_names
 from sim.targets.snapshots import MANIFEST, Snapshotter, snapshots_in
 from sim.targets.sweep import sweep_target
@@ -165,11 +166,31 @@ def test_snapshots_stop_at_their_limit_and_say_so(
     assert len((into / MANIFEST).read_text(encoding="utf-8").splitlines()) == 3
 
 
+def test_a_file_no_snapshot_holds_stops_the_snapshots_not_the_run(tmp_path: Path) -> None:
+    """A FIFO in the directory (or a socket, a device): the copy stops there, says why, and
+    raises nothing into the program whose call the instant is in; a file keeps its times."""
+    point, into = tmp_path / "point", tmp_path / "into"
+    point.mkdir()
+    into.mkdir()
+    (point / "state.json").write_text("{}", encoding="utf-8")
+    os.utime(point / "state.json", ns=(1_000_000_000, 2_000_000_000))
+    snap = Snapshotter(point, into)
+    snap("a#1", "before")
+    os.mkfifo(point / "pipe")
+    snap("b#1", "before")
+    snap("c#1", "before")
+    copies, stopped = snapshots_in(into)
+    assert sorted(copies) == [("a#1", "before")]
+    assert stopped is not None and "is not a regular file" in stopped and "b#1" in stopped
+    assert (copies[("a#1", "before")] / "state.json").stat().st_mtime_ns == 2_000_000_000
+    assert sorted(p.name for p in into.iterdir()) == ["0", MANIFEST]  # no half copy left
+
+
 def test_state_outside_the_point_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert no_snapshots(get_target("langgraph"), TargetOptions()) is not None
+    assert refusal(get_target("langgraph"), TargetOptions()) is not None
     preempted = TargetOptions(app=get_target("python").demo().as_is.app, preempt_s=1.0)
-    assert "preemption" in str(no_snapshots(get_target("python"), preempted))
+    assert "preemption" in str(refusal(get_target("python"), preempted))
     assert main(["target", "sweep", "python", "--recovery-only=sometimes"]) == 2
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err
