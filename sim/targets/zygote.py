@@ -31,6 +31,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,15 +97,18 @@ class Zygote:
         err = self.workdir / f"child-{self._children}.err"
         self._send({"argv": argv, "env": env, "out": str(out), "err": str(err)})
         pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        # In flight until its status comes back: an interrupt before then leaves it to
+        # ``close``, which kills it (it is the zygote's child, not this process's: killing the
+        # zygote alone would leave it running, writing into directories being removed).
         self._in_flight = pid
         try:
             reply = self._receive(timeout_s)
         except TimeoutError:
             _kill(pid)
             self._receive(FORK_TIMEOUT_S)  # the zygote reaps it and reports the kill
-            raise
-        finally:
             self._in_flight = None
+            raise
+        self._in_flight = None
         stderr = err.read_bytes() if err.exists() else b""
         for path in (out, err):
             path.unlink(missing_ok=True)
@@ -114,6 +118,8 @@ class Zygote:
         """Kill a child still running and the zygote: nothing outlives the sweep."""
         if self._in_flight is not None:
             _kill(self._in_flight)
+            _wait_gone(self._in_flight)
+            self._in_flight = None
         if self._proc.poll() is None:
             self._proc.kill()
         self._proc.wait()
@@ -152,6 +158,25 @@ class Zygote:
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
+
+
+#: Seconds ``close`` waits for a killed child to be gone (a SIGKILL takes effect at once; the
+#: bound is for a machine too loaded to schedule the exit).
+GONE_TIMEOUT_S = 5.0
+
+
+def _wait_gone(pid: int) -> None:
+    """Until the killed child ``pid`` (the zygote's, so not reapable here) runs no more: gone,
+    or a zombie its parent has not reaped yet; at most ``GONE_TIMEOUT_S``."""
+    deadline = time.monotonic() + GONE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return  # gone (or no /proc: nothing more to wait on)
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
 
 
 # -- the zygote's side ------------------------------------------------------------------------

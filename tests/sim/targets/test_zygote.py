@@ -5,6 +5,7 @@ one, nothing outlives it, and a forked sweep judges every point as fresh interpr
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -93,6 +94,32 @@ def test_closing_kills_the_child_in_flight_and_the_zygote(
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pid), "the child outlived its zygote"
+
+
+@pytest.mark.timeout(60)
+def test_an_interrupted_wait_leaves_its_child_to_close_which_kills_it(
+    modules: dict[str, str], tmp_path: Path
+) -> None:
+    """A Ctrl-C (here an alarm raising ``KeyboardInterrupt``) while a child runs: the child is
+    still in flight for ``close``, which kills it. It is the zygote's child, so killing the
+    zygote alone left it running, writing into directories the sweep was removing."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        z = zygote(("sleeper",), modules, tmp_path)
+        signal.alarm(2)
+        with pytest.raises(KeyboardInterrupt):
+            z.run(["sleeper", "60"], env=modules, timeout_s=30)
+        pid = z._in_flight
+        assert pid is not None and _alive(pid)
+        z.close()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not _alive(pid), "the child outlived the interrupted sweep"
 
 
 def _alive(pid: int) -> bool:
