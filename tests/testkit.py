@@ -610,11 +610,14 @@ def python_with_sigint(*args: str) -> list[str]:
     return [sys.executable, "-c", _SIGINT_DEFAULT, *args]
 
 
-def terminated(command: list[str], tmp_path: Path, *, started: str) -> tuple[int, str]:
+def terminated(
+    command: list[str], tmp_path: Path, *, started: str, sigint_ignored: bool = False
+) -> tuple[int, str]:
     """Start ``python -m sim COMMAND...`` with its own temporary directory, wait until a
     directory matching ``started`` appears there (the command has begun its work), send
     SIGTERM, and return its exit status and stderr once it has stopped, asserting that it left
-    no temporary directory behind (what a cancelled CI job needs)."""
+    no temporary directory behind (what a cancelled CI job needs). ``sigint_ignored``: start it
+    with SIGINT ignored, as a POSIX shell starts a script's ``&`` job."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     process = subprocess.Popen(
@@ -624,6 +627,9 @@ def terminated(command: list[str], tmp_path: Path, *, started: str) -> tuple[int
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        if sigint_ignored
+        else None,
     )
     try:
         deadline = time.monotonic() + 120

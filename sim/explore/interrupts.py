@@ -155,6 +155,11 @@ def sigterm_as_sigint(signum: int, frame: FrameType | None) -> None:
     SIGINT sent to this process, which trio delivers as ``KeyboardInterrupt`` at a safe point."""
     del signum, frame
     request_stop()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started with SIGINT ignored (a script's ``&`` job, which POSIX shells start so): the
+        # SIGINT below would be lost and the command would run on to its end. The stop was asked
+        # for, so SIGINT gets Python's own handler back first.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGINT)
 
 

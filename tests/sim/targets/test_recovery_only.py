@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from targetkit import app_options
+from testkit import terminated
 from tiers import tiered
 
 from sim.outputs.cli.main import main
@@ -194,3 +195,44 @@ def test_state_outside_the_point_is_refused_in_one_line(
     assert "preemption" in str(refusal(get_target("python"), preempted))
     assert main(["target", "sweep", "python", "--recovery-only=sometimes"]) == 2
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err
+
+
+#: A job long enough to be stopped in the middle: 30 orders, each 50 ms of work.
+LONG_JOB = """\
+import sqlite3
+import time
+
+
+def charge(order):
+    return f"charged {order}"
+
+
+def main():
+    db = sqlite3.connect("progress.sqlite")
+    db.execute("create table if not exists done (id text primary key)")
+    done = {row[0] for row in db.execute("select id from done")}
+    for n in range(30):
+        if f"o-{n}" not in done:
+            time.sleep(0.05)
+            charge(f"o-{n}")
+            with db:
+                db.execute("insert into done values (?)", (f"o-{n}",))
+    return "done"
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_recovery_only_sweep_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """SIGTERM stops the command as Ctrl-C would -- even started as a script's ``&`` job, with
+    SIGINT ignored, where the SIGINT it turns into was once lost and the sweep ran every point
+    -- and leaves no temporary directory (the snapshots' neither)."""
+    job = tmp_path / "long_job.py"
+    job.write_text(LONG_JOB, encoding="utf-8")
+    command = ["target", "sweep", "python", "--app", f"{job}:main", "--effect", "charge"]
+    command += ["--recovery-only", "--out", str(tmp_path / "report")]
+    status, stderr = terminated(
+        command, tmp_path, started="durable-sim-snapshots-*", sigint_ignored=True
+    )
+    assert status == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "durable-sim: interrupted", stderr
+    assert "[120/120]" not in stderr, "the sweep ran to its end"
