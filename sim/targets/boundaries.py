@@ -50,6 +50,14 @@ def notes_of(rows: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
     return [r for r in rows if r["t"] == "note" and r.get("what") == what]
 
 
+def crash_row(label: str, when: str, process: str, how: str) -> dict[str, Any]:
+    """The trace's row for a crash at ``(label, when)`` of ``process``: ``how`` is ``kill``,
+    ``preempt``, or ``recorded`` (no process was killed: the point started from a snapshot,
+    ``sim.targets.host.run_recovery``)."""
+    return {"t": "crash", "label": label, "when": when, "p": process, "how": how,
+            "wall": time.time()}  # fmt: skip
+
+
 class TraceLog:
     """Append-only JSON lines shared by the children of one point."""
 
@@ -141,8 +149,7 @@ class Boundaries:
             return
         self._crash = None  # once: a preempted process may cross more boundaries as it stops
         how = "preempt" if self._grace_s > 0 else "kill"
-        row = {"t": "crash", "label": label, "when": when, "p": self._process, "how": how}
-        self._log.write(row | {"wall": time.time()}, sync=True)
+        self._log.write(crash_row(label, when, self._process, how), sync=True)
         if self._grace_s > 0:
             deadline = threading.Timer(self._grace_s, os.kill, (os.getpid(), signal.SIGKILL))
             deadline.daemon = True

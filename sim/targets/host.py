@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.targets.boundaries import TRACE_NAME, read_trace
+from sim.targets.boundaries import TRACE_NAME, crash_row, read_trace
 from sim.targets.child import POINT_NAME
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
@@ -92,26 +92,10 @@ def run_point(
     # command's own cleanup (``tempdirs.remove_own``) rather than behind.
     point_dir = keep or Path(tempdirs.make("point"))
     try:
-        config = {
-            "target": target.name,
-            "options": options.to_json(),
-            "crash": None if crash is None else {"when": crash.when, "label": crash.label},
-            "snapshots": None if snapshot_to is None else str(snapshot_to),
-        }
-        (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
+        _write_config(point_dir, target, options, crash, snapshot_to)
         Ledger.create(point_dir / LEDGER_NAME).close()
         run = PointRun(crash)
-        with target_service(target, options):
-            env = target.point_env(options, point_dir)
-            run.error = _run_children(
-                run,
-                point_dir,
-                timeout_s,
-                preempt=options.preempt_s > 0,
-                extra_env=env,
-                zygote=zygote,
-            )
-            _collect(run, target, options, point_dir)
+        _children_then_state(run, target, options, point_dir, timeout_s, zygote=zygote, first=1)
         run.wall_s = time.perf_counter() - started
         return run
     finally:
@@ -133,27 +117,59 @@ def run_recovery(
     fault-free run's files at the crash's instant, ``sim.targets.snapshots``), the kill's trace
     row appended as the killed process would have, then the processes after it, as
     ``run_point`` runs them. Only for a target whose durable files are all the point's."""
+    assert not options.preempt_s, "a preemption runs a shutdown no snapshot holds"
     started = time.perf_counter()
     restore(copy, point_dir)
+    _write_config(point_dir, target, options, crash, None)
+    with open(point_dir / TRACE_NAME, "a", encoding="ascii") as trace:
+        trace.write(json.dumps(crash_row(crash.label, str(crash.when), "p1", "recorded")) + "\n")
+    run = PointRun(crash)
+    _children_then_state(run, target, options, point_dir, timeout_s, zygote=zygote, first=2)
+    run.wall_s = time.perf_counter() - started
+    return run
+
+
+def _write_config(
+    point_dir: Path,
+    target: Target,
+    options: TargetOptions,
+    crash: Crash | None,
+    snapshot_to: Path | None,
+) -> None:
+    """``point.json``, what every child of the point reads (``sim.targets.child``)."""
     config = {
         "target": target.name,
         "options": options.to_json(),
-        "crash": {"when": crash.when, "label": crash.label},
-        "snapshots": None,
+        "crash": None if crash is None else {"when": crash.when, "label": crash.label},
+        "snapshots": None if snapshot_to is None else str(snapshot_to),
     }
     (point_dir / POINT_NAME).write_text(json.dumps(config), encoding="utf-8")
-    killed = {"t": "crash", "label": crash.label, "when": str(crash.when), "p": "p1"}
-    with open(point_dir / TRACE_NAME, "a", encoding="ascii") as trace:
-        trace.write(json.dumps(killed | {"how": "recorded", "wall": time.time()}) + "\n")
-    run = PointRun(crash)
+
+
+def _children_then_state(
+    run: PointRun,
+    target: Target,
+    options: TargetOptions,
+    point_dir: Path,
+    timeout_s: float,
+    *,
+    zygote: Zygote | None,
+    first: int,
+) -> None:
+    """The point's processes from number ``first`` on, inside the target's service, then what
+    they left (trace, ledger, the runtime's state) into ``run``."""
     with target_service(target, options):
         env = target.point_env(options, point_dir)
         run.error = _run_children(
-            run, point_dir, timeout_s, preempt=False, extra_env=env, zygote=zygote, first=2
+            run,
+            point_dir,
+            timeout_s,
+            preempt=options.preempt_s > 0,
+            extra_env=env,
+            zygote=zygote,
+            first=first,
         )
         _collect(run, target, options, point_dir)
-    run.wall_s = time.perf_counter() - started
-    return run
 
 
 def target_service(
@@ -174,7 +190,7 @@ def _run_children(
     preempt: bool,
     extra_env: dict[str, str],
     zygote: Zygote | None,
-    first: int = 1,
+    first: int,
 ) -> str | None:
     """The point's processes from number ``first`` on, until one ends on its own. A killed
     first process is followed by the next; so is a preempted one however it ended (SIGTERM's
