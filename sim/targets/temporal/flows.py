@@ -8,9 +8,11 @@ to its activities by name (the worker, ``sim.targets.temporal.worker``, register
 Timeouts are short so that a point takes seconds, not minutes: Temporal retries an activity
 whose worker died only once its start-to-close timeout has passed (``ACTIVITY_TIMEOUT``; then
 the next attempt ``RETRY_FIRST`` later: Temporal's default retry policy but for its first
-interval, 1 s by default, which was a fifth of such a point), and re-dispatches a workflow task
-whose worker died once the workflow task timeout has passed (``TASK_TIMEOUT``, set when the
-workflow is started).
+interval, 1 s by default, which was a fifth of such a point; the resume child brings the
+timeout forward, ``sim.targets.temporal.expiry``), and re-dispatches a workflow task whose worker
+died once the workflow task timeout has passed (``TASK_TIMEOUT``, set when the workflow is
+started: 1 s, against at most 21 ms for a workflow task in one sweep of the target here, and
+0.12 s in three sweeps while the fast test tier ran on both cores).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ WORKFLOW_NAME = "pay_invoice"
 USER_INPUT = "Please pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com."
 ANSWER = "Paid invoice INV-42 (42 EUR) and emailed the receipt to ada@example.com."
 ACTIVITY_TIMEOUT = timedelta(seconds=3)
-TASK_TIMEOUT = timedelta(seconds=2)
+TASK_TIMEOUT = timedelta(seconds=1)
 RETRY_FIRST = timedelta(milliseconds=100)
 RETRY = RetryPolicy(initial_interval=RETRY_FIRST)
 

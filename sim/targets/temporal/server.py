@@ -41,6 +41,9 @@ from sim.targets.protocol import TargetError
 
 #: The variable naming the server (``host:port``): set by ``serving``, or by the user beforehand.
 ADDRESS_ENV = "DURABLE_SIM_TEMPORAL_ADDRESS"
+#: Set to ``1`` to wait a dead worker's timeouts out (``sim.targets.temporal.expiry``); the
+#: children inherit it.
+REAL_TIMEOUTS_ENV = "DURABLE_SIM_TEMPORAL_REAL_TIMEOUTS"
 #: How long the server may take to answer after it is started, and to stop after SIGTERM.
 START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 10.0

@@ -9,9 +9,9 @@ worker crashes, another worker polling the same task queue continues the workflo
 history): each child connects a client to the dev server, looks the workflow up by its id
 (``WorkflowHandle.describe``), starts it if the server has no record of it, and runs a
 ``temporalio.worker.Worker`` on the point's task queue until the workflow's result is in. A
-killed worker's activity is retried once its start-to-close timeout passes; a killed worker's
-workflow task is re-dispatched once the workflow task timeout (or, for a task sent to the dead
-worker's sticky queue, the sticky schedule-to-start timeout) passes.
+killed worker's activity is retried once its start-to-close timeout passes (brought forward by
+``sim.targets.temporal.expiry``, which also clears the dead worker's sticky queue); a killed
+worker's workflow task is re-dispatched once the workflow task timeout passes.
 
 Determinism: the workflow id and task queue are the point directory's name (points share one
 server and nothing else); tool call ids are Temporal's activity ids (``activity-1``), which the
@@ -38,8 +38,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from sim.targets.boundaries import Boundaries
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
+from sim.targets.temporal.expiry import expire_dead_attempts
 from sim.targets.temporal.flows import TASK_TIMEOUT, USER_INPUT, PayInvoice
-from sim.targets.temporal.server import ADDRESS_ENV, run_sync
+from sim.targets.temporal.server import ADDRESS_ENV, REAL_TIMEOUTS_ENV, run_sync
 
 #: How long a workflow task may wait on a dead worker's sticky queue before the server sends it
 #: to the task queue every worker polls (the SDK's default is 10 s; short, like the timeouts).
@@ -163,6 +164,12 @@ async def _run(ctx: ChildContext) -> str:
         status = None
     if status is not None and status != WorkflowExecutionStatus.RUNNING:
         return "none"
+    if status is not None:
+        pending = await _pending(handle)
+        ctx.boundaries.note(what="resume_state", next=[status.name], tasks=pending, saved=[])
+        if os.environ.get(REAL_TIMEOUTS_ENV, "").strip() != "1":
+            expired = await expire_dead_attempts(client, handle)
+            ctx.boundaries.note(what="expired_attempts", activities=expired)
     worker = Worker(
         client,
         task_queue=task_queue,
@@ -185,8 +192,6 @@ async def _run(ctx: ChildContext) -> str:
             ctx.boundaries.after(label)
             action = "start"
         else:
-            pending = await _pending(handle)
-            ctx.boundaries.note(what="resume_state", next=[status.name], tasks=pending, saved=[])
             action = "resume"
         await handle.result()
     return action

@@ -19,14 +19,16 @@ from dataclasses import replace
 import pytest
 from testkit import needs
 
-from sim.targets.host import Crash, run_point, target_service
+from sim.targets.boundaries import notes_of
+from sim.targets.host import Crash, PointRun, run_point, target_service
 from sim.targets.judge import judge_point
 from sim.targets.kit.options import check_options
 from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import reference_run, sweep_target
-from sim.targets.temporal.server import ADDRESS_ENV, binary, serving
+from sim.targets.temporal.server import ADDRESS_ENV, REAL_TIMEOUTS_ENV, binary, serving
+from sim.world.faults import When
 
 pytestmark = [
     needs("temporalio", reason="needs the temporal extra: pip install -e '.[temporal]'"),
@@ -41,7 +43,7 @@ def _around_the_report(labels: list[str]) -> list[tuple[int, str]]:
     """Just after the charge's effect (the server has no completion yet), and just after the
     worker reported the charge's completion: chosen by label, not index."""
     charge = next(i for i, label in enumerate(labels) if label.startswith(CHARGE))
-    return [(charge, "after"), (labels.index(REPORTED), "after")]
+    return [(charge, When.AFTER), (labels.index(REPORTED), When.AFTER)]
 
 
 def _applied(witness: list[str]) -> list[str]:
@@ -72,7 +74,7 @@ def test_an_activity_keyed_by_workflow_and_activity_id_is_deduplicated() -> None
     with target_service(target, options):
         reference = reference_run(target, options, timeout_s=60)
         index, when = _around_the_report(reference.labels)[0]
-        run = run_point(target, options, Crash(index, when, reference.labels[index]))
+        run = run_point(target, options, Crash(index, When(when), reference.labels[index]))
     verdict = judge_point(run, reference, target.tools(options))
     assert verdict.verdict == "pass", [v.explanation for v in verdict.violations]
     first, again = [row for row in run.ledger if row.tool == "charge_card"]
@@ -118,3 +120,38 @@ def test_a_target_without_a_service_gets_none() -> None:
     dbos = get_target("dbos")
     with target_service(dbos, TargetOptions()) as entered:
         assert entered is None
+
+
+def _ledger(run: PointRun) -> list[str]:
+    return [row.text() for row in run.ledger]
+
+
+@pytest.mark.slow
+def test_bringing_a_dead_workers_timeout_forward_changes_no_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At two points where the resume child expires a dead worker's attempt (before the charge's
+    effect: a pass; after it, the completion unsent: the known duplicate), the verdict and the
+    ledger equal those of the run that waits the server's timeouts out; the expired activity is
+    named in the trace."""
+    target = get_target("temporal")
+    options = check_options(target, TargetOptions())
+    with target_service(target, options):
+        reference = reference_run(target, options, timeout_s=60)
+        charge = next(i for i, label in enumerate(reference.labels) if label.startswith(CHARGE))
+        reported = reference.labels.index(REPORTED)
+        for index, when in [(charge, When.BEFORE), (reported, When.BEFORE)]:
+            crash = Crash(index, when, reference.labels[index])
+            monkeypatch.delenv(REAL_TIMEOUTS_ENV, raising=False)
+            forward = run_point(target, options, crash)
+            monkeypatch.setenv(REAL_TIMEOUTS_ENV, "1")
+            waited = run_point(target, options, crash)
+            tools = target.tools(options)
+            verdicts = [judge_point(run, reference, tools) for run in (forward, waited)]
+            assert verdicts[0].verdict == verdicts[1].verdict, crash
+            first, second = ([v.invariant for v in x.violations] for x in verdicts)
+            assert first == second, crash
+            assert _ledger(forward) == _ledger(waited), crash
+            expired = [n["activities"] for n in notes_of(forward.rows, "expired_attempts")]
+            assert expired == [["1"]], crash
+            assert notes_of(waited.rows, "expired_attempts") == []
