@@ -41,6 +41,8 @@ from typing import IO, Any
 #: 2-core machine) and, later, to fork a child and say so.
 READY_TIMEOUT_S = 120.0
 FORK_TIMEOUT_S = 30.0
+#: Bytes read from the zygote's answers at a time (an answer is one short JSON line).
+READ_BYTES = 65536
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class Zygote:
         self.workdir = workdir
         self._children = 0
         self._in_flight: int | None = None
+        self._unread = b""  # answer bytes read from the pipe and not yet returned (``_receive``)
         self._log = open(workdir / "zygote.err", "wb")  # noqa: SIM115 -- closed in close()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "sim.targets.zygote"],
@@ -139,13 +142,23 @@ class Zygote:
             raise ZygoteRefused(f"the zygote died: {self._stderr_tail()}") from None
 
     def _receive(self, timeout_s: float) -> dict[str, Any]:
+        """The zygote's next answer line, within ``timeout_s``. Read from the pipe's descriptor
+        into this handle's own buffer: a buffered ``readline`` may take the next answer too
+        (``{"pid"}`` and ``{"status"}`` of a child that ended at once arrive together), and a
+        ``select`` on the descriptor would then wait for an answer already read."""
         assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
-        if not ready:
-            raise TimeoutError(f"the zygote did not answer within {timeout_s:g} s")
-        line = self._proc.stdout.readline()
-        if not line:
-            raise ZygoteRefused(f"the zygote died: {self._stderr_tail()}")
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._unread:
+            left_s = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left_s, 0.0))
+            if not ready:
+                raise TimeoutError(f"the zygote did not answer within {timeout_s:g} s")
+            chunk = os.read(fd, READ_BYTES)
+            if not chunk:
+                raise ZygoteRefused(f"the zygote died: {self._stderr_tail()}")
+            self._unread += chunk
+        line, _, self._unread = self._unread.partition(b"\n")
         reply: dict[str, Any] = json.loads(line)
         return reply
 

@@ -81,6 +81,24 @@ def test_a_hung_child_is_killed_at_its_time_limit(modules: dict[str, str], tmp_p
 
 
 @pytest.mark.timeout(60)
+def test_a_child_that_ends_at_once_is_seen_to_end(
+    modules: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The zygote's two answers for a child that ended at once (its pid, its status) reach the
+    pipe together; reading the first must not hide the second (a buffered ``readline`` took
+    both, and the wait for the status then ran out its time)."""
+    with zygote(("sleeper",), modules, tmp_path) as z:
+        send = z._send
+
+        def send_then_lag(message: dict[str, object]) -> None:
+            send(message)
+            time.sleep(2.0)  # a loaded parent: both answers are in the pipe before it reads
+
+        monkeypatch.setattr(z, "_send", send_then_lag)
+        assert z.run(["sleeper", "0"], env=modules, timeout_s=10).returncode == 0
+
+
+@pytest.mark.timeout(60)
 def test_closing_kills_the_child_in_flight_and_the_zygote(
     modules: dict[str, str], tmp_path: Path
 ) -> None:
