@@ -1,5 +1,7 @@
 """What a warm zygote may import for a user's app before it forks (``Target.preload``): the
-installed libraries the app's file imports at its top level.
+modules of installed libraries the app's file imports at its top level, by their full dotted
+names (``langgraph.graph``, ``langgraph.checkpoint.sqlite``: the top package alone may be a
+namespace that imports nothing, and a LangGraph job's children then imported LangGraph each).
 
 Why only those: a library (LangGraph, SQLAlchemy, httpx) is the same in every child, so importing
 it once in the zygote is the import every child would have made. The app's own modules are not
@@ -22,9 +24,10 @@ MAX_PRELOAD = 64
 
 
 def app_preload(spec: AppSpec) -> tuple[str, ...]:
-    """The top-level packages the app's source imports that are installed outside its own
-    directory, in the order it imports them; () if its source cannot be read or parsed (the
-    child will say why in its own words)."""
+    """The modules the app's source imports at its top whose top-level package is installed
+    outside its own directory, in the order it imports them; () if its source cannot be read or
+    parsed (the child will say why in its own words). A dotted name is a module the app imports
+    itself when loaded, so a zygote that cannot import it is refused as the app would fail."""
     source = _source(spec)
     if source is None:
         return ()
@@ -34,11 +37,14 @@ def app_preload(spec: AppSpec) -> tuple[str, ...]:
         return ()
     own = {e.module.split(".", 1)[0] for e in spec.effects if e.module}
     found: list[str] = []
+    installed: dict[str, bool] = {}
     for name in _imported(tree):
         top = name.split(".", 1)[0]
-        if top in found or top in own or not _installed(top, source.parent):
+        if top not in installed:
+            installed[top] = top not in own and _installed(top, source.parent)
+        if name in found or not installed[top]:
             continue
-        found.append(top)
+        found.append(name)
         if len(found) == MAX_PRELOAD:
             break
     return tuple(found)

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from targetkit import app_options
+from testkit import REPO, needs
 from tiers import release
 
 from sim.targets.host import run_point
@@ -174,8 +175,9 @@ def test_a_refused_zygote_falls_back_to_fresh_interpreters_and_says_why(
 def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Installed libraries the app imports at its top, a namespace package among them (as
-    ``langgraph`` is); not its own modules, not its effects' modules, not imports in a body."""
+    """Modules of installed libraries the app imports at its top, by their dotted names, a
+    namespace package's among them (as ``langgraph``'s are); not its own modules, not its
+    effects' modules, not imports in a body."""
     site = tmp_path / "site"
     (site / "spread_pkg").mkdir(parents=True)  # no __init__.py: a namespace package
     (site / "spread_pkg" / "part.py").write_text("X = 1\n")
@@ -194,7 +196,7 @@ def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(
     spec = parse_app(
         "python", AppArgs(app=f"{app}:main", effects=("payments:charge",), workdir=str(work))
     )
-    assert app_preload(spec) == ("__future__", "json", "trio", "spread_pkg")
+    assert app_preload(spec) == ("__future__", "json", "trio.lowlevel", "spread_pkg.part")
 
 
 def test_a_forked_sweep_judges_the_python_demo_as_fresh_interpreters_do() -> None:
@@ -245,3 +247,33 @@ def test_a_zygote_that_dies_mid_sweep_makes_the_point_an_error_not_a_traceback()
         run = run_point(target, options, None, zygote=z)
     assert run.error is not None and run.error.startswith("child p1 could not be forked: ")
     assert "the zygote died" in run.error
+
+
+@pytest.mark.slow  # a LangGraph job through the `python` target, forked and fresh
+@needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
+def test_a_langgraph_job_forks_with_langgraph_imported_and_judges_as_fresh() -> None:
+    """``examples/langgraph_job``: the zygote imports the LangGraph modules the job imports (the
+    top package alone is a namespace that imports nothing), and the points around each effect
+    and a commit that leaves the restarted job short are judged as fresh interpreters judge
+    them."""
+    job = REPO / "examples" / "langgraph_job"
+    options = app_options(
+        "python",
+        f"{job / 'job.py'}:main",
+        effects=("services:PAYMENTS.refund", "services:MAILER.send"),
+        workdir=str(job),
+    )
+    assert {"langgraph.graph", "langgraph.checkpoint.sqlite"} <= set(
+        get_target("python").preload(options)
+    )
+
+    def around_the_refund(labels: list[str]) -> list[tuple[int, str]]:
+        refund = next(i for i, label in enumerate(labels) if "PAYMENTS.refund" in label)
+        return [(refund, "after"), (refund + 1, "after")]
+
+    seen = []
+    for fork in (True, False):
+        sweep = sweep_target(get_target("python"), options, choose=around_the_refund, fork=fork)
+        seen.append(([c["verdict"] for c in sweep.matrix], [f.invariants for f in sweep.failures]))
+    assert seen[0] == seen[1], f"forked {seen[0]} but fresh {seen[1]}"
+    assert seen[0] == (["safety", "safety"], [["I1"], ["I1", "I7"]])
