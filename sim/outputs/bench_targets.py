@@ -13,11 +13,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sim.targets.host import Crash, run_point, run_recovery, target_service
 from sim.targets.kit.options import check_options
-from sim.targets.protocol import Target, TargetOptions
+from sim.targets.kit.spec import AppArgs, parse_app
+from sim.targets.protocol import Target, TargetOptions, installed
 from sim.targets.recovery_only import refusal, snapshot_dirs
 from sim.targets.registry import get_target
 from sim.targets.snapshots import snapshots_in
@@ -38,15 +40,38 @@ def spread(crashes: list[Crash], count: int) -> list[Crash]:
     return [crashes[int(i * step)] for i in range(count)]
 
 
+#: The checkout's examples (absent from an installed wheel: their rows are then left out).
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Apps timed besides the targets' demos, keyed by target: (row key, the library the app
+#: imports, its ``--app``, its ``--effect``s; the app's directory is its working directory).
+APP_RUNS: dict[str, tuple[tuple[str, str, str, tuple[str, ...]], ...]] = {
+    "python": (
+        (
+            "python --app examples/langgraph_job",
+            "langgraph.graph",
+            "langgraph_job/job.py:main",
+            ("services:PAYMENTS.refund", "services:MAILER.send"),
+        ),
+    ),
+}
+
+
 def timed_runs(name: str) -> list[tuple[str, TargetOptions]]:
-    """What the bench times of one target: its demo's as-is options (keyed by its name), and
-    the as-is variant on each durability that runs on an engine of its own (keyed ``NAME
-    --durability D``: pydantic-ai's Prefect, whose children serve their own API)."""
+    """What the bench times of one target: its demo's as-is options (keyed by its name), the
+    as-is variant on each durability that runs on an engine of its own (keyed ``NAME
+    --durability D``: pydantic-ai's Prefect, whose children serve their own API), and each app
+    of ``APP_RUNS`` whose file and library are here."""
     target = get_target(name)
     runs = [(name, check_options(target, target.demo().as_is))]
     for durability in target.timed_durabilities:
         given = TargetOptions(durability=durability)
         runs.append((f"{name} --durability {durability}", check_options(target, given)))
+    for key, library, app, effects in APP_RUNS.get(name, ()):
+        path = EXAMPLES / app.split(":", 1)[0]
+        if not path.is_file() or not installed(library):
+            continue
+        args = AppArgs(app=str(EXAMPLES / app), effects=effects, workdir=str(path.parent))
+        runs.append((key, check_options(target, TargetOptions(app=parse_app(name, args)))))
     return runs
 
 

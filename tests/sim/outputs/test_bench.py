@@ -10,6 +10,7 @@ from sim.outputs.bench import bench
 from sim.outputs.bench_targets import spread, target_speeds, timed_runs
 from sim.outputs.cli.main import main
 from sim.targets.host import Crash
+from sim.targets.protocol import installed
 from sim.targets.registry import get_target
 from sim.world.faults import When
 
@@ -62,8 +63,13 @@ def test_an_unknown_bench_target_is_a_usage_error(capsys: pytest.CaptureFixture[
 
 def test_the_bench_times_each_engine_a_target_declares() -> None:
     """pydantic-ai's demo runs on DBOS; its Prefect durability, on an engine of its own, is
-    timed too (the table of docs/performance.md has a row for each)."""
-    assert [key for key, _ in timed_runs("python")] == ["python"]
+    timed too (the table of docs/performance.md has a row for each); so is the python target
+    running the LangGraph job of examples/ where LangGraph is installed."""
+    python_runs = timed_runs("python")
+    job = ["python --app examples/langgraph_job"] if installed("langgraph.graph") else []
+    assert [key for key, _ in python_runs] == ["python", *job]
+    for _, options in python_runs[1:]:
+        assert options.app is not None and options.app.app.endswith("langgraph_job/job.py")
     if get_target("pydantic-ai").missing() is not None:
         pytest.skip("pydantic-ai is not installed")
     runs = timed_runs("pydantic-ai")
