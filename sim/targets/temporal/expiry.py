@@ -65,8 +65,8 @@ async def expire_dead_attempts(client: Client, handle: WorkflowHandle[Any, Any])
     }
     for activity_id in sorted(started):
         await _update(client, handle.id, activity_id, shortened=True)
-    await _wait_retried(handle, started)
-    for activity_id in sorted(started):
+    retried = await _wait_retried(handle, started)
+    for activity_id in sorted(retried):
         await _update(client, handle.id, activity_id, shortened=False)
     await client.workflow_service.reset_sticky_task_queue(
         ResetStickyTaskQueueRequest(
@@ -93,21 +93,24 @@ async def _update(client: Client, workflow_id: str, activity_id: str, *, shorten
     await client.workflow_service.update_activity_options(request)
 
 
-async def _wait_retried(handle: WorkflowHandle[Any, Any], started: dict[str, int]) -> None:
-    """Until no activity of ``started`` is still on its started attempt (retried, or no longer
-    pending); a server that has not moved by ``WAIT_LIMIT_S`` is an error, not a hang."""
+async def _wait_retried(handle: WorkflowHandle[Any, Any], started: dict[str, int]) -> set[str]:
+    """Until no activity of ``started`` is still on its started attempt; those still pending
+    then (retried: one whose retries ran out is no longer pending, and has no options left to
+    restore). A server that has not moved by ``WAIT_LIMIT_S`` is an error, not a hang."""
+    if not started:
+        return set()
     deadline = time.monotonic() + WAIT_LIMIT_S
-    while started:
+    while True:
         pending = (await handle.describe()).raw_description.pending_activities
+        ours = [a for a in pending if a.activity_id in started]
         still = {
             a.activity_id
-            for a in pending
-            if a.activity_id in started
-            and a.attempt == started[a.activity_id]
+            for a in ours
+            if a.attempt == started[a.activity_id]
             and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
         }
         if not still:
-            return
+            return {a.activity_id for a in ours}
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"the server did not time out the dead worker's activities {sorted(still)} "
