@@ -146,6 +146,7 @@ class PgErrors(Protocol):
 def import_psycopg() -> PgDriver:
     """The driver, imported on first use so ``durable`` imports without it."""
     try:
+        # the postgres extra: durable imports without psycopg
         import psycopg
     except ImportError as exc:
         raise ImportError(
@@ -156,6 +157,7 @@ def import_psycopg() -> PgDriver:
 
 def psycopg_errors() -> PgErrors:
     """``psycopg.errors``, once ``import_psycopg`` has found the driver (which imports it)."""
+    # the postgres extra: durable imports without psycopg
     import psycopg.errors
 
     return psycopg.errors

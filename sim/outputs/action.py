@@ -43,8 +43,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from sim.errors import UsageError
+from sim.judgement.oracles import worst_verdict
 from sim.outputs.cli.campaign import _escape_data as escape_data
+from sim.outputs.cli.campaign import annotate, step_summary
 from sim.outputs.cli.common import EXIT
+from sim.outputs.cli.main import main as durable_sim
 
 #: The inputs the entry point reads, with the defaults ``action.yml`` declares for them (a test
 #: checks the two agree). ``extras``, ``python-version`` and ``artifact`` are the YAML's own:
@@ -180,8 +183,6 @@ def main(env: Mapping[str, str] | None = None) -> int:
     except UsageError as exc:
         print(f"::error title={TITLE}::{escape_data(str(exc))}", file=sys.stderr)
         return EXIT["usage"]
-    from sim.outputs.cli.main import main as durable_sim
-
     print(f"{TITLE}: durable-sim {shlex.join(run.argv)}", flush=True)
     for stale in (run.out / "results.json", run.sarif):  # a runner's workspace may be reused:
         with contextlib.suppress(OSError):  # what is read below is this run's, or nothing
@@ -250,8 +251,6 @@ def _verdicts(document: dict[str, Any] | None, status: int) -> dict[str, int]:
 def _github_output(run: Run, sweeps: list[Any], document: dict[str, Any] | None) -> None:
     """A sweep's annotations, where its SARIF log points each failure, and its step summary:
     the campaign's own (``sim.outputs.cli.campaign``)."""
-    from sim.outputs.cli.campaign import annotate, step_summary
-
     if document is None:
         return
     places = _places(run.sarif)
@@ -310,8 +309,6 @@ def _write_outputs(path: str | None, run: Run, status: int, verdicts: Mapping[st
     """The step's outputs (``action.yml``'s ``outputs``): the command's exit code, the worst
     verdict, the number of failing schedules, the report directory and, when it is to be
     uploaded, the SARIF log."""
-    from sim.judgement.oracles import worst_verdict
-
     failures = sum(n for verdict, n in verdicts.items() if verdict != "pass")
     sarif = str(run.sarif) if run.upload_sarif and run.sarif.is_file() else ""
     named = {code: verdict for verdict, code in EXIT.items()}

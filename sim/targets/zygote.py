@@ -27,10 +27,12 @@ import contextlib
 import importlib
 import json
 import os
+import random
 import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -199,8 +201,6 @@ def unforkable() -> str | None:
     """Why this process must not fork (a thread other than this one, a descriptor open beyond
     0-2), or None. Checked after the preload and before every fork: an import that started a
     thread lazily is caught at the next child."""
-    import threading
-
     if threading.active_count() > 1:
         names = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
         return f"the preload left {len(names)} thread(s) running ({', '.join(names)})"
@@ -279,8 +279,6 @@ def _child(request: dict[str, Any]) -> None:
             os.close(opened)
         os.environ.clear()
         os.environ.update(request["env"])
-        import random
-
         random.seed()  # a fresh interpreter's draws, not the zygote's copied state
         argv: list[str] = request["argv"]
         sys.argv = [argv[0], *argv[1:]]

@@ -91,6 +91,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.bench import bench
 
     if args.targets is not None:
@@ -145,6 +146,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _target_names(text: str) -> list[str]:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.registry import target_names
 
     known = list(target_names())
@@ -159,6 +161,7 @@ def _target_names(text: str) -> list[str]:
 
 
 def _bench_targets(names: list[str], *, as_json: bool) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.bench_targets import target_speeds
 
     doc = target_speeds(names, lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))

@@ -138,6 +138,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_campaign_command(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.campaign.engines import engine_named
     from sim.explore.campaign.plan import Split, parse_shard, plan_sweeps
     from sim.explore.campaign.run import run_campaign
@@ -218,6 +219,7 @@ def finish(
     verdicts["nondeterminism"] += len(result.conflicts)
     verdicts["error"] += len(result.errors)
     if args.sarif:  # a shard's too: its own units' failures, for its own upload
+        # this command's own modules, imported when it runs (the CLI's start imports none)
         from sim.outputs.report import write_sarif
 
         write_sarif(Path(args.sarif), sweeps)
@@ -236,6 +238,7 @@ def finish(
 
 
 def _write_report(result: Any, out_dir: Path) -> dict[str, Any]:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.results import results_document
     from sim.outputs.report import write_report
 
@@ -258,6 +261,7 @@ def _unit_s(result: Any) -> float:
 
 def _share_sweeps(result: Any) -> list[Any]:
     """An incomplete campaign (a shard): each of its units' outcomes recorded on their own."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.campaign.merge import unit_failures
 
     chosen = {unit.address for unit in result.selected}
@@ -316,6 +320,7 @@ def scenario_file(ref: str) -> str:
     the path given, or the bundled scenario's file."""
     if ref.endswith(".json") or "/" in ref:
         return ref
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.world import scenario as scenarios
 
     directory = getattr(scenarios, "SCENARIO_DIR", None)
@@ -380,6 +385,7 @@ def step_summary(
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.report.markdown import code, text
 
     if command:
@@ -451,6 +457,7 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
 
 def run_fuzz_budget(args: argparse.Namespace, scenarios: list[Any], corpus: Path) -> int:
     """``fuzz --budget``: units until the budget is spent; every failure saved to the corpus."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.campaign.engines import engine_named
     from sim.explore.campaign.fuzz_budget import UNIT_EXAMPLES, WAVE_PER_JOB, fuzz_for, fuzzers_of
     from sim.explore.fuzz import save_case

@@ -64,6 +64,7 @@ def add_seam_options(p: argparse.ArgumentParser) -> None:
 
 
 def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.world.seams import load
 
     chosen: dict[str, Any] = {}
@@ -123,6 +124,7 @@ def check_stores(stores: Iterable[StoreKind]) -> None:
     before any run rather than in the middle of a sweep."""
     if StoreKind.POSTGRES not in stores:
         return
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.world.pgserver import server_conninfo
 
     server_conninfo()
@@ -131,6 +133,7 @@ def check_stores(stores: Iterable[StoreKind]) -> None:
 def wide_console() -> Any:
     """A console for tables: the terminal's width, or a wide one when output is redirected (a
     CI log should not wrap a summary table into an unreadable column of fragments)."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=160)

@@ -101,8 +101,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_fuzz(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from hypothesis.configuration import set_hypothesis_home_dir
 
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.fuzz import fuzz_steps, save_case
     from sim.explore.parallel import default_jobs, run_steps
 

@@ -34,6 +34,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.campaign.run import merge_directories
 
     out_dir = Path(args.out)

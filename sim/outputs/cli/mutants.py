@@ -45,6 +45,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_mutants(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.mutants import MUTANTS, kill
 
     chosen = [_swept(name) for name in args.names] or [m for m in MUTANTS if m.swept]
@@ -80,6 +81,7 @@ def run_mutants(args: argparse.Namespace) -> int:
 def _swept(name: str) -> Any:
     """The registered mutant ``name``, if the depth-1 sweep kills it: naming another is a usage
     error (it would survive by design)."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.mutants import mutant_named
 
     mutant = mutant_named(name)
@@ -92,6 +94,7 @@ def _swept(name: str) -> Any:
 
 
 def _kill_matrix(results: list[Any]) -> None:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from rich.table import Table
 
     table = Table(title="durable-sim mutants: kill matrix")

@@ -69,6 +69,7 @@ def add_parsers(sub: Any) -> None:
 def run_rejoin(args: argparse.Namespace) -> int:
     """Measure each scenario x store as a step (``--jobs`` at once) and print the table or
     the JSON document."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore import rejoin
     from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 
@@ -125,6 +126,7 @@ def _measure(
     progress: Any,
 ) -> Any:
     """One step: imported in the worker, so the command's parser does not load the sweep."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.rejoin import measure
 
     return measure(

@@ -39,6 +39,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_scoreboard(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.scoreboard import JSON_PATH, MARKDOWN_PATH, render, scoreboard
     from sim.targets.registry import target_names
 

@@ -57,6 +57,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_once(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.sweep import base_schedule
     from sim.judgement.judge import timeline
     from sim.run.runner import run_scenario
@@ -99,6 +100,7 @@ def run_once(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.sweep import base_schedule
     from sim.judgement.judge import judge, timeline
     from sim.run.runner import run_scenario

@@ -83,6 +83,7 @@ def add_parsers(sub: Any) -> None:
 
 def _add_sweep(tsub: Any) -> None:
     """``target sweep`` and its own options (the ones every sub-command takes: ``_common``)."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.registry import get_target, target_names
 
     snapshotted = ", ".join(n for n in target_names() if get_target(n).snapshot_refusal is None)
@@ -341,6 +342,7 @@ def _run_options(group: Any) -> None:
 
 def app_args(args: argparse.Namespace) -> Any:
     """The app's words of a ``target`` command, for ``sim.targets.kit.options.app_spec``."""
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.kit.spec import AppArgs
 
     return AppArgs(
@@ -358,6 +360,7 @@ def app_args(args: argparse.Namespace) -> Any:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.kit.options import app_spec, check_options
     from sim.targets.protocol import TargetError, TargetOptions
     from sim.targets.registry import get_target
@@ -379,6 +382,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _run_record(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.recording import record_script
 
     turns = record_script(args.target, app=args.app, app_input=args.input, out=Path(args.out))
@@ -389,6 +393,7 @@ def _run_record(args: argparse.Namespace) -> int:
 
 def _run_list(args: argparse.Namespace) -> int:
     del args
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.registry import get_target, target_names
 
     for name in target_names():
@@ -406,6 +411,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.sweep import parse_point
 
     if text is None:
@@ -414,6 +420,7 @@ def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.report import write_report, write_sarif
     from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
 
@@ -472,6 +479,7 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
 
 
 def _run_bundle(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.bundling import ISSUE, PROGRAM, write_bundle
     from sim.targets.sweep import parse_point
 
@@ -495,6 +503,7 @@ def _run_bundle(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.host import run_point
     from sim.targets.judge import judge_point, timeline
     from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line, warm

@@ -32,6 +32,7 @@ def poll_quickly() -> None:
     second by default, so every resumed child waited about a second before the workflow ran
     again (measured: the first step of the recovered workflow 1.0 s after launch). Only the
     wait changes: the workflow still starts through the queue's own dequeue."""
+    # the dbos extra's private registry: in the child only
     from dbos._dbos import _get_or_create_dbos_registry
 
     queue = _get_or_create_dbos_registry().get_internal_queue()

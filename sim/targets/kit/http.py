@@ -325,6 +325,7 @@ class _HookOnImport(importlib.abc.MetaPathFinder):
 
 
 def _hook_httpx(router: Router) -> None:
+    # the app's HTTP client: installed only where the app uses it
     import httpx
 
     def respond(request: httpx.Request, effect: HttpEffectSpec, body: bytes) -> httpx.Response:
@@ -364,6 +365,7 @@ def _hook_requests(router: Router) -> None:
     """``HTTPAdapter.send`` answers a declared call with what the adapter builds from a
     ``urllib3`` response (``build_response``): a real ``requests.Response`` whose ``raw``
     reads the stub's body, for ``stream=True`` too."""
+    # the app's HTTP client: installed only where the app uses it
     import requests
     from requests.adapters import HTTPAdapter
 
@@ -388,6 +390,7 @@ def _hook_requests(router: Router) -> None:
 def _hook_urllib3(router: Router) -> None:
     """``HTTPConnectionPool.urlopen`` (which ``PoolManager`` and ``urllib3.request`` reach)
     answers a declared call with a ``urllib3`` response, honouring ``preload_content``."""
+    # the app's HTTP client: installed only where the app uses it
     from urllib3.connectionpool import HTTPConnectionPool
 
     urlopen = HTTPConnectionPool.urlopen
@@ -435,6 +438,7 @@ def _pool_url(pool: Any) -> str:
 def _urllib3_response(answer: Answer, method: str, url: str, *, preload: bool, decode: bool) -> Any:
     """A ``urllib3`` response as the pool returns one from the wire: its body read from a
     stream, so ``read``, ``stream``, ``data`` and ``json`` work as they do there."""
+    # the app's HTTP client: installed only where the app uses it
     from urllib3.response import HTTPResponse
 
     return HTTPResponse(

@@ -115,6 +115,7 @@ class PydanticAITarget(TargetBase):
         before any child runs (tens of seconds, once per machine and Prefect version), so no
         child's time limit pays for it."""
         if options.durability == "prefect":
+            # Prefect (the pydantic-ai extra): this module is imported for every target listing
             from sim.targets.pydantic_ai.prefect_env import ensure_template
 
             ensure_template()

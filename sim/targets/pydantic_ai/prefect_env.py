@@ -134,12 +134,14 @@ def configure(point_dir: Path) -> socket.socket:
 def run_child(ctx: ChildContext) -> str:
     """Configure Prefect for the point, then run the agent's flow (start or retry it)."""
     sock = configure(ctx.point_dir)
+    # Prefect reads its settings when imported: only after configure() set the point's
     from sim.targets.pydantic_ai.prefect_agent import run_child as run_flow_child
 
     return run_flow_child(ctx, sock)
 
 
 def _migrate() -> None:
+    # Prefect reads its settings when imported: only after configure() set the point's
     from prefect.server.database import provide_database_interface
 
     asyncio.run(provide_database_interface().create_db())

@@ -43,6 +43,7 @@ def _flow_runs(db: Path) -> list[dict[str, Any]]:
 def _task_results(results: Path) -> list[Any]:
     """Every task result persisted in the point's storage (a file that holds a whole record; a
     flow's result file holds the value alone, its metadata being in the API's database)."""
+    # Prefect reads its settings when imported: only where a point's state is read
     from prefect._internal.result_records import ResultRecord
 
     out: list[Any] = []
@@ -56,6 +57,7 @@ def _task_results(results: Path) -> list[Any]:
 
 def _flow_result(metadata: str | None) -> Any:
     """A completed flow run's persisted result, by the metadata its result artifact holds."""
+    # Prefect reads its settings when imported: only where a point's state is read
     from prefect._internal.result_records import ResultRecord
 
     if not metadata:
@@ -69,6 +71,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     """The flow runs' inputs and states, the calls the model's persisted responses asked for,
     and, once a flow run completed, the messages of its persisted result."""
     del options
+    # pydantic-ai (its extra), imported where a point's state is read, not with the registry
     from sim.targets.pydantic_ai.script import history, record_calls
 
     db = point_dir / DB_NAME

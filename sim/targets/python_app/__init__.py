@@ -76,6 +76,7 @@ class PythonTarget(TargetBase):
         if options.app is None:
             raise TargetError("python: --app FILE.py:FUNCTION (or MODULE:FUNCTION) is required")
         if options.app.postgres:
+            # psycopg (the postgres extra), needed with --postgres only
             from sim.targets.python_app.database import missing
 
             why = missing()
@@ -88,6 +89,7 @@ class PythonTarget(TargetBase):
         around one point, reuses it and drops that point's database after it)."""
         if options.app is None or not options.app.postgres:
             return contextlib.nullcontext()
+        # psycopg (the postgres extra), needed with --postgres only
         from sim.targets.python_app.database import serving
 
         return serving()
@@ -98,6 +100,7 @@ class PythonTarget(TargetBase):
         del point_dir
         if options.app is None or not options.app.postgres:
             return {}
+        # psycopg (the postgres extra), needed with --postgres only
         from sim.targets.python_app.database import point_env
 
         return point_env()

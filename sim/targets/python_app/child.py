@@ -9,7 +9,9 @@ or ended, so nothing is restored.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import inspect
+import io
 import os
 import sqlite3
 from collections.abc import Callable
@@ -127,9 +129,6 @@ class _ClosingIsABoundary:
 def _instrument_open(boundaries: Boundaries) -> None:
     """``open`` (and ``io.open``, which ``pathlib`` calls) hands out files whose ``close`` is a
     boundary when they are opened for writing by name."""
-    import builtins
-    import io
-
     real_open = io.open
 
     def opened(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:

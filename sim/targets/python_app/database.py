@@ -101,6 +101,7 @@ def serving() -> Iterator[None]:
 
 def _connect(cluster: pgcluster.Cluster) -> Any:
     """The parent's own connection, for the points' databases (every statement bounded)."""
+    # the postgres extra: needed with --postgres only
     import psycopg
 
     try:
@@ -124,6 +125,7 @@ def _first(exc: BaseException) -> str:
 def point_env() -> dict[str, str]:
     """A fresh database for one point, and the environment that names it (see the module
     docstring); made inside ``serving``."""
+    # the postgres extra: needed with --postgres only
     import psycopg
 
     if not _RUNNING:
@@ -148,6 +150,7 @@ def point_env() -> dict[str, str]:
 
 def _drop(running: _Running, names: list[str]) -> None:
     """Drop the points' databases; one that cannot be dropped stays until the cluster goes."""
+    # the postgres extra: needed with --postgres only
     import psycopg
 
     force = " WITH (FORCE)" if running.admin.info.server_version >= 130000 else ""

@@ -45,6 +45,7 @@ def _factory(spec: AppSpec) -> Any:
 
 def record_langgraph(app: AppSpec, given: Any) -> list[Turn]:
     """Every response of a LangChain chat model while the graph runs once, to its end."""
+    # the recorded framework's extra: only the one asked for need be installed
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
@@ -82,6 +83,7 @@ def record_langgraph(app: AppSpec, given: Any) -> list[Turn]:
 
 def record_pydantic_ai(app: AppSpec, given: Any) -> list[Turn]:
     """Every response of the agent's model while it runs once on the prompt."""
+    # the recorded framework's extra: only the one asked for need be installed
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models import infer_model

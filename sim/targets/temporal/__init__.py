@@ -34,6 +34,7 @@ from sim.targets.protocol import (
     TargetOptions,
     missing_extra,
 )
+from sim.targets.temporal.server import binary, serving
 
 
 class TemporalTarget(TargetBase):
@@ -55,8 +56,6 @@ class TemporalTarget(TargetBase):
         missing = missing_extra(self.name, ("temporalio",), self.extra)
         if missing is not None:
             return missing
-        from sim.targets.temporal.server import binary
-
         if binary() is None:
             return (
                 "the temporal target needs the temporal CLI (its dev server), which is not "
@@ -69,8 +68,6 @@ class TemporalTarget(TargetBase):
         """The durable service the children and the reader need: a Temporal dev server for the
         block (reused when one is already running: a sweep's, or the user's)."""
         del options
-        from sim.targets.temporal.server import serving
-
         with serving():
             yield
 

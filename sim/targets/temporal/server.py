@@ -95,6 +95,7 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 def _wait_ready(address: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Until a client can connect and describe the ``default`` namespace (the port opens before
     the server can serve a workflow)."""
+    # the temporal extra: this module is imported where temporalio may be missing
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
 
