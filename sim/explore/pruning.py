@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sim.explore import interrupts
 from sim.explore import sweep as exact
+from sim.explore.plan import SweepPlan
 from sim.explore.recording import Judged, ScenarioSweep, record_outcome
 from sim.explore.rejoin import COMPONENTS, MEASURED_KINDS, VIEWS, CanonicalProbe, Row
 from sim.explore.sweep import naive, parts, prepare
@@ -40,9 +41,8 @@ from sim.judgement.oracles import Violation, check, check_determinism, verdict_o
 from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
 from sim.world import tempdirs
-from sim.world.faults import CrashKind, Schedule, When
+from sim.world.faults import Schedule, When
 from sim.world.scenario import Scenario
-from sim.world.stores import StoreKind
 
 PruneMode = Literal["off", "rejoin"]
 PRUNE_MODES: tuple[PruneMode, ...] = ("off", "rejoin")
@@ -230,32 +230,24 @@ class _Pruner:
 
 
 def sweep(
-    scenario: Scenario,
+    plan: SweepPlan,
     *,
-    store: StoreKind | str,
-    seed: int = 0,
-    crash_kinds: Iterable[CrashKind | str] = ("process", "power"),
-    determinism: bool | exact.Determinism = "sample",
     check_mode: PruneCheck | str = "sample",
-    stop_at_first_failure: bool = False,
     progress: Callable[[int], None] | None = None,
-    ref: str | None = None,
 ) -> ScenarioSweep:
     """The depth-1 sweep of ``--prune rejoin``: every schedule of the exact sweep, each run
     from scratch and stopped where it rejoins the fault-free run (see the module's docstring).
     A ``RejoinBroken`` from the full-suffix check is recorded in ``prune`` and the scenario is
     swept again exactly (``sim.explore.sweep.sweep``): its verdicts are then the exact ones.
-    ``stop_at_first_failure`` as the exact sweep's: the same schedules, the same first failure."""
-    mode = exact.determinism_mode(determinism)
+    ``plan.stop_at_first_failure`` as the exact sweep's: the same schedules, the same first
+    failure. A plan it cannot run as asked is refused (``ValueError``): a server's store, timed
+    crashes, depth 2, a range of roots or the CI tier's sample (it judges every point)."""
     checking = prune_check(check_mode)
-    kind = StoreKind(store)
-    if not kind.forks:  # a server's store: no simulated file system to view
-        raise ValueError(f"--prune rejoin runs on the simulated stores only, not {kind}")
-    if scenario.timed_crashes:  # due at absolute times, which the canonical view renames away
-        raise ValueError(f"--prune rejoin cannot sweep {scenario.name}: it has timed crashes")
+    _check_plan(plan)
+    scenario, kind, seed, mode = plan.scenario, plan.store, plan.seed, plan.determinism
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
-    out, kinds, base = prepare.described(scenario, kind, seed, 1, crash_kinds, mode, ref)
+    out, kinds, base = prepare.described(scenario, kind, seed, 1, plan.crash_kinds, mode, plan.ref)
     reference, traced = prepare.traced_runs(scenario, seed=seed, store=kind, base=base)
     prepare.describe(out, reference, traced, base, kinds)
     stats: dict[str, Any] = {"mode": "rejoin", "check": checking, "pruned": 0, "checked": 0}
@@ -272,23 +264,27 @@ def sweep(
     pruner = _Pruner(scenario, out, reference, Reference.of(probe), mode, checking)
     schedules = exact.depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
     try:
-        _judge_all(pruner, schedules, stop_at_first_failure, progress)
+        _judge_all(pruner, schedules, plan.stop_at_first_failure, progress)
     except RejoinBroken as broken:
-        again = exact.sweep(
-            scenario,
-            store=kind,
-            seed=seed,
-            crash_kinds=crash_kinds,
-            determinism=mode,
-            stop_at_first_failure=stop_at_first_failure,
-            ref=ref,
-        )
+        again = exact.sweep(plan)
         again.prune = {**stats, "broken": str(broken)}
         again.wall_s = time.perf_counter() - started
         return again
     parts.account(out, len(schedules), [s.text() for s in schedules])
     out.wall_s = time.perf_counter() - started
     return out
+
+
+def _check_plan(plan: SweepPlan) -> None:
+    """Refuse what a pruned sweep does not run, before any run."""
+    if not plan.store.forks:  # a server's store: no simulated file system to view
+        raise ValueError(f"--prune rejoin runs on the simulated stores only, not {plan.store}")
+    if plan.scenario.timed_crashes:  # due at absolute times, which the canonical view renames away
+        raise ValueError(f"--prune rejoin cannot sweep {plan.scenario.name}: it has timed crashes")
+    if plan.depth != 1:
+        raise ValueError("--prune rejoin sweeps depth 1 only (a second crash is not pruned)")
+    if not plan.roots.every or not plan.exhaustive:
+        raise ValueError("--prune rejoin sweeps every crash point: no roots, no CI-tier sample")
 
 
 def _judge_all(

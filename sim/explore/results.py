@@ -3,7 +3,8 @@
 It lives next to the sweep result (``sim.explore.sweep.ScenarioSweep``) so that a library caller
 of ``sweep()`` builds the same ``results.json`` the command line writes::
 
-    sweeps = [sweep(load_scenario(n), store=s) for n in names for s in ("file", "sqlite")]
+    stores = ("file", "sqlite")
+    sweeps = [sweep(SweepPlan(scenario=load_scenario(n), store=s)) for n in names for s in stores]
     document = results_document(sweeps, wall_s=elapsed_s)
     sim.outputs.report.write_report(out_dir, document)
 

@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from sim.explore.parallel import default_jobs, run_steps
-from sim.explore.sweep import sweep
+from sim.explore.sweep import SweepPlan, sweep
 from sim.world.faults import CrashKind
 from sim.world.scenario import Scenario, load_scenario
 from sim.world.stores import StoreKind
@@ -102,7 +102,8 @@ def bench(
         for store in ("file", "sqlite"):
             note(f"sweep {name}[{store}]")
             scenario = load_scenario(name)
-            wall, result = _median_time(partial(sweep, scenario, store=StoreKind(store)), repeats)
+            plan = SweepPlan(scenario=scenario, store=StoreKind(store))
+            wall, result = _median_time(partial(sweep, plan), repeats)
             key = f"{name}/{store}"
             out["schedules_per_s"][key] = round(result.schedules / wall, 1)
             out["sweeps"][key] = {
@@ -118,10 +119,8 @@ def bench(
         note(f"growth: long_horizon cut to {turns} turns")
         scenario = long_horizon_cut(turns)
         times = growth_repeats or (repeats if turns <= 50 else 1)
-        wall, result = _median_time(
-            partial(sweep, scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,)),
-            times,
-        )
+        plan = SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,))
+        wall, result = _median_time(partial(sweep, plan), times)
         growth.append((result.boundaries, wall))
         out["growth"].append(
             {
@@ -207,7 +206,8 @@ def _pruned_growth(turns: list[int], note: Callable[[str], None]) -> list[dict[s
         note(f"growth, rejoin mode: long_horizon cut to {cut} turns")
         scenario = long_horizon_cut(cut)
         started = time.perf_counter()
-        result = pruning.sweep(scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,))
+        plan = SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,))
+        result = pruning.sweep(plan)
         wall = time.perf_counter() - started
         stats = result.prune or {}
         out.append(
@@ -254,7 +254,10 @@ def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | N
     name, store = "idempotent_payment", "file"
     note(f"realcrash {name}[{store}] ({points} points)")
     real = realcrash(name, store=store, points=points)
-    simulated = sweep(load_scenario(name), store=StoreKind(store), crash_kinds=(CrashKind.PROCESS,))
+    plan = SweepPlan(
+        scenario=load_scenario(name), store=StoreKind(store), crash_kinds=(CrashKind.PROCESS,)
+    )
+    simulated = sweep(plan)
     # Per crash point of the default (forking) sweep: its wall time over the schedules it ran.
     sim_per_point = simulated.wall_s / simulated.schedules
     return {

@@ -303,16 +303,16 @@ class SweepItem(pytest.Item):
         self.obj = self.runtest
 
     def runtest(self) -> None:
-        from sim.explore.sweep import sweep
+        from sim.explore.sweep import SweepPlan, sweep
 
-        result = sweep(
-            self.scenario,
+        plan = SweepPlan(
+            scenario=self.scenario,
             store=self.store,
             seed=self.seed,
             crash_kinds=self.crash_kinds,
             ref=self.ref,
-            jobs=_jobs_per_item(),
         )
+        result = sweep(plan, jobs=_jobs_per_item())
         # Shown in the JUnit XML as <properties> of the test case.
         self.user_properties.append(("schedules", result.schedules))
         self.user_properties.append(("verdicts", result.verdict_counts()))

@@ -30,7 +30,7 @@ from sim.explore import interrupts
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import part_json, unit_document
 from sim.explore.campaign.fuzz_unit import run_fuzz
-from sim.explore.sweep import Roots, sweep_part
+from sim.explore.sweep import Roots, SweepPlan, sweep_part
 from sim.world import tempdirs
 from sim.world.scenario import Scenario
 from sim.world.stores import StoreKind
@@ -72,18 +72,16 @@ def run_unit(
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return unit_document(digest(spec), spec, result)
     first, stop = spec["roots"]
-    part = sweep_part(
-        Scenario.model_validate(content),
+    plan = SweepPlan(
+        scenario=Scenario.model_validate(content),
         store=StoreKind(spec["store"]),
         seed=spec["seed"],
         crash_kinds=tuple(spec["crash"]),
         determinism=spec["determinism"],
         roots=Roots(first, stop),
-        reference=spec["reference"],
-        progress=progress,
-        jobs=jobs,
         ref=spec["scenario"],
     )
+    part = sweep_part(plan, reference=spec["reference"], progress=progress, jobs=jobs)
     # A unit told to stop files nothing: an interrupt one of its runs could not raise
     # (``interrupts.record_dropped``) may have changed that run's outcome.
     interrupts.stop_if_requested()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.explore.mutants.core import Mutant, planted
-from sim.explore.sweep import Determinism, base_schedule, sweep
+from sim.explore.sweep import Determinism, SweepPlan, base_schedule, determinism_mode, sweep
 from sim.judgement.judge import ScheduleOutcome, judge
 from sim.run.labels import LabelledCrash, schedule_at_label
 from sim.run.runner import run_scenario
@@ -64,15 +64,15 @@ def kill(
     with planted(mutant):
         for name in ordered:
             for store in stores:
-                result = sweep(
-                    load_scenario(name),
-                    store=store,
+                plan = SweepPlan(
+                    scenario=load_scenario(name),
+                    store=StoreKind(store),
                     seed=seed,
                     crash_kinds=mutant.crash_kinds,
-                    determinism=determinism,
+                    determinism=determinism_mode(determinism),
                     stop_at_first_failure=True,
-                    progress=progress,
                 )
+                result = sweep(plan, progress=progress)
                 schedules += result.schedules
                 if result.failures:
                     first = result.failures[0]

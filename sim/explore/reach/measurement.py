@@ -243,9 +243,11 @@ def _scenario_names(options: Options) -> list[str]:
 def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     global _SINK
     from sim.explore import forking
-    from sim.explore.sweep import sweep
+    from sim.explore.sweep import SweepPlan, sweep
     from sim.world import tempdirs
+    from sim.world.faults import CrashKind
     from sim.world.scenario import load_scenario
+    from sim.world.stores import StoreKind
 
     for name in _scenario_names(options):
         scenario = load_scenario(name)
@@ -257,13 +259,16 @@ def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None
             if save_child_coverage not in forking.CHILD_EXIT_HOOKS:
                 forking.CHILD_EXIT_HOOKS.append(save_child_coverage)
             try:
-                result = sweep(
-                    scenario,
+                plan = SweepPlan(
+                    scenario=scenario,
                     ref=name,
-                    store=store,
+                    store=StoreKind(store),
                     seed=options.seed,
-                    crash_kinds=options.crash_kinds,
-                    determinism=False,  # I10's second runs re-run identical code: no new arcs
+                    crash_kinds=tuple(CrashKind(kind) for kind in options.crash_kinds),
+                    determinism="off",  # I10's second runs re-run identical code: no new arcs
+                )
+                result = sweep(
+                    plan,
                     progress=progress.advance,
                     fork_from=0,  # every schedule in a forked child: its exit hook measures it
                 )

@@ -9,11 +9,14 @@ run twice and the fingerprints compared; ``modes``).
 The package, a module per concern: ``prepare`` (what a sweep knows before any crash schedule),
 ``modes`` (I10's modes), ``naive`` (every schedule from scratch), ``fast`` (the forking and split
 paths), ``parts`` (a fast sweep in parts, and how a part is recorded) and ``core`` (``sweep``
-and ``sweep_part``). What a sweep records of each judged schedule is ``sim.explore.recording``'s.
+and ``sweep_part``). Both take what is swept as one ``SweepPlan`` (``sim.explore.plan``,
+re-exported here with its ``Roots`` and determinism modes). What a sweep records of each judged
+schedule is ``sim.explore.recording``'s.
 """
 
 from __future__ import annotations
 
+from sim.explore.plan import EVERY_POINT, Roots, SweepPlan
 from sim.explore.recording import Failure, Judged, ScenarioSweep, repro_command
 from sim.explore.sweep.core import sweep, sweep_part
 from sim.explore.sweep.modes import (
@@ -25,7 +28,7 @@ from sim.explore.sweep.modes import (
     judge_as,
     wants_rerun,
 )
-from sim.explore.sweep.parts import EVERY_POINT, Roots, SweepPart, record_part
+from sim.explore.sweep.parts import SweepPart, record_part
 from sim.explore.sweep.prepare import (
     base_schedule,
     depth1_schedules,
@@ -45,6 +48,7 @@ __all__ = [
     "Roots",
     "ScenarioSweep",
     "SweepPart",
+    "SweepPlan",
     "base_schedule",
     "depth1_schedules",
     "determinism_mode",

@@ -2,13 +2,15 @@
 
 I10 re-runs a schedule and compares the two fingerprints. ``full`` re-runs every schedule,
 ``sample`` a seeded 1 in ``DETERMINISM_SAMPLE_EVERY`` (and every failing one), ``off`` none.
+The modes themselves (``Determinism``, ``determinism_mode``) are part of a sweep's plan
+(``sim.explore.plan``); they are re-exported here.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Literal
 
+from sim.explore.plan import DETERMINISM_MODES, Determinism, determinism_mode
 from sim.judgement.judge import ScheduleOutcome, judge
 from sim.judgement.oracles import Verdict
 from sim.run.runner import RunResult
@@ -17,21 +19,8 @@ from sim.run.runner import RunResult
 # child costs ~4 ms of its own (copying the pages it touches), about a short run's whole prefix.
 FORK_FROM_BOUNDARIES = 150
 
-Determinism = Literal["full", "sample", "off"]
-DETERMINISM_MODES: tuple[Determinism, ...] = ("full", "sample", "off")
 # With ``sample``, one crash point in this many gets I10's second run (plus every failing one).
 DETERMINISM_SAMPLE_EVERY = 16
-
-
-def determinism_mode(value: bool | str) -> Determinism:
-    """``True``/``False`` (the library's older form) or a mode name, validated eagerly."""
-    if value is True:
-        return "full"
-    if value is False:
-        return "off"
-    if value not in DETERMINISM_MODES:
-        raise ValueError(f"determinism must be one of {', '.join(DETERMINISM_MODES)}: {value!r}")
-    return value
 
 
 def wants_rerun(mode: Determinism, seed: int, schedule_text: str) -> bool:
@@ -52,3 +41,14 @@ def judge_as(result: RunResult, reference: RunResult, mode: Determinism) -> Sche
     if mode == "sample" and not rerun and outcome.verdict != Verdict.PASS:
         outcome = judge(result, reference, determinism=True)
     return outcome
+
+
+__all__ = [
+    "DETERMINISM_MODES",
+    "DETERMINISM_SAMPLE_EVERY",
+    "FORK_FROM_BOUNDARIES",
+    "Determinism",
+    "determinism_mode",
+    "judge_as",
+    "wants_rerun",
+]

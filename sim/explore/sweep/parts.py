@@ -1,50 +1,18 @@
 """A fast sweep in parts: which crash points one run owns (``Roots``), what a part computed
 (``SweepPart``) and how it is recorded (``record_part``) -- the same code for a one-process sweep
-and for a campaign's units (docs/campaigns.md)."""
+and for a campaign's units (docs/campaigns.md). ``Roots`` is a sweep plan's
+(``sim.explore.plan``), re-exported here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sim.explore import tier
+from sim.explore.plan import EVERY_POINT, Roots
 from sim.explore.recording import Judged, ScenarioSweep, record_outcome
 from sim.explore.sweep.prepare import swept_kinds
 from sim.judgement.oracles import Violation
 from sim.world.faults import Schedule, parse_schedule
-
-
-@dataclass(frozen=True)
-class Roots:
-    """Which crash points of a depth-1 fast sweep one run takes: those whose *fold root* -- the
-    first point of its fold class (``sim.explore.folding``), or the point itself when it has no
-    twin -- lies at a boundary index in ``[first, stop)`` (``stop`` None: to the end). A
-    campaign splits a sweep into units by these ranges (docs/campaigns.md): every unit
-    recomputes the same fold plan from the same traced run, so every point has exactly one
-    owner, and a folded point is owned with its root, whose outcome it inherits."""
-
-    first: int = 0
-    stop: int | None = None
-    # The CI tier's sample (``sim.explore.tier``): the fold roots of the chosen points, or None
-    # for every root. A point is owned with its root, so its fold class is judged as a whole.
-    picked: frozenset[str] | None = None
-
-    @property
-    def every(self) -> bool:
-        return self.first <= 0 and self.stop is None and self.picked is None
-
-    def owns(self, text: str, twin_of: Mapping[str, str]) -> bool:
-        """Whether the point of schedule ``text`` is this run's, by its root's boundary index."""
-        if self.every:
-            return True
-        root = twin_of.get(text, text)
-        if self.picked is not None and root not in self.picked:
-            return False
-        index = parse_schedule(root).points[-1].index
-        return self.first <= index and (self.stop is None or index < self.stop)
-
-
-EVERY_POINT = Roots()
 
 #: A schedule's text and what was judged of it, in the sweep's order.
 Listed = tuple[str, Judged]
@@ -96,3 +64,6 @@ def account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
         shown = ", ".join(cover.missing[:5])
         why = f"the CI tier's sample missed {len(cover.missing)} of its promised cells: {shown}"
         record_outcome(out, base, Judged.harness_error(why))
+
+
+__all__ = ["EVERY_POINT", "Listed", "Roots", "SweepPart", "account", "record_part"]

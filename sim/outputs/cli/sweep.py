@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim.errors import UsageError
 from sim.explore import interrupts, pruning
@@ -35,6 +35,10 @@ from sim.outputs.cli.common import (
 from sim.outputs.report.sarif import SARIF_HELP
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.stores import StoreKind
+
+if TYPE_CHECKING:  # the plan's module is imported when a sweep runs, not to parse its options
+    from sim.explore.plan import Determinism, SweepPlan
+    from sim.world.scenario import Scenario
 
 #: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
 STORES = options.SWEEP_STORES
@@ -252,22 +256,16 @@ def run_sweep(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     jobs = args.jobs or default_jobs()
     if args.prune == "rejoin":
-        steps = _steps(
-            args, scenarios, pruning.sweep, determinism=determinism, check_mode=args.prune_check
-        )
+        # A pruned sweep judges every point (its own check: ``_check_prune``), at depth 1.
+        plans = _plans(args, scenarios, determinism=determinism, depth=1, exhaustive=True)
+        steps = _steps(plans, pruning.sweep, check_mode=args.prune_check)
     else:
         from sim.explore.sweep import sweep
 
-        steps = _steps(
-            args,
-            scenarios,
-            sweep,
-            determinism=determinism,
-            depth=args.depth,
-            fast=not args.naive,
-            jobs=jobs,
-            exhaustive=args.exhaustive,
+        plans = _plans(
+            args, scenarios, determinism=determinism, depth=args.depth, exhaustive=args.exhaustive
         )
+        steps = _steps(plans, sweep, fast=not args.naive, jobs=jobs)
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     interrupts.stop_if_requested()  # no report of a sweep that was told to stop (``_swept``)
@@ -291,31 +289,47 @@ def run_sweep(args: argparse.Namespace) -> int:
     return exit_for(document["totals"]["verdicts"], refused=refused)
 
 
-def _steps(
-    args: argparse.Namespace, scenarios: list[Any], run: Callable[..., Any], **options: Any
-) -> list[Any]:
-    """One step per scenario and store: ``run`` (``sim.explore.sweep.sweep``, or
-    ``sim.explore.pruning.sweep``, serial within a scenario) with ``options``."""
+def _plans(
+    args: argparse.Namespace,
+    scenarios: list[tuple[str, Scenario]],
+    *,
+    determinism: Determinism,
+    depth: int,
+    exhaustive: bool,
+) -> list[SweepPlan]:
+    """One plan per scenario and store, in the order the steps run and the report lists them."""
+    from sim.explore.plan import SweepPlan
+
+    return [
+        SweepPlan(
+            scenario=scenario,
+            ref=ref,
+            store=store,
+            seed=args.seed,
+            crash_kinds=args.crash,
+            depth=depth,
+            determinism=determinism,
+            exhaustive=exhaustive,
+        )
+        for ref, scenario in scenarios
+        for store in args.store
+    ]
+
+
+def _steps(plans: list[SweepPlan], run: Callable[..., Any], **options: Any) -> list[Any]:
+    """One step per plan: ``run`` (``sim.explore.sweep.sweep``, or ``sim.explore.pruning.sweep``,
+    serial within a scenario) with the execution ``options``."""
     from functools import partial
 
     from sim.explore.parallel import Step, estimated_cost
 
     return [
         Step(
-            f"{scenario.name}[{store}]",
-            partial(
-                run,
-                scenario,
-                ref=ref,
-                store=store,
-                seed=args.seed,
-                crash_kinds=args.crash,
-                **options,
-            ),
-            estimated_cost(scenario, store, args.crash),
+            f"{plan.scenario.name}[{plan.store}]",
+            partial(run, plan, **options),
+            estimated_cost(plan.scenario, plan.store, plan.crash_kinds),
         )
-        for ref, scenario in scenarios
-        for store in args.store
+        for plan in plans
     ]
 
 

@@ -31,6 +31,7 @@ from sim.explore.campaign.files import CampaignDir
 from sim.explore.campaign.plan import Plan, Split, plan_sweeps, shard_of
 from sim.explore.campaign.run import CampaignResult, merge_directories, run_campaign
 from sim.explore.campaign.unit import UnitRefused, run_unit
+from sim.explore.plan import SweepPlan
 from sim.explore.results import results_document
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
@@ -54,7 +55,10 @@ def sweep_document(
 ) -> dict[str, Any]:
     """The results document of one-process sweeps, in ``durable-sim sweep``'s order."""
     sweeps = [
-        sweep(load_scenario(name), ref=name, store=store, crash_kinds=kinds, jobs=2)  # type: ignore[arg-type]
+        sweep(
+            SweepPlan(scenario=load_scenario(name), ref=name, store=store, crash_kinds=kinds),
+            jobs=2,
+        )
         for name in names
         for store in stores
     ]

@@ -24,6 +24,7 @@ import pytest
 from tiers import tiered
 
 from sim.explore import forking, tier
+from sim.explore.plan import SweepPlan
 from sim.explore.results import ScenarioSweep
 from sim.explore.sweep import FORK_FROM_BOUNDARIES, sweep
 from sim.world.scenario import bundled_names, load_scenario
@@ -77,16 +78,17 @@ Naive = Callable[..., ScenarioSweep]
 
 @pytest.fixture
 def naive(monkeypatch: pytest.MonkeyPatch) -> Naive:
-    """``sweep(scenario, fast=False, **options)`` on the naive side's sample of the points."""
+    """``sweep(SweepPlan(scenario=scenario, **options), fast=False)`` on the naive side's sample
+    of the points."""
     points = _naive_points()
 
     def run(scenario: Any, **options: Any) -> ScenarioSweep:
         if points is None:
-            return sweep(scenario, fast=False, **options)
+            return sweep(SweepPlan(scenario=scenario, **options), fast=False)
         # Every trace longer than the sample is sampled, as the CI tier samples long traces.
         monkeypatch.setattr(tier, "EXHAUSTIVE_POINTS_MAX", points)
         monkeypatch.setattr(tier, "SAMPLE_POINTS", points)
-        return sweep(scenario, fast=False, exhaustive=False, **options)
+        return sweep(SweepPlan(scenario=scenario, exhaustive=False, **options), fast=False)
 
     return run
 
@@ -129,7 +131,9 @@ def test_the_comparison_fails_on_a_differing_verdict_or_a_point_the_fast_side_la
 def test_fast_and_naive_sweeps_agree(name: str, store: str, naive: Naive) -> None:
     scenario = load_scenario(name)
     slow = naive(scenario, store=store, determinism=False)
-    fast = sweep(scenario, store=store, determinism=False, fast=True, fork_from=0)  # type: ignore[arg-type]
+    fast = sweep(
+        SweepPlan(scenario=scenario, store=store, determinism=False), fast=True, fork_from=0
+    )
     _agree(fast, slow)
     assert slow.failures == [], slow.failures[0].repro  # every bundled scenario passes
     assert fast.failures == []
@@ -142,7 +146,7 @@ def test_fast_and_naive_agree_on_a_short_long_horizon(naive: Naive) -> None:
     script = [scenario.script[0][:4] + scenario.script[0][-1:]]
     short = scenario.model_copy(update={"script": script})
     slow = naive(short, store="file", determinism=False)
-    fast = sweep(short, store="file", determinism=False, fast=True, fork_from=0)
+    fast = sweep(SweepPlan(scenario=short, store="file", determinism=False), fast=True, fork_from=0)
     _agree(fast, slow)
 
 
@@ -165,8 +169,10 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> Non
     mutant = mutant_named(mutant_name)
     scenario, store = load_scenario(mutant.scenario), mutant.store
     with planted(mutant):
-        naive = sweep(scenario, store=store, determinism=False, fast=False)  # type: ignore[arg-type]
-        fast = sweep(scenario, store=store, determinism=False, fast=True, fork_from=0)  # type: ignore[arg-type]
+        naive = sweep(SweepPlan(scenario=scenario, store=store, determinism=False), fast=False)  # type: ignore[arg-type]
+        fast = sweep(
+            SweepPlan(scenario=scenario, store=store, determinism=False), fast=True, fork_from=0
+        )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
     # A schedule that inherits an equivalent one's verdict still shows its own crash and run.
@@ -190,7 +196,9 @@ def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(
     kinds = ("process", "power")
     slow = naive(scenario, store="file", crash_kinds=kinds, determinism=False)
     fast = sweep(
-        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+        SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+        fast=True,
+        fork_from=0,
     )
     assert fast.schedules > 1
     _agree(fast, slow)
@@ -206,7 +214,9 @@ def test_fast_and_naive_agree_on_storage_faults(name: str, naive: Naive) -> None
     kinds = ("storage",)
     slow = naive(scenario, store="file", crash_kinds=kinds, determinism=False)
     fast = sweep(
-        scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+        SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+        fast=True,
+        fork_from=0,
     )
     assert fast.schedules > 1
     _agree(fast, slow)
@@ -224,9 +234,14 @@ def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str
     kinds = ("storage",)
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
-        naive = sweep(scenario, store="file", crash_kinds=kinds, determinism=False, fast=False)
+        naive = sweep(
+            SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+            fast=False,
+        )
         fast = sweep(
-            scenario, store="file", crash_kinds=kinds, determinism=False, fast=True, fork_from=0
+            SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+            fast=True,
+            fork_from=0,
         )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
@@ -254,13 +269,17 @@ def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike()
     key = mutant_named("key-per-attempt")
     with planted(key):
         scenario = load_scenario(key.scenario)
-        naive = sweep(scenario, store="file", determinism="sample", fast=False)
-        fast = sweep(scenario, store="file", determinism="sample", fast=True, fork_from=0)
+        naive = sweep(SweepPlan(scenario=scenario, store="file", determinism="sample"), fast=False)
+        fast = sweep(
+            SweepPlan(scenario=scenario, store="file", determinism="sample"), fast=True, fork_from=0
+        )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert fast.determinism == naive.determinism == "sample"
     leaky = mutant_named("leaky-counter")
     with planted(leaky):
-        result = sweep(load_scenario(leaky.scenario), store="file", determinism="sample")
+        result = sweep(
+            SweepPlan(scenario=load_scenario(leaky.scenario), store="file", determinism="sample")
+        )
     assert result.verdicts["nondeterminism"] > 0
 
 
@@ -281,8 +300,8 @@ def _document(result: object) -> dict[str, object]:
 def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store: str) -> None:
     scenario = load_scenario(name)
     kinds = ("process", "power", "storage")
-    naive = sweep(scenario, store=store, crash_kinds=kinds, fast=False)  # type: ignore[arg-type]
-    split = sweep(scenario, store=store, crash_kinds=kinds, jobs=2)  # type: ignore[arg-type]
+    naive = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), fast=False)  # type: ignore[arg-type]
+    split = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), jobs=2)  # type: ignore[arg-type]
     assert split.boundaries < FORK_FROM_BOUNDARIES  # the split path, not the forking one
     assert split.folded > 0  # folded schedules inherit verdicts: that is what is compared
     assert _document(split) == _document(naive)
@@ -300,7 +319,7 @@ def test_a_split_sweep_fails_a_mutant_exactly_as_the_naive_one(mutant_name: str,
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
         kinds = mutant.crash_kinds
-        naive = sweep(scenario, store="file", crash_kinds=kinds, fast=False)
-        split = sweep(scenario, store="file", crash_kinds=kinds, jobs=jobs)
+        naive = sweep(SweepPlan(scenario=scenario, store="file", crash_kinds=kinds), fast=False)
+        split = sweep(SweepPlan(scenario=scenario, store="file", crash_kinds=kinds), jobs=jobs)
     assert naive.failures
     assert _document(split) == _document(naive)  # every failure, its timeline and repro line

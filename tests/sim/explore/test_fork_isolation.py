@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from sim.explore import forking
+from sim.explore.plan import SweepPlan
 from sim.world.faults import Schedule
 
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs os.fork")
@@ -127,10 +128,12 @@ def test_a_requested_stop_ends_a_forking_sweep_at_its_next_fork(
     monkeypatch.setattr(interrupts, "STOP_REQUESTED", [True])
     with pytest.raises(BaseException) as caught:
         sweep(
-            load_scenario("read_edit_answer"),
-            store="file",
-            crash_kinds=("process",),
-            determinism="off",
+            SweepPlan(
+                scenario=load_scenario("read_edit_answer"),
+                store="file",
+                crash_kinds=("process",),
+                determinism="off",
+            ),
             fork_from=0,
         )
     pending, leaves = [caught.value], []

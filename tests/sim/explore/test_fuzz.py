@@ -13,6 +13,7 @@ from testkit import REPO
 from sim.explore import fuzz as fuzz_mod
 from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case, schedule_strategy
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
+from sim.explore.plan import SweepPlan
 from sim.judgement.judge import judge
 from sim.run.runner import run_scenario
 from sim.world.faults import Schedule, parse_schedule, tries_kind
@@ -76,10 +77,12 @@ def test_planted_bug_is_invisible_at_depth_1(mutant: Mutant) -> None:
 
     with planted(mutant):
         result = sweep(
-            load_scenario(mutant.scenario),
-            store=mutant.store,
-            crash_kinds=mutant.crash_kinds,
-            determinism=False,
+            SweepPlan(
+                scenario=load_scenario(mutant.scenario),
+                store=mutant.store,
+                crash_kinds=mutant.crash_kinds,
+                determinism=False,
+            )
         )
     assert result.failures == []
 

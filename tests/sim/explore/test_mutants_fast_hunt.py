@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sim.explore.mutants import mutant_named, planted
+from sim.explore.plan import SweepPlan
 from sim.explore.recording import ScenarioSweep
 from sim.explore.sweep import sweep
 from sim.world.scenario import load_scenario
@@ -24,10 +25,12 @@ def naive() -> ScenarioSweep:
     mutant = mutant_named(MUTANT)
     with planted(mutant):
         return sweep(
-            load_scenario(mutant.scenario),
-            store="file",
-            determinism="off",
-            stop_at_first_failure=True,
+            SweepPlan(
+                scenario=load_scenario(mutant.scenario),
+                store="file",
+                determinism="off",
+                stop_at_first_failure=True,
+            ),
             fast=False,
         )
 
@@ -39,10 +42,12 @@ def test_a_stopping_fast_sweep_stops_where_the_naive_one_does(
     mutant = mutant_named(MUTANT)
     with planted(mutant):
         fast = sweep(
-            load_scenario(mutant.scenario),
-            store="file",
-            determinism="sample",
-            stop_at_first_failure=True,
+            SweepPlan(
+                scenario=load_scenario(mutant.scenario),
+                store="file",
+                determinism="sample",
+                stop_at_first_failure=True,
+            ),
             fork_from=fork_from,
             jobs=2,
         )

@@ -23,6 +23,7 @@ import pytest
 
 from sim.explore.mutants import MUTANTS, Mutant, judge_witness, mutant_named, planted
 from sim.explore.mutants.core import RUNTIME_CODES
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.judgement.judge import ScheduleOutcome
 from sim.run.labels import LabelledCrash
@@ -105,11 +106,13 @@ def test_the_sqlite_sweep_kills_it_too(name: str) -> None:
     assert mutant.store == "file"
     with planted(mutant):
         result = sweep(
-            load_scenario(mutant.scenario),
-            store="sqlite",
-            crash_kinds=mutant.crash_kinds,
-            determinism=False,
-            stop_at_first_failure=True,
+            SweepPlan(
+                scenario=load_scenario(mutant.scenario),
+                store="sqlite",
+                crash_kinds=mutant.crash_kinds,
+                determinism=False,
+                stop_at_first_failure=True,
+            )
         )
     assert result.failures, f"{name}: the sqlite sweep found nothing"
     first = result.failures[0]

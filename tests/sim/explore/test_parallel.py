@@ -13,7 +13,7 @@ import pytest
 from sim.explore import parallel
 from sim.explore.parallel import Step, WorkerError, estimated_cost, run_steps
 from sim.explore.progress import Progress
-from sim.explore.sweep import sweep
+from sim.explore.sweep import SweepPlan, sweep
 from sim.outputs.cli import main
 from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
@@ -56,7 +56,10 @@ def test_a_sweep_in_a_worker_equals_the_sweep_in_process() -> None:
     steps = [
         Step(
             f"{name}[sqlite]",
-            partial(sweep, load_scenario(name), store="sqlite", crash_kinds=("process",)),
+            partial(
+                sweep,
+                SweepPlan(scenario=load_scenario(name), store="sqlite", crash_kinds=("process",)),
+            ),
         )
         for name in ("read_edit_answer", "idempotent_payment")
     ]

@@ -17,6 +17,7 @@ from tiers import sampled, tiered
 
 from sim.explore import pruning
 from sim.explore.mutants import MUTANTS, mutant_named, planted
+from sim.explore.plan import SweepPlan
 from sim.explore.rejoin import CanonicalProbe, Row
 from sim.explore.sweep import depth1_schedules, sweep
 from sim.judgement import invariants
@@ -36,12 +37,12 @@ def test_options_are_validated_eagerly() -> None:
     with pytest.raises(ValueError, match="prune check must be one of sample, full"):
         pruning.prune_check("some")
     with pytest.raises(ValueError, match="simulated stores only"):
-        pruning.sweep(load_scenario("read_edit_answer"), store="postgres")
+        pruning.sweep(SweepPlan(scenario=load_scenario("read_edit_answer"), store="postgres"))
     timed = load_scenario("read_edit_answer").model_copy(
         update={"timed_crashes": [TimedCrashDef(at_s=1.0)]}
     )
     with pytest.raises(ValueError, match="timed crashes"):
-        pruning.sweep(timed, store="file")
+        pruning.sweep(SweepPlan(scenario=timed, store="file"))
 
 
 def test_the_check_samples_one_in_sixteen_stably() -> None:
@@ -145,8 +146,8 @@ EXACT_CASES = [
 )
 def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
-    pruned = pruning.sweep(scenario, store=store, determinism=False)
-    exact = sweep(scenario, store=store, determinism=False)
+    pruned = pruning.sweep(SweepPlan(scenario=scenario, store=store, determinism=False))
+    exact = sweep(SweepPlan(scenario=scenario, store=store, determinism=False))
     assert _verdicts(pruned) == _verdicts(exact)
     assert [f.invariants for f in pruned.failures] == [f.invariants for f in exact.failures]
     # Pruned, or swept again exactly where the check caught the renaming failing (below).
@@ -156,7 +157,9 @@ def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
 
 
 def test_a_sweep_prunes_and_checks_some_children() -> None:
-    out = pruning.sweep(load_scenario("crash_during_recovery"), store="file", check_mode="full")
+    out = pruning.sweep(
+        SweepPlan(scenario=load_scenario("crash_during_recovery"), store="file"), check_mode="full"
+    )
     assert out.prune is not None and "broken" not in out.prune, out.prune
     assert 0 < out.prune["pruned"] == out.prune["checked"]
     assert out.to_json()["prune"] == out.prune
@@ -167,10 +170,14 @@ def test_the_check_catches_the_scheduler_parting_a_rejoined_run() -> None:
     ``parallel_tools_mixed_policies`` its draws order the parallel tools, so a child that met
     the fault-free run leaves it (docs/performance.md, "Rejoin"). The check turns pruning off."""
     scenario = load_scenario("parallel_tools_mixed_policies")
-    out = pruning.sweep(scenario, store="file", check_mode="full", determinism=False)
+    out = pruning.sweep(
+        SweepPlan(scenario=scenario, store="file", determinism=False), check_mode="full"
+    )
     assert out.prune is not None, out.prune
     assert "then left it" in out.prune["broken"] and out.prune["broken"].endswith("in tasks")
-    assert _verdicts(out) == _verdicts(sweep(scenario, store="file", determinism=False))
+    assert _verdicts(out) == _verdicts(
+        sweep(SweepPlan(scenario=scenario, store="file", determinism=False))
+    )
 
 
 #: A seed whose 1-in-16 sample picks a child of the mutant's scenario that leaves the fault-free
@@ -197,10 +204,12 @@ def test_a_pruned_sweep_kills_each_mutant_at_its_first_killing_schedule(name: st
     mutant = mutant_named(name)
     with planted(mutant):
         out = pruning.sweep(
-            load_scenario(mutant.scenario),
-            store=mutant.store,
-            crash_kinds=mutant.crash_kinds,
-            stop_at_first_failure=True,
+            SweepPlan(
+                scenario=load_scenario(mutant.scenario),
+                store=mutant.store,
+                crash_kinds=mutant.crash_kinds,
+                stop_at_first_failure=True,
+            )
         )
     assert out.failures and out.failures[0].schedule == mutant.first_kill
 
@@ -218,8 +227,10 @@ def test_the_check_catches_a_runtime_that_branches_on_absolute_values(
     seed = SAMPLE_CATCHES_AT_SEED[name] if check_mode == "sample" else 0
     scenario = load_scenario(mutant.scenario)
     with planted(mutant):
-        out = pruning.sweep(scenario, store=mutant.store, seed=seed, check_mode=check_mode)
-        exact = sweep(scenario, store=mutant.store, seed=seed)
+        out = pruning.sweep(
+            SweepPlan(scenario=scenario, store=mutant.store, seed=seed), check_mode=check_mode
+        )
+        exact = sweep(SweepPlan(scenario=scenario, store=mutant.store, seed=seed))
     assert out.prune is not None and "rejoined the fault-free run, then left it" in str(
         out.prune.get("broken")
     ), out.prune
@@ -238,8 +249,8 @@ def test_without_the_check_an_absolute_mutant_passes_unnoticed(
     mutant = mutant_named(name)
     scenario = load_scenario(mutant.scenario)
     with planted(mutant):
-        out = pruning.sweep(scenario, store=mutant.store, check_mode="full")
-        exact = sweep(scenario, store=mutant.store)
+        out = pruning.sweep(SweepPlan(scenario=scenario, store=mutant.store), check_mode="full")
+        exact = sweep(SweepPlan(scenario=scenario, store=mutant.store))
     assert out.prune is not None and "broken" not in out.prune, out.prune
     assert out.prune["pruned"] > 0 and _verdicts(out) == _verdicts(exact)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from sim.explore.plan import SweepPlan
 from sim.explore.results import ResultsError, results_document
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
@@ -33,7 +34,7 @@ def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
     scenario = load_scenario(SCENARIO)
     kinds = DEFAULT_CRASH_KINDS  # the command line's default, which the library leaves to it
     sweeps = [
-        sweep(scenario, ref=SCENARIO, store=store, crash_kinds=kinds)
+        sweep(SweepPlan(scenario=scenario, ref=SCENARIO, store=store, crash_kinds=kinds))
         for store in ("file", "sqlite")
     ]
     built = results_document(sweeps, wall_s=1.0)
@@ -43,8 +44,8 @@ def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
 
 def test_sweeps_of_different_runs_cannot_share_a_document() -> None:
     scenario = load_scenario(SCENARIO)
-    one = sweep(scenario, store="file", seed=0, crash_kinds=("process",))
-    other = sweep(scenario, store="file", seed=1, crash_kinds=("process",))
+    one = sweep(SweepPlan(scenario=scenario, store="file", seed=0, crash_kinds=("process",)))
+    other = sweep(SweepPlan(scenario=scenario, store="file", seed=1, crash_kinds=("process",)))
     with pytest.raises(ResultsError, match="different seed"):
         results_document([one, other], wall_s=0.0)
     with pytest.raises(ResultsError, match="at least one"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tiers import tiered
 
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.world.scenario import load_scenario
 
@@ -14,7 +15,7 @@ SEED_SCENARIOS = ("read_edit_answer", "idempotent_payment", "model_error_then_me
 @pytest.mark.parametrize("store", tiered(["file", "sqlite"], fast=["file"]))
 @pytest.mark.parametrize("name", tiered(SEED_SCENARIOS, fast=["idempotent_payment"]))
 def test_depth1_sweep_passes(name: str, store: str) -> None:
-    result = sweep(load_scenario(name), store=store, determinism=True)  # type: ignore[arg-type]
+    result = sweep(SweepPlan(scenario=load_scenario(name), store=store, determinism=True))  # type: ignore[arg-type]
     assert result.failures == []
     expected = 1 + result.boundaries * 2 * 2  # process and power crashes, on both stores
     # Enumerated power-loss tears: the file store's text log only (SQLite's write-ahead log is
@@ -29,7 +30,11 @@ def test_every_boundary_kind_is_in_the_traces() -> None:
     kinds: set[str] = set()
     for name in SEED_SCENARIOS:
         for store in ("file", "sqlite"):
-            result = sweep(load_scenario(name), store=store, crash_kinds=(), determinism=False)  # type: ignore[arg-type]
+            result = sweep(
+                SweepPlan(
+                    scenario=load_scenario(name), store=store, crash_kinds=(), determinism=False
+                )
+            )
             kinds |= set(result.boundary_kinds)
     for kind in (
         "commit",

@@ -29,13 +29,14 @@ TIMEOUT_S = 600
 SCRIPT = textwrap.dedent(
     f"""
     from sim.world.scenario import load_scenario
-    from sim.explore.sweep import sweep
+    from sim.explore.sweep import SweepPlan, sweep
 
     scenario = load_scenario("idempotent_payment")
     for n in range({SWEEPS}):
         for store in ("file", "sqlite"):
-            result = sweep(scenario, store=store, crash_kinds=("process", "power"),
-                           determinism=False, fast=True, fork_from=0)
+            plan = SweepPlan(scenario=scenario, store=store, crash_kinds=("process", "power"),
+                             determinism=False)
+            result = sweep(plan, fast=True, fork_from=0)
             assert not result.failures, result.failures[0].repro
         print(n, flush=True)
     """

@@ -15,6 +15,7 @@ import pytest
 from sim.explore import forking, tier
 from sim.explore.mutants import MUTANTS
 from sim.explore.mutants.core import planted
+from sim.explore.plan import SweepPlan
 from sim.explore.recording import ScenarioSweep
 from sim.explore.results import results_document
 from sim.explore.sweep import listed_schedules, sweep, twins
@@ -242,12 +243,18 @@ def test_the_tier_kills_every_mutant(m) -> None:  # type: ignore[no-untyped-def]
         if twin_of.get(m.first_kill, m.first_kill) in {twin_of.get(t, t) for t in picked}:
             return
         scenario = load_scenario(m.scenario)
-        out = sweep(scenario, store=store, crash_kinds=KINDS, exhaustive=False, jobs=1)
+        out = sweep(
+            SweepPlan(scenario=scenario, store=store, crash_kinds=KINDS, exhaustive=False), jobs=1
+        )
     assert out.sampled and out.failures, f"the CI tier's sample of {m.scenario} misses {m.name}"
 
 
 def test_an_exhaustive_sweep_records_every_point_and_cell() -> None:
-    out = sweep(load_scenario("idempotent_payment"), store=StoreKind.FILE, crash_kinds=KINDS)
+    out = sweep(
+        SweepPlan(
+            scenario=load_scenario("idempotent_payment"), store=StoreKind.FILE, crash_kinds=KINDS
+        )
+    )
     doc = results_document([out], wall_s=0.0)
     one = doc["scenarios"][0]
     assert not one["sampled"]
@@ -266,7 +273,9 @@ def test_the_tier_sweep_of_long_horizon_runs_the_sample_and_its_fold_classes() -
     fold classes, covers every cell, passes, and results.json says so."""
     scenario = load_scenario(LONG)
     store = StoreKind.FILE
-    out = sweep(scenario, store=store, crash_kinds=KINDS, exhaustive=False, jobs=2)
+    out = sweep(
+        SweepPlan(scenario=scenario, store=store, crash_kinds=KINDS, exhaustive=False), jobs=2
+    )
     doc = results_document([out], wall_s=0.0)
     one = doc["scenarios"][0]
     twin_of = twins(scenario, store=store, crash_kinds=KINDS)

@@ -410,7 +410,7 @@ def test_a_library_sweep_stops_instead_of_judging_a_dropped_interrupt(
     fault-free run is judged, instead of returning the twin's I10 as its verdict. With the
     check after the reference's judgement removed, it returns a failed reference."""
     from sim.explore import interrupts
-    from sim.explore.sweep import sweep
+    from sim.explore.sweep import SweepPlan, sweep
     from sim.judgement import judge as judged
     from sim.world import sqlite_vfs
     from sim.world.scenario import load_scenario
@@ -434,7 +434,10 @@ def test_a_library_sweep_stops_instead_of_judging_a_dropped_interrupt(
     scenario = load_scenario("idempotent_payment")
     try:
         with interrupts.record_dropped(), pytest.raises(KeyboardInterrupt):
-            sweep(scenario, store=StoreKind.SQLITE, crash_kinds=["process"], fast=False)
+            sweep(
+                SweepPlan(scenario=scenario, store=StoreKind.SQLITE, crash_kinds=["process"]),
+                fast=False,
+            )
     finally:
         interrupts.clear()
     assert seen["raised"] == 1

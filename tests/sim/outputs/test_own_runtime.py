@@ -16,6 +16,7 @@ import pytest
 from durable import Runtime
 from durable.events import EventRecord
 from durable.store import FileStore
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.run.runner import seams
 from sim.world.scenario import load_scenario
@@ -37,7 +38,10 @@ def test_a_wrapped_runtime_runs_under_the_simulator() -> None:
 
     with seams(open_runtime=my_runtime):
         result = sweep(
-            load_scenario("idempotent_payment"), store="file", determinism=False, fast=False
+            SweepPlan(
+                scenario=load_scenario("idempotent_payment"), store="file", determinism=False
+            ),
+            fast=False,
         )
     assert result.failures == []
     assert len(opened) > result.schedules  # every schedule opened at least one process
@@ -66,12 +70,14 @@ def write_back_store(root: str, fs: Any, fsync: bool) -> WriteBackStore:
 
 def _caught_by_sweep() -> Any:
     return sweep(
-        load_scenario("idempotent_payment"),
-        store="file",
-        crash_kinds=("process",),
-        determinism=False,
+        SweepPlan(
+            scenario=load_scenario("idempotent_payment"),
+            store="file",
+            crash_kinds=("process",),
+            determinism=False,
+            stop_at_first_failure=True,
+        ),
         fast=False,
-        stop_at_first_failure=True,
     )
 
 

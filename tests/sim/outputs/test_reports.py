@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from sim.explore.plan import SweepPlan
 from sim.outputs.report import ReportError, write_report
 from sim.outputs.report.markdown import block, code
 
@@ -307,10 +308,12 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     from sim.world.scenario import load_scenario
 
     s = sweep(
-        load_scenario("idempotent_payment"),
-        store="sqlite",
-        crash_kinds=("process", "power", "storage"),
-        determinism=False,
+        SweepPlan(
+            scenario=load_scenario("idempotent_payment"),
+            store="sqlite",
+            crash_kinds=("process", "power", "storage"),
+            determinism=False,
+        )
     )
     assert not s.skipped_storage and not s.skipped_power  # SQLite takes every kind
     results = {

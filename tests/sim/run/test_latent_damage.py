@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.judgement.judge import judge
 from sim.run.runner import LatentDamage, run_scenario
@@ -44,7 +45,12 @@ def test_damage_to_a_child_opened_again_makes_the_runtime_refuse() -> None:
 
 def test_every_storage_fault_of_the_subagent_scenario_passes() -> None:
     result = sweep(
-        load_scenario(SCENARIO), store="file", crash_kinds=("storage",), determinism="off"
+        SweepPlan(
+            scenario=load_scenario(SCENARIO),
+            store="file",
+            crash_kinds=("storage",),
+            determinism="off",
+        )
     )
     assert result.schedules > 20 and result.failures == [], result.failures[0].repro
 

@@ -9,6 +9,7 @@ import pytest
 
 from sim.explore import forking
 from sim.explore.mutants import mutant_named, planted
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.judgement.judge import judge
 from sim.run.runner import RunResult, run_scenario
@@ -98,7 +99,9 @@ def test_a_scenario_without_a_standby_has_no_pause_points() -> None:
     assert scenario.standby_at_s() is None
     with pytest.raises(ScheduleError, match="no standby"):
         run_scenario(scenario, seed=0, store="file", schedule=parse_schedule("7:before:pause"))
-    result = sweep(scenario, store="file", crash_kinds=("pause",), determinism=False)
+    result = sweep(
+        SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False)
+    )
     assert result.skipped_pause and result.schedules == 1  # the fault-free run only
     assert result.crash_kinds == ["pause"]  # asked for: every sweep of a command shares them
 
@@ -107,7 +110,9 @@ def test_the_standby_scenarios_sweep_pauses() -> None:
     """Each standby scenario's pause points: one per store operation that writes (a dozen on
     the file store), every one passing."""
     for name in ("lease_takeover", "graceful_shutdown_takeover"):
-        result = sweep(load_scenario(name), store="file", crash_kinds=("pause",))
+        result = sweep(
+            SweepPlan(scenario=load_scenario(name), store="file", crash_kinds=("pause",))
+        )
         assert result.crash_kinds == ["pause"]
         assert result.schedules > 5 and result.verdicts["pass"] == result.schedules, name
 
@@ -119,12 +124,12 @@ def test_a_forked_child_pauses_as_a_fresh_run_does() -> None:
     mutant planted so that some of them fail."""
     scenario = load_scenario(TAKEOVER)
     with planted(mutant_named("fence-outside-transaction-file")):
-        naive = sweep(scenario, store="file", crash_kinds=("pause",), determinism=False, fast=False)
+        naive = sweep(
+            SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False),
+            fast=False,
+        )
         fast = sweep(
-            scenario,
-            store="file",
-            crash_kinds=("pause",),
-            determinism=False,
+            SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False),
             fast=True,
             fork_from=0,
         )
@@ -140,8 +145,12 @@ def test_sweeps_with_and_without_a_standby_share_one_results_document() -> None:
     from sim.explore.results import results_document
 
     kinds = ("process", "pause")
-    standby = sweep(load_scenario("lease_takeover"), store="file", crash_kinds=kinds)
-    alone = sweep(load_scenario("idempotent_payment"), store="file", crash_kinds=kinds)
+    standby = sweep(
+        SweepPlan(scenario=load_scenario("lease_takeover"), store="file", crash_kinds=kinds)
+    )
+    alone = sweep(
+        SweepPlan(scenario=load_scenario("idempotent_payment"), store="file", crash_kinds=kinds)
+    )
     assert (standby.skipped_pause, alone.skipped_pause) == (False, True)
     assert any(cell["kind"] == "pause" for cell in standby.matrix)
     assert not any(cell["kind"] == "pause" for cell in alone.matrix)

@@ -25,6 +25,7 @@ from durable.ports import InlineBlocking
 from durable.store.base import Lease
 from durable.store.postgres import PostgresStore
 from sim.explore.mutants.fleet import sql_renew_ignoring_epoch
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
 from sim.world import pgserver
@@ -68,7 +69,9 @@ def test_the_kind_is_swept_for_process_kills_and_pauses_only() -> None:
 def test_a_depth1_process_sweep_passes(pg_server: str, name: str) -> None:
     """Every process kill at every boundary, each schedule from scratch in its own schema; power
     is asked for and skipped (said so in the results); no schema is left on the server."""
-    result = sweep(load_scenario(name), store="postgres", crash_kinds=("process", "power"))
+    result = sweep(
+        SweepPlan(scenario=load_scenario(name), store="postgres", crash_kinds=("process", "power"))
+    )
     assert result.schedules == 2 * result.boundaries + 1  # before/after each, and the reference
     assert result.verdicts["pass"] == result.schedules, result.failures[:1]
     assert result.skipped_power and result.crash_kinds == ["process", "power"]
@@ -173,7 +176,11 @@ def test_renewal_ignoring_the_epoch_is_killed_by_the_takeover_sweep(
     """The paused worker wakes after the takeover and renews its old lease over the new owner's:
     I8 already in the fault-free run of ``lease_takeover``, so the sweep stops there."""
     _renew_ignores_epoch(monkeypatch)
-    result = sweep(load_scenario("lease_takeover"), store="postgres", crash_kinds=("process",))
+    result = sweep(
+        SweepPlan(
+            scenario=load_scenario("lease_takeover"), store="postgres", crash_kinds=("process",)
+        )
+    )
     assert result.reference_failed
     assert [(f.schedule, f.invariant) for f in result.failures] == [("none", "I8")]
 
@@ -186,7 +193,14 @@ def test_a_batch_split_over_transactions_is_killed_by_a_process_kill(
     ``lease_takeover`` sweep is ``5:after:process``, at the batch's first row commit."""
     _row_per_transaction(monkeypatch)
     scenario = load_scenario("lease_takeover")
-    result = sweep(scenario, store="postgres", crash_kinds=("process",), stop_at_first_failure=True)
+    result = sweep(
+        SweepPlan(
+            scenario=scenario,
+            store="postgres",
+            crash_kinds=("process",),
+            stop_at_first_failure=True,
+        )
+    )
     assert not result.reference_failed
     first = result.failures[0]
     assert (first.schedule, first.invariant, first.crash_labels) == (

@@ -10,6 +10,7 @@ import pytest
 
 from sim.errors import StoreKindError, UserError
 from sim.explore import sweep as sweep_module
+from sim.explore.plan import SweepPlan
 from sim.explore.sweep import prepare
 from sim.run.runner import run_scenario
 from sim.world.faults import (
@@ -120,7 +121,7 @@ def test_sweep_refuses_an_unknown_crash_kind_before_it_runs_anything(
     scenario = load_scenario("idempotent_payment")
     for store in StoreKind:
         with pytest.raises(ScheduleError, match="unknown crash kind 'powr'"):
-            sweep_module.sweep(scenario, store=store, crash_kinds=("powr",))
+            sweep_module.sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=("powr",)))
 
 
 def test_run_scenario_refuses_an_unknown_store_kind_before_it_runs() -> None:
