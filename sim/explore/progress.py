@@ -56,6 +56,7 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self._enabled and self.on_terminal:
+            # rich, only when a bar is drawn on a terminal (workers import this and draw none)
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
             from rich.progress import Progress as Bar

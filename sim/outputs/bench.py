@@ -169,6 +169,7 @@ def _rejoin(
     store, process crashes, ``sim.explore.rejoin``'s default sample), overall; the pruned
     sweep's growth on the cuts up to ``REJOIN_GROWTH_TURNS_MAX``; and the exact 200-turn sweep's
     wall time when ``growth_turns`` has it."""
+    # this figure's modules, imported when it is measured (the bench's start imports none)
     from sim.explore import rejoin
 
     cuts = [(f"long_horizon/{min(growth_turns)}", long_horizon_cut(min(growth_turns)))]
@@ -199,6 +200,7 @@ def _rejoin(
 
 def _pruned_growth(turns: list[int], note: Callable[[str], None]) -> list[dict[str, Any]]:
     """``sweep --prune rejoin`` of each ``long_horizon`` cut (file store, process crashes)."""
+    # this figure's modules, imported when it is measured (the bench's start imports none)
     from sim.explore import pruning
 
     out = []
@@ -232,6 +234,7 @@ def _fuzz_rate(
     every oracle but I10."""
     if examples <= 0:
         return None
+    # this figure's modules, imported when it is measured (the bench's start imports none)
     from sim.explore.fuzz import fuzz_steps
 
     note(f"fuzz {', '.join(names)} [file] ({examples} examples each, --jobs {jobs})")
@@ -249,6 +252,7 @@ def _sim_vs_real(points: int, note: Callable[[str], None]) -> dict[str, Any] | N
     """Per crash point: the real-process time over the simulated sweep's, on the same scenario."""
     if points <= 0:
         return None
+    # this figure's modules, imported when it is measured (the bench's start imports none)
     from sim.outputs.realcrash import realcrash
 
     name, store = "idempotent_payment", "file"

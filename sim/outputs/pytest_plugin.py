@@ -66,6 +66,14 @@ from sim.errors import UserError
 from sim.judgement.repro import replay_command
 from sim.outputs import options as shared
 from sim.world.faults import CrashKind, Schedule
+from sim.world.scenario import (
+    Scenario,
+    ScenarioError,
+    bundled_names,
+    load_scenario,
+    load_scenario_file,
+)
+from sim.world.seeded import World
 from sim.world.stores import StoreKind
 
 if TYPE_CHECKING:
@@ -258,7 +266,6 @@ class ScenarioFile(pytest.File):
     """One scenario file: an item per selected store."""
 
     def collect(self) -> Iterator[SweepItem]:
-        from sim.world.scenario import ScenarioError, load_scenario_file
 
         options = self.config.stash[OPTIONS_KEY]
         try:
@@ -303,6 +310,7 @@ class SweepItem(pytest.Item):
         self.obj = self.runtest
 
     def runtest(self) -> None:
+        # pytest loads this plugin in every session: sim's modules only when a test uses them
         from sim.explore.sweep import SweepPlan, sweep
 
         plan = SweepPlan(
@@ -385,7 +393,6 @@ def sim_schedule(request: pytest.FixtureRequest) -> Schedule:
 @pytest.fixture
 def sim_world(sim_seed: int) -> Any:
     """A seeded ``sim.world.seeded.World`` (RNG streams, ids, trace) for tests of your own parts."""
-    from sim.world.seeded import World
 
     return World(sim_seed)
 
@@ -397,6 +404,7 @@ def sim_run(
     """``sim_run("read_edit_answer", store="file")`` runs a scenario -- a bundled name, a file's
     path, or a ``Scenario`` -- under the session's seed and schedule and returns the
     ``RunResult``; a failing test then ends with the repro command of the last run."""
+    # pytest loads this plugin in every session: sim's modules only when a test uses them
     from sim.run.runner import run_scenario
 
     options = request.config.stash[OPTIONS_KEY]
@@ -430,7 +438,6 @@ def _scenario_and_ref(
     """The scenario ``sim_run`` was given, and how ``durable-sim replay --scenario`` names it: a
     bundled name as is, a file by its path (a name would be an unknown scenario to replay), an
     object by its name only if it is that bundled scenario (None: it cannot be named)."""
-    from sim.world.scenario import Scenario, bundled_names, load_scenario, load_scenario_file
 
     if isinstance(scenario, Scenario):
         bundled = scenario.name in bundled_names() and load_scenario(scenario.name) == scenario

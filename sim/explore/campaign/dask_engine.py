@@ -54,6 +54,7 @@ class DaskEngine:
         """The engine, or ``EngineUnavailable`` (one line) when the extra is not installed.
         Nothing starts until ``run``."""
         try:
+            # the dask extra: needed by the dask engine only
             import distributed
         except ImportError as exc:
             raise EngineUnavailable(

@@ -93,6 +93,7 @@ def engine_named(
             raise EngineUnavailable("--scheduler needs --engine dask")
         return LocalEngine(jobs, progress)
     if name == "dask":
+        # the dask extra (the engine imports distributed): only when asked for
         from sim.explore.campaign.dask_engine import DaskEngine
 
         return DaskEngine.create(jobs=jobs, scheduler=scheduler, progress=progress)

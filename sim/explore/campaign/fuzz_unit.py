@@ -25,6 +25,7 @@ def run_fuzz(
     """Run the fuzz unit ``spec`` (its scenario's ``content`` for a schedule fuzzer); its
     result: examples run and the shrunk finding, if any. Hypothesis keeps its files in a
     directory of the unit's own, removed afterwards (the fuzzers keep no example database)."""
+    # hypothesis's settings module, for the fuzz units only (sweep units never load it)
     from hypothesis.configuration import set_hypothesis_home_dir
 
     examples = 0

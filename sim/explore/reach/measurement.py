@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -164,6 +166,7 @@ def save_child_coverage(schedule: str) -> None:
     if sink is None:
         return
     try:
+        # after coverage started in this child: the module's import-time lines must count
         import coverage
 
         cov = coverage.Coverage.current()
@@ -199,12 +202,11 @@ def _harvest(cov: Any) -> set[Arc]:
 
 def quiet_coverage() -> None:
     """An empty harvest (nothing ran since the last one) is expected here, not worth a warning."""
-    import warnings
-
     warnings.filterwarnings("ignore", message="No data was collected")
 
 
 def _start_coverage() -> Any:
+    # after coverage started in this child: the module's import-time lines must count
     import coverage
 
     quiet_coverage()
@@ -217,6 +219,7 @@ def _start_coverage() -> Any:
 
 def measure(options: Options, cov: Any) -> Raw:
     """Run the sweep (and the fuzzer) or the corpus under the already started ``cov``."""
+    # after coverage started in this child: the module's import-time lines must count
     from sim.explore.progress import Progress
 
     started = time.perf_counter()
@@ -235,6 +238,7 @@ def measure(options: Options, cov: Any) -> Raw:
 
 
 def _scenario_names(options: Options) -> list[str]:
+    # after coverage started in this child: the module's import-time lines must count
     from sim.world.scenario import bundled_names
 
     return list(options.scenarios) or bundled_names()
@@ -242,6 +246,7 @@ def _scenario_names(options: Options) -> list[str]:
 
 def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     global _SINK
+    # after coverage started in this child: the module's import-time lines must count
     from sim.explore import forking
     from sim.explore.sweep import SweepPlan, sweep
     from sim.world import tempdirs
@@ -332,6 +337,7 @@ def _record_sweep(
 
 
 def _schedule_text(points: list[Any]) -> str:
+    # after coverage started in this child: the module's import-time lines must count
     from sim.world.faults import Schedule
 
     return Schedule(tuple(points)).text()
@@ -339,6 +345,7 @@ def _schedule_text(points: list[Any]) -> str:
 
 def _labels_of(schedule: str, labels: list[str]) -> list[str]:
     """The boundary label of each crash point of ``schedule`` in the traced run (``?`` beyond)."""
+    # after coverage started in this child: the module's import-time lines must count
     from sim.world.faults import parse_schedule
 
     return [
@@ -358,22 +365,23 @@ def _read_children(sink: str) -> list[tuple[str, set[Arc]]]:
 
 
 def _schedule_order(text: str) -> list[tuple[int, int, str]]:
+    # after coverage started in this child: the module's import-time lines must count
     from sim.world.faults import parse_schedule
 
     return [(p.index, p.when == "after", p.kind) for p in parse_schedule(text).points]
 
 
 def _remove_tree(path: str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 
 def _measure_fuzz(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     """The schedule fuzzer on every chosen scenario, and the world machine when no scenario was
     named, on the file store if it is chosen (the fuzzer's default), else SQLite."""
+    # after coverage started in this child: the module's import-time lines must count
     from hypothesis.configuration import set_hypothesis_home_dir
 
+    # after coverage started in this child: the module's import-time lines must count
     from sim.explore.fuzz import fuzz_machine, fuzz_schedules
     from sim.world import tempdirs
     from sim.world.scenario import load_scenario
@@ -429,6 +437,7 @@ def load_corpus(path: str) -> dict[str, Any]:
 def _replay_corpus(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     """Replay every run of every corpus case (no forking: one ``run_scenario`` each) and check
     that each crash point still lands on the boundary it was chosen for."""
+    # after coverage started in this child: the module's import-time lines must count
     from sim.run.runner import run_scenario
     from sim.world.faults import parse_schedule
     from sim.world.scenario import load_scenario

@@ -11,6 +11,7 @@ from typing import Any
 from sim.errors import UsageError
 from sim.outputs import options
 from sim.outputs.cli.common import text_arg
+from sim.targets.registry import target_names
 
 MAX_REPEATS = 50
 MAX_GROWTH_TURNS = 200  # long_horizon's tool turns
@@ -146,8 +147,6 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _target_names(text: str) -> list[str]:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.registry import target_names
 
     known = list(target_names())
     names = known if text.strip() == "all" else [n for n in text.split(",") if n.strip()]

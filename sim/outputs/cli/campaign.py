@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.explore import interrupts
+from sim.explore.parallel import default_jobs
 from sim.explore.progress import Progress
+from sim.explore.results import results_document
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
@@ -30,7 +32,10 @@ from sim.outputs.cli.common import (
     seed_arg,
     text_arg,
 )
+from sim.outputs.report import write_report
+from sim.outputs.report.markdown import code, text
 from sim.outputs.report.sarif import SARIF_HELP
+from sim.world import scenario as scenarios
 from sim.world.seeded import SEED_MAX
 from sim.world.stores import StoreKind
 
@@ -142,7 +147,6 @@ def run_campaign_command(args: argparse.Namespace) -> int:
     from sim.explore.campaign.engines import engine_named
     from sim.explore.campaign.plan import Split, parse_shard, plan_sweeps
     from sim.explore.campaign.run import run_campaign
-    from sim.explore.parallel import default_jobs
 
     kinds = args.crash
     scenarios = options.load_scenarios(args.scenarios)
@@ -238,9 +242,6 @@ def finish(
 
 
 def _write_report(result: Any, out_dir: Path) -> dict[str, Any]:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.results import results_document
-    from sim.outputs.report import write_report
 
     # The campaign's time, as each sweep's is (docs/campaigns.md): its units' wall times summed,
     # wherever and whenever they ran -- not the seconds of the command that merged them.
@@ -320,8 +321,6 @@ def scenario_file(ref: str) -> str:
     the path given, or the bundled scenario's file."""
     if ref.endswith(".json") or "/" in ref:
         return ref
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.world import scenario as scenarios
 
     directory = getattr(scenarios, "SCENARIO_DIR", None)
     if directory is None:
@@ -385,8 +384,6 @@ def step_summary(
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.outputs.report.markdown import code, text
 
     if command:
         what = command
@@ -461,7 +458,6 @@ def run_fuzz_budget(args: argparse.Namespace, scenarios: list[Any], corpus: Path
     from sim.explore.campaign.engines import engine_named
     from sim.explore.campaign.fuzz_budget import UNIT_EXAMPLES, WAVE_PER_JOB, fuzz_for, fuzzers_of
     from sim.explore.fuzz import save_case
-    from sim.explore.parallel import default_jobs
 
     jobs = args.jobs or default_jobs()
     engine = engine_named(args.engine, jobs=jobs, scheduler=args.scheduler, progress=None)

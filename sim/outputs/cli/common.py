@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 from sim.errors import UsageError
 from sim.judgement.invariants import INVARIANTS
 from sim.outputs import options
-from sim.world.pgserver import CONNINFO_ENV
+from sim.world.pgserver import CONNINFO_ENV, server_conninfo
+from sim.world.seams import load
 from sim.world.seeded import SEED_MAX
 from sim.world.stores import StoreKind
 
@@ -64,8 +65,6 @@ def add_seam_options(p: argparse.ArgumentParser) -> None:
 
 
 def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.world.seams import load
 
     chosen: dict[str, Any] = {}
     for name in ("open_runtime", "file_store"):
@@ -124,8 +123,6 @@ def check_stores(stores: Iterable[StoreKind]) -> None:
     before any run rather than in the middle of a sweep."""
     if StoreKind.POSTGRES not in stores:
         return
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.world.pgserver import server_conninfo
 
     server_conninfo()
 

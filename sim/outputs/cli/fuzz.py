@@ -11,6 +11,7 @@ from typing import Any
 
 from sim.errors import UsageError
 from sim.explore import interrupts
+from sim.explore.parallel import default_jobs, run_steps
 from sim.explore.progress import Progress
 from sim.outputs import options
 from sim.outputs.cli.campaign import add_budget_options, run_fuzz_budget
@@ -106,7 +107,6 @@ def run_fuzz(args: argparse.Namespace) -> int:
 
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.explore.fuzz import fuzz_steps, save_case
-    from sim.explore.parallel import default_jobs, run_steps
 
     _check_budget_options(args)
     named = options.load_scenarios(args.scenarios)

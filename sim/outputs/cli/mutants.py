@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore.mutants import MUTANTS, kill, mutant_named
 from sim.explore.progress import Progress
 from sim.outputs.cli.common import (
     seed_arg,
@@ -45,8 +46,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_mutants(args: argparse.Namespace) -> int:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.mutants import MUTANTS, kill
 
     chosen = [_swept(name) for name in args.names] or [m for m in MUTANTS if m.swept]
     if not args.names and not os.environ.get(CONNINFO_ENV):
@@ -81,8 +80,6 @@ def run_mutants(args: argparse.Namespace) -> int:
 def _swept(name: str) -> Any:
     """The registered mutant ``name``, if the depth-1 sweep kills it: naming another is a usage
     error (it would survive by design)."""
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.mutants import mutant_named
 
     mutant = mutant_named(name)
     if not mutant.swept:

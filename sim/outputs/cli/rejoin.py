@@ -9,8 +9,10 @@ from functools import partial
 from typing import Any
 
 from sim.errors import UsageError
+from sim.explore import rejoin
+from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 from sim.explore.progress import Progress
-from sim.explore.rejoin import DEFAULT_POINTS, MAX_POINTS
+from sim.explore.rejoin import DEFAULT_POINTS, MAX_POINTS, measure
 from sim.outputs import options
 from sim.outputs.cli.common import SEED_HELP, add_stores_option, jobs_arg, seed_arg, text_arg
 from sim.world.stores import StoreKind
@@ -69,9 +71,6 @@ def add_parsers(sub: Any) -> None:
 def run_rejoin(args: argparse.Namespace) -> int:
     """Measure each scenario x store as a step (``--jobs`` at once) and print the table or
     the JSON document."""
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore import rejoin
-    from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 
     if not set(args.crash) <= rejoin.MEASURED_KINDS:
         others = ",".join(k for k in args.crash if k not in rejoin.MEASURED_KINDS)
@@ -126,8 +125,6 @@ def _measure(
     progress: Any,
 ) -> Any:
     """One step: imported in the worker, so the command's parser does not load the sweep."""
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.rejoin import measure
 
     return measure(
         scenario,

@@ -11,6 +11,7 @@ from typing import Any
 
 from sim.errors import UsageError
 from sim.outputs.cli.common import text_arg
+from sim.targets.registry import target_names
 
 
 def add_parsers(sub: Any) -> None:
@@ -41,7 +42,6 @@ def add_parsers(sub: Any) -> None:
 def run_scoreboard(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.outputs.scoreboard import JSON_PATH, MARKDOWN_PATH, render, scoreboard
-    from sim.targets.registry import target_names
 
     names = [n for n in (args.targets or "").split(",") if n] or list(target_names())
     unknown = [n for n in names if n not in target_names()]

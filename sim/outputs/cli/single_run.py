@@ -9,6 +9,8 @@ from typing import Any
 
 from sim.errors import UsageError
 from sim.explore import interrupts
+from sim.explore.sweep import base_schedule
+from sim.judgement.judge import judge, timeline
 from sim.outputs import options
 from sim.outputs.cli.common import (
     EXIT,
@@ -17,6 +19,7 @@ from sim.outputs.cli.common import (
     check_stores,
     text_arg,
 )
+from sim.run.runner import run_scenario
 from sim.world.scenario import bundled_names, load_scenario
 
 
@@ -57,10 +60,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_once(args: argparse.Namespace) -> int:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.sweep import base_schedule
-    from sim.judgement.judge import timeline
-    from sim.run.runner import run_scenario
 
     scenario = load_scenario(args.scenario)
     check_stores([args.store])
@@ -100,10 +99,6 @@ def run_once(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.explore.sweep import base_schedule
-    from sim.judgement.judge import judge, timeline
-    from sim.run.runner import run_scenario
 
     schedule, store = args.schedule, args.store
     scenario = load_scenario(args.scenario)

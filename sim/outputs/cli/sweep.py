@@ -9,12 +9,17 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.errors import UsageError
 from sim.explore import interrupts, pruning
+from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
+from sim.explore.plan import SweepPlan
 from sim.explore.progress import Progress
+from sim.explore.results import DISPLAY_VERDICTS, results_document
+from sim.explore.sweep import determinism_mode
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
 from sim.outputs.cli.common import (
@@ -32,6 +37,7 @@ from sim.outputs.cli.common import (
     text_arg,
     wide_console,
 )
+from sim.outputs.report import write_report, write_sarif
 from sim.outputs.report.sarif import SARIF_HELP
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.stores import StoreKind
@@ -241,8 +247,6 @@ def _sampled(result: Any) -> str:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from sim.explore.parallel import default_jobs, run_steps
-    from sim.explore.sweep import determinism_mode
 
     stores = args.store
     determinism = determinism_mode(determinism_of(args))
@@ -260,6 +264,7 @@ def run_sweep(args: argparse.Namespace) -> int:
         plans = _plans(args, scenarios, determinism=determinism, depth=1, exhaustive=True)
         steps = _steps(plans, pruning.sweep, check_mode=args.prune_check)
     else:
+        # this command's own modules, imported when it runs (the CLI's start imports none)
         from sim.explore.sweep import sweep
 
         plans = _plans(
@@ -269,13 +274,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
         results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
     interrupts.stop_if_requested()  # no report of a sweep that was told to stop (``_swept``)
-    from sim.explore.results import results_document
 
     # A store that cannot be forked (Postgres) is swept naively whatever --naive says, and so
     # is a pruned sweep.
     fast = not args.naive and args.prune == "off" and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
-    from sim.outputs.report import write_report, write_sarif
 
     written = write_report(out_dir, document)
     if args.sarif:
@@ -298,7 +301,6 @@ def _plans(
     exhaustive: bool,
 ) -> list[SweepPlan]:
     """One plan per scenario and store, in the order the steps run and the report lists them."""
-    from sim.explore.plan import SweepPlan
 
     return [
         SweepPlan(
@@ -319,9 +321,6 @@ def _plans(
 def _steps(plans: list[SweepPlan], run: Callable[..., Any], **options: Any) -> list[Any]:
     """One step per plan: ``run`` (``sim.explore.sweep.sweep``, or ``sim.explore.pruning.sweep``,
     serial within a scenario) with the execution ``options``."""
-    from functools import partial
-
-    from sim.explore.parallel import Step, estimated_cost
 
     return [
         Step(
@@ -334,9 +333,8 @@ def _steps(plans: list[SweepPlan], run: Callable[..., Any], **options: Any) -> l
 
 
 def _summary(results: list[Any]) -> None:
+    # this command's own modules, imported when it runs (the CLI's start imports none)
     from rich.table import Table
-
-    from sim.explore.results import DISPLAY_VERDICTS
 
     table = Table(title="durable-sim sweep")
     console = wide_console()

@@ -21,9 +21,15 @@ from typing import Any
 
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
+from sim.outputs.report import write_report, write_sarif
 from sim.outputs.report.markdown import app_notes
 from sim.outputs.report.sarif import SARIF_HELP
+from sim.targets.host import run_point
+from sim.targets.judge import judge_point, timeline
+from sim.targets.kit.spec import AppArgs
+from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.recovery_only import CHECK_ONE_IN, RecoveryCheck
+from sim.targets.registry import get_target, target_names
 
 FAILURES_SHOWN = 5
 NAME_WIDTH = 16  # target list: the longest target name and a space
@@ -83,8 +89,6 @@ def add_parsers(sub: Any) -> None:
 
 def _add_sweep(tsub: Any) -> None:
     """``target sweep`` and its own options (the ones every sub-command takes: ``_common``)."""
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.registry import get_target, target_names
 
     snapshotted = ", ".join(n for n in target_names() if get_target(n).snapshot_refusal is None)
     sw = tsub.add_parser("sweep", help="kill every boundary before and after; write a report")
@@ -342,8 +346,6 @@ def _run_options(group: Any) -> None:
 
 def app_args(args: argparse.Namespace) -> Any:
     """The app's words of a ``target`` command, for ``sim.targets.kit.options.app_spec``."""
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.kit.spec import AppArgs
 
     return AppArgs(
         app=args.app or "",
@@ -362,8 +364,6 @@ def app_args(args: argparse.Namespace) -> Any:
 def _setup(args: argparse.Namespace) -> tuple[Any, Any]:
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.kit.options import app_spec, check_options
-    from sim.targets.protocol import TargetError, TargetOptions
-    from sim.targets.registry import get_target
 
     target = get_target(args.target)
     if args.preempt >= args.timeout:
@@ -393,8 +393,6 @@ def _run_record(args: argparse.Namespace) -> int:
 
 def _run_list(args: argparse.Namespace) -> int:
     del args
-    # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.registry import get_target, target_names
 
     for name in target_names():
         target = get_target(name)
@@ -421,7 +419,6 @@ def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
 
 def _run_sweep(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.outputs.report import write_report, write_sarif
     from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
 
     target, options = _setup(args)
@@ -504,8 +501,6 @@ def _run_bundle(args: argparse.Namespace) -> int:
 
 def _run_replay(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.host import run_point
-    from sim.targets.judge import judge_point, timeline
     from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line, warm
 
     target, options = _setup(args)
