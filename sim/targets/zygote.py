@@ -97,11 +97,18 @@ class Zygote:
     def run(self, argv: list[str], *, env: dict[str, str], timeout_s: float) -> ChildExit:
         """Fork one child running ``python -m`` ``argv`` and wait for it; ``TimeoutError`` (the
         child killed) if it overruns ``timeout_s``."""
+        if self._proc.poll() is not None or self._log.closed:
+            raise ZygoteRefused(f"the zygote died: {self._stderr_tail()}")
         self._children += 1
         out = self.workdir / f"child-{self._children}.out"
         err = self.workdir / f"child-{self._children}.err"
         self._send({"argv": argv, "env": env, "out": str(out), "err": str(err)})
-        pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        try:
+            pid = int(self._receive(FORK_TIMEOUT_S)["pid"])
+        except TimeoutError:
+            # Its answer may still come, and would be read as the next child's: no next child.
+            self.close()
+            raise ZygoteRefused(f"the zygote did not fork within {FORK_TIMEOUT_S:g} s") from None
         # In flight until its status comes back: an interrupt before then leaves it to
         # ``close``, which kills it (it is the zygote's child, not this process's: killing the
         # zygote alone would leave it running, writing into directories being removed).
@@ -165,7 +172,8 @@ class Zygote:
         return reply
 
     def _stderr_tail(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         lines = (self.workdir / "zygote.err").read_text("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else "no output"
 

@@ -275,5 +275,24 @@ def test_a_langgraph_job_forks_with_langgraph_imported_and_judges_as_fresh() -> 
     for fork in (True, False):
         sweep = sweep_target(get_target("python"), options, choose=around_the_refund, fork=fork)
         seen.append(([c["verdict"] for c in sweep.matrix], [f.invariants for f in sweep.failures]))
+        if fork:  # a refused zygote would compare fresh with fresh
+            assert sweep.reference_outcome["children"].startswith("forked from a warm zygote")
     assert seen[0] == seen[1], f"forked {seen[0]} but fresh {seen[1]}"
     assert seen[0] == (["safety", "safety"], [["I1"], ["I1", "I7"]])
+
+
+@pytest.mark.timeout(60)
+def test_a_zygote_that_does_not_fork_in_time_is_closed_not_read_again(
+    modules: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork answer that comes late would be read as the next child's: the zygote is closed,
+    this child and every later one refused in one line."""
+    monkeypatch.setattr("sim.targets.zygote.FORK_TIMEOUT_S", 0.2)
+    with zygote(("sleeper",), modules, tmp_path) as z:
+        send = z._send
+        monkeypatch.setattr(z, "_send", lambda message: None)  # a request it never answers
+        with pytest.raises(ZygoteRefused, match="did not fork within"):
+            z.run(["sleeper", "0"], env=modules, timeout_s=10)
+        monkeypatch.setattr(z, "_send", send)
+        with pytest.raises(ZygoteRefused, match="the zygote died"):
+            z.run(["sleeper", "0"], env=modules, timeout_s=10)
