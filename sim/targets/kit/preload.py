@@ -27,7 +27,8 @@ def app_preload(spec: AppSpec) -> tuple[str, ...]:
     """The modules the app's source imports at its top whose top-level package is installed
     outside its own directory, in the order it imports them; () if its source cannot be read or
     parsed (the child will say why in its own words). A dotted name is a module the app imports
-    itself when loaded, so a zygote that cannot import it is refused as the app would fail."""
+    itself when loaded, before any code of its own runs, so a zygote that cannot import it is
+    refused as the app would fail."""
     source = _source(spec)
     if source is None:
         return ()
@@ -61,14 +62,18 @@ def _source(spec: AppSpec) -> Path | None:
 
 
 def _imported(tree: ast.Module) -> list[str]:
-    """Absolute imports at the module's top level (not inside functions or ``if`` blocks: those
-    may be conditional on what the child has not done yet)."""
+    """Absolute imports at the module's top level, up to its first statement that is not an
+    import or the docstring (not inside functions or ``if`` blocks, and not after code: such
+    an import may need what the app set up first, as Django's models need its settings)."""
     names: list[str] = []
-    for node in tree.body:
+    for index, node in enumerate(tree.body):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                names.append(node.module)
+        elif not (index == 0 and isinstance(node, ast.Expr)):  # the docstring
+            break
     return names
 
 
@@ -83,6 +88,8 @@ def _installed(top: str, app_dir: Path) -> bool:
         return False
     if found.origin in ("built-in", "frozen"):
         return True
+    if (app_dir / f"{top}.py").exists() or (app_dir / top).is_dir():
+        return False  # the child imports the app's own module of that name, not the library
     # A namespace package (``langgraph``, spread over several distributions) has no origin,
     # only the directories it spans.
     places = [found.origin] if found.origin else list(found.submodule_search_locations or ())

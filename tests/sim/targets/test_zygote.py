@@ -197,6 +197,11 @@ def test_an_apps_libraries_are_preloaded_and_its_own_modules_are_not(
         "python", AppArgs(app=f"{app}:main", effects=("payments:charge",), workdir=str(work))
     )
     assert app_preload(spec) == ("__future__", "json", "trio.lowlevel", "spread_pkg.part")
+    # Not after the app's own code (it may set up what the import needs), and not a library
+    # the app's directory has a module of the same name for (the child imports that one).
+    (work / "hypothesis.py").write_text("X = 1\n")
+    app.write_text("import json\nimport hypothesis\nSETUP = 1\nimport trio\n", encoding="utf-8")
+    assert app_preload(spec) == ("json",)
 
 
 def test_a_forked_sweep_judges_the_python_demo_as_fresh_interpreters_do() -> None:
