@@ -35,7 +35,7 @@ from sim.explore.reach.regions import (
 def _coverage_report(arcs: set[Arc]) -> dict[str, Any]:
     """coverage.py's JSON report (format 3) of ``arcs`` over every file of ``durable/``: the
     possible arcs come from its static analysis, so a never-imported file counts as 0%."""
-    # coverage.py (the test extra): only `durable-sim coverage` needs it
+    # coverage.py (the reach extra): only `durable-sim coverage` needs it
     import coverage
 
     quiet_coverage()
@@ -235,7 +235,7 @@ def _translator() -> Callable[[set[Arc]], set[Arc]]:
     """Raw arcs as coverage.py reports them: an arc into or out of a statement spanning several
     lines is reported from and to its first line (``FileReporter.translate_arcs``), so a case's
     raw arcs must be translated before they are compared with the report's branches."""
-    # coverage.py (the test extra): only `durable-sim coverage` needs it
+    # coverage.py (the reach extra): only `durable-sim coverage` needs it
     import coverage
     from coverage.python import PythonFileReporter
 

@@ -18,7 +18,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hypothesis.configuration import set_hypothesis_home_dir
+
 from sim.errors import UserError
+from sim.explore.progress import Progress
 from sim.explore.reach.regions import (
     Arc,
     ReachError,
@@ -27,6 +30,7 @@ from sim.explore.reach.regions import (
     region_filter,
     relative_source,
 )
+from sim.world.faults import Schedule, parse_schedule
 
 CORPUS_SCHEMA_VERSION = 1
 REGENERATE = "durable-sim coverage --write-corpus tests/reach_corpus.json"
@@ -39,6 +43,7 @@ class ReachUnavailable(UserError):
 def require_coverage() -> None:
     """Raise ``ReachUnavailable`` unless coverage.py can be imported."""
     try:
+        # whether the reach extra (coverage.py) is installed: the import is the check
         import coverage  # noqa: F401
     except ImportError as exc:
         raise ReachUnavailable(
@@ -166,7 +171,7 @@ def save_child_coverage(schedule: str) -> None:
     if sink is None:
         return
     try:
-        # after coverage started in this child: the module's import-time lines must count
+        # coverage.py (the reach extra): only `durable-sim coverage` needs it
         import coverage
 
         cov = coverage.Coverage.current()
@@ -206,7 +211,7 @@ def quiet_coverage() -> None:
 
 
 def _start_coverage() -> Any:
-    # after coverage started in this child: the module's import-time lines must count
+    # coverage.py (the reach extra): only `durable-sim coverage` needs it
     import coverage
 
     quiet_coverage()
@@ -219,9 +224,6 @@ def _start_coverage() -> Any:
 
 def measure(options: Options, cov: Any) -> Raw:
     """Run the sweep (and the fuzzer) or the corpus under the already started ``cov``."""
-    # after coverage started in this child: the module's import-time lines must count
-    from sim.explore.progress import Progress
-
     started = time.perf_counter()
     raw = Raw()
     raw.arcs |= _harvest(cov)  # whatever ran at import time
@@ -238,7 +240,7 @@ def measure(options: Options, cov: Any) -> Raw:
 
 
 def _scenario_names(options: Options) -> list[str]:
-    # after coverage started in this child: the module's import-time lines must count
+    # imports durable: only after coverage started in this child, so its import-time lines count
     from sim.world.scenario import bundled_names
 
     return list(options.scenarios) or bundled_names()
@@ -246,7 +248,7 @@ def _scenario_names(options: Options) -> list[str]:
 
 def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     global _SINK
-    # after coverage started in this child: the module's import-time lines must count
+    # imports durable: only after coverage started in this child, so its import-time lines count
     from sim.explore import forking
     from sim.explore.sweep import SweepPlan, sweep
     from sim.world import tempdirs
@@ -337,17 +339,11 @@ def _record_sweep(
 
 
 def _schedule_text(points: list[Any]) -> str:
-    # after coverage started in this child: the module's import-time lines must count
-    from sim.world.faults import Schedule
-
     return Schedule(tuple(points)).text()
 
 
 def _labels_of(schedule: str, labels: list[str]) -> list[str]:
     """The boundary label of each crash point of ``schedule`` in the traced run (``?`` beyond)."""
-    # after coverage started in this child: the module's import-time lines must count
-    from sim.world.faults import parse_schedule
-
     return [
         labels[p.index] if p.index < len(labels) else "?" for p in parse_schedule(schedule).points
     ]
@@ -365,9 +361,6 @@ def _read_children(sink: str) -> list[tuple[str, set[Arc]]]:
 
 
 def _schedule_order(text: str) -> list[tuple[int, int, str]]:
-    # after coverage started in this child: the module's import-time lines must count
-    from sim.world.faults import parse_schedule
-
     return [(p.index, p.when == "after", p.kind) for p in parse_schedule(text).points]
 
 
@@ -378,10 +371,7 @@ def _remove_tree(path: str) -> None:
 def _measure_fuzz(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     """The schedule fuzzer on every chosen scenario, and the world machine when no scenario was
     named, on the file store if it is chosen (the fuzzer's default), else SQLite."""
-    # after coverage started in this child: the module's import-time lines must count
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    # after coverage started in this child: the module's import-time lines must count
+    # imports durable: only after coverage started in this child, so its import-time lines count
     from sim.explore.fuzz import fuzz_machine, fuzz_schedules
     from sim.world import tempdirs
     from sim.world.scenario import load_scenario
@@ -437,9 +427,8 @@ def load_corpus(path: str) -> dict[str, Any]:
 def _replay_corpus(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     """Replay every run of every corpus case (no forking: one ``run_scenario`` each) and check
     that each crash point still lands on the boundary it was chosen for."""
-    # after coverage started in this child: the module's import-time lines must count
+    # imports durable: only after coverage started in this child, so its import-time lines count
     from sim.run.runner import run_scenario
-    from sim.world.faults import parse_schedule
     from sim.world.scenario import load_scenario
 
     assert options.corpus is not None

@@ -32,7 +32,7 @@ from sim.outputs.cli.common import (
     seed_arg,
     text_arg,
 )
-from sim.outputs.report import write_report
+from sim.outputs.report import write_report, write_sarif
 from sim.outputs.report.markdown import code, text
 from sim.outputs.report.sarif import SARIF_HELP
 from sim.world import scenario as scenarios
@@ -223,9 +223,6 @@ def finish(
     verdicts["nondeterminism"] += len(result.conflicts)
     verdicts["error"] += len(result.errors)
     if args.sarif:  # a shard's too: its own units' failures, for its own upload
-        # this command's own modules, imported when it runs (the CLI's start imports none)
-        from sim.outputs.report import write_sarif
-
         write_sarif(Path(args.sarif), sweeps)
     if _github(args):
         annotate(sweeps)

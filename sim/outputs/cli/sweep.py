@@ -19,7 +19,7 @@ from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 from sim.explore.plan import SweepPlan
 from sim.explore.progress import Progress
 from sim.explore.results import DISPLAY_VERDICTS, results_document
-from sim.explore.sweep import determinism_mode
+from sim.explore.sweep import determinism_mode, sweep
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
 from sim.outputs import options
 from sim.outputs.cli.common import (
@@ -42,8 +42,8 @@ from sim.outputs.report.sarif import SARIF_HELP
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.stores import StoreKind
 
-if TYPE_CHECKING:  # the plan's module is imported when a sweep runs, not to parse its options
-    from sim.explore.plan import Determinism, SweepPlan
+if TYPE_CHECKING:  # names for annotations only
+    from sim.explore.plan import Determinism
     from sim.world.scenario import Scenario
 
 #: The stores ``sweep`` takes: every kind (Postgres by name only, never through ``both``).
@@ -264,9 +264,6 @@ def run_sweep(args: argparse.Namespace) -> int:
         plans = _plans(args, scenarios, determinism=determinism, depth=1, exhaustive=True)
         steps = _steps(plans, pruning.sweep, check_mode=args.prune_check)
     else:
-        # this command's own modules, imported when it runs (the CLI's start imports none)
-        from sim.explore.sweep import sweep
-
         plans = _plans(
             args, scenarios, determinism=determinism, depth=args.depth, exhaustive=args.exhaustive
         )
