@@ -168,8 +168,13 @@ async def _run(ctx: ChildContext) -> str:
         pending = await _pending(handle)
         ctx.boundaries.note(what="resume_state", next=[status.name], tasks=pending, saved=[])
         if os.environ.get(REAL_TIMEOUTS_ENV, "").strip() != "1":
-            expired = await expire_dead_attempts(client, handle)
-            ctx.boundaries.note(what="expired_attempts", activities=expired)
+            expiry = await expire_dead_attempts(client, handle)
+            ctx.boundaries.note(
+                what="expired_attempts",
+                activities=list(expiry.activities),
+                restored_s=list(expiry.restored_s),
+                skipped=expiry.skipped,
+            )
     worker = Worker(
         client,
         task_queue=task_queue,
