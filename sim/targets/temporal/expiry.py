@@ -40,6 +40,7 @@ from temporalio.api.activity.v1 import ActivityOptions
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.workflowservice.v1 import (
+    DescribeWorkflowExecutionResponse,
     ResetStickyTaskQueueRequest,
     UpdateActivityOptionsRequest,
 )
@@ -77,14 +78,17 @@ UNOFFERED = (
 )
 
 
-async def expire_dead_attempts(client: Client, handle: WorkflowHandle[Any, Any]) -> Expiry:
-    """Time out every activity attempt that is started on the server (its worker is dead: see
+async def expire_dead_attempts(
+    client: Client, handle: WorkflowHandle[Any, Any], described: DescribeWorkflowExecutionResponse
+) -> Expiry:
+    """Time out every activity attempt that ``described`` (the workflow as the resume child
+    found it, before its worker polls) shows started on the server (its worker is dead: see
     the module docstring), wait for each retry to be scheduled, restore the options. A server
     that does not offer the update, or does not move within ``WAIT_LIMIT_S``, is left to wait
     the full timeouts (the verdict is the same; only the point is slower), and says why."""
     started = {
         a.activity_id: a.attempt
-        for a in (await handle.describe()).raw_description.pending_activities
+        for a in described.pending_activities
         if a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
     }
     shortened: list[str] = []

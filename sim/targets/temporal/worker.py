@@ -31,7 +31,13 @@ import temporalio.bridge.worker
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -157,18 +163,20 @@ async def _run(ctx: ChildContext) -> str:
     client = await Client.connect(address())
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
     try:
-        status = (await handle.describe()).status
+        description: WorkflowExecutionDescription | None = await handle.describe()
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
-        status = None
+        description = None
+    status = None if description is None else description.status
     if status is not None and status != WorkflowExecutionStatus.RUNNING:
         return "none"
-    if status is not None:
-        pending = await _pending(handle)
+    if description is not None and status is not None:
+        raw = description.raw_description
+        pending = _pending_of(raw)
         ctx.boundaries.note(what="resume_state", next=[status.name], tasks=pending, saved=[])
         if os.environ.get(REAL_TIMEOUTS_ENV, "").strip() != "1":
-            expiry = await expire_dead_attempts(client, handle)
+            expiry = await expire_dead_attempts(client, handle, raw)
             ctx.boundaries.note(
                 what="expired_attempts",
                 activities=list(expiry.activities),
@@ -205,7 +213,11 @@ async def _run(ctx: ChildContext) -> str:
 async def _pending(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """What the server would run next: pending activities (with their attempt) and a pending
     workflow task."""
-    raw = (await handle.describe()).raw_description
+    return _pending_of((await handle.describe()).raw_description)
+
+
+def _pending_of(raw: DescribeWorkflowExecutionResponse) -> list[str]:
+    """``_pending`` of a description already read (the resume child reads one, once)."""
     out = [
         f"{a.activity_type.name} (activity {a.activity_id}, attempt {a.attempt})"
         for a in raw.pending_activities
