@@ -266,7 +266,6 @@ class ScenarioFile(pytest.File):
     """One scenario file: an item per selected store."""
 
     def collect(self) -> Iterator[SweepItem]:
-
         options = self.config.stash[OPTIONS_KEY]
         try:
             scenario = load_scenario_file(self.path)
@@ -438,7 +437,6 @@ def _scenario_and_ref(
     """The scenario ``sim_run`` was given, and how ``durable-sim replay --scenario`` names it: a
     bundled name as is, a file by its path (a name would be an unknown scenario to replay), an
     object by its name only if it is that bundled scenario (None: it cannot be named)."""
-
     if isinstance(scenario, Scenario):
         bundled = scenario.name in bundled_names() and load_scenario(scenario.name) == scenario
         return scenario, scenario.name if bundled else None

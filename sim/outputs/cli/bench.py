@@ -147,7 +147,6 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _target_names(text: str) -> list[str]:
-
     known = list(target_names())
     names = known if text.strip() == "all" else [n for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]

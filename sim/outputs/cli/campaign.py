@@ -239,7 +239,6 @@ def finish(
 
 
 def _write_report(result: Any, out_dir: Path) -> dict[str, Any]:
-
     # The campaign's time, as each sweep's is (docs/campaigns.md): its units' wall times summed,
     # wherever and whenever they ran -- not the seconds of the command that merged them.
     document = results_document(result.merged.sweeps, wall_s=result.merged.wall_s, fast=True)

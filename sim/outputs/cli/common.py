@@ -65,7 +65,6 @@ def add_seam_options(p: argparse.ArgumentParser) -> None:
 
 
 def swapped_seams(args: argparse.Namespace) -> dict[str, Any]:
-
     chosen: dict[str, Any] = {}
     for name in ("open_runtime", "file_store"):
         spec = getattr(args, name, None)

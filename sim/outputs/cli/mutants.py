@@ -46,7 +46,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_mutants(args: argparse.Namespace) -> int:
-
     chosen = [_swept(name) for name in args.names] or [m for m in MUTANTS if m.swept]
     if not args.names and not os.environ.get(CONNINFO_ENV):
         # A postgres mutant is swept on a server only: said, not silently passed.
@@ -80,7 +79,6 @@ def run_mutants(args: argparse.Namespace) -> int:
 def _swept(name: str) -> Any:
     """The registered mutant ``name``, if the depth-1 sweep kills it: naming another is a usage
     error (it would survive by design)."""
-
     mutant = mutant_named(name)
     if not mutant.swept:
         raise UsageError(

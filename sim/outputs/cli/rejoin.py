@@ -71,7 +71,6 @@ def add_parsers(sub: Any) -> None:
 def run_rejoin(args: argparse.Namespace) -> int:
     """Measure each scenario x store as a step (``--jobs`` at once) and print the table or
     the JSON document."""
-
     if not set(args.crash) <= rejoin.MEASURED_KINDS:
         others = ",".join(k for k in args.crash if k not in rejoin.MEASURED_KINDS)
         raise UsageError(f"rejoin measures process and power crashes, not {others}")

@@ -60,7 +60,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_once(args: argparse.Namespace) -> int:
-
     scenario = load_scenario(args.scenario)
     check_stores([args.store])
     base = base_schedule(scenario, seed=args.seed, store=args.store)
@@ -99,7 +98,6 @@ def run_once(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-
     schedule, store = args.schedule, args.store
     scenario = load_scenario(args.scenario)
     refused = sorted({p.kind for p in schedule.points if not store.can_inject(p.kind)})

@@ -247,7 +247,6 @@ def _sampled(result: Any) -> str:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-
     stores = args.store
     determinism = determinism_mode(determinism_of(args))
     scenarios = options.load_scenarios(args.scenarios)
@@ -318,7 +317,6 @@ def _plans(
 def _steps(plans: list[SweepPlan], run: Callable[..., Any], **options: Any) -> list[Any]:
     """One step per plan: ``run`` (``sim.explore.sweep.sweep``, or ``sim.explore.pruning.sweep``,
     serial within a scenario) with the execution ``options``."""
-
     return [
         Step(
             f"{plan.scenario.name}[{plan.store}]",

@@ -38,12 +38,12 @@ def app_preload(spec: AppSpec) -> tuple[str, ...]:
         return ()
     own = {e.module.split(".", 1)[0] for e in spec.effects if e.module}
     found: list[str] = []
-    installed: dict[str, bool] = {}
+    is_library: dict[str, bool] = {}
     for name in _imported(tree):
         top = name.split(".", 1)[0]
-        if top not in installed:
-            installed[top] = top not in own and _installed(top, source.parent)
-        if name in found or not installed[top]:
+        if top not in is_library:
+            is_library[top] = top not in own and _installed(top, source.parent)
+        if name in found or not is_library[top]:
             continue
         found.append(name)
         if len(found) == MAX_PRELOAD:
