@@ -103,8 +103,8 @@ def _sweep_order(out: ScenarioSweep) -> Any:
 def unit_failures(doc: dict[str, Any]) -> ScenarioSweep:
     """One unit's outcomes recorded on their own (a shard's view, before any merge): its
     failures with their repro lines, its verdict counts."""
-    spec = doc["spec"]
-    part = part_from_json(doc["result"], ref=spec["scenario"])
-    out = described(doc["result"]["sweep"], ref=spec["scenario"])
+    ref = doc["spec"]["plan"]["ref"]
+    part = part_from_json(doc["result"], ref=ref)
+    out = described(doc["result"]["sweep"], ref=ref)
     record_part(out, SweepPart(out, part.reference, part.prefix, part.outcomes, part.total))
     return out

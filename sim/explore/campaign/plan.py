@@ -22,14 +22,22 @@ from typing import Any
 
 from sim.errors import UserError
 from sim.explore import parallel
-from sim.explore.campaign.address import digest, project_version
-from sim.explore.sweep import FORK_FROM_BOUNDARIES, determinism_mode, listed_schedules
-from sim.world.faults import CRASH_KINDS
+from sim.explore.campaign.address import digest, project_version, sweep_spec
+from sim.explore.sweep import (
+    FORK_FROM_BOUNDARIES,
+    Roots,
+    SweepPlan,
+    determinism_mode,
+    listed_schedules,
+)
+from sim.world.faults import CRASH_KINDS, CrashKind
 from sim.world.scenario import Scenario, ScenarioError
 from sim.world.stores import StoreKind
 
 FORMAT = "durable-sim-campaign-plan"
-SCHEMA_VERSION = 1
+#: 2: a sweep unit's specification carries its ``SweepPlan`` (scenario content included), and
+#: the plan document no longer lists the scenarios apart.
+SCHEMA_VERSION = 2
 
 #: A unit's estimated cost is at most this (unless one boundary index alone costs more), in
 #: boundaries run: ``long_horizon`` (~1,300-1,700 boundaries, ~6,600 points per store) becomes
@@ -47,7 +55,9 @@ class PlanError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: ``spec`` is what its ``address`` hashes (``address.digest``)."""
+    """One unit of work: ``spec`` is what its ``address`` hashes (``address.digest``). A sweep
+    unit's spec is its ``SweepPlan``'s JSON and the code version (``address.sweep_spec``); a
+    fuzzing unit's is its fuzzer's options (``fuzz_budget``)."""
 
     address: str
     spec: dict[str, Any]
@@ -58,7 +68,8 @@ class Unit:
     @property
     def group(self) -> tuple[str, str]:
         """The sweep it is a part of: (scenario ref, store)."""
-        return self.spec["scenario"], self.spec["store"]
+        plan = self.spec["plan"]
+        return plan["ref"], plan["store"]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,11 +83,10 @@ class Unit:
 
 @dataclass
 class Plan:
-    """Every unit of a campaign in plan order (scenario, store, range), the scenarios' contents
-    by the name the command line gave (``ref``), and the options that made it."""
+    """Every unit of a campaign in plan order (scenario, store, range) and the options that made
+    it. Each unit's spec carries its scenario (``SweepPlan.to_json``)."""
 
     config: dict[str, Any]
-    scenarios: dict[str, dict[str, Any]]
     units: list[Unit] = field(default_factory=list)
     version: str = ""
 
@@ -92,7 +102,6 @@ class Plan:
             "version": self.version,
             "identity": self.identity,
             "config": self.config,
-            "scenarios": self.scenarios,
             "units": [unit.to_json() for unit in self.units],
         }
 
@@ -105,14 +114,15 @@ class Plan:
         ]
         if any(digest(unit.spec) != unit.address for unit in units):
             raise PlanError("a unit's address does not match its specification")
-        plan = cls(doc["config"], doc["scenarios"], units, doc["version"])
+        plan = cls(doc["config"], units, doc["version"])
         if plan.identity != doc.get("identity"):
             raise PlanError("the plan's identity does not match its units")
         return plan
 
     def task(self, unit: Unit) -> dict[str, Any]:
-        """What a worker needs to run ``unit``: its specification and its scenario's content."""
-        return {"spec": unit.spec, "scenario": self.scenarios[unit.spec["scenario"]]}
+        """What a worker needs to run ``unit``: its specification (its plan holds the scenario)."""
+        assert unit in self.units, unit.label
+        return {"spec": unit.spec}
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,6 @@ def plan_sweeps(
         if not StoreKind(store).forks:
             raise PlanError(f"a campaign forks its sweeps; the {store} store cannot be forked")
     version = project_version()
-    contents = {ref: scenario.model_dump(mode="json") for ref, scenario in scenarios}
     groups = [(ref, scenario, store) for ref, scenario in scenarios for store in stores]
     steps = [
         parallel.Step(
@@ -180,19 +189,18 @@ def plan_sweeps(
         raise PlanError(refused[0])
     units: list[Unit] = []
     for (ref, scenario, store), (boundaries, counts) in zip(groups, traced, strict=True):
-        common = {
-            "kind": "sweep",
-            "scenario": ref,
-            "scenario_sha256": digest(contents[ref]),
-            "store": str(store),
-            "crash": list(crash_kinds),
-            "seed": seed,
-            "determinism": mode,
-            "version": version,
-        }
         ranges = _ranges(counts, boundaries, split)
-        for n, (first, stop, points, cost) in enumerate(ranges):
-            spec = {**common, "roots": [first, stop], "reference": n == 0}
+        for first, stop, points, cost in ranges:
+            part = SweepPlan(
+                scenario=scenario,
+                store=StoreKind(store),
+                seed=seed,
+                crash_kinds=tuple(CrashKind(kind) for kind in crash_kinds),
+                determinism=mode,
+                roots=Roots(first, stop),
+                ref=ref,
+            )
+            spec = sweep_spec(part, version=version)
             label = f"{scenario.name}[{store}]"
             if len(ranges) > 1:
                 label += f" {first}-{'end' if stop is None else stop}"
@@ -206,7 +214,7 @@ def plan_sweeps(
         "determinism": mode,
         "split": split.to_json(),
     }
-    return Plan(config, contents, units, version)
+    return Plan(config, units, version)
 
 
 def _points_by_index(

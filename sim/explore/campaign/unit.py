@@ -30,10 +30,8 @@ from sim.explore import interrupts
 from sim.explore.campaign.address import digest, project_version
 from sim.explore.campaign.document import part_json, unit_document
 from sim.explore.campaign.fuzz_unit import run_fuzz
-from sim.explore.sweep import Roots, SweepPlan, sweep_part
+from sim.explore.sweep import SweepPlan, sweep_part
 from sim.world import tempdirs
-from sim.world.scenario import Scenario
-from sim.world.stores import StoreKind
 
 #: The unit's exit statuses (as the command line's: 2 bad input, 5 harness error, 130 stopped).
 EXIT_REFUSED = 2
@@ -62,26 +60,22 @@ def run_unit(
         raise UnitRefused(
             f"the unit was planned for durable-sim {spec.get('version')}, this process runs {here}"
         )
-    content = task.get("scenario")
-    if spec.get("scenario_sha256") is not None and digest(content) != spec["scenario_sha256"]:
-        raise UnitRefused("the task's scenario is not the one the unit was planned with")
     started = time.perf_counter()
     if spec["kind"] == "fuzz":
+        content = task.get("scenario")
+        if spec.get("scenario_sha256") is not None and digest(content) != spec["scenario_sha256"]:
+            raise UnitRefused("the task's scenario is not the one the unit was planned with")
         result = run_fuzz(spec, content, progress or _ignore)
         interrupts.stop_if_requested()  # as below: a stopped unit finds nothing
         result["wall_s"] = round(time.perf_counter() - started, 3)
         return unit_document(digest(spec), spec, result)
-    first, stop = spec["roots"]
-    plan = SweepPlan(
-        scenario=Scenario.model_validate(content),
-        store=StoreKind(spec["store"]),
-        seed=spec["seed"],
-        crash_kinds=tuple(spec["crash"]),
-        determinism=spec["determinism"],
-        roots=Roots(first, stop),
-        ref=spec["scenario"],
-    )
-    part = sweep_part(plan, reference=spec["reference"], progress=progress, jobs=jobs)
+    try:
+        plan = SweepPlan.from_json(spec["plan"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UnitRefused(f"the task's sweep plan is malformed: {exc}") from None
+    # The sweep's first unit (its range starts at boundary 0) records the fault-free run.
+    first = plan.roots.first == 0
+    part = sweep_part(plan, reference=first, progress=progress, jobs=jobs)
     # A unit told to stop files nothing: an interrupt one of its runs could not raise
     # (``interrupts.record_dropped``) may have changed that run's outcome.
     interrupts.stop_if_requested()

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,14 +25,14 @@ from sim.explore import forking
 from sim.explore.campaign import address as address_module
 from sim.explore.campaign import files
 from sim.explore.campaign import plan as plan_module
-from sim.explore.campaign.address import digest
+from sim.explore.campaign.address import digest, sweep_spec
 from sim.explore.campaign.document import timings_aside, unit_document
 from sim.explore.campaign.engines import LocalEngine
 from sim.explore.campaign.files import CampaignDir
 from sim.explore.campaign.plan import Plan, Split, plan_sweeps, shard_of
 from sim.explore.campaign.run import CampaignResult, merge_directories, run_campaign
 from sim.explore.campaign.unit import UnitRefused, run_unit
-from sim.explore.plan import SweepPlan
+from sim.explore.plan import Roots, SweepPlan
 from sim.explore.results import results_document
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
@@ -127,14 +128,11 @@ def test_the_plan_is_the_same_under_another_hash_seed() -> None:
 def test_a_sweep_is_cut_into_ranges_that_cover_every_index() -> None:
     plan = small_plan()
     for store in STORES:
-        units = [
-            u for u in plan.units if u.spec["store"] == store and u.spec["scenario"] == SMALL[0]
-        ]
+        units = [u for u in plan.units if u.group == (SMALL[0], store)]
         assert len(units) >= 3  # cut inside one trace
-        ranges = [tuple(u.spec["roots"]) for u in units]
+        ranges = [tuple(u.spec["plan"]["roots"]) for u in units]
         assert ranges[0][0] == 0 and ranges[-1][1] is None
         assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
-        assert [u.spec["reference"] for u in units] == [True] + [False] * (len(units) - 1)
         assert all(0 < u.points <= POINTS for u in units)
 
 
@@ -162,6 +160,27 @@ def test_addresses_change_with_scenario_content_range_options_and_version(
     assert set(addresses(seed=1)).isdisjoint(base)
     monkeypatch.setattr(plan_module, "project_version", lambda: "0.1.0+src.other")
     assert set(addresses()).isdisjoint(base)  # the code
+
+
+def test_a_sweep_units_spec_is_its_plan_and_its_address_follows_the_plans_digest() -> None:
+    """A unit runs the ``SweepPlan`` its spec carries, and two specs with the same plan digest
+    and version are the same unit: the address is the plan's, qualified by the code."""
+    for unit in small_plan((SMALL[0],), ("file",), ("process",)).units:
+        plan = SweepPlan.from_json(unit.spec["plan"])
+        assert plan.to_json() == unit.spec["plan"] and plan.ref == SMALL[0]
+        again = sweep_spec(plan, version=unit.spec["version"])
+        assert digest(again) == unit.address
+        moved = replace(plan, roots=Roots(plan.roots.first + 1, plan.roots.stop))
+        assert moved.digest() != plan.digest()
+        assert digest(sweep_spec(moved, version=unit.spec["version"])) != unit.address
+
+
+def test_a_unit_refuses_a_malformed_plan() -> None:
+    plan = small_plan(SMALL[:1], ("file",), ("process",))
+    task = plan.task(plan.units[0])
+    task["spec"] = {**task["spec"], "plan": {**task["spec"]["plan"], "depth": 3}}
+    with pytest.raises(UnitRefused, match="sweep plan is malformed: depth must be 1 or 2"):
+        run_unit(task)
 
 
 def test_the_version_digests_the_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
