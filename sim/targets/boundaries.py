@@ -21,20 +21,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
+
+from sim.targets.shapes import TraceRow, as_int
 
 T = TypeVar("T")
 
 TRACE_NAME = "trace.jsonl"
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
+def read_trace(path: Path) -> list[TraceRow]:
     """Every complete row of a trace file (a row a kill cut short is not one)."""
     if not path.exists():
         return []
-    rows: list[dict[str, Any]] = []
+    rows: list[TraceRow] = []
     for line in path.read_bytes().split(b"\n"):
         if not line:
             continue
@@ -45,12 +47,12 @@ def read_trace(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def notes_of(rows: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+def notes_of(rows: list[TraceRow], what: str) -> list[TraceRow]:
     """A trace's ``note`` rows of one kind (``Boundaries.note(what=...)``), in order."""
     return [r for r in rows if r["t"] == "note" and r.get("what") == what]
 
 
-def crash_row(label: str, when: str, process: str, how: str) -> dict[str, Any]:
+def crash_row(label: str, when: str, process: str, how: str) -> dict[str, str | float]:
     """The trace's row for a crash at ``(label, when)`` of ``process``: ``how`` is ``kill``,
     ``preempt``, or ``recorded`` (no process was killed: the point started from a snapshot,
     ``sim.targets.host.run_recovery``)."""
@@ -71,7 +73,7 @@ class TraceLog:
         """The trace file's descriptor (a program's patched ``os.fsync`` leaves it alone)."""
         return self._fd
 
-    def write(self, row: dict[str, Any], *, sync: bool = False) -> None:
+    def write(self, row: Mapping[str, object], *, sync: bool = False) -> None:
         line = json.dumps(row, separators=(",", ":"), ensure_ascii=True) + "\n"
         with self._lock:
             os.write(self._fd, line.encode("ascii"))
@@ -106,7 +108,7 @@ class Boundaries:
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
         self._next = 1 + max(
-            (int(r["i"]) for r in read_trace(log.path) if r.get("t") == "b"), default=-1
+            (as_int(r["i"]) for r in read_trace(log.path) if r.get("t") == "b"), default=-1
         )
 
     @property
@@ -120,22 +122,22 @@ class Boundaries:
             self._counters[kind] = n
         return f"{kind}#{n}"
 
-    def before(self, label: str, **details: Any) -> None:
+    def before(self, label: str, **details: object) -> None:
         with self._lock:
             index = self._next
             self._next += 1
-        row = {"t": "b", "i": index, "label": label, "p": self._process}
+        row: dict[str, object] = {"t": "b", "i": index, "label": label, "p": self._process}
         self._log.write(row | ({"details": details} if details else {}))
         self._maybe_kill(label, "before")
 
-    def note(self, **fields: Any) -> None:
+    def note(self, **fields: object) -> None:
         """A row that is no boundary: what the child observed (e.g. the state it resumed from)."""
         self._log.write({"t": "note", "p": self._process, **fields}, sync=True)
 
     def after(self, label: str) -> None:
         self._maybe_kill(label, "after")
 
-    def crossing(self, label: str, fn: Callable[[], T], **details: Any) -> T:
+    def crossing(self, label: str, fn: Callable[[], T], **details: object) -> T:
         """Run ``fn`` between the ``before`` and ``after`` instants of ``label``."""
         self.before(label, **details)
         value = fn()
@@ -162,15 +164,15 @@ class Boundaries:
 
 
 def wrap_method(
-    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., Any]
+    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., object]
 ) -> None:
     """Patch ``owner.name`` (a library function, e.g. a checkpointer's ``put``) so that each call
     crosses a boundary ``kind#n``; ``describe(*args, **kwargs)`` gives the trace row's details
     (what is being saved), for witnesses and timelines. Only ever done inside a child."""
-    original = getattr(owner, name)
+    original: Callable[..., object] = getattr(owner, name)
 
     @functools.wraps(original)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def wrapped(*args: object, **kwargs: object) -> object:
         label = boundaries.numbered(kind)
         return boundaries.crossing(
             label, lambda: original(*args, **kwargs), what=describe(*args, **kwargs)
@@ -180,14 +182,14 @@ def wrap_method(
 
 
 def wrap_async_method(
-    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., Any]
+    owner: type, name: str, boundaries: Boundaries, kind: str, describe: Callable[..., object]
 ) -> None:
     """``wrap_method`` for a coroutine method (e.g. an async checkpointer's ``aput``): the
     ``after`` instant is when the awaited call has returned."""
-    original = getattr(owner, name)
+    original: Callable[..., Awaitable[object]] = getattr(owner, name)
 
     @functools.wraps(original)
-    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+    async def wrapped(*args: object, **kwargs: object) -> object:
         label = boundaries.numbered(kind)
         boundaries.before(label, what=describe(*args, **kwargs))
         value = await original(*args, **kwargs)

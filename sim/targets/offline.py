@@ -18,6 +18,7 @@ import socket
 from typing import Any
 
 from sim.targets.boundaries import TraceLog
+from sim.targets.shapes import TraceRow
 
 #: The trace row of a refused connection.
 NETWORK_ROW = "network"
@@ -28,7 +29,7 @@ class OfflineError(ConnectionRefusedError):
     """The app tried a host on the network; sweeps run offline."""
 
 
-def is_local(host: Any) -> bool:
+def is_local(host: object) -> bool:
     """Whether ``host`` (a name, an address, None for "any") is this machine."""
     if host is None:
         return True
@@ -52,7 +53,7 @@ def refuse_network(log: TraceLog, process: str) -> None:
     )
     noted: set[str] = set()
 
-    def refuse(host: Any, port: Any) -> OfflineError:
+    def refuse(host: object, port: object) -> OfflineError:
         where = f"{host!s}:{port!s}"
         if where not in noted:
             noted.add(where)
@@ -66,7 +67,7 @@ def refuse_network(log: TraceLog, process: str) -> None:
             raise refuse(host, port)
         return resolve(host, port, *args, **kwargs)
 
-    def checked(sock: socket.socket, address: Any) -> None:
+    def checked(sock: socket.socket, address: object) -> None:
         inet = sock.family in (socket.AF_INET, socket.AF_INET6)
         if inet and isinstance(address, tuple) and not is_local(address[0]):
             raise refuse(address[0], address[1])
@@ -84,7 +85,7 @@ def refuse_network(log: TraceLog, process: str) -> None:
     socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign, assignment]  # this process only
 
 
-def network_attempts(rows: list[dict[str, Any]]) -> list[str]:
+def network_attempts(rows: list[TraceRow]) -> list[str]:
     """The hosts a run's children were refused, ``HOST:PORT``, in the order first tried."""
     seen: list[str] = []
     for row in rows:

@@ -34,6 +34,7 @@ from sim.targets.agent_framework.workflow import (
 )
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.shapes import as_texts
 
 #: What requests a tool call (its order), and what records its result, per tool.
 ORDERS: dict[type, str] = {ChargeOrder: "charge_card", ReceiptOrder: "send_receipt"}
@@ -94,7 +95,7 @@ def _rows(chain: list[WorkflowCheckpoint], state: TargetState) -> None:
 def last_outputs(point_dir: Path) -> list[str] | None:
     """The outputs the last process's ``workflow.run`` returned (None: no run returned)."""
     notes = notes_of(read_trace(point_dir / TRACE_NAME), "outputs")
-    return [str(o) for o in notes[-1]["outputs"]] if notes else None
+    return as_texts(notes[-1]["outputs"]) if notes else None
 
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.shapes import as_text_or_none, as_texts
 
 #: The trace note the last process writes.
 STATE_NOTE = "dbos_app_state"
@@ -27,7 +28,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     return TargetState(
         finished=finished,
         pending=pending,
-        inputs=list(last["inputs"]),
-        answer=last["output"] if finished else None,
-        history=list(last["history"]),
+        inputs=as_texts(last["inputs"]),
+        answer=as_text_or_none(last["output"]) if finished else None,
+        history=as_texts(last["history"]),
     )

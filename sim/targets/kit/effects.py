@@ -32,7 +32,6 @@ import inspect
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import DETAIL_CHARS, LIBRARY_DIRS, Landing
@@ -61,7 +60,7 @@ def _wrap(landing: Landing, effect: EffectSpec, module: ModuleType) -> None:
     """Resolve ``effect.qualname`` from ``module`` and replace it on its owner (see the module
     docstring for the three kinds of owner)."""
     *path, attribute = effect.qualname.split(".")
-    owner: Any = module
+    owner: object = module
     walked = module.__name__
     for part in path:
         if not hasattr(owner, part):
@@ -89,7 +88,7 @@ def _wrap(landing: Landing, effect: EffectSpec, module: ModuleType) -> None:
 def _wrap_method(landing: Landing, effect: EffectSpec, cls: type, attribute: str) -> None:
     """A method of ``cls`` (its own or inherited), as the descriptor it is."""
     raw = inspect.getattr_static(cls, attribute)
-    replacement: Any
+    replacement: object
     if isinstance(raw, staticmethod):
         replacement = staticmethod(_wrapper(landing, effect, raw.__func__, skip_self=False))
     elif isinstance(raw, classmethod):
@@ -119,15 +118,15 @@ def _rebind(original: object, wrapper: object) -> None:
 
 
 def _wrapper(
-    landing: Landing, effect: EffectSpec, original: Callable[..., Any], *, skip_self: bool
-) -> Callable[..., Any]:
+    landing: Landing, effect: EffectSpec, original: Callable[..., object], *, skip_self: bool
+) -> Callable[..., object]:
     """A callable that lands each call on the ledger, then runs ``original``. A coroutine
     function stays one (a framework tells tools apart by that) and lands when awaited, where the
     effect would happen. ``skip_self``: the first argument is the instance or class, left out of
     the ledger's description (its repr holds an address)."""
     key_of = _key_reader(effect, original)
 
-    def land(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def land(args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         key = key_of(args, kwargs)
         shown = args[1:] if skip_self else args
         landing.land(
@@ -138,15 +137,15 @@ def _wrapper(
             detail=_describe(shown, kwargs),
         )
 
-    wrapper: Callable[..., Any]
+    wrapper: Callable[..., object]
     if inspect.iscoroutinefunction(original):
 
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        async def wrapper(*args: object, **kwargs: object) -> object:
             land(args, kwargs)
             return await original(*args, **kwargs)
     else:
 
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> object:
             land(args, kwargs)
             return original(*args, **kwargs)
 
@@ -157,8 +156,8 @@ def _wrapper(
 
 
 def _key_reader(
-    effect: EffectSpec, original: Callable[..., Any]
-) -> Callable[[tuple[Any, ...], dict[str, Any]], str | None]:
+    effect: EffectSpec, original: Callable[..., object]
+) -> Callable[[tuple[object, ...], dict[str, object]], str | None]:
     """How to read the idempotency key from a call's arguments (see the module docstring)."""
     try:
         signature: inspect.Signature | None = inspect.signature(original)
@@ -172,7 +171,7 @@ def _key_reader(
         shown = "" if signature is None else str(signature)
         raise AppError(f"--effect {effect.name}: key={effect.key} is not a parameter of it{shown}")
 
-    def read(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    def read(args: tuple[object, ...], kwargs: dict[str, object]) -> str | None:
         value = kwargs.get(effect.key)
         if value is None and named and signature is not None:
             try:
@@ -184,6 +183,6 @@ def _key_reader(
     return read
 
 
-def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+def _describe(args: tuple[object, ...], kwargs: dict[str, object]) -> str:
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]
     return ", ".join(parts)[:DETAIL_CHARS]

@@ -56,12 +56,17 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.kit.landing import Landing
-from sim.targets.kit.spec import HTTP_SERVICE, AppSpec, HttpEffectSpec, Json
+from sim.targets.kit.spec import HTTP_SERVICE, AppSpec, HttpEffectSpec
+from sim.targets.shapes import Json, as_int, as_object
+
+if TYPE_CHECKING:
+    from urllib3.connectionpool import HTTPConnectionPool
+    from urllib3.response import BaseHTTPResponse, HTTPResponse
 
 _PLACEHOLDER = re.compile(r"\{(json(?:\.[^{}.]+)+|header\.[^{}]+|key|method|url|path)\}")
 #: The trace note that keeps a keyed call's answer, for the calls that repeat its key.
@@ -92,8 +97,10 @@ class Answer:
         return {"status": self.status, "headers": dict(self.headers), "body": self.body.decode()}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Answer:
-        return cls(int(doc["status"]), dict(doc["headers"]), str(doc["body"]).encode())
+    def from_json(cls, doc: Mapping[str, Json]) -> Answer:
+        """An answer a trace note kept (``to_json``: the headers were written as text)."""
+        headers = {name: str(value) for name, value in as_object(doc["headers"]).items()}
+        return cls(as_int(doc["status"]), headers, str(doc["body"]).encode())
 
 
 @dataclass(frozen=True)
@@ -396,7 +403,9 @@ def _hook_urllib3(router: Router) -> None:
     urlopen = HTTPConnectionPool.urlopen
     signature = inspect.signature(urlopen)
 
-    def hooked(self: HTTPConnectionPool, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    def hooked(
+        self: HTTPConnectionPool, method: str, url: str, *args: Any, **kwargs: Any
+    ) -> BaseHTTPResponse:
         full = url if "://" in url else _pool_url(self) + url
         effect = router.declared(method, full)
         if effect is None:
@@ -425,7 +434,7 @@ _HOOKS: dict[str, Callable[[Router], None]] = {
 }
 
 
-def _pool_url(pool: Any) -> str:
+def _pool_url(pool: HTTPConnectionPool) -> str:
     """``https://host[:port]`` of a ``urllib3`` pool (no default port), as the request's URL
     starts."""
     host = f"[{pool.host}]" if ":" in str(pool.host) else str(pool.host)
@@ -435,7 +444,9 @@ def _pool_url(pool: Any) -> str:
     return f"{pool.scheme}://{host}{port}"
 
 
-def _urllib3_response(answer: Answer, method: str, url: str, *, preload: bool, decode: bool) -> Any:
+def _urllib3_response(
+    answer: Answer, method: str, url: str, *, preload: bool, decode: bool
+) -> HTTPResponse:
     """A ``urllib3`` response as the pool returns one from the wire: its body read from a
     stream, so ``read``, ``stream``, ``data`` and ``json`` work as they do there."""
     # the app's HTTP client: installed only where the app uses it
@@ -471,7 +482,7 @@ def _bytes(body: object) -> bytes:
     return b""
 
 
-def _lower(headers: Any) -> dict[str, str]:
+def _lower(headers: Mapping[str, object]) -> dict[str, str]:
     """Headers by lower-case name, values as text (``requests`` and ``urllib3`` take bytes)."""
     return {_str(k).lower(): _str(v) for k, v in dict(headers).items()}
 

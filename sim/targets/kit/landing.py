@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Protocol, TypedDict
 
 from sim.targets.boundaries import TRACE_NAME, notes_of, read_trace
 from sim.targets.protocol import ChildContext, TargetState
+from sim.targets.shapes import TraceRow, as_int, as_object, as_texts
 
 #: How much of an effect's arguments a ledger row keeps.
 DETAIL_CHARS = 200
@@ -94,6 +95,20 @@ SITE_NOTE = "effect_site"
 _TOOL: contextvars.ContextVar[str | None] = contextvars.ContextVar("app_tool", default=None)
 
 
+class EffectSite(TypedDict):
+    """Where the app first called a declared effect (``effect_sites``), as a report shows it."""
+
+    file: str
+    line: int
+
+
+class _Named(Protocol):
+    """A framework's tool object: all a tool-call wrapper reads of it is its name."""
+
+    @property
+    def name(self) -> object: ...
+
+
 def app_site() -> tuple[str, int] | None:
     """The file and line of the app's call that led here: the innermost frame outside the kit
     (the wrapper that lands the call, an HTTP client's hook) and outside the libraries the call
@@ -119,15 +134,18 @@ def _apps(where: str) -> bool:
     return where.startswith(_SIM_DIR) or not where.startswith(LIBRARY_DIRS)
 
 
-def effect_sites(rows: list[dict[str, Any]], workdir: str) -> dict[str, dict[str, Any]]:
+def effect_sites(rows: list[TraceRow], workdir: str) -> dict[str, EffectSite]:
     """From a run's trace: each declared effect's call site in the app (``SITE_NOTE``), the
     first noted, by effect name; its file relative to ``workdir`` (where the command ran, a CI
     job's checkout) when it lies under it, so a report names it as the repository does."""
-    sites: dict[str, dict[str, Any]] = {}
+    sites: dict[str, EffectSite] = {}
     for row in notes_of(rows, SITE_NOTE):
         name = str(row["effect"])
         if name not in sites:
-            sites[name] = {"file": _relative(str(row["file"]), workdir), "line": int(row["line"])}
+            sites[name] = {
+                "file": _relative(str(row["file"]), workdir),
+                "line": as_int(row["line"]),
+            }
     return dict(sorted(sites.items()))
 
 
@@ -161,12 +179,12 @@ def wrap_tool_calls(ctx: ChildContext, cls: type, sync: str, asynchronous: str) 
     original_sync, original_async = getattr(cls, sync), getattr(cls, asynchronous)
 
     @functools.wraps(original_sync)
-    def run_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def run_sync(self: _Named, *args: object, **kwargs: object) -> object:
         with running_tool(ctx, str(self.name)):
             return original_sync(self, *args, **kwargs)
 
     @functools.wraps(original_async)
-    async def run_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+    async def run_async(self: _Named, *args: object, **kwargs: object) -> object:
         with running_tool(ctx, str(self.name)):
             return await original_async(self, *args, **kwargs)
 
@@ -175,7 +193,7 @@ def wrap_tool_calls(ctx: ChildContext, cls: type, sync: str, asynchronous: str) 
 
 
 def effect_results(
-    rows: list[dict[str, Any]], tool_results: dict[str, list[str]]
+    rows: list[TraceRow], tool_results: dict[str, list[str]]
 ) -> tuple[dict[str, list[str]], list[str]]:
     """For H1 on an app: each declared effect's results in the framework's history -- the
     results of the tools that called it (``CALLER_NOTE`` rows of the point's trace) -- and the
@@ -193,9 +211,7 @@ def effect_results(
     return results, sorted(callers)
 
 
-def noted_state(
-    point_dir: Path, what: str, *, never: str
-) -> tuple[dict[str, Any] | None, TargetState]:
+def noted_state(point_dir: Path, what: str, *, never: str) -> tuple[TraceRow | None, TargetState]:
     """An app child's last note of the run's state (``what``), and the state every framework
     reader starts from: none noted is a run that never ended (``never``, its pending work);
     else one that exists, with each declared effect's results in the framework's history --
@@ -205,11 +221,12 @@ def noted_state(
     if not notes:
         return None, TargetState(pending=[never])
     last = notes[-1]
-    results, judged = effect_results(rows, dict(last.get("results", {})))
+    noted = as_object(last.get("results", {}))
+    results, judged = effect_results(rows, {tool: as_texts(ids) for tool, ids in noted.items()})
     return last, TargetState(exists=True, results=results, hidden_judged=judged)
 
 
-def undeclared_tools(rows: list[dict[str, Any]]) -> dict[str, int]:
+def undeclared_tools(rows: list[TraceRow]) -> dict[str, int]:
     """From a run's trace: each tool the framework called whose calls landed no declared
     effect, with its number of calls."""
     calls: dict[str, int] = {}

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.effects import wrap_effects
@@ -35,7 +34,7 @@ def enter_app_dir(ctx: ChildContext) -> None:
     os.chdir(work)
 
 
-def load_app(ctx: ChildContext) -> tuple[ModuleType, Callable[..., Any]]:
+def load_app(ctx: ChildContext) -> tuple[ModuleType, Callable[..., object]]:
     """The app's module and entry point, in the point's ``app`` directory, with every declared
     effect landed on the ledger: HTTP calls and effects of other modules are wrapped *before*
     the app is imported (so ``from payments import issue_refund`` gets the wrapper), the app's
@@ -52,7 +51,7 @@ def load_app(ctx: ChildContext) -> tuple[ModuleType, Callable[..., Any]]:
     return module, function
 
 
-def import_app(spec: AppSpec) -> tuple[ModuleType, Callable[..., Any]]:
+def import_app(spec: AppSpec) -> tuple[ModuleType, Callable[..., object]]:
     """Import the app (a ``FILE.py`` under ``MODULE_NAME``, its directory first on the path; a
     ``MODULE`` from the directory the command ran in, as ``python -m`` finds it) and return its
     entry point; a one-line ``AppError`` if either fails."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.targets.kit.spec import AppArgs, AppSpec, Json, parse_app
+from sim.targets.kit.spec import AppArgs, AppSpec, parse_app
 from sim.targets.protocol import Target, TargetError, TargetOptions
+from sim.targets.shapes import Json
 
 #: The app flags every target that takes an app takes: its effects, wherever they are made.
 COMMON_FLAGS = frozenset({"--effect", "--effect-http", "--http-stub"})

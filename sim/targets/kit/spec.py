@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypedDict
 
 from sim.targets.kit.declarations import (
     POLICIES,
@@ -34,9 +34,7 @@ from sim.targets.kit.declarations import (
     TargetError,
     TargetTool,
 )
-
-#: A JSON document as the standard library reads it.
-Json: TypeAlias = bool | int | float | str | list["Json"] | dict[str, "Json"] | None
+from sim.targets.shapes import Json
 
 #: ``FILE.py:FUNCTION`` or ``MODULE:FUNCTION`` (a dotted module on the caller's path).
 _APP = re.compile(r"^(?P<where>[^:]+):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -55,6 +53,51 @@ DEFAULT_HEADER = "Idempotency-Key"
 _POLICY_WORDS = frozenset((*POLICIES, *RECOVERY_GUARANTEES))
 #: The largest JSON file an app option may name (an input, a script, a stub).
 MAX_JSON_BYTES = 4 * 1024 * 1024
+
+
+class EffectDoc(TypedDict):
+    """An ``EffectSpec`` in ``point.json``: its fields, by name."""
+
+    module: str
+    qualname: str
+    policy: Policy
+    declared: str
+    key: str
+
+
+class HttpEffectDoc(TypedDict):
+    """An ``HttpEffectSpec`` in ``point.json``: its fields, by name."""
+
+    method: str
+    url: str
+    policy: Policy
+    declared: str
+    header: str
+
+
+class JsonFileDoc(TypedDict):
+    """A ``JsonFile`` in ``point.json``: the value travels with the path, read once."""
+
+    path: str
+    value: Json
+
+
+class AppSpecDoc(TypedDict):
+    """An ``AppSpec`` in ``point.json`` (``to_json``), what every child reads (``from_json``):
+    the parent's checked spec, field by field, so no child parses a flag again."""
+
+    app: str
+    function: str
+    workdir: str
+    effects: list[EffectDoc]
+    http: list[HttpEffectDoc]
+    http_stub: JsonFileDoc | None
+    input: JsonFileDoc | None
+    model_script: JsonFileDoc | None
+    deps: JsonFileDoc | None
+    answers: JsonFileDoc | None
+    thread: str
+    postgres: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +122,15 @@ class EffectSpec:
         option = "" if self.key == DEFAULT_KEY else f",key={self.key}"
         return f"{self.name}={self.declared}{option}"
 
+    def to_json(self) -> EffectDoc:
+        return {
+            "module": self.module,
+            "qualname": self.qualname,
+            "policy": self.policy,
+            "declared": self.declared,
+            "key": self.key,
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class HttpEffectSpec:
@@ -99,6 +151,15 @@ class HttpEffectSpec:
     def text(self) -> str:
         option = "" if self.header == DEFAULT_HEADER else f",header={self.header}"
         return f"{self.name}={self.declared}{option}"
+
+    def to_json(self) -> HttpEffectDoc:
+        return {
+            "method": self.method,
+            "url": self.url,
+            "policy": self.policy,
+            "declared": self.declared,
+            "header": self.header,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,11 +209,23 @@ class AppSpec:
             for d in self.declared()
         )
 
-    def to_json(self) -> dict[str, Json]:
-        doc: dict[str, Json] = _jsonable(self)
-        return doc
+    def to_json(self) -> AppSpecDoc:
+        return {
+            "app": self.app,
+            "function": self.function,
+            "workdir": self.workdir,
+            "effects": [e.to_json() for e in self.effects],
+            "http": [h.to_json() for h in self.http],
+            "http_stub": _file_doc(self.http_stub),
+            "input": _file_doc(self.input),
+            "model_script": _file_doc(self.model_script),
+            "deps": _file_doc(self.deps),
+            "answers": _file_doc(self.answers),
+            "thread": self.thread,
+            "postgres": self.postgres,
+        }
 
-    def turns(self) -> list[dict[str, Any]]:
+    def turns(self) -> list[dict[str, Json]]:
         """The model script's turns ([] without one): a list of objects, checked by the kit
         (``sim.targets.kit.options.check_script``)."""
         script = [] if self.model_script is None else self.model_script.value
@@ -160,9 +233,8 @@ class AppSpec:
         return [dict(turn) for turn in script if isinstance(turn, dict)]
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> AppSpec:
-        def file(key: str) -> JsonFile | None:
-            given = doc.get(key)
+    def from_json(cls, doc: AppSpecDoc) -> AppSpec:
+        def file(given: JsonFileDoc | None) -> JsonFile | None:
             return None if given is None else JsonFile(path=given["path"], value=given["value"])
 
         return cls(
@@ -171,11 +243,11 @@ class AppSpec:
             workdir=doc["workdir"],
             effects=tuple(EffectSpec(**e) for e in doc["effects"]),
             http=tuple(HttpEffectSpec(**h) for h in doc["http"]),
-            http_stub=file("http_stub"),
-            input=file("input"),
-            model_script=file("model_script"),
-            deps=file("deps"),
-            answers=file("answers"),
+            http_stub=file(doc.get("http_stub")),
+            input=file(doc.get("input")),
+            model_script=file(doc.get("model_script")),
+            deps=file(doc.get("deps")),
+            answers=file(doc.get("answers")),
             thread=doc["thread"],
             postgres=doc["postgres"],
         )
@@ -218,12 +290,8 @@ class AppSpec:
         return words
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, EffectSpec | HttpEffectSpec | JsonFile | AppSpec):
-        return {k: _jsonable(v) for k, v in value.__dict__.items()}
-    if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
-    return value
+def _file_doc(file: JsonFile | None) -> JsonFileDoc | None:
+    return None if file is None else {"path": file.path, "value": file.value}
 
 
 @dataclass(frozen=True, kw_only=True)

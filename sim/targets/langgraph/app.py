@@ -53,6 +53,7 @@ from sim.targets.langgraph.agent import (
 )
 from sim.targets.langgraph.app_state import ANSWERED_NOTE, STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
+from sim.targets.shapes import as_int
 
 #: The error of a model call without a script: the graph needs ``--model-script``.
 NO_SCRIPT = "the graph called the model but no --model-script was given"
@@ -181,7 +182,7 @@ class Human:
         self._ctx = ctx
         self._values = values
         rows = read_trace(ctx.point_dir / TRACE_NAME)
-        self._given = {str(n["interrupt"]): int(n["k"]) for n in notes_of(rows, ANSWERED_NOTE)}
+        self._given = {str(n["interrupt"]): as_int(n["k"]) for n in notes_of(rows, ANSWERED_NOTE)}
 
     def follow(self, snapshot: Any) -> Any:
         """What to send the thread next (``sim.targets.langgraph.agent.run_graph``): the answers

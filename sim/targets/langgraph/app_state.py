@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sim.targets.kit.landing import noted_state
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.shapes import as_text_or_none, as_texts
 
 #: The trace note the last process writes.
 STATE_NOTE = "app_state"
@@ -27,8 +28,8 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     if last is None:
         return state
     state.finished = bool(last["finished"])
-    state.pending = list(last["pending"])
-    state.inputs = list(last["inputs"])
-    state.answer = last["answer"]
-    state.history = list(last["history"])
+    state.pending = as_texts(last["pending"])
+    state.inputs = as_texts(last["inputs"])
+    state.answer = as_text_or_none(last["answer"])
+    state.history = as_texts(last["history"])
     return state

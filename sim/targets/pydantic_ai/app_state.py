@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sim.targets.kit.landing import noted_state
 from sim.targets.protocol import TargetOptions, TargetState
+from sim.targets.shapes import as_text_or_none, as_texts
 
 #: The trace note the last process writes.
 STATE_NOTE = "pydantic_ai_app_state"
@@ -23,7 +24,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
         return state
     state.finished = last["status"] == "SUCCESS"
     state.pending = [] if state.finished else [f"{last['status']}: {last['error']}"]
-    state.inputs = list(last["inputs"])
-    state.answer = last["answer"] if state.finished else None
-    state.history = list(last["history"])
+    state.inputs = as_texts(last["inputs"])
+    state.answer = as_text_or_none(last["answer"]) if state.finished else None
+    state.history = as_texts(last["history"])
     return state

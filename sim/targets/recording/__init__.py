@@ -24,10 +24,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError
+from sim.targets.shapes import ScriptTurn
 
 #: The frameworks ``record`` knows how to listen to.
 FRAMEWORKS = ("langgraph", "pydantic-ai")
@@ -39,7 +39,7 @@ MAX_TURNS = 200
 
 def record_script(
     target: str, *, app: str, app_input: str, out: Path, timeout_s: float = MAX_RECORD_S
-) -> list[dict[str, Any]]:
+) -> list[ScriptTurn]:
     """Run ``app`` once with its own model and write the model's turns to ``out``; returns
     them. Bad input or a run that fails is a one-line ``TargetError``."""
     if target not in FRAMEWORKS:

@@ -21,8 +21,7 @@ from typing import Any
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.loading import import_app
 from sim.targets.kit.spec import AppSpec
-
-Turn = dict[str, Any]
+from sim.targets.shapes import Json, ScriptCall, ScriptTurn
 
 
 def _factory(spec: AppSpec) -> Any:
@@ -43,18 +42,20 @@ def _factory(spec: AppSpec) -> Any:
     return factory()
 
 
-def record_langgraph(app: AppSpec, given: Any) -> list[Turn]:
+def record_langgraph(app: AppSpec, given: Json) -> list[ScriptTurn]:
     """Every response of a LangChain chat model while the graph runs once, to its end."""
     # the recorded framework's extra: only the one asked for need be installed
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    turns: list[Turn] = []
+    turns: list[ScriptTurn] = []
 
-    def keep(message: Any) -> Any:
+    def keep(message: object) -> object:
         if isinstance(message, AIMessage):
-            calls = [{"name": c["name"], "args": c["args"]} for c in message.tool_calls]
+            calls: list[ScriptCall] = [
+                {"name": c["name"], "args": c["args"]} for c in message.tool_calls
+            ]
             turns.append({"content": str(message.content), "tool_calls": calls})
         return message
 
@@ -81,7 +82,7 @@ def record_langgraph(app: AppSpec, given: Any) -> list[Turn]:
     return turns
 
 
-def record_pydantic_ai(app: AppSpec, given: Any) -> list[Turn]:
+def record_pydantic_ai(app: AppSpec, given: Json) -> list[ScriptTurn]:
     """Every response of the agent's model while it runs once on the prompt."""
     # the recorded framework's extra: only the one asked for need be installed
     from pydantic_ai import Agent
@@ -91,13 +92,13 @@ def record_pydantic_ai(app: AppSpec, given: Any) -> list[Turn]:
 
     if not isinstance(given, str):
         raise AppError("--input: pydantic-ai takes the prompt, a JSON string")
-    turns: list[Turn] = []
+    turns: list[ScriptTurn] = []
 
     class Recording(WrapperModel):
         async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
             response = await super().request(*args, **kwargs)
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-            calls = [
+            calls: list[ScriptCall] = [
                 {"name": p.tool_name, "args": p.args_as_dict()}
                 for p in response.parts
                 if isinstance(p, ToolCallPart)
