@@ -24,7 +24,6 @@ Imports dbos at module level: import this module only in a child process.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 from dbos import _dbos as dbos_module
@@ -41,13 +40,14 @@ from sim.targets.dbos.system_db import (
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext
+from sim.targets.shapes import Json
 
 DB_NAME = "dbos.sqlite"
 #: The fixed id the run is started under, so a restarted process finds it.
 WORKFLOW_ID = "durable-sim-app"
 
 
-def registered_workflow(app: str, function: Callable[..., Any]) -> str:
+def registered_workflow(app: str, function: Callable[..., object]) -> str:
     """The name DBOS registered ``function`` under as a workflow; a one-line ``AppError`` if it
     is none (a plain function, or a step, which DBOS registers under another name)."""
     name = getattr(function, "dbos_function_name", None)
@@ -57,7 +57,7 @@ def registered_workflow(app: str, function: Callable[..., Any]) -> str:
     return str(name)
 
 
-def _load(ctx: ChildContext) -> tuple[Callable[..., Any], list[Any], dict[str, Any]]:
+def _load(ctx: ChildContext) -> tuple[Callable[..., object], list[Json], dict[str, Json]]:
     """The user's workflow (its module imported, its effects wrapped) and its arguments. A DBOS
     instance the module made when imported is dropped (its registrations stay): the harness's
     runs on the point's system database."""

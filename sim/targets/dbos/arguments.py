@@ -4,10 +4,10 @@ dbos."""
 
 from __future__ import annotations
 
-from typing import Any
+from sim.targets.shapes import Json
 
 
-def workflow_arguments(given: object) -> tuple[list[Any], dict[str, Any]]:
+def workflow_arguments(given: Json) -> tuple[list[Json], dict[str, Json]]:
     """``--input``'s JSON as the workflow's arguments: a list is its positional arguments; an
     object ``{"args": [...], "kwargs": {...}}`` (either key optional) both. Anything else is a
     ``ValueError`` naming the shape: checked in the parent, without dbos, before any child

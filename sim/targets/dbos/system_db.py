@@ -10,10 +10,10 @@ Imports dbos at module level: import this module only in a child process.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from dbos import DBOSClient
+from dbos import DBOSClient, StepInfo, WorkflowStatus
 from dbos._sys_db import SystemDatabase
 
 from sim.targets.boundaries import Boundaries, wrap_method
@@ -44,7 +44,9 @@ def sqlite_url(db_path: Path) -> str:
     return f"sqlite:///{db_path}"
 
 
-def read_workflow(db_path: Path, workflow_id: str) -> tuple[TargetState, Any, list[Any]] | None:
+def read_workflow(
+    db_path: Path, workflow_id: str
+) -> tuple[TargetState, WorkflowStatus, list[StepInfo]] | None:
     """A workflow as a DBOS client (which recovers nothing) reads it: the state its status
     says (exists, finished, pending), the status and the recorded steps; None if the system
     database holds no such workflow (or does not exist yet)."""
@@ -65,12 +67,14 @@ def read_workflow(db_path: Path, workflow_id: str) -> tuple[TargetState, Any, li
     return state, status, steps
 
 
-def _describe_result(self: Any, result: Any, *args: Any, **kw: Any) -> str:
+def _describe_result(
+    self: object, result: Mapping[str, object], *args: object, **kw: object
+) -> str:
     del self, args, kw
     return f"output of step {result.get('function_id')} ({result.get('function_name')})"
 
 
-def _describe_any(*args: Any, **kw: Any) -> str:
+def _describe_any(*args: object, **kw: object) -> str:
     del args, kw
     return ""
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import warnings
 from pathlib import Path
-from typing import Any
 
 from dbos import DBOS, SetWorkflowID
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
@@ -97,7 +96,7 @@ def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
     child = options.variant == "child_workflow"
     if child and options.durability != "capability":
         raise RuntimeError("the child_workflow variant needs --durability capability")
-    metadata: dict[str, Any] | None = {"dbos": {"child_workflow": {}}} if child else None
+    metadata: dict[str, object] | None = {"dbos": {"child_workflow": {}}} if child else None
     tools = FunctionToolset([charge_card, send_receipt], id="payment_tools", metadata=metadata)
     if options.durability == "capability":
         return Agent(model, name=AGENT_NAME, toolsets=[tools], capabilities=[DBOSDurability()])
@@ -109,7 +108,7 @@ def build_agent(options: TargetOptions, process: str) -> Agent[None, str]:
 
 
 @DBOS.workflow(name="pay_invoice_with_agent")
-async def pay_invoice(prompt: str) -> Any:
+async def pay_invoice(prompt: str) -> AgentRunResult[str]:
     """The user's own workflow around the agent's run (the ``capability`` way)."""
     if _AGENT is None:
         raise RuntimeError("the workflow runs only inside a target child")
@@ -178,6 +177,9 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     for step in steps:  # the model's requests: the only record of the calls it asked for
         record_calls(step["output"], state)
     if state.finished:
-        _history(status.output.all_messages(), state)
-        state.answer = str(status.output.output)
+        result = status.output  # DBOS unpickles the workflow's return: the agent's run result
+        if not isinstance(result, AgentRunResult):
+            raise TypeError(f"the workflow returned a {type(result).__name__}, not a run result")
+        _history(result.all_messages(), state)
+        state.answer = str(result.output)
     return state

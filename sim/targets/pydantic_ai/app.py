@@ -42,7 +42,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 from pydantic import TypeAdapter
-from pydantic_ai import Agent
+from pydantic_ai import Agent, AgentRunResult
 from pydantic_ai.durable_exec.dbos import DBOSAgent, DBOSDurability
 from pydantic_ai.messages import (
     ModelMessage,
@@ -62,6 +62,7 @@ from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetState
 from sim.targets.pydantic_ai.agent import DB_NAME, _history, wrap_boundaries
 from sim.targets.pydantic_ai.app_state import STATE_NOTE
+from sim.targets.shapes import Json, as_list, as_object
 
 #: The run's workflow: one per point, so a later process finds the first one's.
 WORKFLOW_ID = "app-agent-run"
@@ -78,7 +79,7 @@ class ScriptModel:
     docstring). A turn that calls a tool the agent does not have is refused, naming the turn:
     pydantic-ai would answer it with a retry prompt and the script would drift."""
 
-    def __init__(self, script: list[dict[str, Any]], process: str) -> None:
+    def __init__(self, script: list[dict[str, Json]], process: str) -> None:
         self.script = script
         self.process = process
         self.calls = 0
@@ -95,19 +96,20 @@ class ScriptModel:
         parts: list[ModelResponsePart] = []
         if step.get("content"):
             parts.append(TextPart(str(step["content"])))
-        for i, call in enumerate(step.get("tool_calls", [])):
+        for i, given in enumerate(as_list(step.get("tool_calls", []))):
+            call = as_object(given)
             if call["name"] not in tools:
                 raise AppError(
                     f"--model-script turn {turn + 1} calls {call['name']!r}, a tool the agent "
                     f"does not have (it has: {', '.join(sorted(tools)) or 'none'})"
                 )
             call_id = f"call_{self.process}_{self.calls}_{i}"
-            args = dict(call.get("args", {}))
-            parts.append(ToolCallPart(call["name"], args, tool_call_id=call_id))
+            args = dict(as_object(call.get("args", {})))
+            parts.append(ToolCallPart(str(call["name"]), args, tool_call_id=call_id))
         return ModelResponse(parts=parts, model_name="scripted")
 
 
-def _durable(agent: Agent[Any, Any]) -> bool:
+def _durable(agent: Agent[object, object]) -> bool:
     """Whether the agent carries pydantic-ai's ``DBOSDurability`` capability."""
     found: list[object] = []
     agent.root_capability.apply(found.append)
@@ -129,9 +131,8 @@ def build_agent(ctx: ChildContext) -> Any:
             f"--app {app}: with --durability capability the factory must take the model "
             "(DBOSDurability binds the agent's model when the Agent is built)"
         )
-    build: Any = factory
     try:
-        agent = build(model) if takes_model else build()
+        agent = factory(model) if takes_model else factory()
     except Exception as exc:
         raise AppError(f"--app {app}: calling it raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(agent, Agent):
@@ -152,7 +153,7 @@ def build_agent(ctx: ChildContext) -> Any:
 
 
 @DBOS.workflow(name="durable_sim_app_agent_run")
-async def run_agent(prompt: str, deps: Any = None) -> Any:
+async def run_agent(prompt: str, deps: Json = None) -> AgentRunResult[object]:
     """The harness's workflow around the user's agent (the ``capability`` way): its input is
     the prompt and the ``--deps`` JSON, as a workflow's input is kept, and the deps object is
     made inside it."""
@@ -161,7 +162,7 @@ async def run_agent(prompt: str, deps: Any = None) -> Any:
     return await _AGENT.run(prompt, deps=agent_deps(_AGENT, deps))
 
 
-def agent_deps(agent: Agent[Any, Any], given: Any) -> Any:
+def agent_deps(agent: Agent[object, object], given: Json) -> object:
     """``--deps``' JSON validated into the agent's ``deps_type`` (a dataclass, a pydantic model,
     a dict...), as pydantic validates any type; None without ``--deps``."""
     if given is None:
@@ -231,7 +232,9 @@ async def _start_or_wait(ctx: ChildContext, agent: Any) -> str:
     return action
 
 
-def _note(ctx: ChildContext, status: str, error: str, result: Any) -> None:
+def _note(
+    ctx: ChildContext, status: str, error: str, result: AgentRunResult[object] | None
+) -> None:
     """The run's messages, the user's prompts and the answer, as the judge compares them."""
     state = TargetState()
     messages: list[ModelMessage] = [] if result is None else result.all_messages()

@@ -43,7 +43,6 @@ import asyncio
 import socket
 import threading
 import time
-from typing import Any
 
 import httpx
 import uvicorn
@@ -58,7 +57,7 @@ from prefect.flow_engine import run_flow_async
 from prefect.results import ResultStore
 from prefect.server.api.server import create_app
 from prefect.states import Crashed, Scheduled
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, AgentRunResult, RunContext
 from pydantic_ai.durable_exec.prefect import PrefectDurability
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
@@ -116,14 +115,16 @@ def build_agent(process: str) -> Agent[None, str]:
 
 
 @flow(name=FLOW_NAME, persist_result=True)
-async def pay_invoice(prompt: str) -> Any:
+async def pay_invoice(prompt: str) -> AgentRunResult[str]:
     """The user's own flow around the agent's run; its result (the run's messages) persisted."""
     if _AGENT is None:
         raise RuntimeError("the flow runs only inside a target child")
     return await _AGENT.run(prompt)
 
 
-def _describe_record(self: Any, result_record: ResultRecord[Any], *args: Any, **kw: Any) -> str:
+def _describe_record(
+    self: object, result_record: ResultRecord[object], *args: object, **kw: object
+) -> str:
     """What a result record holds (the key is a hash of the flow run id: random per point)."""
     del self, args, kw
     return f"{type(result_record.result).__name__} result"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sim.targets.protocol import TargetOptions, TargetState
 from sim.targets.pydantic_ai.prefect_env import DB_NAME, RESULTS_DIR
@@ -24,7 +24,16 @@ from sim.targets.pydantic_ai.prefect_env import DB_NAME, RESULTS_DIR
 FLOW_RUN_NAME = "pay-INV-42"  # sim.targets.pydantic_ai.prefect_agent.FLOW_RUN_NAME
 
 
-def _flow_runs(db: Path) -> list[dict[str, Any]]:
+class _FlowRun(TypedDict):
+    """A flow run's row in the Prefect API's database, with its state's result artifact."""
+
+    state_type: str | None
+    state_name: str | None
+    parameters: str | None
+    data: str | None
+
+
+def _flow_runs(db: Path) -> list[_FlowRun]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         conn.row_factory = sqlite3.Row
@@ -35,18 +44,26 @@ def _flow_runs(db: Path) -> list[dict[str, Any]]:
             "WHERE fr.name = ? ORDER BY fr.created",
             (FLOW_RUN_NAME,),
         ).fetchall()
-        return [dict(row) for row in rows]
+        return [
+            {
+                "state_type": row["state_type"],
+                "state_name": row["state_name"],
+                "parameters": row["parameters"],
+                "data": row["data"],
+            }
+            for row in rows
+        ]
     finally:
         conn.close()
 
 
-def _task_results(results: Path) -> list[Any]:
+def _task_results(results: Path) -> list[object]:
     """Every task result persisted in the point's storage (a file that holds a whole record; a
     flow's result file holds the value alone, its metadata being in the API's database)."""
     # Prefect reads its settings when imported: only where a point's state is read
     from prefect._internal.result_records import ResultRecord
 
-    out: list[Any] = []
+    out: list[object] = []
     for path in sorted(results.iterdir()) if results.is_dir() else []:
         try:
             out.append(ResultRecord.deserialize(path.read_bytes()).result)

@@ -13,8 +13,6 @@ the same tool call, not a new one.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
@@ -81,13 +79,17 @@ def record_calls(response: object, state: TargetState) -> None:
                 state.calls.setdefault(part.tool_name, []).append(part.tool_call_id)
 
 
-def describe_request(self: Any, messages: list[ModelMessage], *args: Any, **kw: Any) -> str:
+def describe_request(
+    self: object, messages: list[ModelMessage], *args: object, **kw: object
+) -> str:
     """A model request's boundary detail (both durable ways wrap ``FunctionModel.request``)."""
     del self, args, kw
     return f"{len(messages)} message(s) in"
 
 
-def describe_call(self: Any, name: str, args: Any, run: RunContext[None], *rest: Any) -> str:
+def describe_call(
+    self: object, name: str, args: object, run: RunContext[None], *rest: object
+) -> str:
     """A function-tool call's boundary detail (``FunctionToolset.call_tool``)."""
     del self, args, rest
     return f"{name} call {run.tool_call_id}"
