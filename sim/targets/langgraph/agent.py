@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +27,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import StateSnapshot
 from pydantic import PrivateAttr
 
 from sim.targets.boundaries import Boundaries, wrap_async_method, wrap_method
@@ -56,7 +58,7 @@ class ScriptedChatModel(BaseChatModel):
         messages: list[BaseMessage],
         stop: list[str] | None = None,
         run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> ChatResult:
         del stop, run_manager, kwargs
         self._calls += 1
@@ -131,7 +133,9 @@ def make_tools(ctx: ChildContext | None) -> list[BaseTool]:
     return [charge_card, send_receipt]
 
 
-def build_graph(saver: BaseCheckpointSaver[Any], ctx: ChildContext | None) -> Any:
+def build_graph(
+    saver: BaseCheckpointSaver[str], ctx: ChildContext | None
+) -> CompiledStateGraph[MessagesState, None, MessagesState, MessagesState]:
     """The agent graph: agent -> (tools -> agent)* -> end, checkpointed by ``saver``."""
     model = ScriptedChatModel(process=ctx.process if ctx else "p0")
     boundaries = ctx.boundaries if ctx else None
@@ -154,13 +158,20 @@ def build_graph(saver: BaseCheckpointSaver[Any], ctx: ChildContext | None) -> An
 
 
 def _describe_put(
-    self: Any, config: Any, checkpoint: Any, metadata: Any, *args: Any, **kw: Any
+    self: object,
+    config: object,
+    checkpoint: object,
+    metadata: Mapping[str, object],
+    *args: object,
+    **kw: object,
 ) -> str:
     del self, config, checkpoint, args, kw
     return f"checkpoint step {metadata.get('step')} ({metadata.get('source')})"
 
 
-def _describe_writes(self: Any, config: Any, writes: Any, *args: Any, **kw: Any) -> str:
+def _describe_writes(
+    self: object, config: object, writes: Sequence[tuple[str, object]], *args: object, **kw: object
+) -> str:
     del self, config, args, kw
     shown: list[str] = []
     for channel, value in writes:
@@ -189,7 +200,7 @@ def _first_input() -> dict[str, list[BaseMessage]]:
     return {"messages": [HumanMessage(content=USER_INPUT, id="user-1")]}
 
 
-def _decide(ctx: ChildContext, snapshot: Any) -> str:
+def _decide(ctx: ChildContext, snapshot: StateSnapshot) -> str:
     """What a restarted service does with the thread: ``start`` it if it has no checkpoint,
     ``resume`` it if work is left, else ``none``.
 
@@ -216,18 +227,20 @@ def run_child(ctx: ChildContext) -> str:
     return run_graph(ctx, lambda saver: build_graph(saver, ctx), _first_input)
 
 
-Build = Callable[[BaseCheckpointSaver[Any]], Any]
-Noted = Callable[[ChildContext, Any], None]
+#: The graph on a checkpointer: the bundled agent's, or whatever graph a user's factory built
+#: (a compiled ``StateGraph``, a functional-API ``Pregel``), which no one type covers.
+Build = Callable[[BaseCheckpointSaver[str]], Any]
+Noted = Callable[[ChildContext, StateSnapshot], None]
 #: What to send the thread next, given its state (``STOP``: nothing, this process is done).
-Follow = Callable[[Any], Any]
+Follow = Callable[[StateSnapshot], object]
 #: ``Follow``'s "nothing more": ``None`` is an input of its own (continue the thread).
-STOP: Any = object()
+STOP: object = object()
 
 
 def run_graph(
     ctx: ChildContext,
     build: Build,
-    first_input: Callable[[], Any],
+    first_input: Callable[[], object],
     noted: Noted | None = None,
     *,
     config: RunnableConfig | None = None,
@@ -259,8 +272,8 @@ def run_graph(
 
 
 def _opening(
-    action: str, first_input: Callable[[], Any], follow: Follow | None, snapshot: Any
-) -> Any:
+    action: str, first_input: Callable[[], object], follow: Follow | None, snapshot: StateSnapshot
+) -> object:
     """The first thing this process sends the thread (``_decide``'s ``action``): the input of
     a new run, ``follow``'s choice (or ``None``, continue) for a resumed one, or ``STOP``."""
     if action == "none":
@@ -274,7 +287,7 @@ async def _run_async(
     ctx: ChildContext,
     path: str,
     build: Build,
-    first_input: Callable[[], Any],
+    first_input: Callable[[], object],
     noted: Noted | None,
     config: RunnableConfig,
     follow: Follow | None,
@@ -302,7 +315,7 @@ def _message_row(message: BaseMessage) -> str:
     return f"ai: {message.content}"
 
 
-async def _snapshot_async(path: Path) -> Any:
+async def _snapshot_async(path: Path) -> StateSnapshot:
     async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
         return await build_graph(saver, None).aget_state(_config())
 

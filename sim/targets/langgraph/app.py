@@ -37,7 +37,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.types import Command, Interrupt
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command, Interrupt, StateSnapshot
 from pydantic import BaseModel, PrivateAttr
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, notes_of, read_trace
@@ -53,7 +54,7 @@ from sim.targets.langgraph.agent import (
 )
 from sim.targets.langgraph.app_state import ANSWERED_NOTE, STATE_NOTE
 from sim.targets.protocol import ChildContext, TargetOptions
-from sim.targets.shapes import as_int
+from sim.targets.shapes import Json, as_int
 
 #: The error of a model call without a script: the graph needs ``--model-script``.
 NO_SCRIPT = "the graph called the model but no --model-script was given"
@@ -67,7 +68,7 @@ class ScriptModel(ScriptedChatModel):
     scripted: bool = True
     _boundaries: Boundaries | None = PrivateAttr(default=None)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+    def bind_tools(self, tools: object, **kwargs: object) -> ScriptModel:
         del tools, kwargs  # the script names the tools it calls
         return self
 
@@ -92,7 +93,7 @@ class ScriptModel(ScriptedChatModel):
         )
 
 
-def _wants_model(factory: Callable[..., Any], scripted: bool) -> bool:
+def _wants_model(factory: Callable[..., object], scripted: bool) -> bool:
     """Whether the factory is given the scripted model: it must take one (a required
     positional parameter), or may (an optional one) and a script was given. A factory that
     builds a workflow without a model is called with nothing."""
@@ -105,7 +106,7 @@ def _wants_model(factory: Callable[..., Any], scripted: bool) -> bool:
     return required or (bool(positional) and scripted)
 
 
-def _graph(ctx: ChildContext, saver: Any) -> Any:
+def _graph(ctx: ChildContext, saver: BaseCheckpointSaver[str]) -> Any:
     _, factory = load_app(ctx)
     wrap_tool_calls(ctx, BaseTool, "invoke", "ainvoke")
     app = ctx.options.app
@@ -121,7 +122,7 @@ def _graph(ctx: ChildContext, saver: Any) -> Any:
     return graph
 
 
-def _first_input(options: TargetOptions) -> Any:
+def _first_input(options: TargetOptions) -> object:
     assert options.app is not None and options.app.input is not None, "checked by the kit"
     given = options.app.input.value
     if isinstance(given, str):
@@ -154,7 +155,7 @@ def run_child(ctx: ChildContext) -> str:
         raise AppError(str(exc)) from None
 
 
-def open_interrupts(snapshot: Any) -> list[Interrupt]:
+def open_interrupts(snapshot: StateSnapshot) -> list[Interrupt]:
     """The thread's interrupts waiting for an answer, each once, in the tasks' order."""
     found: dict[str, Interrupt] = {}
     for task in snapshot.tasks:
@@ -184,14 +185,14 @@ class Human:
         rows = read_trace(ctx.point_dir / TRACE_NAME)
         self._given = {str(n["interrupt"]): as_int(n["k"]) for n in notes_of(rows, ANSWERED_NOTE)}
 
-    def follow(self, snapshot: Any) -> Any:
+    def follow(self, snapshot: StateSnapshot) -> object:
         """What to send the thread next (``sim.targets.langgraph.agent.run_graph``): the answers
         to its open interrupts that have one; ``None`` (continue) for a thread with work left
         and nothing waiting; else ``STOP``, finished or waiting for an answer there is none of."""
         waiting = open_interrupts(snapshot)
         if not waiting:
             return None if snapshot.next or snapshot.tasks else STOP
-        answers: dict[str, Any] = {}
+        answers: dict[str, Json] = {}
         for interrupt in waiting:
             k = self._given.get(interrupt.id)
             if k is None:
@@ -208,14 +209,14 @@ class Human:
         return Command(resume=answers)  # several waiting: LangGraph needs them by id
 
 
-def canonical(value: Any) -> str:
+def canonical(value: object) -> str:
     """``value`` as canonical JSON, the form the judge compares with the fault-free run's: keys
     sorted, a message as its history row (no ids), a pydantic model as its fields, anything
     else JSON cannot hold as its ``repr``."""
     return json.dumps(value, sort_keys=True, default=_plain)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, BaseMessage):
         return _message_row(value)
     if isinstance(value, BaseModel):
@@ -225,7 +226,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _note_state(ctx: ChildContext, snapshot: Any) -> None:
+def _note_state(ctx: ChildContext, snapshot: StateSnapshot) -> None:
     """The thread's state, noted for the judge (``sim.targets.langgraph.app_state``). A chat
     graph (``messages`` holds messages) is judged on its messages, its human inputs and the
     model's answer; any other graph on its values, one canonical JSON row per key, its input
@@ -240,7 +241,7 @@ def _note_state(ctx: ChildContext, snapshot: Any) -> None:
         else t.name
         for t in snapshot.tasks
     ]
-    note: dict[str, Any] = {
+    note: dict[str, object] = {
         "finished": snapshot.metadata is not None
         and not (snapshot.next or snapshot.tasks or waiting),
         "pending": pending,
@@ -266,7 +267,7 @@ def _note_state(ctx: ChildContext, snapshot: Any) -> None:
     ctx.boundaries.note(what=STATE_NOTE, **note)
 
 
-def _values(values: Any) -> dict[str, Any]:
+def _values(values: object) -> dict[str, object]:
     """A snapshot's values by key: a ``StateGraph``'s are a dict; a graph of LangGraph's
     functional API may hold one value of any kind, its one row."""
     if isinstance(values, dict):
@@ -274,7 +275,7 @@ def _values(values: Any) -> dict[str, Any]:
     return {} if values is None else {"value": values}
 
 
-def _rows(values: dict[str, Any], skip: str = "") -> list[str]:
+def _rows(values: dict[str, object], skip: str = "") -> list[str]:
     """One comparable row per top-level key of the state (but ``skip``), in key order."""
     return [f"{key}: {canonical(values[key])}" for key in sorted(values) if key != skip]
 
