@@ -81,7 +81,7 @@ class ScriptedModel(Model):
         del previous_response_id, conversation_id, prompt
         if self.boundaries is None:
             raise RuntimeError("a reader's agent is never run")
-        items: list[Any] = [input] if isinstance(input, str) else list(input)
+        items: list[str | TResponseInputItem] = [input] if isinstance(input, str) else list(input)
         label = self.boundaries.numbered("model.call")
         self.boundaries.before(label, what=f"{len(items)} item(s) in")
         self.calls += 1
@@ -122,7 +122,7 @@ class ScriptedModel(Model):
         raise NotImplementedError("the openai-agents target runs Runner.run, never streamed")
 
 
-def effect_key(ctx: ToolContext[Any], tool: str) -> str | None:
+def effect_key(ctx: ToolContext[None], tool: str) -> str | None:
     """The idempotency key a variant sends: ``call_id`` the run id and the tool call id (stable
     only for a call the durable state recorded), ``idempotent`` the run id, the tool and its
     canonical arguments (what the re-asked model repeats)."""
@@ -134,7 +134,7 @@ def effect_key(ctx: ToolContext[Any], tool: str) -> str | None:
     return f"{RUN_ID}:{tool}:{args}"
 
 
-def _apply(ctx: ToolContext[Any], service: str, op: str, tool: str, detail: str) -> None:
+def _apply(ctx: ToolContext[None], service: str, op: str, tool: str, detail: str) -> None:
     """A tool's effect on the ledger, with the variant's key (``ChildContext.effect`` would
     drop any key but the ``idempotent`` variant's, so the ledger is called directly)."""
     if _CTX is None:
@@ -151,19 +151,19 @@ def _apply(ctx: ToolContext[Any], service: str, op: str, tool: str, detail: str)
     )
 
 
-async def charge_card(ctx: ToolContext[Any], invoice: str, amount_eur: int) -> str:
+async def charge_card(ctx: ToolContext[None], invoice: str, amount_eur: int) -> str:
     """Charge the customer's card for an invoice."""
     _apply(ctx, "payments", "charge", "charge_card", f"{invoice} {amount_eur} EUR")
     return f"charged {amount_eur} EUR for {invoice}"
 
 
-async def send_receipt(ctx: ToolContext[Any], to: str, invoice: str) -> str:
+async def send_receipt(ctx: ToolContext[None], to: str, invoice: str) -> str:
     """Email the receipt of an invoice."""
     _apply(ctx, "outbox", "send", "send_receipt", f"receipt {invoice} to {to}")
     return f"receipt for {invoice} sent to {to}"
 
 
-def build_agent(process: str, boundaries: Boundaries | None, *, approval: bool) -> Agent[Any]:
+def build_agent(process: str, boundaries: Boundaries | None, *, approval: bool) -> Agent[None]:
     """The agent as a user writes it; ``approval``: the charge needs a human's approval
     (``needs_approval=True``, the ``run_state`` mode's interruption). Without ``boundaries``:
     a reader's agent, which loads a saved state and never runs."""
@@ -179,7 +179,7 @@ def build_agent(process: str, boundaries: Boundaries | None, *, approval: bool) 
     )
 
 
-def _describe_add(self: Any, items: list[Any], *args: Any, **kwargs: Any) -> str:
+def _describe_add(self: object, items: list[object], *args: object, **kwargs: object) -> str:
     del self, args, kwargs
     kinds = [str(i.get("type") or i.get("role")) for i in items if isinstance(i, dict)]
     calls = [str(i["call_id"]) for i in items if isinstance(i, dict) and "call_id" in i]
@@ -201,7 +201,7 @@ def run_child(ctx: ChildContext) -> str:
     return asyncio.run(_run_with_session(ctx, agent))
 
 
-async def _run_with_session(ctx: ChildContext, agent: Agent[Any]) -> str:
+async def _run_with_session(ctx: ChildContext, agent: Agent[None]) -> str:
     """An empty session: the user's request. An answered one: nothing. Otherwise the turn was
     cut short: ``continue`` runs the agent on the session with no new input, ``resend``
     repeats the request."""
@@ -229,7 +229,7 @@ async def _run_with_session(ctx: ChildContext, agent: Agent[Any]) -> str:
     return action
 
 
-def _save(ctx: ChildContext, result: RunResult) -> RunState[Any]:
+def _save(ctx: ChildContext, result: RunResult) -> RunState[None]:
     """The caller persists the run's state (a temporary file, then ``os.replace``: a reader
     sees the old file or the new one, never half of one)."""
     state = result.to_state()
@@ -247,13 +247,13 @@ def _save(ctx: ChildContext, result: RunResult) -> RunState[Any]:
     return state
 
 
-async def _run_with_state(ctx: ChildContext, agent: Agent[Any]) -> str:
+async def _run_with_state(ctx: ChildContext, agent: Agent[None]) -> str:
     """No saved state: run the request, save the interruption. A saved state: load it; a final
     one is over, an interrupted one is approved and resumed; every result is saved."""
     path = ctx.point_dir / STATE_NAME
     if path.exists():
         text = path.read_text(encoding="utf-8")
-        state: RunState[Any] = await RunState.from_string(agent, text)
+        state: RunState[None] = await RunState.from_string(agent, text)
         interruptions = state.get_interruptions()
         if not interruptions:
             return "none"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 from agents import RunState, SQLiteSession
 
@@ -33,7 +32,7 @@ def _read_session(point_dir: Path) -> TargetState:
         return TargetState()
     session = SQLiteSession(RUN_ID, str(path))
     try:
-        items: list[Any] = list(asyncio.run(session.get_items()))
+        items: list[object] = list(asyncio.run(session.get_items()))
     finally:
         session.close()
     state = TargetState(exists=bool(items))
@@ -51,7 +50,9 @@ def _read_run_state(point_dir: Path) -> TargetState:
     loaded = asyncio.run(RunState.from_string(agent, text))
     data = json.loads(text)
     original = data["original_input"]
-    items: list[Any] = [{"role": "user", "content": original}] if isinstance(original, str) else []
+    items: list[object] = (
+        [{"role": "user", "content": original}] if isinstance(original, str) else []
+    )
     if not isinstance(original, str):
         items += list(original)
     items += [
@@ -65,7 +66,7 @@ def _read_run_state(point_dir: Path) -> TargetState:
     return state
 
 
-def _fill(state: TargetState, items: list[Any]) -> None:
+def _fill(state: TargetState, items: list[object]) -> None:
     """History rows, inputs, calls and results per tool, and whether the last item answers."""
     names: dict[str, str] = {}
     for item in items:
