@@ -32,7 +32,6 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.field_mask_pb2 import FieldMask
@@ -47,7 +46,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from sim.targets.temporal.flows import ACTIVITY_TIMEOUT
+from sim.targets.temporal.flows import ACTIVITY_TIMEOUT, PayInvoice
 
 #: The start-to-close timeout a dead worker's attempt is given: long enough to be a timer the
 #: server arms, short enough to cost nothing.
@@ -79,7 +78,9 @@ UNOFFERED = (
 
 
 async def expire_dead_attempts(
-    client: Client, handle: WorkflowHandle[Any, Any], described: DescribeWorkflowExecutionResponse
+    client: Client,
+    handle: WorkflowHandle[PayInvoice, str],
+    described: DescribeWorkflowExecutionResponse,
 ) -> Expiry:
     """Time out every activity attempt that ``described`` (the workflow as the resume child
     found it, before its worker polls) shows started on the server (its worker is dead: see
@@ -123,7 +124,7 @@ async def _restore(client: Client, workflow_id: str, activity_ids: list[str]) ->
 
 
 async def _timeouts_s(
-    handle: WorkflowHandle[Any, Any], activity_ids: list[str]
+    handle: WorkflowHandle[PayInvoice, str], activity_ids: list[str]
 ) -> tuple[float, ...]:
     """The start-to-close timeouts the server now holds for ``activity_ids`` (the test checks
     they are the workflow's own again)."""
@@ -162,7 +163,9 @@ async def _update(client: Client, workflow_id: str, activity_id: str, *, shorten
     return True
 
 
-async def _wait_retried(handle: WorkflowHandle[Any, Any], started: dict[str, int]) -> set[str]:
+async def _wait_retried(
+    handle: WorkflowHandle[PayInvoice, str], started: dict[str, int]
+) -> set[str]:
     """Until no activity of ``started`` is still on its started attempt; those still pending
     then (retried: one whose retries ran out is no longer pending, and has no options left to
     restore). A server that has not moved by ``WAIT_LIMIT_S`` is an error, not a hang."""

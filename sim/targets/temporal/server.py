@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sim.targets.protocol import TargetError
 
@@ -80,7 +80,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync(coroutine: Coroutine[object, object, T]) -> T:
     """Run a client coroutine to its end in the harness's own process (waiting for the server,
     reading a history). Not ``asyncio.run``: its SIGINT handler turns a Ctrl-C into a
     cancellation of the task, which a library call in flight may absorb, and the interrupt is

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import temporalio.bridge.worker
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+from temporalio.bridge.proto import ActivityTaskCompletion
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -106,14 +110,14 @@ async def send_receipt(args: dict[str, Any]) -> str:
     return f"receipt for {invoice} sent to {to}"
 
 
-def _commands(completion: Any) -> list[str]:
+def _commands(completion: WorkflowActivationCompletion) -> list[str]:
     """What a workflow activation's completion sends the server: its commands' kinds (and the
     activity a ``schedule_activity`` names)."""
     if completion.HasField("failed"):
         return ["failed"]
-    out = []
+    out: list[str] = []
     for command in completion.successful.commands:
-        kind = command.WhichOneof("variant") or "?"
+        kind: str = command.WhichOneof("variant") or "?"
         if kind == "schedule_activity":
             kind += f" {command.schedule_activity.activity_type}"
         out.append(kind)
@@ -129,7 +133,9 @@ def wrap_boundaries(b: Boundaries) -> None:
     complete_workflow = owner.complete_workflow_activation
     complete_activity = owner.complete_activity_task
 
-    async def workflow_task(self: Any, completion: Any) -> None:
+    async def workflow_task(
+        self: temporalio.bridge.worker.Worker, completion: WorkflowActivationCompletion
+    ) -> None:
         commands = _commands(completion)
         if not commands:
             await complete_workflow(self, completion)
@@ -139,7 +145,9 @@ def wrap_boundaries(b: Boundaries) -> None:
         await complete_workflow(self, completion)
         b.after(label)
 
-    async def activity_task(self: Any, completion: Any) -> None:
+    async def activity_task(
+        self: temporalio.bridge.worker.Worker, completion: ActivityTaskCompletion
+    ) -> None:
         label = b.numbered("temporal.activity_completed")
         b.before(label, what=completion.result.WhichOneof("status") or "?")
         await complete_activity(self, completion)
@@ -161,7 +169,7 @@ def run_child(ctx: ChildContext) -> str:
 async def _run(ctx: ChildContext) -> str:
     workflow_id, task_queue = names(ctx.point_dir)
     client = await Client.connect(address())
-    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    handle: WorkflowHandle[PayInvoice, str] = client.get_workflow_handle(workflow_id)
     try:
         description: WorkflowExecutionDescription | None = await handle.describe()
     except RPCError as exc:
@@ -210,7 +218,7 @@ async def _run(ctx: ChildContext) -> str:
     return action
 
 
-async def _pending(handle: WorkflowHandle[Any, Any]) -> list[str]:
+async def _pending(handle: WorkflowHandle[PayInvoice, str]) -> list[str]:
     """What the server would run next: pending activities (with their attempt) and a pending
     workflow task."""
     return _pending_of((await handle.describe()).raw_description)
@@ -236,7 +244,7 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
 async def _read_state(point_dir: Path) -> TargetState:
     workflow_id, _ = names(point_dir)
     client = await Client.connect(address())
-    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    handle: WorkflowHandle[PayInvoice, str] = client.get_workflow_handle(workflow_id)
     try:
         history = await handle.fetch_history()
     except RPCError as exc:
@@ -254,7 +262,10 @@ async def _read_state(point_dir: Path) -> TargetState:
 
 
 def _event(
-    event: HistoryEvent, state: TargetState, activities: dict[int, tuple[str, str]], decode: Any
+    event: HistoryEvent,
+    state: TargetState,
+    activities: dict[int, tuple[str, str]],
+    decode: Callable[[list[Payload]], list[object]],
 ) -> None:
     """One history event into the state: the input, each activity scheduled (a call) and
     completed (a result), the workflow's end. Workflow task events and attempts are left out of
