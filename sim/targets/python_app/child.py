@@ -14,15 +14,19 @@ import inspect
 import io
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, read_trace
 from sim.targets.kit.landing import DETAIL_CHARS
 from sim.targets.kit.loading import load_app
 from sim.targets.protocol import ChildContext, TargetOptions, TargetState
 from sim.targets.python_app import postgres
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike, ReadableBuffer, StrOrBytesPath
 
 
 def run_child(ctx: ChildContext) -> str:
@@ -68,7 +72,7 @@ def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
     harness's own trace file (``keep_fds``) is synced and written without a boundary."""
     real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
 
-    def fsync(fd: Any) -> None:
+    def fsync(fd: FileDescriptorLike) -> None:
         number = fd if isinstance(fd, int) else fd.fileno()
         if number in keep_fds:
             return real_fsync(number)
@@ -76,7 +80,7 @@ def _install_boundaries(boundaries: Boundaries, *, keep_fds: set[int]) -> None:
         return boundaries.crossing(label, lambda: real_fsync(fd), what=_fd_name(number))
 
     def moved(kind: str, real: Callable[..., None]) -> Callable[..., None]:
-        def move(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        def move(src: StrOrBytesPath, dst: StrOrBytesPath, *args: object, **kwargs: object) -> None:
             label = boundaries.numbered(kind)
             what = f"{os.path.basename(os.fsdecode(src))} -> {os.path.basename(os.fsdecode(dst))}"
             boundaries.crossing(label, lambda: real(src, dst, *args, **kwargs), what=what)
@@ -101,16 +105,16 @@ class _ClosingIsABoundary:
     """A file opened for writing whose ``close`` (or ``with`` exit) crosses ``file.close#n``;
     everything else is the file's own."""
 
-    def __init__(self, file: Any, boundaries: Boundaries, name: str) -> None:
+    def __init__(self, file: IO[str] | IO[bytes], boundaries: Boundaries, name: str) -> None:
         self._file, self._boundaries, self._name = file, boundaries, name
 
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self._file, attribute)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[object]:
         return iter(self._file)
 
-    def __next__(self) -> Any:
+    def __next__(self) -> object:
         return next(self._file)
 
     def __enter__(self) -> _ClosingIsABoundary:
@@ -154,14 +158,16 @@ def _instrument_os_writes(boundaries: Boundaries, *, keep_fds: set[int]) -> None
     real_open, real_write, real_close = os.open, os.write, os.close
     opened: dict[int, tuple[int, int, str]] = {}
 
-    def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+    def open_(
+        path: StrOrBytesPath, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
         fd = real_open(path, flags, mode, dir_fd=dir_fd)
         if flags & _WRITE_ACCESS and fd not in keep_fds:
             stat = os.fstat(fd)
             opened[fd] = (stat.st_dev, stat.st_ino, os.path.basename(os.fsdecode(path)))
         return fd
 
-    def write(fd: int, data: Any) -> int:
+    def write(fd: int, data: ReadableBuffer) -> int:
         known = opened.get(fd)
         if known is None:
             return real_write(fd, data)
@@ -201,7 +207,12 @@ def _instrument_sqlite(boundaries: Boundaries) -> None:
             label = boundaries.numbered("sqlite.commit")
             return boundaries.crossing(label, lambda: sqlite3.Connection.commit(self))
 
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
+        def __exit__(
+            self,
+            exc_type: type[BaseException] | None,
+            exc: BaseException | None,
+            tb: TracebackType | None,
+        ) -> Literal[False]:
             if exc_type is None and self.in_transaction:
                 try:
                     self.commit()

@@ -33,11 +33,15 @@ import importlib.util
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from durable.store.postgres import EXTRA
 from sim.targets.protocol import TargetError
 from sim.world import pgcluster
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
 
 #: Seconds the parent waits for the server: to connect, and for one statement.
 CONNECT_TIMEOUT_S = 10
@@ -53,7 +57,7 @@ class _Running:
     """The sweep's cluster, the parent's connection to it, and the databases made so far."""
 
     cluster: pgcluster.Cluster
-    admin: Any  # a psycopg connection in autocommit mode
+    admin: Connection[TupleRow]  # in autocommit mode
     numbers: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     made: list[str] = field(default_factory=list)
 
@@ -99,7 +103,7 @@ def serving() -> Iterator[None]:
         cluster.stop()
 
 
-def _connect(cluster: pgcluster.Cluster) -> Any:
+def _connect(cluster: pgcluster.Cluster) -> Connection[TupleRow]:
     """The parent's own connection, for the points' databases (every statement bounded)."""
     # the postgres extra: needed with --postgres only
     import psycopg

@@ -48,7 +48,7 @@ import weakref
 from collections.abc import Callable, Generator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
+from typing import Protocol
 
 from sim.targets.boundaries import Boundaries
 from sim.targets.kit.landing import DETAIL_CHARS
@@ -94,8 +94,67 @@ class _Writes:
         return "; ".join(self.heads) + (f" (+{more} more)" if more else "")
 
 
+class _PgConn(Protocol):
+    """The libpq connection under a psycopg connection: what the wrappers ask of it."""
+
+    @property
+    def transaction_status(self) -> int: ...
+    @property
+    def server_version(self) -> int: ...
+
+
+class _Result(Protocol):
+    """A psycopg ``PGresult``: the probe's one value."""
+
+    @property
+    def ntuples(self) -> int: ...
+    def get_value(self, row: int, column: int) -> bytes | None: ...
+
+
+class _Connection(Protocol):
+    """The parts of psycopg's ``BaseConnection`` (private ones too: this module patches its
+    internals, for psycopg 3) the wrappers read. Its generators yield psycopg's waits and are
+    sent its readiness, which the wrappers only pass along."""
+
+    pgconn: _PgConn
+    autocommit: bool
+    _pipeline: object
+    _num_transactions: int
+
+    def _exec_command(self, command: bytes) -> Generator[object, object, _Result | None]: ...
+
+
+class _Transaction(Protocol):
+    """psycopg's ``BaseTransaction``: its connection and whether it is the outer block."""
+
+    _conn: _Connection
+    _outer_transaction: bool
+
+
+class _Cursor(Protocol):
+    """A psycopg cursor: the connection it runs its statements on."""
+
+    _conn: _Connection
+
+
+#: A psycopg generator as the wrappers see it: what it yields and is sent is psycopg's, passed on.
+_Gen = Generator[object, object, object]
+
+
+class _Committing(Protocol):
+    """A psycopg class whose commit is a generator method (a connection's, a transaction's)."""
+
+    _commit_gen: Callable[..., _Gen]
+
+
+class _Entering(Protocol):
+    """psycopg's ``BaseTransaction`` class: the generator its block's entry runs."""
+
+    _enter_gen: Callable[..., _Gen]
+
+
 # Each connection's open transaction's writing statements (a connection that goes away, goes).
-_WRITES: weakref.WeakKeyDictionary[Any, _Writes] = weakref.WeakKeyDictionary()
+_WRITES: weakref.WeakKeyDictionary[_Connection, _Writes] = weakref.WeakKeyDictionary()
 
 
 def install(boundaries: Boundaries) -> None:
@@ -156,10 +215,10 @@ def patch(psycopg: ModuleType, boundaries: Boundaries) -> None:
             _wrap_statement(cursor, name, boundaries)
 
 
-def _wrap_connection_commit(owner: Any, boundaries: Boundaries) -> None:
+def _wrap_connection_commit(owner: _Committing, boundaries: Boundaries) -> None:
     original = owner._commit_gen
 
-    def _commit_gen(self: Any) -> Generator[Any, Any, Any]:
+    def _commit_gen(self: _Connection) -> _Gen:
         refused = self._num_transactions or getattr(self, "_tpc", None)
         if refused or self.pgconn.transaction_status != _INTRANS:
             return (yield from original(self))  # psycopg's own refusal, or nothing to commit
@@ -168,10 +227,10 @@ def _wrap_connection_commit(owner: Any, boundaries: Boundaries) -> None:
     owner._commit_gen = _commit_gen
 
 
-def _wrap_transaction_commit(owner: Any, boundaries: Boundaries) -> None:
+def _wrap_transaction_commit(owner: _Committing, boundaries: Boundaries) -> None:
     original = owner._commit_gen
 
-    def _commit_gen(self: Any) -> Generator[Any, Any, Any]:
+    def _commit_gen(self: _Transaction) -> _Gen:
         conn = self._conn
         in_order = (
             conn._num_transactions == getattr(self, "_stack_index", conn._num_transactions - 1) + 1
@@ -184,12 +243,12 @@ def _wrap_transaction_commit(owner: Any, boundaries: Boundaries) -> None:
     owner._commit_gen = _commit_gen
 
 
-def _wrap_transaction_enter(owner: Any) -> None:
+def _wrap_transaction_enter(owner: _Entering) -> None:
     """A block that begins a transaction starts its list of writes afresh (its ``BEGIN`` is no
     cursor's statement; one that began at a cursor's does, ``_seen``)."""
     original = owner._enter_gen
 
-    def _enter_gen(self: Any) -> Generator[Any, Any, Any]:
+    def _enter_gen(self: _Transaction) -> _Gen:
         if self._conn.pgconn.transaction_status == _IDLE:
             _WRITES.pop(self._conn, None)
         return (yield from original(self))
@@ -198,8 +257,10 @@ def _wrap_transaction_enter(owner: Any) -> None:
 
 
 def _crossing(
-    conn: Any, boundaries: Boundaries, commit: Callable[[], Generator[Any, Any, Any]]
-) -> Generator[Any, Any, Any]:
+    conn: _Connection,
+    boundaries: Boundaries,
+    commit: Callable[[], _Gen],
+) -> _Gen:
     """``commit()``'s generator between the ``before`` and ``after`` instants of the next
     ``pg.commit#n`` -- when the transaction wrote something (``_written``)."""
     wrote = yield from _written(conn)
@@ -214,7 +275,7 @@ def _crossing(
     return value
 
 
-def _written(conn: Any) -> Generator[Any, Any, bool]:
+def _written(conn: _Connection) -> Generator[object, object, bool]:
     """Whether the connection's transaction wrote anything (``_PROBE``), asked with psycopg's
     own command generator, so an async connection waits for the answer asynchronously."""
     version = conn.pgconn.server_version
@@ -227,15 +288,15 @@ def _written(conn: Any) -> Generator[Any, Any, bool]:
     return bool(result.get_value(0, 0) == b"t")
 
 
-def _wrap_statement(owner: Any, name: str, boundaries: Boundaries) -> None:
+def _wrap_statement(owner: type, name: str, boundaries: Boundaries) -> None:
     """``owner.name`` (a cursor's ``execute`` or ``executemany``, sync or async) crosses
     ``pg.commit#n`` when it is a statement that commits a change by itself, and notes the
     statements that write for the commit's details (``_seen``)."""
     original = getattr(owner, name)
-    wrapped: Callable[..., Any]
+    wrapped: Callable[..., object]
     if inspect.iscoroutinefunction(original):
 
-        async def wrapped(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        async def wrapped(self: _Cursor, query: object, *args: object, **kwargs: object) -> object:
             what = _seen(self, query)
             if what is None:
                 return await original(self, query, *args, **kwargs)
@@ -246,7 +307,7 @@ def _wrap_statement(owner: Any, name: str, boundaries: Boundaries) -> None:
             return value
     else:
 
-        def wrapped(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        def wrapped(self: _Cursor, query: object, *args: object, **kwargs: object) -> object:
             what = _seen(self, query)
             if what is None:
                 return original(self, query, *args, **kwargs)
@@ -260,7 +321,7 @@ def _wrap_statement(owner: Any, name: str, boundaries: Boundaries) -> None:
     setattr(owner, name, wrapped)
 
 
-def _seen(cursor: Any, query: Any) -> str | None:
+def _seen(cursor: _Cursor, query: object) -> str | None:
     """The statement's text, shortened, if it commits a change by itself (autocommit mode,
     outside any transaction, not pipelined, and it changes rows: ``_CHANGES_ROWS``); else None,
     after noting it in its transaction's writes if it writes. A statement run outside any
@@ -279,7 +340,7 @@ def _seen(cursor: Any, query: Any) -> str | None:
     return None
 
 
-def _text(query: Any, conn: Any) -> str:
+def _text(query: object, conn: _Connection) -> str:
     """A query's SQL as text: a string, bytes, or psycopg's ``sql`` composition ("" for
     anything else, which is then no boundary)."""
     if isinstance(query, str):
