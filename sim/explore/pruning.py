@@ -256,13 +256,15 @@ def sweep(
     if progress:
         progress(1)
     if out.failures:
-        out.reference_failed = True  # as an exact sweep: the crash schedules would say nothing
+        out.reference.failed = True  # as an exact sweep: the crash schedules would say nothing
         out.wall_s = time.perf_counter() - started
         return out
     probe = CanonicalProbe(base)
     run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=probe)
     pruner = _Pruner(scenario, out, reference, Reference.of(probe), mode, checking)
-    schedules = exact.depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
+    schedules = exact.depth1_schedules(
+        out.reference.labels, kinds, base=base, tears=traced.trace.tear_counts
+    )
     try:
         _judge_all(pruner, schedules, plan.stop_at_first_failure, progress)
     except RejoinBroken as broken:

@@ -6,15 +6,16 @@ one-process sweep records."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from sim.judgement.judge import ScheduleOutcome, recovery_paths, timeline
 from sim.judgement.oracles import VERDICT_ORDER, Verdict, Violation, verdict_of
 from sim.judgement.repro import replay_command
 from sim.run.runner import RunResult
-from sim.world.faults import CrashPoint, Schedule
+from sim.world.faults import CrashPoint, Schedule, parse_schedule
 
 
 @dataclass
@@ -38,38 +39,87 @@ class Failure:
         return dict(self.__dict__)
 
 
+P = TypeVar("P", "ReferenceRun", "Expansion", "Sample")
+
+#: A part's field is written under this JSON key when it is not the field's own name (the
+#: report's keys predate the parts: ``reference_fingerprint`` is ``ReferenceRun.fingerprint``).
+JSON_KEY = "json_key"
+#: A part's field written in another form than its value (``base_points`` as a schedule's text).
+JSON_FORM = "json_form"
+
+
+def flat_json(part: ReferenceRun | Expansion | Sample) -> dict[str, Any]:
+    """A part of a sweep's result as the flat keys of its report, field by field."""
+    out: dict[str, Any] = {}
+    for f in fields(part):
+        value = getattr(part, f.name)
+        form = f.metadata.get(JSON_FORM)
+        out[f.metadata.get(JSON_KEY, f.name)] = value if form is None else form.dump(value)
+    return out
+
+
+def from_flat_json(cls: type[P], doc: dict[str, Any]) -> P:
+    """The part ``flat_json`` wrote (a campaign unit's description), every key required."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        value = doc[f.metadata.get(JSON_KEY, f.name)]
+        form = f.metadata.get(JSON_FORM)
+        values[f.name] = copy.deepcopy(value) if form is None else form.load(value)
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class _PointsAsSchedule:
+    """``base_points`` in a report: the base schedule's text (``""`` for none)."""
+
+    @staticmethod
+    def dump(points: list[CrashPoint]) -> str:
+        return Schedule(tuple(points)).text()
+
+    @staticmethod
+    def load(text: str) -> list[CrashPoint]:
+        return list(parse_schedule(text).points)
+
+
 @dataclass
-class ScenarioSweep:
-    name: str
-    store: str
-    seed: int
-    depth: int
-    crash_kinds: list[str]
+class ReferenceRun:
+    """What the sweep's fault-free run showed, before any crash schedule: its boundaries (each
+    a crash point), their labels and kinds, its fingerprint and outcome, the effects it made,
+    the scenario's own base crashes every schedule starts with, and whether the run itself
+    failed (then no crash schedule is run)."""
+
     boundaries: int = 0
     boundary_kinds: dict[str, int] = field(default_factory=dict)
-    schedules: int = 0
-    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICT_ORDER, 0))
-    failures: list[Failure] = field(default_factory=list)
-    matrix: list[dict[str, Any]] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
-    reference_fingerprint: str = ""
-    reference_outcome: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = field(default="", metadata={JSON_KEY: "reference_fingerprint"})
+    outcome: dict[str, Any] = field(default_factory=dict, metadata={JSON_KEY: "reference_outcome"})
     effects: dict[str, int] = field(default_factory=dict)
+    base_points: list[CrashPoint] = field(
+        default_factory=list, metadata={JSON_KEY: "base_schedule", JSON_FORM: _PointsAsSchedule}
+    )
+    failed: bool = field(default=False, metadata={JSON_KEY: "reference_failed"})
+
+
+@dataclass
+class Expansion:
+    """How the crash kinds asked for became schedules: the kinds this store or scenario cannot
+    take (skipped, and said so), the enumerated power-loss tears run beyond each point's seeded
+    draw, and the schedules not run because an earlier one leaves the same world
+    (``sim.explore.folding``: they inherit its verdict, and count in ``schedules``)."""
+
     skipped_power: bool = False
     skipped_storage: bool = False
     skipped_pause: bool = False  # asked for, but the scenario has no standby to take over
-    tear_schedules: int = 0  # enumerated power-loss tears run (beyond each point's seeded draw)
-    determinism: str = "full"  # how I10 was checked: full, sample or off
-    # Schedules not run because an earlier one leaves the same world (``sim.explore.folding``):
-    # they inherit its verdict. Counted in ``schedules`` like every other.
+    tear_schedules: int = 0
     folded: int = 0
-    wall_s: float = 0.0
-    base_points: list[CrashPoint] = field(default_factory=list)
-    recovery_paths: dict[str, int] = field(default_factory=dict)
-    ref: str = ""  # how the repro command names the scenario (a name, or the file's path)
-    reference_failed: bool = False  # the fault-free run failed: no crash schedule was run
-    # The CI tier (``sim.explore.tier``): crash points listed and judged (run or folded), and
-    # the strata and recovery classes the trace offers and the judged points cover.
+
+
+@dataclass
+class Sample:
+    """The CI tier (``sim.explore.tier``): whether the sweep judged a sample of the crash points,
+    the points listed and judged (run or folded), and the strata and recovery classes the trace
+    offers and the judged points cover."""
+
     sampled: bool = False
     points_total: int = 0
     points_run: int = 0
@@ -77,48 +127,70 @@ class ScenarioSweep:
     strata_covered: int = 0
     recovery_classes_total: int = 0
     recovery_classes_covered: int = 0
-    # ``--prune rejoin`` (``sim.explore.pruning.sweep``): how many crashed runs stopped
-    # where they rejoined the fault-free run, how many were checked to their end, and the
-    # harness error that turned pruning off. None: an exact sweep.
+
+
+@dataclass
+class ScenarioSweep:
+    """One scenario's sweep on one store.
+
+    What the sweep was asked -- ``name``, ``store``, ``seed``, ``depth``, ``crash_kinds``,
+    ``determinism`` (how I10 was checked), ``ref`` (how repro lines name the scenario) -- and
+    what it found -- ``schedules``, ``verdicts``, ``failures``, the crash ``matrix``,
+    ``recovery_paths`` -- stay flat: every report reads them. The rest is grouped by what it
+    describes: ``reference`` (the fault-free run), ``expansion`` (how kinds became schedules),
+    ``sample`` (the CI tier's share), and ``prune`` (``--prune rejoin``'s counts: crashed runs
+    stopped where they rejoined the fault-free run, runs checked to their end, and the harness
+    error that turned pruning off; None for an exact sweep). Its report (``to_json``) keeps
+    every key flat, as it always has."""
+
+    name: str
+    store: str
+    seed: int
+    depth: int
+    crash_kinds: list[str]
+    determinism: str = "full"
+    ref: str = ""
+    reference: ReferenceRun = field(default_factory=ReferenceRun)
+    expansion: Expansion = field(default_factory=Expansion)
+    sample: Sample = field(default_factory=Sample)
+    schedules: int = 0
+    verdicts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(VERDICT_ORDER, 0))
+    failures: list[Failure] = field(default_factory=list)
+    matrix: list[dict[str, Any]] = field(default_factory=list)
+    recovery_paths: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
     prune: dict[str, Any] | None = None
 
     def verdict_counts(self) -> str:
         """``safety 2, pass 120``: the verdicts that occurred, for progress lines and messages."""
         return ", ".join(f"{verdict} {n}" for verdict, n in self.verdicts.items() if n) or "none"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def description_json(self) -> dict[str, Any]:
+        """What describes the sweep before any schedule is recorded (a campaign unit's
+        description, ``sim.explore.campaign.document``): what was asked, the fault-free run,
+        the expansion."""
+        asked = {
             "name": self.name,
             "store": self.store,
             "seed": self.seed,
             "depth": self.depth,
             "crash_kinds": self.crash_kinds,
-            "boundaries": self.boundaries,
-            "boundary_kinds": self.boundary_kinds,
+            "determinism": self.determinism,
+        }
+        return {**asked, **flat_json(self.reference), **flat_json(self.expansion)}
+
+    def to_json(self) -> dict[str, Any]:
+        found = {
             "schedules": self.schedules,
             "verdicts": self.verdicts,
             "failures": [f.to_json() for f in self.failures],
             "matrix": self.matrix,
-            "labels": self.labels,
-            "reference_fingerprint": self.reference_fingerprint,
-            "reference_outcome": self.reference_outcome,
-            "effects": self.effects,
-            "skipped_power": self.skipped_power,
-            "skipped_storage": self.skipped_storage,
-            "skipped_pause": self.skipped_pause,
-            "tear_schedules": self.tear_schedules,
-            "determinism": self.determinism,
-            "folded": self.folded,
-            "reference_failed": self.reference_failed,
-            "sampled": self.sampled,
-            "points_total": self.points_total,
-            "points_run": self.points_run,
-            "strata_total": self.strata_total,
-            "strata_covered": self.strata_covered,
-            "recovery_classes_total": self.recovery_classes_total,
-            "recovery_classes_covered": self.recovery_classes_covered,
-            "base_schedule": Schedule(tuple(self.base_points)).text(),
             "recovery_paths": dict(sorted(self.recovery_paths.items())),
+        }
+        return {
+            **self.description_json(),
+            **found,
+            **flat_json(self.sample),
             "wall_s": round(self.wall_s, 3),
             **({} if self.prune is None else {"prune": self.prune}),
         }
@@ -210,7 +282,7 @@ def record_outcome(out: ScenarioSweep, schedule: Schedule, judged: Judged) -> No
         out.recovery_paths[path] = out.recovery_paths.get(path, 0) + 1
     out.verdicts[verdict] += 1
     points = schedule.points
-    if points and schedule.points[:-1] == tuple(out.base_points):
+    if points and schedule.points[:-1] == tuple(out.reference.base_points):
         p = points[-1]
         cell = {"index": p.index, "when": p.when, "kind": p.column, "verdict": verdict}
         if p.tear and out.matrix and same_cell(out.matrix[-1], cell):

@@ -71,12 +71,12 @@ def results_document(
         "scenarios": [one.to_json() for one in sweeps],
         "totals": {
             "schedules": sum(one.schedules for one in sweeps),
-            "folded": sum(one.folded for one in sweeps),
+            "folded": sum(one.expansion.folded for one in sweeps),
             # The CI tier (``sim.explore.tier``): crash points listed and judged, and how many
             # scenario x store sweeps ran a sample of theirs.
-            "points_total": sum(one.points_total for one in sweeps),
-            "points_run": sum(one.points_run for one in sweeps),
-            "sampled": sum(one.sampled for one in sweeps),
+            "points_total": sum(one.sample.points_total for one in sweeps),
+            "points_run": sum(one.sample.points_run for one in sweeps),
+            "sampled": sum(one.sample.sampled for one in sweeps),
             "verdicts": verdicts,
             "failures": sum(len(one.failures) for one in sweeps),
             "wall_s": round(wall_s, 3),

@@ -66,7 +66,7 @@ class AppSweepResult:
         failure's invariants, schedule and explanation, its witness and its replay line."""
         sweep = self.sweep
         lines = [
-            f"{sweep.name}[{sweep.store}]: boundaries {sweep.boundaries}, schedules "
+            f"{sweep.name}[{sweep.store}]: boundaries {sweep.reference.boundaries}, schedules "
             f"{sweep.schedules}, {sweep.verdict_counts()}"
         ]
         for failure in sweep.failures[:EXPLAINED]:

@@ -108,7 +108,7 @@ def bench(
             out["schedules_per_s"][key] = round(result.schedules / wall, 1)
             out["sweeps"][key] = {
                 "schedules": result.schedules,
-                "folded": result.folded,
+                "folded": result.expansion.folded,
                 "boundaries": result.boundaries,
                 "median_wall_s": round(wall, 3),
                 "verdicts": result.verdicts,
@@ -127,7 +127,7 @@ def bench(
                 "turns": turns,
                 "boundaries": result.boundaries,
                 "schedules": result.schedules,
-                "folded": result.folded,
+                "folded": result.expansion.folded,
                 "median_wall_s": round(wall, 3),
             }
         )
@@ -215,7 +215,7 @@ def _pruned_growth(turns: list[int], note: Callable[[str], None]) -> list[dict[s
         out.append(
             {
                 "turns": cut,
-                "boundaries": result.boundaries,
+                "boundaries": result.reference.boundaries,
                 "schedules": result.schedules,
                 "pruned": stats.get("pruned", 0),
                 "checked": stats.get("checked", 0),

@@ -323,7 +323,7 @@ class SweepItem(pytest.Item):
         # Shown in the JUnit XML as <properties> of the test case.
         self.user_properties.append(("schedules", result.schedules))
         self.user_properties.append(("verdicts", result.verdict_counts()))
-        self.user_properties.append(("boundaries", result.boundaries))
+        self.user_properties.append(("boundaries", result.reference.boundaries))
         if result.failures:
             raise SweepFailed(result)
 
@@ -359,11 +359,13 @@ def failure_report(result: ScenarioSweep) -> str:
         f"crash {kinds}): {len(result.failures)} of {result.schedules} schedules failed",
         f"verdicts: {result.verdict_counts()}",
     ]
-    if result.store == "postgres" and (result.skipped_power or result.skipped_storage):
+    if result.store == "postgres" and (
+        result.expansion.skipped_power or result.expansion.skipped_storage
+    ):
         lines.append(
             "(only process kills are run on the postgres store: the server is not crashed)"
         )
-    elif result.skipped_power or result.skipped_storage:
+    elif result.expansion.skipped_power or result.expansion.skipped_storage:
         lines.append(f"({result.store}: some crash kinds asked for are not simulated there)")
     for failure in result.failures[:SHOWN_FAILURES]:
         lines.append("")

@@ -68,7 +68,7 @@ def score(target: Target, options: TargetOptions, variant: str) -> dict[str, Any
         "durability": checked.durability,
         "variant": variant,
         "saver": checked.saver,
-        "boundaries": result.boundaries,
+        "boundaries": result.reference.boundaries,
         "schedules": result.schedules,
         "failing": len(failing),
         "failing_points": failing,

@@ -231,14 +231,14 @@ def sweep_target(
                 target, options, pick, recovery, timeout_s, progress, zygote, dirs
             )
             if broken is None:
-                out.reference_outcome["children"] = f"{why}; {out.reference_outcome['children']}"
+                out.reference.outcome["children"] = f"{why}; {out.reference.outcome['children']}"
                 return out
             why += (
                 f"; not from snapshots: the check found {broken}, so every point ran the real way"
             )
             reference = None
         out = _real_sweep(target, options, pick, timeout_s, progress, reference, zygote)
-        out.reference_outcome["children"] = why
+        out.reference.outcome["children"] = why
         return out
 
 
@@ -310,7 +310,7 @@ def _recovery_only_sweep(
         stopped=stopped,
     )
     out = _sweep(target, options, crashes, reference, recovery.run, progress)
-    out.reference_outcome["children"] = recovery.summary()
+    out.reference.outcome["children"] = recovery.summary()
     out.wall_s = time.perf_counter() - started
     return out, recovery.broken
 
@@ -356,22 +356,22 @@ def _sweep(
     out = ScenarioSweep(run_name(target, options), store, 0, 1, ["process"])
     out.determinism = "off"
     out.ref = target.name
-    out.labels = reference.labels
-    out.boundaries = len(out.labels)
-    for label in out.labels:
+    out.reference.labels = reference.labels
+    out.reference.boundaries = len(out.reference.labels)
+    for label in out.reference.labels:
         kind = label.split(":", 1)[0].split("#", 1)[0]
-        out.boundary_kinds[kind] = out.boundary_kinds.get(kind, 0) + 1
-    out.reference_outcome = {
+        out.reference.boundary_kinds[kind] = out.reference.boundary_kinds.get(kind, 0) + 1
+    out.reference.outcome = {
         "answer": reference.state.answer,
         "history": reference.state.history,
         "processes": reference.processes,
     }
     if options.app is not None:
-        out.reference_outcome.update(app_outcome(options, reference))
+        out.reference.outcome.update(app_outcome(options, reference))
     for row in reference.ledger:
         if row.applied:
             key = f"{row.service}.{row.op}"
-            out.effects[key] = out.effects.get(key, 0) + 1
+            out.reference.effects[key] = out.reference.effects.get(key, 0) + 1
     for n, crash in enumerate(crashes, 1):
         point = run(crash)
         verdict = judge_point(point, reference, target.tools(options))

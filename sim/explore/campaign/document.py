@@ -19,36 +19,20 @@ from __future__ import annotations
 from typing import Any
 
 from sim.explore.campaign.address import digest
-from sim.explore.recording import Judged, ScenarioSweep
+from sim.explore.recording import (
+    Expansion,
+    Judged,
+    ReferenceRun,
+    ScenarioSweep,
+    from_flat_json,
+)
 from sim.explore.sweep import SweepPart
 from sim.judgement.oracles import Violation
-from sim.world.faults import parse_schedule
 
 FORMAT = "durable-sim-campaign-unit"
-SCHEMA_VERSION = 1
-
-#: The keys of ``ScenarioSweep.to_json`` that describe a sweep before any schedule is recorded;
-#: the others are what recording fills in.
-DESCRIPTION_KEYS = (
-    "name",
-    "store",
-    "seed",
-    "depth",
-    "crash_kinds",
-    "boundaries",
-    "boundary_kinds",
-    "labels",
-    "reference_fingerprint",
-    "reference_outcome",
-    "effects",
-    "skipped_power",
-    "skipped_storage",
-    "skipped_pause",
-    "tear_schedules",
-    "determinism",
-    "folded",
-    "base_schedule",
-)
+#: 2: a sweep unit's spec is its plan (``address.sweep_spec``); the description carries
+#: ``reference_failed``.
+SCHEMA_VERSION = 2
 
 
 class UnitFileError(ValueError):
@@ -58,9 +42,8 @@ class UnitFileError(ValueError):
 
 def part_json(part: SweepPart, *, wall_s: float) -> dict[str, Any]:
     """A sweep part (``sim.explore.sweep.sweep_part``) as a unit's ``result``."""
-    described = part.sweep.to_json()
     return {
-        "sweep": {key: described[key] for key in DESCRIPTION_KEYS},
+        "sweep": part.sweep.description_json(),
         "reference": None if part.reference is None else part.reference.to_json(),
         "prefix": [v.to_json() for v in part.prefix],
         "outcomes": [[text, judged.to_json()] for text, judged in part.outcomes],
@@ -70,24 +53,19 @@ def part_json(part: SweepPart, *, wall_s: float) -> dict[str, Any]:
 
 
 def described(doc: dict[str, Any], *, ref: str) -> ScenarioSweep:
-    """A sweep result holding a unit's description and nothing recorded: what ``record_part``
-    records into."""
-    out = ScenarioSweep(doc["name"], doc["store"], doc["seed"], doc["depth"], doc["crash_kinds"])
-    out.ref = ref
-    out.boundaries = doc["boundaries"]
-    out.boundary_kinds = dict(doc["boundary_kinds"])
-    out.labels = list(doc["labels"])
-    out.reference_fingerprint = doc["reference_fingerprint"]
-    out.reference_outcome = doc["reference_outcome"]
-    out.effects = dict(doc["effects"])
-    out.skipped_power = doc["skipped_power"]
-    out.skipped_storage = doc["skipped_storage"]
-    out.skipped_pause = doc["skipped_pause"]
-    out.tear_schedules = doc["tear_schedules"]
-    out.determinism = doc["determinism"]
-    out.folded = doc["folded"]
-    out.base_points = list(parse_schedule(doc["base_schedule"]).points)
-    return out
+    """A sweep result holding a unit's description (``ScenarioSweep.description_json``) and
+    nothing recorded: what ``record_part`` records into."""
+    return ScenarioSweep(
+        doc["name"],
+        doc["store"],
+        doc["seed"],
+        doc["depth"],
+        list(doc["crash_kinds"]),
+        determinism=doc["determinism"],
+        ref=ref,
+        reference=from_flat_json(ReferenceRun, doc),
+        expansion=from_flat_json(Expansion, doc),
+    )
 
 
 def part_from_json(result: dict[str, Any], *, ref: str) -> SweepPart:

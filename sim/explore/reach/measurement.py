@@ -301,7 +301,7 @@ def _record_sweep(
     measured child (credited with what it reached beyond ``parent``)."""
     labels: list[str] = result.labels
     regional = region_filter()
-    base = _schedule_text(result.base_points)
+    base = _schedule_text(result.reference.base_points)
     fault_free = [{"schedule": "none", "fault_free": True, "labels": []}]
     if base != "none":
         fault_free.append(
@@ -334,7 +334,7 @@ def _record_sweep(
             "verdicts": dict(result.verdicts),
         }
     )
-    if result.reference_failed:
+    if result.reference.failed:
         raw.notes.append(f"{scenario.name}[{store}]: its fault-free run fails; nothing was swept")
 
 

@@ -80,13 +80,15 @@ def _naive(plan: SweepPlan, progress: ProgressFn | None) -> ScenarioSweep:
     if out.failures:
         # Every crash schedule is judged against the fault-free run: when that run itself fails
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
-        out.reference_failed = True
+        out.reference.failed = True
         return out
-    schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
+    schedules = depth1_schedules(
+        out.reference.labels, kinds, base=base, tears=traced.trace.tear_counts
+    )
     total = len(schedules)
     if depth == 1 and tier.sampled(total, exhaustive=plan.exhaustive):
-        out.sampled = True
-        chosen = tier.select(schedules, out.labels, seed=seed, salt=f"{out.name}|{store}")
+        out.sample.sampled = True
+        chosen = tier.select(schedules, out.reference.labels, seed=seed, salt=f"{out.name}|{store}")
         schedules = [s for s in schedules if s.text() in chosen]
     stop = plan.stop_at_first_failure
     run = NaiveRun(out, scenario, reference, kinds, mode, progress, stop)
@@ -132,20 +134,22 @@ def sweep_part(
         # Every crash schedule is judged against the fault-free run: when that run itself fails
         # (never settles, breaks an invariant), the schedules would say nothing. Stop here.
         return part
-    out.folded = len(fold.twin_of)
-    schedules = depth1_schedules(out.labels, kinds, base=base, tears=traced.trace.tear_counts)
+    out.expansion.folded = len(fold.twin_of)
+    schedules = depth1_schedules(
+        out.reference.labels, kinds, base=base, tears=traced.trace.tear_counts
+    )
     part.total = len(schedules)
     roots = plan.roots
     if tier.sampled(part.total, exhaustive=plan.exhaustive):
-        out.sampled = True
-        chosen = tier.select(schedules, out.labels, seed=seed, salt=f"{out.name}|{store}")
+        out.sample.sampled = True
+        chosen = tier.select(schedules, out.reference.labels, seed=seed, salt=f"{out.name}|{store}")
         roots = replace(roots, picked=frozenset(fold.twin_of.get(t, t) for t in chosen))
     owns = partial(roots.owns, twin_of=fold.twin_of)
-    if out.sampled:  # the folded points it judges, as an exhaustive sweep counts all of them
-        out.folded = sum(1 for text in fold.twin_of if owns(text))
+    if out.sample.sampled:  # the folded points it judges, as an exhaustive sweep counts all of them
+        out.expansion.folded = sum(1 for text in fold.twin_of if owns(text))
     stop = plan.stop_at_first_failure
     run = FastRun(out, scenario, reference_run, mode, progress, jobs, fold.twin_of, owns, stop)
-    if len(out.labels) >= fork_from:
+    if len(out.reference.labels) >= fork_from:
         part.prefix, part.outcomes = run.forked(traced, base, kinds)
     else:
         part.outcomes = run.split([s for s in schedules if owns(s.text())])

@@ -36,11 +36,11 @@ class SweepPart:
 def record_part(out: ScenarioSweep, part: SweepPart) -> None:
     """Record ``part`` into ``out`` as the one-process sweep records it: the fault-free run's
     outcome first (a failing one stops there), then the prefix check, then every schedule."""
-    base = Schedule(tuple(out.base_points))
+    base = Schedule(tuple(out.reference.base_points))
     if part.reference is not None:
         record_outcome(out, base, part.reference)
         if out.failures:
-            out.reference_failed = True
+            out.reference.failed = True
             return
     if part.prefix:
         record_outcome(out, base, Judged.of_violations(part.prefix))
@@ -54,13 +54,13 @@ def account(out: ScenarioSweep, total: int, texts: list[str]) -> None:
     recovery classes offered and covered. A sample that misses one is the harness's error: the
     tier promises each at least once, and a run that breaks the promise must not pass."""
     kinds = swept_kinds(out)
-    base = Schedule(tuple(out.base_points))
-    cover = tier.coverage(texts, out.labels, kinds, base)
-    out.points_total, out.points_run = total, len(texts)
-    out.strata_total, out.strata_covered = cover.strata_total, cover.strata_covered
-    out.recovery_classes_total = cover.classes_total
-    out.recovery_classes_covered = cover.classes_covered
-    if out.sampled and not cover.complete:
+    base = Schedule(tuple(out.reference.base_points))
+    cover = tier.coverage(texts, out.reference.labels, kinds, base)
+    out.sample.points_total, out.sample.points_run = total, len(texts)
+    out.sample.strata_total, out.sample.strata_covered = cover.strata_total, cover.strata_covered
+    out.sample.recovery_classes_total = cover.classes_total
+    out.sample.recovery_classes_covered = cover.classes_covered
+    if out.sample.sampled and not cover.complete:
         shown = ", ".join(cover.missing[:5])
         why = f"the CI tier's sample missed {len(cover.missing)} of its promised cells: {shown}"
         record_outcome(out, base, Judged.harness_error(why))

@@ -74,12 +74,14 @@ def described(
     out = ScenarioSweep(scenario.name, store, seed, depth, list(crash_kinds))
     # A pause needs a standby to take the lease over: a scenario without one has no pause
     # points. The kinds asked for stay the sweep's (every sweep of one command shares them).
-    out.skipped_pause = CrashKind.PAUSE in out.crash_kinds and scenario.standby_at_s() is None
+    out.expansion.skipped_pause = (
+        CrashKind.PAUSE in out.crash_kinds and scenario.standby_at_s() is None
+    )
     out.ref = ref or scenario.name
     out.determinism = mode
     kinds = _store_kinds(out)
     base = base_schedule(scenario, seed=seed, store=store)
-    out.base_points = list(base.points)
+    out.reference.base_points = list(base.points)
     return out, kinds, base
 
 
@@ -89,8 +91,8 @@ def _store_kinds(out: ScenarioSweep) -> list[CrashKind]:
     what was skipped."""
     store = StoreKind(out.store)
     kinds = out.crash_kinds
-    out.skipped_power = "power" in kinds and not store.can_inject("power")
-    out.skipped_storage = "storage" in kinds and not store.can_inject("storage")
+    out.expansion.skipped_power = "power" in kinds and not store.can_inject("power")
+    out.expansion.skipped_storage = "storage" in kinds and not store.can_inject("storage")
     return swept_kinds(out)
 
 
@@ -101,7 +103,8 @@ def swept_kinds(out: ScenarioSweep) -> list[CrashKind]:
     return [
         CrashKind(k)
         for k in out.crash_kinds
-        if store.can_inject(k) and not (CrashKind(k) is CrashKind.PAUSE and out.skipped_pause)
+        if store.can_inject(k)
+        and not (CrashKind(k) is CrashKind.PAUSE and out.expansion.skipped_pause)
     ]
 
 
@@ -142,19 +145,19 @@ def describe(
     kinds: list[CrashKind],
 ) -> None:
     """What the results say about the runs before any schedule: boundaries, tears, outcome."""
-    out.boundaries = len(traced.trace.boundaries)
+    out.reference.boundaries = len(traced.trace.boundaries)
     if "power" in kinds:
-        out.tear_schedules = sum(
+        out.expansion.tear_schedules = sum(
             len(crash_points(index, When(when), CrashKind.POWER, n)) - 1
             for (index, when), n in traced.trace.tear_counts.items()
             if index > base.last_index
         )
-    out.labels = [b.label for b in traced.trace.boundaries]
+    out.reference.labels = [b.label for b in traced.trace.boundaries]
     for b in traced.trace.boundaries:
-        out.boundary_kinds[b.kind] = out.boundary_kinds.get(b.kind, 0) + 1
-    out.reference_fingerprint = reference.trace.fingerprint
-    out.reference_outcome = reference.outcome
-    out.effects = _effect_summary(reference)
+        out.reference.boundary_kinds[b.kind] = out.reference.boundary_kinds.get(b.kind, 0) + 1
+    out.reference.fingerprint = reference.trace.fingerprint
+    out.reference.outcome = reference.outcome
+    out.reference.effects = _effect_summary(reference)
 
 
 def _effect_summary(result: RunResult) -> dict[str, int]:

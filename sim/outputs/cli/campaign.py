@@ -234,7 +234,7 @@ def finish(
     elif document is not None:
         _summary(sweeps, verdicts)
         print(f"report: {out_dir / 'index.html'}")
-    refused = any(one.reference_failed for one in sweeps)
+    refused = any(one.reference.failed for one in sweeps)
     return exit_for(verdicts, refused=refused)
 
 

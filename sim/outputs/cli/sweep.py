@@ -18,6 +18,7 @@ from sim.explore import interrupts, pruning
 from sim.explore.parallel import Step, default_jobs, estimated_cost, run_steps
 from sim.explore.plan import SweepPlan
 from sim.explore.progress import Progress
+from sim.explore.recording import ScenarioSweep
 from sim.explore.results import DISPLAY_VERDICTS, results_document
 from sim.explore.sweep import determinism_mode, sweep
 from sim.explore.tier import EXHAUSTIVE_POINTS_MAX, SAMPLE_POINTS
@@ -192,17 +193,20 @@ def _check_prune(args: argparse.Namespace, scenarios: list[Any]) -> None:
 FAILURES_SHOWN = 5  # per scenario and store in the summary; the report has every failure
 
 
-def _skipped(result: Any) -> str:
+def _skipped(result: ScenarioSweep) -> str:
     """`` (no storage faults)``: the crash kinds asked for that the store could not be given."""
     skipped = [
         k
-        for k, flag in (("power", result.skipped_power), ("storage", result.skipped_storage))
+        for k, flag in (
+            ("power", result.expansion.skipped_power),
+            ("storage", result.expansion.skipped_storage),
+        )
         if flag
     ]
     return f" (no {'/'.join(skipped)} faults)" if skipped else ""
 
 
-def _swept(step: Any, result: Any) -> str:
+def _swept(step: Any, result: ScenarioSweep) -> str:
     """A sweep's progress summary; a refused scenario (its fault-free run fails) says so.
 
     A sweep that ended after a stop was requested says nothing: an interrupt that a run could
@@ -210,7 +214,7 @@ def _swept(step: Any, result: Any) -> str:
     I10 of the fault-free run's second run, say -- is not a verdict. The command stops
     here with 130 instead."""
     interrupts.stop_if_requested()
-    if result.reference_failed:
+    if result.reference.failed:
         first = result.failures[0]
         print(
             f"durable-sim: {step.label}: its fault-free run fails "
@@ -223,7 +227,7 @@ def _swept(step: Any, result: Any) -> str:
     )
 
 
-def _pruned(step: Any, result: Any) -> str:
+def _pruned(step: Any, result: ScenarioSweep) -> str:
     """`` (pruned 30, 2 checked to the end)`` for a ``--prune rejoin`` sweep; the harness error
     that turned pruning off, on stderr."""
     stats = result.prune
@@ -239,11 +243,11 @@ def _pruned(step: Any, result: Any) -> str:
     return f" (pruned {stats['pruned']}, {stats['checked']} checked to the end)"
 
 
-def _sampled(result: Any) -> str:
+def _sampled(result: ScenarioSweep) -> str:
     """`` (sampled: 600 of 6586 points)`` for a trace the CI tier sampled, else nothing."""
-    if not result.sampled:
+    if not result.sample.sampled:
         return ""
-    return f" (sampled: {result.points_run} of {result.points_total} points)"
+    return f" (sampled: {result.sample.points_run} of {result.sample.points_total} points)"
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -268,7 +272,9 @@ def run_sweep(args: argparse.Namespace) -> int:
         )
         steps = _steps(plans, sweep, fast=not args.naive, jobs=jobs)
     with Progress(command="sweep", unit="schedules", enabled=not args.quiet) as progress:
-        results: list[Any] = run_steps(steps, jobs=jobs, progress=progress, finished=_swept)
+        results: list[ScenarioSweep] = run_steps(
+            steps, jobs=jobs, progress=progress, finished=_swept
+        )
     interrupts.stop_if_requested()  # no report of a sweep that was told to stop (``_swept``)
 
     # A store that cannot be forked (Postgres) is swept naively whatever --naive says, and so
@@ -284,7 +290,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     else:
         _summary(results)
         print(f"report: {out_dir / 'index.html'} ({len(written)} files in {out_dir})")
-    refused = any(r.reference_failed for r in results)
+    refused = any(r.reference.failed for r in results)
     return exit_for(document["totals"]["verdicts"], refused=refused)
 
 
@@ -327,7 +333,7 @@ def _steps(plans: list[SweepPlan], run: Callable[..., Any], **options: Any) -> l
     ]
 
 
-def _summary(results: list[Any]) -> None:
+def _summary(results: list[ScenarioSweep]) -> None:
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from rich.table import Table
 
@@ -342,8 +348,8 @@ def _summary(results: list[Any]) -> None:
         table.add_row(
             r.name,
             r.store + _skipped(r),
-            str(r.boundaries),
-            str(r.schedules) + (" sampled" if r.sampled else ""),
+            str(r.reference.boundaries),
+            str(r.schedules) + (" sampled" if r.sample.sampled else ""),
             *(str(r.verdicts[verdict]) for verdict in DISPLAY_VERDICTS),
             f"{r.wall_s:.1f}",
         )

@@ -462,7 +462,7 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
         f"boundaries {result.boundaries}  schedules {result.schedules}  "
         f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
     )
-    for note in app_notes({"reference_outcome": result.reference_outcome}):
+    for note in app_notes({"reference_outcome": result.reference.outcome}):
         print(note)
     for failure in result.failures[:FAILURES_SHOWN]:
         also = [i for i in failure.invariants if i != failure.invariant]

@@ -100,17 +100,17 @@ def _agree(fast: ScenarioSweep, naive: ScenarioSweep) -> None:
     assert len(every) == len(fast.matrix)  # one cell per point
     ran = _verdicts(naive)
     assert [every.get(cell[:3]) for cell in ran] == [cell[3] for cell in ran]
-    assert fast.points_total == naive.points_total
-    if naive.sampled:
-        assert len(ran) <= naive.points_run < fast.points_total
+    assert fast.sample.points_total == naive.sample.points_total
+    if naive.sample.sampled:
+        assert len(ran) <= naive.sample.points_run < fast.sample.points_total
     else:
-        assert naive.points_run == fast.points_total
+        assert naive.sample.points_run == fast.sample.points_total
 
 
 def _swept(cells: list[tuple[int, str]], *, total: int, sampled: bool) -> ScenarioSweep:
     out = ScenarioSweep("s", "file", 0, 1, ["process"])
     out.matrix = [{"index": i, "when": "after", "kind": "process", "verdict": v} for i, v in cells]
-    out.points_total, out.points_run, out.sampled = total, len(cells), sampled
+    out.sample.points_total, out.sample.points_run, out.sample.sampled = total, len(cells), sampled
     return out
 
 
@@ -302,8 +302,8 @@ def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store:
     kinds = ("process", "power", "storage")
     naive = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), fast=False)  # type: ignore[arg-type]
     split = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), jobs=2)  # type: ignore[arg-type]
-    assert split.boundaries < FORK_FROM_BOUNDARIES  # the split path, not the forking one
-    assert split.folded > 0  # folded schedules inherit verdicts: that is what is compared
+    assert split.reference.boundaries < FORK_FROM_BOUNDARIES  # the split path, not the forking one
+    assert split.expansion.folded > 0  # folded schedules inherit verdicts: that is what is compared
     assert _document(split) == _document(naive)
 
 

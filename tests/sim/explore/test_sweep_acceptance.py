@@ -17,11 +17,11 @@ SEED_SCENARIOS = ("read_edit_answer", "idempotent_payment", "model_error_then_me
 def test_depth1_sweep_passes(name: str, store: str) -> None:
     result = sweep(SweepPlan(scenario=load_scenario(name), store=store, determinism=True))  # type: ignore[arg-type]
     assert result.failures == []
-    expected = 1 + result.boundaries * 2 * 2  # process and power crashes, on both stores
+    expected = 1 + result.reference.boundaries * 2 * 2  # process and power crashes, on both stores
     # Enumerated power-loss tears: the file store's text log only (SQLite's write-ahead log is
     # torn by each point's seeded draw).
-    expected += result.tear_schedules
-    assert (result.tear_schedules > 0) == (store == "file")
+    expected += result.expansion.tear_schedules
+    assert (result.expansion.tear_schedules > 0) == (store == "file")
     assert result.schedules == expected
     assert result.verdicts["pass"] == expected
 
@@ -35,7 +35,7 @@ def test_every_boundary_kind_is_in_the_traces() -> None:
                     scenario=load_scenario(name), store=store, crash_kinds=(), determinism=False
                 )
             )
-            kinds |= set(result.boundary_kinds)
+            kinds |= set(result.reference.boundary_kinds)
     for kind in (
         "commit",
         "fs.write",

@@ -16,7 +16,7 @@ from sim.explore import forking, tier
 from sim.explore.mutants import MUTANTS
 from sim.explore.mutants.core import planted
 from sim.explore.plan import SweepPlan
-from sim.explore.recording import ScenarioSweep
+from sim.explore.recording import ReferenceRun, Sample, ScenarioSweep
 from sim.explore.results import results_document
 from sim.explore.sweep import listed_schedules, sweep, twins
 from sim.explore.sweep.parts import account
@@ -143,12 +143,20 @@ def test_without_the_stratum_guarantee_the_sample_misses_cells(
     points = chosen(LONG, StoreKind.FILE)
     cover = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())  # type: ignore[arg-type]
     assert not cover.complete
-    out = ScenarioSweep(LONG, "file", 0, 1, list(KINDS), labels=labels, sampled=True)
+    out = ScenarioSweep(
+        LONG,
+        "file",
+        0,
+        1,
+        list(KINDS),
+        reference=ReferenceRun(labels=labels),
+        sample=Sample(sampled=True),
+    )
     account(out, len(listed(LONG, StoreKind.FILE)[1]), sorted(points))
     assert out.verdicts["error"] == 1
     assert "missed" in out.failures[0].explanation
-    assert out.strata_covered < out.strata_total or (
-        out.recovery_classes_covered < out.recovery_classes_total
+    assert out.sample.strata_covered < out.sample.strata_total or (
+        out.sample.recovery_classes_covered < out.sample.recovery_classes_total
     )
 
 
@@ -246,7 +254,9 @@ def test_the_tier_kills_every_mutant(m) -> None:  # type: ignore[no-untyped-def]
         out = sweep(
             SweepPlan(scenario=scenario, store=store, crash_kinds=KINDS, exhaustive=False), jobs=1
         )
-    assert out.sampled and out.failures, f"the CI tier's sample of {m.scenario} misses {m.name}"
+    assert out.sample.sampled and out.failures, (
+        f"the CI tier's sample of {m.scenario} misses {m.name}"
+    )
 
 
 def test_an_exhaustive_sweep_records_every_point_and_cell() -> None:

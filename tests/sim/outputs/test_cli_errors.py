@@ -399,10 +399,9 @@ def test_a_long_repro_line_is_printed_on_one_line(
     """The summary is as wide as the terminal; a repro line longer than that (a scenario file
     deep in a tree, a seam) must still come out as one line, or its first line, copied, runs as
     a broken command (it once did: exit 2)."""
-    from types import SimpleNamespace
-
     from rich.console import Console
 
+    from sim.explore.recording import Failure, ReferenceRun, ScenarioSweep
     from sim.explore.results import DISPLAY_VERDICTS
     from sim.outputs.cli import sweep as sweep_cli
 
@@ -415,20 +414,30 @@ def test_a_long_repro_line_is_printed_on_one_line(
         + "a/" * 40
         + "store.py:make_store --seed 0"
     )
-    failure = SimpleNamespace(
-        verdict="safety", invariant="I1", schedule="3:after:process", explanation="x", repro=repro
-    )
-    result = SimpleNamespace(
-        name="s",
+    failure = Failure(
+        scenario="s",
         store="file",
-        boundaries=9,
+        seed=0,
+        schedule="3:after:process",
+        verdict="safety",
+        invariant="I1",
+        explanation="x",
+        witness=[],
+        expected="",
+        actual="",
+        repro=repro,
+    )
+    result = ScenarioSweep(
+        "s",
+        "file",
+        0,
+        1,
+        ["process"],
+        reference=ReferenceRun(boundaries=9),
         schedules=18,
         verdicts=dict.fromkeys(DISPLAY_VERDICTS, 0),
         wall_s=1.0,
         failures=[failure],
-        sampled=False,
-        skipped_power=False,
-        skipped_storage=False,
     )
     sweep_cli._summary([result])
     lines = capsys.readouterr().out.splitlines()

@@ -315,7 +315,9 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
             determinism=False,
         )
     )
-    assert not s.skipped_storage and not s.skipped_power  # SQLite takes every kind
+    assert (
+        not s.expansion.skipped_storage and not s.expansion.skipped_power
+    )  # SQLite takes every kind
     results = {
         "schema_version": 1,
         "tool": "durable-sim",
@@ -332,7 +334,7 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     assert int(suite.get("skipped")) == 0
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert page.count('<table class="matrix"') == 1
-    assert page.count('<td class="i mono">') == s.boundaries
+    assert page.count('<td class="i mono">') == s.reference.boundaries
     assert "http://" not in page and "https://" not in page
     assert "idempotent_payment" in (tmp_path / "report.md").read_text(encoding="utf-8")
 

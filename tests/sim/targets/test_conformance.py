@@ -109,7 +109,7 @@ def test_its_demo_finding_holds_and_its_fix_sweeps_clean(name: str) -> None:
     demo: Demo = target.demo()
     found = sweep_target(target, demo.as_is, choose=demo.choose)
     assert found.schedules == len(demo.points)
-    assert found.reference_outcome["processes"] == 1  # the fault-free run finished in one
+    assert found.reference.outcome["processes"] == 1  # the fault-free run finished in one
     assert [c["verdict"] for c in found.matrix] == ["safety"] * len(demo.points), found.failures
     for failure in found.failures:
         assert demo.invariant in failure.invariants, (failure.schedule, failure.invariants)

@@ -33,7 +33,7 @@ def _around_the_charge(labels: list[str]) -> list[tuple[int, str]]:
 @pytest.mark.slow
 def test_a_kill_before_record_operation_result_charges_twice() -> None:
     result = sweep_target(get_target("dbos"), TargetOptions(), choose=_around_the_charge)
-    charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))
+    charge = next(i for i, label in enumerate(result.reference.labels) if label.startswith(CHARGE))
     assert [c["verdict"] for c in result.matrix] == ["pass", "safety"]
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"]

@@ -222,11 +222,11 @@ def test_in_a_child_effects_of_another_module_land_as_the_app_calls_them(tmp_pat
     )
     target = get_target("python")
     result = sweep_target(target, options, choose=lambda labels: [])
-    assert result.labels == [
+    assert result.reference.labels == [
         "effect:app.payments_job:issue_refund#issue_refund-1",
         "effect:app.payments_job:Mailer.send#Mailer.send-1",
     ]
-    notes = app_notes({"reference_outcome": result.reference_outcome})
+    notes = app_notes({"reference_outcome": result.reference.outcome})
     assert any(n.startswith("never called: payments_job:Stripe.post") for n in notes), notes
     reference = reference_run(target, options, timeout_s=60.0)
     assert [row.tool for row in reference.ledger] == [

@@ -88,6 +88,6 @@ def test_a_tool_that_lands_no_declared_effect_is_listed_not_judged() -> None:
     and the report lists it as an undeclared effect; with both declared, nothing is listed."""
     target = get_target("langgraph")
     one = sweep_target(target, _options("build_graph", effects=("refund",)), choose=lambda _: [])
-    assert one.reference_outcome["undeclared_effects"] == {"email_customer": 1}
+    assert one.reference.outcome["undeclared_effects"] == {"email_customer": 1}
     both = sweep_target(target, _options("build_graph"), choose=lambda _: [])
-    assert "undeclared_effects" not in both.reference_outcome
+    assert "undeclared_effects" not in both.reference.outcome

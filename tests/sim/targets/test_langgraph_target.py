@@ -71,7 +71,7 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(
         choose=_around_the_charge,
         reference=sync_reference,
     )
-    charge = next(i for i, label in enumerate(result.labels) if label.startswith(CHARGE))
+    charge = next(i for i, label in enumerate(result.reference.labels) if label.startswith(CHARGE))
     verdicts = {(c["index"], c["when"]): c["verdict"] for c in result.matrix}
     assert verdicts[(charge, "before")] == "pass"  # killed before the effect: run once, fine
     assert verdicts[(charge, "after")] == "safety"
@@ -82,7 +82,10 @@ def test_sync_durability_charges_twice_and_its_state_hides_it(
     assert "by p1" in applied[0] and "by p2" in applied[1]
     call = applied[0].split(" call=")[1].split()[0]
     assert f" call={call} " in applied[1]  # the same tool call, executed twice
-    assert f"crash: after {result.labels[charge]} (boundary {charge}) killed p1" in failure.witness
+    assert (
+        f"crash: after {result.reference.labels[charge]} (boundary {charge}) killed p1"
+        in failure.witness
+    )
     assert failure.repro == (
         f"durable-sim target replay langgraph --durability sync --schedule {charge}:after"
     )

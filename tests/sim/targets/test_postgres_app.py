@@ -84,8 +84,11 @@ def test_the_job_charges_an_invoice_twice_and_its_replay_line_shows_it(
     line, reproduces it (exit 1)."""
     target = get_target("python")
     result = sweep_target(target, _options(f"{EXAMPLE}:main"), choose=_window)
-    assert result.labels[:2] == ["pg.commit#1", "pg.commit#2"]  # the table, the two invoices
-    assert result.labels[2].startswith("effect:app.billing:charge#")
+    assert result.reference.labels[:2] == [
+        "pg.commit#1",
+        "pg.commit#2",
+    ]  # the table, the two invoices
+    assert result.reference.labels[2].startswith("effect:app.billing:charge#")
     assert result.schedules == 2 and len(result.failures) == 2, result.failures
     assert {f.invariant for f in result.failures} == {"I1"}
     crashed = sorted(label for f in result.failures for label in f.crash_labels)

@@ -37,7 +37,7 @@ def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: igno
 
 def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:
     result = _sweep("orders.py")
-    assert result.labels == [
+    assert result.reference.labels == [
         "effect:app.charge#charge-1",
         "sqlite.commit#1",
         "effect:app.charge#charge-2",
@@ -58,7 +58,11 @@ def test_progress_in_a_json_file_has_its_close_and_rename_as_boundaries() -> Non
     a kill anywhere from after a charge to before the rename that records it charges again --
     before the temporary's ``close`` too, which loses what Python buffered."""
     result = _sweep("orders_json.py")
-    assert result.labels[:3] == ["effect:app.charge#charge-1", "file.close#1", "os.replace#1"]
+    assert result.reference.labels[:3] == [
+        "effect:app.charge#charge-1",
+        "file.close#1",
+        "os.replace#1",
+    ]
     failing = sorted(f.schedule for f in result.failures)
     first = ["0:after", "1:before", "1:after", "2:before", "3:after", "4:before", "4:after"]
     assert failing == sorted(f"{p}:process" for p in [*first, "5:before"])
@@ -288,7 +292,7 @@ def test_an_os_write_to_a_file_opened_for_writing_is_a_boundary(tmp_path: Path) 
         return [(labels.index("os.write#1"), "before"), (labels.index("os.write#1"), "after")]
 
     result = sweep_target(get_target("python"), options, choose=points)
-    assert result.labels == [
+    assert result.reference.labels == [
         "effect:app.charge#charge-1",
         "os.write#1",
         "os.fsync#1",

@@ -87,7 +87,7 @@ def test_every_point_from_its_snapshot_is_judged_as_the_real_way_judges_it(
     snap = sweep_target(target, options, recovery=RecoveryCheck.FULL)
     assert _seen(snap) == _seen(real)
     assert (variant == "as_is") == bool(real.failures)
-    children = snap.reference_outcome["children"]
+    children = snap.reference.outcome["children"]
     assert f"recovery only, from the fault-free run's files at each instant ({snap.schedules} " in (
         children
     ), children
@@ -114,7 +114,7 @@ def test_the_check_catches_a_prefix_kept_outside_the_directory_and_sweeps_the_re
 ) -> None:
     target = get_target("python")
     snap = sweep_target(target, outside_state_job, recovery=RecoveryCheck.FULL)
-    children = snap.reference_outcome["children"]
+    children = snap.reference.outcome["children"]
     assert "not from snapshots: the check found point " in children, children
     assert "so every point ran the real way" in children
     # Swept again the real way, from the start: what a real sweep finds now (the file outside
@@ -132,7 +132,7 @@ def test_without_the_check_the_snapshots_judge_that_prefix_wrongly(
     _clear_outside(tmp_path)
     monkeypatch.setattr(recovery_only, "checked", lambda *_a, **_k: set())
     snap = sweep_target(target, outside_state_job, recovery=RecoveryCheck.SAMPLE)
-    assert "not from snapshots" not in snap.reference_outcome["children"]
+    assert "not from snapshots" not in snap.reference.outcome["children"]
     assert _seen(snap) != _seen(real)
 
 

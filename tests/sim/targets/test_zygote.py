@@ -212,7 +212,7 @@ def test_a_forked_sweep_judges_the_python_demo_as_fresh_interpreters_do() -> Non
     for fork in (True, False):
         sweep = sweep_target(target, target.demo().as_is, fork=fork)
         failures = [(f.schedule, f.invariants) for f in sweep.failures]
-        seen[fork] = (sweep.matrix, failures, sweep.reference_outcome["children"])
+        seen[fork] = (sweep.matrix, failures, sweep.reference.outcome["children"])
     assert seen[True][:2] == seen[False][:2]
     assert seen[True][1], "the demo job charges twice somewhere"
     assert seen[True][2].startswith("forked from a warm zygote that preloaded sim.targets")
@@ -281,7 +281,7 @@ def test_a_langgraph_job_forks_with_langgraph_imported_and_judges_as_fresh() -> 
         sweep = sweep_target(get_target("python"), options, choose=around_the_refund, fork=fork)
         seen.append(([c["verdict"] for c in sweep.matrix], [f.invariants for f in sweep.failures]))
         if fork:  # a refused zygote would compare fresh with fresh
-            assert sweep.reference_outcome["children"].startswith("forked from a warm zygote")
+            assert sweep.reference.outcome["children"].startswith("forked from a warm zygote")
     assert seen[0] == seen[1], f"forked {seen[0]} but fresh {seen[1]}"
     assert seen[0] == (["safety", "safety"], [["I1"], ["I1", "I7"]])
 

@@ -102,7 +102,7 @@ def test_a_scenario_without_a_standby_has_no_pause_points() -> None:
     result = sweep(
         SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False)
     )
-    assert result.skipped_pause and result.schedules == 1  # the fault-free run only
+    assert result.expansion.skipped_pause and result.schedules == 1  # the fault-free run only
     assert result.crash_kinds == ["pause"]  # asked for: every sweep of a command shares them
 
 
@@ -151,7 +151,7 @@ def test_sweeps_with_and_without_a_standby_share_one_results_document() -> None:
     alone = sweep(
         SweepPlan(scenario=load_scenario("idempotent_payment"), store="file", crash_kinds=kinds)
     )
-    assert (standby.skipped_pause, alone.skipped_pause) == (False, True)
+    assert (standby.expansion.skipped_pause, alone.expansion.skipped_pause) == (False, True)
     assert any(cell["kind"] == "pause" for cell in standby.matrix)
     assert not any(cell["kind"] == "pause" for cell in alone.matrix)
     doc = results_document([standby, alone], wall_s=1.0)

@@ -72,10 +72,12 @@ def test_a_depth1_process_sweep_passes(pg_server: str, name: str) -> None:
     result = sweep(
         SweepPlan(scenario=load_scenario(name), store="postgres", crash_kinds=("process", "power"))
     )
-    assert result.schedules == 2 * result.boundaries + 1  # before/after each, and the reference
+    assert (
+        result.schedules == 2 * result.reference.boundaries + 1
+    )  # before/after each, and the reference
     assert result.verdicts["pass"] == result.schedules, result.failures[:1]
-    assert result.skipped_power and result.crash_kinds == ["process", "power"]
-    assert any(label.startswith("postgres.commit") for label in result.labels)
+    assert result.expansion.skipped_power and result.crash_kinds == ["process", "power"]
+    assert any(label.startswith("postgres.commit") for label in result.reference.labels)
     assert _schemas(pg_server) == set()
 
 
@@ -181,7 +183,7 @@ def test_renewal_ignoring_the_epoch_is_killed_by_the_takeover_sweep(
             scenario=load_scenario("lease_takeover"), store="postgres", crash_kinds=("process",)
         )
     )
-    assert result.reference_failed
+    assert result.reference.failed
     assert [(f.schedule, f.invariant) for f in result.failures] == [("none", "I8")]
 
 
@@ -201,7 +203,7 @@ def test_a_batch_split_over_transactions_is_killed_by_a_process_kill(
             stop_at_first_failure=True,
         )
     )
-    assert not result.reference_failed
+    assert not result.reference.failed
     first = result.failures[0]
     assert (first.schedule, first.invariant, first.crash_labels) == (
         "5:after:process",
