@@ -3,14 +3,14 @@ revision, the provider cursor, and which summaries a compaction may apply."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from durable import scheduler as scheduler_mod
 from durable import state as state_mod
-from durable.events import CompactionApplied, FileChanged
+from durable.events import CompactionApplied, Event, FileChanged
 from durable.model import ModelError
+from durable.state import State
+from durable.state_model import Intent
+from durable.tasks import TaskEnv, live_task
 from durable.tasks import compaction as compaction_task_mod
-from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
@@ -34,7 +34,7 @@ def revision_bumped_on_replay(mp: Patcher) -> None:
     as they are looks stale and revisions no longer count applied edits."""
     original = tool_mod.verified_events
 
-    def verified_events(state: Any, intent: Any, output: str) -> list[Any]:
+    def verified_events(state: State, intent: Intent, output: str) -> list[Event]:
         return [
             e.model_copy(update={"revision": e.revision + 1}) if isinstance(e, FileChanged) else e
             for e in original(state, intent, output)
@@ -56,13 +56,13 @@ def cursor_reused_without_resume(mp: Patcher) -> None:
     resume from it (the reducer, patched alike, accepts the pin: the log is consistent with the
     bug, only the model's declaration contradicts it)."""
 
-    def resumable_cursor(self: Any) -> str | None:
+    def resumable_cursor(self: State) -> str | None:
         return self.cursor.cursor if self.cursor is not None else None
 
     mp.setattr(state_mod.State, "resumable_cursor", resumable_cursor)
 
 
-def _unchecked_compaction_applied(state: Any, event: CompactionApplied, sequence: int) -> None:
+def _unchecked_compaction_applied(state: State, event: CompactionApplied, sequence: int) -> None:
     """The reducer's compaction application without its freshness and boundary guards (a
     runtime whose reducer trusts the writer): the summary stands in wherever the event says."""
     compaction = state.compactions[event.compaction_id]
@@ -86,7 +86,7 @@ def stale_summary_applied(mp: Patcher) -> None:
     checking that the intent predates the crash (so a summary the dead incarnation asked for is
     applied by the next one). The reducer's guard is patched away too."""
 
-    async def run_compaction(env: Any, task_id: str) -> None:
+    async def run_compaction(env: TaskEnv, task_id: str) -> None:
         task = live_task(env.journal.state, task_id)
         if task is None:
             return

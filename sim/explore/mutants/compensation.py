@@ -5,10 +5,12 @@ conversation across crashes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from durable import runs as runs_mod
 from durable import subagent as subagent_mod
+from durable.state import State
+from durable.state_model import Intent
+from durable.tasks import TaskEnv
 from durable.tasks import compensation as compensation_mod
 from durable.tools import ToolContext
 from sim.explore.mutants.core import Patcher, mutant
@@ -29,7 +31,7 @@ def compensate_forward_order(mp: Patcher) -> None:
     edited twice ends at its pre-image of the second edit, not its original content."""
     original = runs_mod.compensation_plan
 
-    def compensation_plan(state: Any, run_id: str) -> list[str]:
+    def compensation_plan(state: State, run_id: str) -> list[str]:
         return original(state, run_id)[::-1]
 
     mp.setattr(runs_mod, "compensation_plan", compensation_plan)
@@ -50,7 +52,7 @@ def compensation_key_per_attempt(mp: Patcher) -> None:
     the service cannot dedupe it and applies it a second time."""
     original = compensation_mod.compensation_context
 
-    def compensation_context(env: Any, intent: Any, attempt: str) -> ToolContext:
+    def compensation_context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
         context = original(env, intent, attempt)
         if attempt == "first":
             return context

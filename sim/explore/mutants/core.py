@@ -12,10 +12,10 @@ crash kind or an invariant code fails at once rather than in a sweep minutes lat
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from sim.errors import ScheduleError
 from sim.judgement.invariants import INVARIANTS
@@ -28,10 +28,14 @@ from sim.world.stores import StoreKind
 RUNTIME_CODES = frozenset(i.code for i in INVARIANTS if i.scope in ("runtime", "both"))
 
 
-class Patcher(Protocol):
-    def setattr(self, target: Any, name: str, value: Any) -> None: ...
+K = TypeVar("K")
+V = TypeVar("V")
 
-    def setitem(self, mapping: Any, key: Any, value: Any) -> None: ...
+
+class Patcher(Protocol):
+    def setattr(self, target: object, name: str, value: object) -> None: ...
+
+    def setitem(self, mapping: MutableMapping[K, V], key: K, value: V) -> None: ...
 
 
 class Patches:
@@ -44,7 +48,7 @@ class Patches:
     def __init__(self) -> None:
         self._undo: list[Callable[[], None]] = []
 
-    def setattr(self, target: Any, name: str, value: Any) -> None:
+    def setattr(self, target: object, name: str, value: object) -> None:
         if isinstance(target, type) and name in target.__dict__:
             old = target.__dict__[name]  # as stored: a staticmethod stays one on undo
             self._undo.append(lambda: setattr(target, name, old))
@@ -58,7 +62,7 @@ class Patches:
             raise AttributeError(f"{target!r} has no attribute {name!r} to patch")
         setattr(target, name, value)
 
-    def setitem(self, mapping: Any, key: Any, value: Any) -> None:
+    def setitem(self, mapping: MutableMapping[K, V], key: K, value: V) -> None:
         if key not in mapping:
             raise KeyError(f"{key!r} is not in the mapping to patch")
         old = mapping[key]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 from durable.events import EventRecord
 from durable.store.base import Lease, check_batch, check_sequences
@@ -20,6 +19,7 @@ from durable.store.sql import SqlStore
 from durable.store.sqlite import SQLiteStore
 from sim.explore.mutants.core import Patcher, fleet_mutant
 from sim.explore.mutants.leases import (
+    ConnT,
     fence_outside_transaction_postgres,
     fence_outside_transaction_sqlite,
 )
@@ -58,13 +58,13 @@ def file_renew_ignoring_epoch(
 
 
 async def sql_renew_ignoring_epoch(
-    self: SqlStore[Any], lease: Lease, *, ttl_s: float, now_s: float
+    self: SqlStore[ConnT], lease: Lease, *, ttl_s: float, now_s: float
 ) -> Lease:
     """Both database stores' (``durable.store.sql``): the caller's lease written over the row as
     it is (SQLite upserts it, PostgreSQL updates the stored row), whatever epoch it holds."""
     renewed = lease.model_copy(update={"expires_at_s": now_s + ttl_s})
 
-    def body(conn: Any) -> Lease:
+    def body(conn: ConnT) -> Lease:
         self._put_lease(conn, renewed, previous=lease)
         return renewed
 

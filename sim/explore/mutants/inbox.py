@@ -3,14 +3,16 @@ where, in which order and in which mode steering, follow-up and rejected inputs 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict, Unpack
 
 from durable import runs as runs_mod
 from durable import runtime as runtime_mod
 from durable import state as state_mod
 from durable.errors import ConversationBusy
-from durable.events import InputAccepted, InputsSteered
+from durable.events import Budget, Event, InboxMode, InputAccepted, InputsSteered
+from durable.ports import Ids
 from durable.runs import start_run
+from durable.state import State
 from durable.tasks import generation as generation_mod
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
@@ -20,19 +22,26 @@ from sim.world.faults import CrashKind, When
 AFTER_ACCEPTANCE = LabelledCrash(label="store.commit#2", when=When.AFTER, kind=CrashKind.PROCESS)
 
 
+class _SubmitOptions(TypedDict, total=False):
+    """The keyword options of ``Conversation.submit``, passed through as they came."""
+
+    request_id: str | None
+    mode: InboxMode
+
+
 def _submit_without_dedupe(mp: Patcher) -> None:
     async def submit(
         self: runtime_mod.Conversation,
         content: str,
         *,
         request_id: str | None = None,
-        mode: Any = "follow_up",  # the scenarios of this mutant send follow-ups only
+        mode: InboxMode = "follow_up",  # the scenarios of this mutant send follow-ups only
     ) -> runtime_mod.SubmissionHandle:
         ids = self.runtime.ports.ids
         budget = self.runtime.config.budget
         submission_id = ids.new("sub")
 
-        def build(state: Any) -> list[Any]:
+        def build(state: State) -> list[Event]:
             accepted = InputAccepted(
                 submission_id=submission_id, request_id=request_id, content=content
             )
@@ -60,8 +69,9 @@ def no_request_id_dedupe(mp: Patcher) -> None:
     _submit_without_dedupe(mp)
     original = state_mod._APPLY[InputAccepted]
 
-    def input_accepted(state: Any, event: InputAccepted, sequence: int) -> None:
-        state.request_ids.pop(event.request_id, None)
+    def input_accepted(state: State, event: InputAccepted, sequence: int) -> None:
+        if event.request_id is not None:  # no id maps nothing: the pop would find none
+            state.request_ids.pop(event.request_id, None)
         original(state, event, sequence)
 
     mp.setitem(state_mod._APPLY, InputAccepted, input_accepted)
@@ -83,7 +93,7 @@ def no_request_id_dedupe_strict_reducer(mp: Patcher) -> None:
     _submit_without_dedupe(mp)
 
 
-def _unchecked_steering(state: Any, event: InputsSteered, sequence: int) -> None:
+def _unchecked_steering(state: State, event: InputsSteered, sequence: int) -> None:
     """The reducer's steering placement without its boundary guard (a runtime whose reducer
     trusts the writer): the inputs join the run wherever the event stands."""
     run = state.runs[event.run_id]
@@ -111,19 +121,22 @@ def steer_anywhere(mp: Patcher) -> None:
     The reducer's guard is patched away too, so the misplacement reaches the log."""
     original = runtime_mod.Conversation.submit
 
-    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+    async def submit(
+        self: runtime_mod.Conversation, content: str, **kwargs: Unpack[_SubmitOptions]
+    ) -> runtime_mod.SubmissionHandle:
         handle = await original(self, content, **kwargs)
 
-        def build(state: Any) -> list[Any]:
+        def build(state: State) -> list[Event]:
             steering = state.steering_queue()
             turns = [
                 t.id
                 for t in state.tasks.values()
                 if t.run_id == state.active_run and t.kind == "generation"
             ]
-            if not steering or not turns:
+            run_id = state.active_run  # no active run: no turn is in it either
+            if not steering or not turns or run_id is None:
                 return []
-            return [InputsSteered(run_id=state.active_run, task_id=turns[-1], inputs=steering)]
+            return [InputsSteered(run_id=run_id, task_id=turns[-1], inputs=steering)]
 
         await self.journal.commit(build)
         return handle
@@ -144,7 +157,7 @@ def steer_reversed(mp: Patcher) -> None:
     """The post-tools boundary places the queued steering inputs newest first."""
     original = runs_mod.place_steering
 
-    def place_steering(state: Any, task_id: str) -> list[Any]:
+    def place_steering(state: State, task_id: str) -> list[Event]:
         events = [e for e in original(state, task_id) if isinstance(e, InputsSteered)]  # all are
         return [e.model_copy(update={"inputs": e.inputs[::-1]}) for e in events]
 
@@ -165,23 +178,25 @@ def steer_queue_in_memory(mp: Patcher) -> None:
     """The post-tools boundary places the steering inputs this process accepted, remembered in
     memory, instead of the durable queue: after a restart a queued steering input misses its
     boundary (and, if the run settles first, joins the next run)."""
-    accepted: dict[int, tuple[Any, set[str]]] = {}  # id(state) -> (the state, its steering ids)
+    accepted: dict[int, tuple[State, set[str]]] = {}  # id(state) -> (the state, its steering ids)
     original_submit = runtime_mod.Conversation.submit
     original_place = runs_mod.place_steering
 
-    def remembered(state: Any) -> set[str]:
+    def remembered(state: State) -> set[str]:
         entry = accepted.get(id(state))
         if entry is None or entry[0] is not state:
             entry = accepted[id(state)] = (state, set())
         return entry[1]
 
-    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+    async def submit(
+        self: runtime_mod.Conversation, content: str, **kwargs: Unpack[_SubmitOptions]
+    ) -> runtime_mod.SubmissionHandle:
         handle = await original_submit(self, content, **kwargs)
         if kwargs.get("mode") == "steer":
             remembered(self.journal.state).add(handle.id)
         return handle
 
-    def place_steering(state: Any, task_id: str) -> list[Any]:
+    def place_steering(state: State, task_id: str) -> list[Event]:
         known = remembered(state)
         events = [e for e in original_place(state, task_id) if isinstance(e, InputsSteered)]
         kept = [
@@ -207,7 +222,9 @@ def reject_writes(mp: Patcher) -> None:
     of the request id finds the input already there."""
     original = runtime_mod.Conversation.submit
 
-    async def submit(self: Any, content: str, **kwargs: Any) -> Any:
+    async def submit(
+        self: runtime_mod.Conversation, content: str, **kwargs: Unpack[_SubmitOptions]
+    ) -> runtime_mod.SubmissionHandle:
         request_id, mode = kwargs.get("request_id"), kwargs.get("mode", "follow_up")
         state = self.journal.state
         busy = state.active_run is not None and request_id not in state.request_ids
@@ -232,7 +249,7 @@ def steer_lost_on_settle(mp: Patcher) -> None:
     follow-ups only: the steering inputs stay queued for ever (never placed, never settled)."""
     original = runs_mod.start_run
 
-    def start_run(state: Any, ids: Any, budget: Any, inputs: list[str]) -> list[Any]:
+    def start_run(state: State, ids: Ids, budget: Budget, inputs: list[str]) -> list[Event]:
         kept = [sid for sid in inputs if state.submissions[sid].mode != "steer"]
         return original(state, ids, budget, kept) if kept else []
 
@@ -254,14 +271,14 @@ def steer_follow_ups(mp: Patcher) -> None:
     original_place = runs_mod.place_steering
     original_apply = state_mod._APPLY[InputsSteered]
 
-    def place_steering(state: Any, task_id: str) -> list[Any]:
+    def place_steering(state: State, task_id: str) -> list[Event]:
         original_place(state, task_id)  # its assertions: a settled turn that waited on tools
         if not state.queue:
             return []
         run_id = state.tasks[task_id].run_id
         return [InputsSteered(run_id=run_id, task_id=task_id, inputs=list(state.queue))]
 
-    def inputs_steered(state: Any, event: InputsSteered, sequence: int) -> None:
+    def inputs_steered(state: State, event: InputsSteered, sequence: int) -> None:
         subs = [state.submissions[s] for s in event.inputs if s in state.submissions]
         modes = [sub.mode for sub in subs]
         for sub in subs:

@@ -7,7 +7,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sim.explore.mutants.core import Mutant, planted
 from sim.explore.sweep import Determinism, SweepPlan, base_schedule, determinism_mode, sweep
@@ -32,7 +31,8 @@ class KillResult:
     explanation: str = ""
     invariants: list[str] = dataclasses.field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The result as ``durable-sim mutants --json`` prints it: every field, as it is."""
         return dataclasses.asdict(self)
 
 

@@ -3,7 +3,7 @@ under which epoch, and what a zombie's late write or renewal may do."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from durable import runtime as runtime_mod
 from durable.errors import Fenced
@@ -21,7 +21,7 @@ from durable.store.base import (
 )
 from durable.store.file import FileStore
 from durable.store.postgres import PostgresStore
-from durable.store.sql import SqlStore
+from durable.store.sql import Executor, SqlStore
 from durable.store.sqlite import SQLiteStore
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
@@ -31,6 +31,9 @@ from sim.world.stores import StoreKind
 #: The sweep of the fence mutants: the default crash kinds, pauses included (a process kill
 #: never lets another owner in between a fence and its write; a pause does).
 WITH_PAUSES = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.PAUSE)
+
+#: The connection of whichever database store a planted ``append`` is set on.
+ConnT = TypeVar("ConnT", bound=Executor)
 
 
 @mutant(
@@ -46,7 +49,9 @@ def zombie_append_accepted(mp: Patcher) -> None:
     """The store checks neither the lease nor the sequence (a plain append-only file): a stale
     owner, paused past its lease, renews and appends with its old epoch and the store accepts."""
 
-    def check_sequences(records: Any, expected_sequence: int, last_sequence: int) -> None:
+    def check_sequences(
+        records: list[EventRecord], expected_sequence: int, last_sequence: int
+    ) -> None:
         return None
 
     mp.setattr(file_store_mod, "check_sequences", check_sequences)
@@ -153,7 +158,7 @@ def release_before_drain(mp: Patcher) -> None:
     """A graceful shutdown releases the leases first and only then lets the work drain for a
     grace period before stopping it: a tool or a commit in flight races the next owner."""
 
-    async def _shutdown(self: Any) -> None:
+    async def _shutdown(self: runtime_mod.Runtime) -> None:
         conversations = list(self._conversations.values())
         for conversation in conversations:
             if not conversation.journal.fenced:
@@ -189,7 +194,7 @@ def fence_outside_transaction_file(mp: Patcher) -> None:
     store, stopped with a real ``SIGSTOP``."""
     commit = Journal.commit
 
-    async def fenced_first(self: Journal, build: Builder) -> list[Any]:
+    async def fenced_first(self: Journal, build: Builder) -> list[EventRecord]:
         lease = self.lease
         stored = await self.store.current_lease(self.state.conversation_id)
         try:
@@ -204,7 +209,7 @@ def fence_outside_transaction_file(mp: Patcher) -> None:
     async def append_unfenced(
         self: FileStore,
         conversation_id: str,
-        records: list[Any],
+        records: list[EventRecord],
         *,
         expected_sequence: int,
         owner_id: str,
@@ -273,7 +278,7 @@ def fence_outside_transaction_postgres(mp: Patcher) -> None:
 
 
 async def _append_fenced_apart(
-    self: SqlStore[Any],
+    self: SqlStore[ConnT],
     conversation_id: str,
     records: list[EventRecord],
     *,

@@ -10,9 +10,9 @@ from typing import Any
 
 from durable import scheduler as scheduler_mod
 from durable.events import ModelRequested, TaskCheckpoint
-from durable.model import ModelError, ModelRequest
+from durable.model import ModelDriver, ModelError, ModelRequest, ModelResponse
+from durable.tasks import TaskEnv, live_task
 from durable.tasks import generation as generation_mod
-from durable.tasks import live_task
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, When
@@ -32,7 +32,7 @@ def stale_context_window(mp: Patcher) -> None:
     does not contain its own input."""
     original = ModelRequested  # the class generation builds its requests with
 
-    def model_requested(**fields: Any) -> Any:
+    def model_requested(**fields: Any) -> ModelRequested:
         return original(**{**fields, "cutoff": min(fields["cutoff"], 1)})
 
     mp.setattr(generation_mod, "ModelRequested", model_requested)
@@ -50,7 +50,7 @@ def retry_after_fatal_error(mp: Patcher) -> None:
     """After a fatal model error settled the run, the task sends the request once more."""
     original = generation_mod._model_failed
 
-    async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
+    async def _model_failed(env: TaskEnv, task_id: str, attempt: int, error: ModelError) -> bool:
         out = await original(env, task_id, attempt, error)
         if not error.retryable:
             state = env.journal.state
@@ -61,6 +61,7 @@ def retry_after_fatal_error(mp: Patcher) -> None:
                 messages=state.context(len(state.messages)),
                 attempt=attempt + 1,
             )
+            assert env.model is not None, "a task that sent a request has a model"
             try:
                 await env.model.complete(request)
             except ModelError:
@@ -82,7 +83,7 @@ def resend_twice_on_recovery(mp: Patcher) -> None:
     """A generation task resumed in phase ``request`` sends its pinned request twice."""
     original = generation_mod.run_generation
 
-    async def run_generation(env: Any, task_id: str) -> None:
+    async def run_generation(env: TaskEnv, task_id: str) -> None:
         state = env.journal.state
         task = live_task(state, task_id)
         if task is not None and task.phase == "request":
@@ -95,6 +96,7 @@ def resend_twice_on_recovery(mp: Patcher) -> None:
                 messages=state.context(pinned.cutoff),
                 attempt=pinned.attempt,
             )
+            assert env.model is not None, "a task that sent a request has a model"
             try:
                 await env.model.complete(request)
             except ModelError:
@@ -119,14 +121,14 @@ def resend_differs_on_recovery(mp: Patcher) -> None:
     original = generation_mod.run_generation
 
     class _Marking:
-        def __init__(self, model: Any) -> None:
+        def __init__(self, model: ModelDriver) -> None:
             self._model = model
 
-        async def complete(self, request: ModelRequest) -> Any:
+        async def complete(self, request: ModelRequest) -> ModelResponse:
             options = {**request.options, "resumed": True}
             return await self._model.complete(request.model_copy(update={"options": options}))
 
-    async def run_generation(env: Any, task_id: str) -> None:
+    async def run_generation(env: TaskEnv, task_id: str) -> None:
         task = live_task(env.journal.state, task_id)
         if task is not None and task.phase == "request" and env.model is not None:
             env = dataclasses.replace(env, model=_Marking(env.model))
@@ -135,16 +137,16 @@ def resend_differs_on_recovery(mp: Patcher) -> None:
     mp.setitem(scheduler_mod._HANDLERS, "generation", run_generation)
 
 
-def _inline_retries(mp: Patcher) -> Callable[[Any], set[str]]:
+def _inline_retries(mp: Patcher) -> Callable[[TaskEnv], set[str]]:
     """Patch ``_model_failed`` to remember, per process (per journal), the retries the process
     entered itself, so a mutant can tell them from the retries it resumes after a crash."""
     failed = generation_mod._model_failed
 
-    def inline(env: Any) -> set[str]:
+    def inline(env: TaskEnv) -> set[str]:
         retries: set[str] = env.journal.__dict__.setdefault("_mutant_inline_retries", set())
         return retries
 
-    async def _model_failed(env: Any, task_id: str, attempt: int, error: ModelError) -> bool:
+    async def _model_failed(env: TaskEnv, task_id: str, attempt: int, error: ModelError) -> bool:
         inline(env).add(task_id)
         return await failed(env, task_id, attempt, error)
 
@@ -166,7 +168,7 @@ def retry_deadline_from_now(mp: Patcher) -> None:
     original = generation_mod._retry
     inline = _inline_retries(mp)
 
-    async def _retry(env: Any, task_id: str) -> bool:
+    async def _retry(env: TaskEnv, task_id: str) -> bool:
         if task_id in inline(env):
             return await original(env, task_id)
         task = live_task(env.journal.state, task_id)
@@ -196,7 +198,7 @@ def retry_waits_again(mp: Patcher) -> None:
     original = generation_mod._retry
     inline = _inline_retries(mp)
 
-    async def _retry(env: Any, task_id: str) -> bool:
+    async def _retry(env: TaskEnv, task_id: str) -> bool:
         if task_id not in inline(env):
             task = live_task(env.journal.state, task_id)
             assert task is not None

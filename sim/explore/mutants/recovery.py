@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import trio
 
 from durable import runs as runs_mod
 from durable import runtime as runtime_mod
-from durable.events import TaskSettled, ToolIntent, ToolResult
+from durable.events import Budget, Event, StopReason, TaskSettled, ToolIntent, ToolResult
+from durable.ports import Ids
 from durable.scheduler import Scheduler
+from durable.state import State
+from durable.state_model import Intent
+from durable.tasks import TaskEnv, live_task
 from durable.tasks import compensation as compensation_mod
-from durable.tasks import live_task
 from durable.tasks import tool as tool_mod
-from durable.tools import ToolContext, idempotency_key
+from durable.tools import ToolContext, ToolSpec, idempotency_key
 from sim.explore.mutants.core import Patcher, mutant
 from sim.run.labels import LabelledCrash
 from sim.world.faults import CrashKind, When
@@ -36,10 +39,12 @@ from sim.world.faults import CrashKind, When
 def effect_before_intent(mp: Patcher) -> None:
     """The tool runs first; its intent is committed only afterwards (with the result)."""
 
-    async def _call(env: Any, task_id: str) -> None:
+    async def _call(env: TaskEnv, task_id: str) -> None:
         state = env.journal.state
         call = state.tasks[task_id].call
+        assert call is not None, f"tool task {task_id} without a call"
         spec = env.tools.get(call.tool)
+        assert spec is not None, "the scenario's model proposes only its own tools"
         key = idempotency_key(state.conversation_id, call.call_id)
         epoch = env.journal.lease.epoch
         ctx = ToolContext(
@@ -88,7 +93,7 @@ def recover_without_progress(mp: Patcher) -> None:
     """The recovery path of a tool task returns without committing anything: the recovered
     task makes no progress, and the runtime says so instead of looping."""
 
-    async def _recover(env: Any, task_id: str) -> None:
+    async def _recover(env: TaskEnv, task_id: str) -> None:
         return None
 
     mp.setattr(tool_mod, "_recover", _recover)
@@ -107,10 +112,13 @@ def recover_without_progress(mp: Patcher) -> None:
 def unsafe_replays_on_recovery(mp: Patcher) -> None:
     """Recovery ignores the policy and re-executes every interrupted tool (unsafe included)."""
 
-    async def _recover(env: Any, task_id: str) -> None:
+    async def _recover(env: TaskEnv, task_id: str) -> None:
         state = env.journal.state
-        intent = state.intents[state.tasks[task_id].call.call_id]
+        call = state.tasks[task_id].call
+        assert call is not None, f"tool task {task_id} without a call"
+        intent = state.intents[call.call_id]
         spec = env.tools.get(intent.tool)
+        assert spec is not None, "an intent's tool is in every process's registry"
         await tool_mod.execute_and_record(env, spec, intent, attempt="recovery")
 
     mp.setattr(tool_mod, "_recover", _recover)
@@ -130,7 +138,7 @@ def idempotency_key_per_attempt(mp: Patcher) -> None:
     """The key a tool is given varies with the attempt, so the service cannot dedupe."""
     original = tool_mod._context
 
-    def _context(env: Any, intent: Any, attempt: str) -> ToolContext:
+    def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
         ctx = original(env, intent, attempt)
         return dataclasses.replace(ctx, idempotency_key=f"{ctx.idempotency_key}:{attempt}")
 
@@ -154,7 +162,7 @@ def idempotency_key_per_epoch(mp: Patcher) -> None:
     all of another epoch than the fault-free run's, which a view that ranks epochs hides."""
     original = tool_mod._context
 
-    def _context(env: Any, intent: Any, attempt: str) -> ToolContext:
+    def _context(env: TaskEnv, intent: Intent, attempt: str) -> ToolContext:
         ctx = original(env, intent, attempt)
         epoch = env.journal.lease.epoch
         return dataclasses.replace(ctx, idempotency_key=f"{ctx.idempotency_key}@{epoch}")
@@ -204,11 +212,14 @@ def verifier_ignored(mp: Patcher) -> None:
     its effect landed."""
     original = tool_mod._recover
 
-    async def _recover(env: Any, task_id: str) -> None:
+    async def _recover(env: TaskEnv, task_id: str) -> None:
         state = env.journal.state
-        intent = state.intents[state.tasks[task_id].call.call_id]
+        call = state.tasks[task_id].call
+        assert call is not None, f"tool task {task_id} without a call"
+        intent = state.intents[call.call_id]
         if intent.policy == "verify_then_continue":
             spec = env.tools.get(intent.tool)
+            assert spec is not None, "an intent's tool is in every process's registry"
             await tool_mod.execute_and_record(env, spec, intent, attempt="recovery")
             return
         await original(env, task_id)
@@ -239,11 +250,14 @@ def forgets_intent_on_second_recovery(mp: Patcher) -> None:
     first attempt -- an ``unsafe`` effect happens twice."""
     original = tool_mod._recover
 
-    async def _recover(env: Any, task_id: str) -> None:
+    async def _recover(env: TaskEnv, task_id: str) -> None:
         state = env.journal.state
-        intent = state.intents[state.tasks[task_id].call.call_id]
+        call = state.tasks[task_id].call
+        assert call is not None, f"tool task {task_id} without a call"
+        intent = state.intents[call.call_id]
         if intent.epoch <= env.journal.lease.epoch - 2:
             spec = env.tools.get(intent.tool)
+            assert spec is not None, "an intent's tool is in every process's registry"
             await tool_mod.execute_and_record(env, spec, intent, attempt="first")
             return
         await original(env, task_id)
@@ -263,7 +277,9 @@ def recovery_rewrites_output(mp: Patcher) -> None:
     """A tool re-executed on recovery records a different output than a first execution."""
     original = tool_mod.execute_and_record
 
-    async def execute_and_record(env: Any, spec: Any, intent: Any, *, attempt: str) -> None:
+    async def execute_and_record(
+        env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str
+    ) -> None:
         if attempt == "recovery":
             fn = spec.fn
 
@@ -274,6 +290,16 @@ def recovery_rewrites_output(mp: Patcher) -> None:
         await original(env, spec, intent, attempt=attempt)
 
     mp.setattr(tool_mod, "execute_and_record", execute_and_record)
+
+
+class _SettleOptions(TypedDict, total=False):
+    """The keyword options of ``durable.runs.settle_run``, passed through as they came."""
+
+    reason: StopReason
+    answer: str | None
+    detail: str
+    start_next: bool
+    settled: frozenset[str]
 
 
 @mutant(
@@ -288,7 +314,9 @@ def abort_leaves_intents_open(mp: Patcher) -> None:
     """Abort settles the run but records no result for tool calls in flight."""
     original = runs_mod.settle_run  # the function runtime calls as its settle_run
 
-    def settle_run(state: Any, ids: Any, budget: Any, **kwargs: Any) -> list[Any]:
+    def settle_run(
+        state: State, ids: Ids, budget: Budget, **kwargs: Unpack[_SettleOptions]
+    ) -> list[Event]:
         events = original(state, ids, budget, **kwargs)
         if kwargs.get("reason") != "aborted":
             return events
@@ -335,7 +363,9 @@ def process_global_counter(mp: Patcher) -> None:
     """Tool outputs are stamped from a module-level counter that outlives a world run."""
     original = tool_mod.execute_and_record
 
-    async def execute_and_record(env: Any, spec: Any, intent: Any, *, attempt: str) -> None:
+    async def execute_and_record(
+        env: TaskEnv, spec: ToolSpec, intent: Intent, *, attempt: str
+    ) -> None:
         fn = spec.fn
 
         async def stamped(arguments: dict[str, Any], ctx: ToolContext) -> str:
@@ -360,7 +390,7 @@ def shutdown_aborts_run(mp: Patcher) -> None:
     nothing to resume, and the caller's input ends unanswered."""
     original = runtime_mod.Runtime._shutdown
 
-    async def _shutdown(self: Any) -> None:
+    async def _shutdown(self: runtime_mod.Runtime) -> None:
         for conversation in list(self._conversations.values()):
             if not conversation.journal.fenced and conversation.state.active_run is not None:
                 await conversation.abort(reason="shut down")

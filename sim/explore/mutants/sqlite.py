@@ -5,7 +5,6 @@ in the disk under it (the simulator's own VFS)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import apsw
 
@@ -36,7 +35,7 @@ def sqlite_off_as_full(mp: Patcher) -> None:
     acknowledged commit is lost on power loss."""
     original = sqlite_store_mod.SQLiteStore._connection
 
-    def _connection(self: sqlite_store_mod.SQLiteStore) -> Any:
+    def _connection(self: sqlite_store_mod.SQLiteStore) -> sqlite_store_mod.SQLConnection:
         conn = original(self)
         conn.execute("PRAGMA synchronous=OFF")
         return conn
@@ -125,12 +124,12 @@ def checkpoint_without_wal_sync(mp: Patcher) -> None:
         mp.setattr(sqlite_vfs_mod.SimSQLiteFile, name, _settled(settle, name))
 
 
-def _settled(settle: Callable[..., None], name: str) -> Callable[..., Any]:
+def _settled(settle: Callable[..., None], name: str) -> Callable[..., object]:
     """``SimSQLiteFile.NAME`` that first performs a held log sync (see
     ``checkpoint_without_wal_sync``)."""
     original = getattr(sqlite_vfs_mod.SimSQLiteFile, name)
 
-    def method(self: sqlite_vfs_mod.SimSQLiteFile, *args: Any) -> Any:
+    def method(self: sqlite_vfs_mod.SimSQLiteFile, *args: object) -> object:
         settle(self)
         return original(self, *args)
 

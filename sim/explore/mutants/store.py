@@ -5,17 +5,19 @@ what the reader does with damaged synced data (docs/crash-model.md)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict, Unpack
 
 from durable import events as events_mod
 from durable import journal as journal_mod
 from durable.codec import canonical_json, parse_json, sha256_hex
-from durable.events import SCHEMA_VERSION
+from durable.events import SCHEMA_VERSION, EventRecord
+from durable.state import State
 from durable.store import base as store_base_mod
 from durable.store import file as file_store_mod
 from durable.store import logscan as logscan_mod
 from durable.store import sql as sql_store_mod
-from durable.store.base import Checkpoint, CorruptStore, Lease
+from durable.store.base import Append, Checkpoint, CorruptStore, Lease, Store
 from durable.store.file import FileStore
 from durable.store.logscan import LogScan
 from sim.explore.mutants.core import Patcher, mutant
@@ -28,6 +30,23 @@ STORAGE = (
     CrashKind.POWER,
     CrashKind.STORAGE,
 )  # the sweep of a damage-handling bug needs the faults
+
+
+class _AppendOptions(TypedDict):
+    """The keyword options of ``Store.append``, passed through as they came."""
+
+    expected_sequence: int
+    owner_id: str
+    epoch: int
+
+
+class _RecoverableRows(TypedDict):
+    """The keyword options of ``durable.store.base.check_recoverable_rows``, passed through."""
+
+    stored: Lease | None
+    last_row: tuple[int, str] | None
+    checkpoint_rows: list[tuple[int, str]]
+    rows_after: Callable[[int], list[tuple[int, str]]]
 
 
 @mutant(
@@ -185,7 +204,7 @@ def checksums_not_verified(mp: Patcher) -> None:
     """The file store's reader parses records but never checks their checksums, so a damaged
     (partially programmed) sector that still parses is trusted."""
 
-    def check_line(line: bytes, conversation_id: str) -> tuple[Any, str | None]:
+    def check_line(line: bytes, conversation_id: str) -> tuple[EventRecord | None, str | None]:
         try:
             record = events_mod.parse_record(line)
         except ValueError as exc:
@@ -211,14 +230,16 @@ def expected_sequence_ignored(mp: Patcher) -> None:
     (recovery from a checkpoint does not replay the records after it). With the check, that bug
     is a loud ``SequenceConflict``; without it, sequences are silently duplicated."""
 
-    def check_sequences(records: Any, expected_sequence: int, last_sequence: int) -> None:
+    def check_sequences(
+        records: list[EventRecord], expected_sequence: int, last_sequence: int
+    ) -> None:
         return None
 
     mp.setattr(file_store_mod, "check_sequences", check_sequences)
     mp.setattr(sql_store_mod, "check_sequences", check_sequences)
     original = journal_mod.recover_state
 
-    async def recover_state(store: Any, conversation_id: str) -> Any:
+    async def recover_state(store: Store, conversation_id: str) -> State:
         for checkpoint in await store.load_checkpoints(conversation_id):
             state = journal_mod.usable_checkpoint(checkpoint, conversation_id)
             if state is not None:
@@ -240,8 +261,8 @@ def expected_sequence_ignored(mp: Patcher) -> None:
 def checkpoint_claims_one_more(mp: Patcher) -> None:
     """A checkpoint of the state through N is labelled (and checksummed) as through N+1."""
 
-    def make_checkpoint(state: Any, saved_at_s: float) -> Checkpoint:
-        body = {
+    def make_checkpoint(state: State, saved_at_s: float) -> Checkpoint:
+        body: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "conversation_id": state.conversation_id,
             "through_sequence": state.last_sequence + 1,
@@ -267,7 +288,7 @@ def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
     and a re-sent request would start a second submission."""
     original = journal_mod.usable_checkpoint
 
-    def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> Any:
+    def usable_checkpoint(checkpoint: Checkpoint, conversation_id: str) -> State | None:
         state = original(checkpoint, conversation_id)
         if state is not None:
             state.request_ids.clear()
@@ -291,10 +312,15 @@ def append_skips_fsync(mp: Patcher) -> None:
     takes an acknowledged input with it."""
     original = FileStore.append
 
-    async def append(self: FileStore, *args: Any, **kwargs: Any) -> None:
+    async def append(
+        self: FileStore,
+        conversation_id: str,
+        records: list[EventRecord],
+        **kwargs: Unpack[_AppendOptions],
+    ) -> None:
         saved, self._fsync = self._fsync, False
         try:
-            await original(self, *args, **kwargs)
+            await original(self, conversation_id, records, **kwargs)
         finally:
             self._fsync = saved
 
@@ -317,7 +343,12 @@ def ack_before_durable(mp: Patcher) -> None:
     is acknowledged), so an acknowledged input can vanish in a power loss."""
     original = FileStore.append
 
-    async def append(self: FileStore, conversation_id: str, records: list[Any], **kw: Any) -> None:
+    async def append(
+        self: FileStore,
+        conversation_id: str,
+        records: list[EventRecord],
+        **kw: Unpack[_AppendOptions],
+    ) -> None:
         if any(r.event.type == "input_accepted" for r in records):
             saved, self._fsync = self._fsync, False
             try:
@@ -345,7 +376,7 @@ def damage_read_as_torn_tail(mp: Patcher) -> None:
     valid later commits: damage to synced data is silently truncated away (with every
     acknowledged commit after it). Only the storage-fault mode produces such damage."""
 
-    def _check_tail(self: FileStore, *args: Any, **kwargs: Any) -> None:
+    def _check_tail(self: FileStore, path: str, scan: LogScan) -> None:
         return None
 
     mp.setattr(FileStore, "_check_tail", _check_tail)
@@ -389,9 +420,9 @@ def corruption_unnamed(mp: Patcher) -> None:
     operator is left to search the whole store)."""
     original = FileStore._check_tail
 
-    def _check_tail(self: FileStore, *args: Any) -> None:
+    def _check_tail(self: FileStore, path: str, scan: LogScan) -> None:
         try:
-            original(self, *args)
+            original(self, path, scan)
         except CorruptStore:
             raise CorruptStore("the store is corrupt") from None
 
@@ -444,7 +475,7 @@ def short_log_repaired(mp: Patcher) -> None:
     log, the checkpoints beyond it are set aside, and the acknowledged commits the checkpoint
     proves are gone without a word. Only a storage fault that cuts a synced log makes one."""
 
-    def _check_no_lost_commits(self: FileStore, *args: Any) -> None:
+    def _check_no_lost_commits(self: FileStore, conversation_id: str, last_sequence: int) -> None:
         return None
 
     mp.setattr(FileStore, "_check_no_lost_commits", _check_no_lost_commits)
@@ -499,7 +530,7 @@ def sqlite_damaged_row_as_end(mp: Patcher) -> None:
     check_recoverable_rows = store_base_mod.check_recoverable_rows
     verified_rows = store_base_mod.verified_rows
 
-    def lenient_check(place: str, conversation_id: str, **kwargs: Any) -> None:
+    def lenient_check(place: str, conversation_id: str, **kwargs: Unpack[_RecoverableRows]) -> None:
         try:
             check_recoverable_rows(place, conversation_id, **kwargs)
         except CorruptStore as exc:
@@ -508,7 +539,7 @@ def sqlite_damaged_row_as_end(mp: Patcher) -> None:
 
     def rows_before_damage(
         place: str, conversation_id: str, start: int, rows: list[tuple[int, str]]
-    ) -> list[Any]:
+    ) -> list[EventRecord]:
         kept: list[tuple[int, str, bool]] = []
         for sequence, text in rows:
             try:
@@ -548,7 +579,7 @@ def fsync_skipped_on_round_sequence(mp: Patcher) -> None:
     fault-free run's by its recovery records, so the unsynced commit is another one there."""
     append = FileStore._append
 
-    def _append(self: FileStore, batch: Any, *, expected_sequence: int) -> None:
+    def _append(self: FileStore, batch: Append, *, expected_sequence: int) -> None:
         if not any(r.sequence % ROUND_SEQUENCE == 0 for r in batch.records):
             append(self, batch, expected_sequence=expected_sequence)
             return
