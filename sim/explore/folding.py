@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
 
+from sim.run.result import RunResult
 from sim.world.faults import CrashKind, Schedule, When, sweep_points
+from sim.world.injector import Injector, Victim
 
 
 class ForksNothing:
@@ -33,7 +34,7 @@ class ForksNothing:
     def interrupt_guard(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # nothing forks: an interrupt is raised as usual
 
-    def finish_child(self, result: Any) -> None:
+    def finish_child(self, result: RunResult) -> None:
         raise AssertionError(f"a {type(self).__name__} forks no child")
 
     def abort_child(self, exc: BaseException) -> None:
@@ -53,7 +54,9 @@ class FoldPlan(ForksNothing):
     first_of: dict[str, str] = field(default_factory=dict)  # digest -> first schedule's text
     twin_of: dict[str, str] = field(default_factory=dict)  # schedule text -> its twin's text
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
+    def fork_at(
+        self, injector: Injector, process: Victim, index: int, when: When, label: str
+    ) -> None:
         if index <= self.base.last_index:
             return
         # The traced run counts each point's enumerated tears (``count_tears``) before calling

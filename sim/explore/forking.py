@@ -35,13 +35,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from sim.explore import interrupts
 from sim.explore.recording import Judged
 from sim.judgement.judge import judge
+from sim.run.result import RunResult
 from sim.world.faults import (
     CrashKind,
     CrashPoint,
@@ -50,6 +50,7 @@ from sim.world.faults import (
     parse_schedule,
     sweep_points,
 )
+from sim.world.injector import Injector, Victim
 
 # Called in a forked child about to exit, with its schedule's text. A layer above registers them
 # (``sim.explore.reach`` while measuring coverage); the list is empty in every ordinary sweep, so
@@ -78,7 +79,7 @@ class ForkPlan:
 
     base: Schedule
     kinds: tuple[CrashKind, ...]
-    reference: Any  # RunResult of the fault-free run of the base schedule
+    reference: RunResult  # the fault-free run of the base schedule
     reruns: Callable[[str], bool]  # whether a schedule (text) gets a second child for I10
     # (index, when) -> enumerated tears of a power crash there: the traced run's count, so the
     # fast and naive sweeps list the same schedules by construction.
@@ -95,7 +96,7 @@ class ForkPlan:
     twin_of: dict[str, str] = field(default_factory=dict)
     equivalent: list[tuple[str, str]] = field(default_factory=list)  # schedule, twin of
     order: list[str] = field(default_factory=list)  # schedules in sweep order
-    progress: Any = None  # called with 1 per finished child
+    progress: Callable[[int], None] | None = None  # called with 1 per finished child
     # Which points this run forks, by schedule text (``sim.explore.sweep.Roots``: a campaign
     # unit's share); every point by default. A point it does not own is neither run nor listed.
     owns: Callable[[str], bool] = field(default=lambda text: True)
@@ -113,7 +114,9 @@ class ForkPlan:
         after-fork hook still stops the sweep at its next fork or wait."""
         return interrupts.flag_interrupts()
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
+    def fork_at(
+        self, injector: Injector, process: Victim, index: int, when: When, label: str
+    ) -> None:
         """Called by the machine's injector at every boundary of the forking run."""
         if index <= self.base.last_index or self.in_child:
             return
@@ -122,7 +125,9 @@ class ForkPlan:
             if self._fork_point(injector, process, point, label):
                 return  # a child that took a pause runs on from here: it forks nothing
 
-    def _fork_point(self, injector: Any, process: Any, point: CrashPoint, label: str) -> bool:
+    def _fork_point(
+        self, injector: Injector, process: Victim, point: CrashPoint, label: str
+    ) -> bool:
         """Fork the children of ``point``; True in a child (which runs on from here)."""
         schedule = Schedule.of(*self.base.points, point)
         text = schedule.text()
@@ -144,8 +149,8 @@ class ForkPlan:
 
     def _spawn(
         self,
-        injector: Any,
-        process: Any,
+        injector: Injector,
+        process: Victim,
         point: CrashPoint,
         label: str,
         schedule: Schedule,
@@ -266,11 +271,11 @@ class ForkPlan:
 
     # -- in the child ----------------------------------------------------------------------------
 
-    def finish_child(self, result: Any) -> None:
+    def finish_child(self, result: RunResult) -> None:
         """Judge the child's run, write the outcome, and leave without any cleanup."""
         try:
             judged = Judged.of_run(judge(result, self.reference, determinism=False), result)
-            doc = {
+            doc: dict[str, object] = {
                 "schedule": result.schedule.text(),
                 "fingerprint": result.trace.fingerprint,
                 **judged.to_json(),
@@ -284,7 +289,7 @@ class ForkPlan:
         further would run the *parent's* cleanup (its temporary directories) in the child."""
         self._leave({"error": f"{type(exc).__name__}: {exc}"}, 1)
 
-    def _leave(self, doc: dict[str, Any], code: int) -> None:
+    def _leave(self, doc: dict[str, object], code: int) -> None:
         """Write the outcome (atomically: the parent never reads half of one) and exit, even if
         writing fails (a full disk): the parent then reports the missing outcome."""
         assert self.in_child
@@ -312,8 +317,7 @@ def _private_trio_io() -> None:
     refers to the child's private sockets without being rebuilt. trio has no public way to do
     this, hence the private attributes; the simulator never waits on other I/O, so only trio's
     own wakeup sockets are registered."""
-    run_module: Any = trio._core._run
-    runner = run_module.GLOBAL_RUN_CONTEXT.runner
+    runner = trio._core._run.GLOBAL_RUN_CONTEXT.runner
     io = runner.io_manager
     for pair in (io._force_wakeup, runner.entry_queue.wakeup):
         _renew_socketpair(pair.wakeup_sock, pair.write_sock)
@@ -354,7 +358,7 @@ def _failed(path: str) -> bool:
     return not isinstance(doc, dict) or doc.get("verdict") != "pass"
 
 
-def _write_outcome(path: str, doc: dict[str, Any]) -> None:
+def _write_outcome(path: str, doc: dict[str, object]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         json.dump(doc, out)

@@ -27,7 +27,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from sim.explore import interrupts
 from sim.explore import sweep as exact
@@ -42,6 +42,7 @@ from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
 from sim.world import tempdirs
 from sim.world.faults import Schedule, When
+from sim.world.injector import ForkHook, Injector, Victim
 from sim.world.scenario import Scenario
 
 PruneMode = Literal["off", "rejoin"]
@@ -112,7 +113,9 @@ class PruneProbe(CanonicalProbe):
     lookup: dict[str, int] = field(default_factory=dict)
     met: tuple[int, int] | None = None
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
+    def fork_at(
+        self, injector: Injector, process: Victim, index: int, when: When, label: str
+    ) -> None:
         viewed = len(self.rows)
         super().fork_at(injector, process, index, when, label)
         if self.met is not None or len(self.rows) == viewed:
@@ -165,7 +168,7 @@ class _Pruner:
     determinism: exact.Determinism
     check_mode: PruneCheck
 
-    def run(self, schedule: Schedule, fork: Any = None) -> RunResult:
+    def run(self, schedule: Schedule, fork: ForkHook | None = None) -> RunResult:
         out = self.out
         return run_scenario(
             self.scenario, seed=out.seed, store=out.store, schedule=schedule, fork=fork
@@ -250,7 +253,7 @@ def sweep(
     out, kinds, base = prepare.described(scenario, kind, seed, 1, plan.crash_kinds, mode, plan.ref)
     reference, traced = prepare.traced_runs(scenario, seed=seed, store=kind, base=base)
     prepare.describe(out, reference, traced, base, kinds)
-    stats: dict[str, Any] = {"mode": "rejoin", "check": checking, "pruned": 0, "checked": 0}
+    stats: dict[str, str | int] = {"mode": "rejoin", "check": checking, "pruned": 0, "checked": 0}
     out.prune = stats
     naive.record_reference(out, reference, mode)
     if progress:

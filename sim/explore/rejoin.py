@@ -48,6 +48,7 @@ from sim.explore.folding import ForksNothing
 from sim.explore.sweep import base_schedule, depth1_schedules
 from sim.run.runner import run_scenario
 from sim.world.faults import CrashKind, Schedule, When
+from sim.world.injector import Injector, Victim
 from sim.world.scenario import Scenario
 from sim.world.seeded import digest_of, reseed_trio_scheduler, trio_rng_state
 from sim.world.stores import StoreKind
@@ -404,7 +405,9 @@ class CanonicalProbe(ForksNothing):
     # the renamed view (``reseed_scheduler``), in the fault-free run and before a crash too.
     reseed_from: int | None = None
 
-    def fork_at(self, injector: Any, process: Any, index: int, when: When, label: str) -> None:
+    def fork_at(
+        self, injector: Injector, process: Victim, index: int, when: When, label: str
+    ) -> None:
         # At each commit's end (``VIEWED``) once the base schedule's last crash has happened:
         # an operation's inner boundaries come before a crash at its ``after``.
         if when != "after" or not label.startswith(VIEWED):

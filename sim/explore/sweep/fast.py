@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import Any
 
 from sim.explore import forking, parallel
 from sim.explore.recording import Judged, ScenarioSweep
@@ -133,7 +132,7 @@ class FastRun:
 
     def _children(self, plan: forking.ForkPlan) -> Callable[[str], Judged]:
         """Each listed schedule's outcome, from its forked children's files (or inherited)."""
-        children: dict[str, list[dict[str, Any]]] = {}
+        children: dict[str, list[dict[str, object]]] = {}
         for text, path in plan.done:
             children.setdefault(text, []).append(_outcome_doc(path))
         equivalent = dict(plan.equivalent)
@@ -147,7 +146,7 @@ class FastRun:
             judged = _merged(docs)
             failed = judged.verdict not in (Verdict.PASS, Verdict.ERROR)
             if self.mode == "sample" and len(docs) == 1 and failed:
-                judged = self._late_rerun(judged, docs[0]["fingerprint"], text)
+                judged = self._late_rerun(judged, _fingerprint(docs[0]), text)
             return judged
 
         def outcome_of(text: str) -> Judged:
@@ -169,7 +168,7 @@ class FastRun:
         return judged.with_violations(differs) if differs else judged
 
 
-def _outcome_doc(path: str) -> dict[str, Any]:
+def _outcome_doc(path: str) -> dict[str, object]:
     """A child's outcome file; one that cannot be read is the harness's error, not a verdict."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -178,7 +177,7 @@ def _outcome_doc(path: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {"error": f"malformed outcome {path}"}
 
 
-def _merged(docs: list[dict[str, Any]]) -> Judged:
+def _merged(docs: list[dict[str, object]]) -> Judged:
     """One schedule's outcome from its child (or its two children: I10 compares their
     fingerprints)."""
     for doc in docs:
@@ -186,6 +185,14 @@ def _merged(docs: list[dict[str, Any]]) -> Judged:
             return Judged.harness_error(f"harness error in a forked child: {doc['error']}")
     judged = Judged.from_json(docs[0])
     if len(docs) > 1:
-        differs = compare_fingerprints(docs[0]["fingerprint"], docs[1]["fingerprint"])
+        differs = compare_fingerprints(_fingerprint(docs[0]), _fingerprint(docs[1]))
         judged = judged.with_violations(differs) if differs else judged
     return judged
+
+
+def _fingerprint(doc: dict[str, object]) -> str:
+    """A passing or failing child's fingerprint (``ForkPlan.finish_child`` writes it with the
+    verdict; only an ``error`` outcome has none, and ``_merged`` reads that one first)."""
+    fingerprint = doc["fingerprint"]
+    assert isinstance(fingerprint, str), f"a child's fingerprint is text, not {fingerprint!r}"
+    return fingerprint
