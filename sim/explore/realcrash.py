@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sim.judgement.judge import ScheduleOutcome, judge
 from sim.judgement.oracles import Violation
@@ -29,7 +29,62 @@ from sim.world.stores import StoreKind
 ALIGN_ATTEMPTS = 3
 # Boundary kinds in the order ``--points`` covers them: the most telling crash points first.
 KIND_PRIORITY = ("tool", "model", "commit", "checkpoint", "lease")
-ProgressFn = Callable[[dict[str, Any]], None]
+ProgressFn = Callable[[dict[str, Any]], None]  # a point's row, as sim.outputs.realcrash reads it
+
+
+class Side(TypedDict):
+    """One world's verdict on a point: its invariants and violations, or the harness's error."""
+
+    verdict: str
+    invariants: list[str]
+    violations: list[dict[str, object]]
+    error: NotRequired[str | None]
+
+
+class Mismatch(TypedDict):
+    """Where two label sequences first differ, and each side's label there (None: it ended)."""
+
+    index: int
+    real: str | None
+    sim: str | None
+
+
+class ReferenceDoc(TypedDict):
+    """The document's ``reference`` section: the fault-free runs in both worlds."""
+
+    schedule: str
+    real: Side
+    sim: Side
+    real_s: float
+    real_outcome: dict[str, object]
+    sim_outcome: dict[str, object]
+    same_observables: bool
+    real_virtual_time_s: float
+    sim_virtual_time_s: float
+
+
+class Disagreement(TypedDict):
+    """A point whose verdicts differ, or whose real trace never lined up with the simulator's
+    (then with where and how the traces part)."""
+
+    point: str
+    label: str
+    aligned: bool
+    real: Side
+    sim: Side
+    first_divergence: NotRequired[Mismatch | None]
+    real_trace: NotRequired[list[str]]
+    sim_trace: NotRequired[list[str]]
+    real_crashes: NotRequired[list[str]]
+    sim_crashes: NotRequired[list[str]]
+
+
+class Divergence(TypedDict):
+    """A point whose observables (``observables``) differ, each side's value by name."""
+
+    point: str
+    label: str
+    differences: dict[str, dict[str, object]]
 
 
 # -- choosing points ---------------------------------------------------------------------------
@@ -94,11 +149,11 @@ def select_points(
 # -- comparing with the simulator --------------------------------------------------------------
 
 
-def _violations(violations: list[Violation]) -> list[dict[str, Any]]:
+def _violations(violations: list[Violation]) -> list[dict[str, object]]:
     return [v.to_json() for v in violations]
 
 
-def _side(outcome: ScheduleOutcome | None, error: str | None = None) -> dict[str, Any]:
+def _side(outcome: ScheduleOutcome | None, error: str | None = None) -> Side:
     if outcome is None:
         return {"verdict": "error", "invariants": [], "violations": [], "error": error}
     return {
@@ -143,7 +198,7 @@ def _run_lined_up(
     return run, attempts
 
 
-def observables(result: RunResult) -> dict[str, Any]:
+def observables(result: RunResult) -> dict[str, object]:
     """What a run did, as far as the world can see (for a finer comparison than the verdict):
     the client's outcome, the ledger, the final log's event kinds, model calls and processes."""
     return {
@@ -158,11 +213,11 @@ def observables(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _diff(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
+def _diff(real: dict[str, object], sim: dict[str, object]) -> dict[str, dict[str, object]]:
     return {k: {"real": real[k], "sim": sim[k]} for k in real if real[k] != sim[k]}
 
 
-def first_mismatch(real: list[str], sim: list[str]) -> dict[str, Any] | None:
+def first_mismatch(real: list[str], sim: list[str]) -> Mismatch | None:
     """Where two label sequences first differ, with each side's label there (None: equal)."""
     for i, (a, b) in enumerate(zip(real, sim, strict=False)):
         if a != b:
@@ -205,7 +260,7 @@ class Pair:
         )
 
 
-def compare_reference(pair: Pair, base: Schedule) -> tuple[RealRun, int, dict[str, Any]]:
+def compare_reference(pair: Pair, base: Schedule) -> tuple[RealRun, int, ReferenceDoc]:
     """The real fault-free run (re-run until its trace lines up, see ``_run_lined_up``), its
     attempts, and the document's ``reference`` section."""
     sim_ref = pair.sim_ref
@@ -216,7 +271,7 @@ def compare_reference(pair: Pair, base: Schedule) -> tuple[RealRun, int, dict[st
     )
     real_ref = run.result
     real_outcome, real_error = _judge_real(run, real_ref)
-    doc = {
+    doc: ReferenceDoc = {
         "schedule": base.text(),
         "real": _side(real_outcome, real_error),
         "sim": _side(judge(sim_ref, sim_ref, determinism=False)),
@@ -232,7 +287,7 @@ def compare_reference(pair: Pair, base: Schedule) -> tuple[RealRun, int, dict[st
 
 def compare_point(
     pair: Pair, schedule: Schedule, real_ref: RunResult, real_labels: list[str]
-) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
+) -> tuple[dict[str, Any], Disagreement | None, Divergence | None]:
     """Run one schedule in both worlds: the row, the disagreement (None: they agree) and the
     divergence of observables (None: the same)."""
     point = schedule.points[-1]
@@ -277,13 +332,18 @@ def compare_point(
         "children": run.children,
         "attempts": attempts,
     }
-    divergence = None
+    divergence: Divergence | None = None
     if differences:
         divergence = {"point": schedule.text(), "label": label, "differences": differences}
     if agree:
         return row, None, divergence
-    entry: dict[str, Any] = {"point": schedule.text(), "label": label, "aligned": aligned}
-    entry["real"], entry["sim"] = real_side, sim_side
+    entry: Disagreement = {
+        "point": schedule.text(),
+        "label": label,
+        "aligned": aligned,
+        "real": real_side,
+        "sim": sim_side,
+    }
     if not aligned:
         real_trace = [b.label for b in run.result.trace.boundaries[: point.index + 1]]
         sim_trace = pair.sim_labels[: point.index + 1]
@@ -300,9 +360,9 @@ class Comparison:
     """The points compared, in order: a row each, the disagreements (verdicts that differ, or a
     real trace that never lined up) and the divergences of observables."""
 
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    disagreements: list[dict[str, Any]] = field(default_factory=list)
-    divergences: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # sim.outputs.realcrash reads them
+    disagreements: list[Disagreement] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
 
 
 def compare_points(
