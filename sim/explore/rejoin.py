@@ -39,9 +39,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import Any, TypedDict
 
 import trio
+from trio._core._run import CancelStatus
+from trio.lowlevel import Task
 
 from sim.explore import interrupts
 from sim.explore.folding import ForksNothing
@@ -122,7 +124,7 @@ def spread(items: list[Schedule], count: int) -> list[Schedule]:
     return [items[i * len(items) // count] for i in range(count)]
 
 
-def _collect(value: Any, key: str, sequences: set[int], epochs: set[int]) -> None:
+def _collect(value: object, key: str, sequences: set[int], epochs: set[int]) -> None:
     """Every sequence number and epoch in ``value`` (a JSON-like tree)."""
     if isinstance(value, dict):
         for k, v in value.items():
@@ -161,7 +163,7 @@ class Renaming:
     now_s: float
 
     @classmethod
-    def of(cls, trees: Iterable[Any], *, extra_epochs: Iterable[int], now_s: float) -> Renaming:
+    def of(cls, trees: Iterable[object], *, extra_epochs: Iterable[int], now_s: float) -> Renaming:
         sequences: set[int] = set()
         epochs: set[int] = set(extra_epochs)
         for tree in trees:
@@ -172,7 +174,7 @@ class Renaming:
             now_s,
         )
 
-    def apply(self, value: Any, *, ids: Roles, key: str = "") -> Any:
+    def apply(self, value: object, *, ids: Roles, key: str = "") -> object:
         """``value`` renamed; ``ids`` (one per view) names each id; ``key`` is the dict key
         ``value`` is found under, which says what a number is."""
         if isinstance(value, dict):
@@ -228,7 +230,7 @@ class Roles:
         return name
 
 
-def _frames(coro: Any) -> list[str]:
+def _frames(coro: object) -> list[str]:
     """Where a task waits: each frame of its await chain, as ``function:line``."""
     out: list[str] = []
     for _ in range(64):  # a bound on the await chain's depth
@@ -240,22 +242,24 @@ def _frames(coro: Any) -> list[str]:
     return out
 
 
-def _live_tasks() -> list[tuple[int, Any]]:
+def _live_tasks() -> list[tuple[int, Task]]:
     """trio's tasks with their depth, depth-first from the root, each nursery's children in
     creation order: the one walk both the task tree and the timers read."""
-    out: list[tuple[int, Any]] = []
+    out: list[tuple[int, Task]] = []
 
-    def visit(task: Any, depth: int) -> None:
+    def visit(task: Task, depth: int) -> None:
         out.append((depth, task))
         for nursery in task.child_nurseries:
             for child in sorted(nursery.child_tasks, key=lambda t: t._counter):
                 visit(child, depth + 1)
 
-    visit(trio.lowlevel.current_root_task(), 0)
+    root = trio.lowlevel.current_root_task()
+    assert root is not None, "a view is taken inside trio.run"
+    visit(root, 0)
     return out
 
 
-def _task_tree(tasks: list[tuple[int, Any]]) -> list[Any]:
+def _task_tree(tasks: list[tuple[int, Task]]) -> list[object]:
     """trio's task tree (``_live_tasks``), names without their numbers, and the live tasks'
     global creation order (trio sorts each batch of runnable tasks by it before its seeded
     shuffle, so it decides who runs first)."""
@@ -274,7 +278,7 @@ def _dt_ns(at_s: float, now_s: float) -> int:
     return round((at_s - now_s) * 1e9)
 
 
-def _task_timers(tasks: list[tuple[int, Any]], ignore: Iterable[float]) -> list[tuple[str, int]]:
+def _task_timers(tasks: list[tuple[int, Task]], ignore: Iterable[float]) -> list[tuple[str, int]]:
     """Each task's nearest deadline (its innermost cancel scope that has one, once per scope),
     relative to now, with the function the task runs: a client's next action, a retry's
     backoff, the heartbeat's next renewal."""
@@ -282,7 +286,7 @@ def _task_timers(tasks: list[tuple[int, Any]], ignore: Iterable[float]) -> list[
     seen: set[int] = set()
     out: list[tuple[str, int]] = []
     for _, task in tasks:
-        status = task._cancel_status
+        status: CancelStatus | None = task._cancel_status  # trio's own, as the scopes nest
         for _ in range(256):  # a bound on nested cancel scopes
             if status is None:
                 break
@@ -320,7 +324,7 @@ def _per_conversation(
     return out
 
 
-def canonical_view(injector: Any, when: str, label: str) -> dict[str, Any]:
+def canonical_view(injector: Any, when: str, label: str) -> dict[str, object]:
     """The canonical view of the world at one boundary side (see the module's docstring)."""
     now = trio.current_time()
     journals = [
@@ -400,7 +404,7 @@ class CanonicalProbe(ForksNothing):
     in_child: bool = False
     child_schedule: Schedule = field(default_factory=Schedule)
     rows: list[Row] = field(default_factory=list)
-    last_view: dict[str, Any] = field(default_factory=dict)
+    last_view: dict[str, object] = field(default_factory=dict)
     # With a world seed: at every commit's end, reseed trio's run-queue RNG from the seed and
     # the renamed view (``reseed_scheduler``), in the fault-free run and before a crash too.
     reseed_from: int | None = None
@@ -426,6 +430,20 @@ class CanonicalProbe(ForksNothing):
             self.last_view = view
 
 
+class RejoinDoc(TypedDict):
+    """One scenario x store's measurement as ``durable-sim rejoin --json`` and the bench write
+    it; every per-view figure is keyed by the view's name (``VIEWS``)."""
+
+    scenario: str
+    store: str
+    points: int
+    of_points: int
+    rejoin_fraction: dict[str, float]
+    met_fraction: dict[str, float]
+    median_commits_to_rejoin: dict[str, float | None]
+    differs_at_end: dict[str, dict[str, int]]
+
+
 @dataclass
 class ScenarioRejoin:
     """One scenario x store, per view: how many crashed children *meet* the fault-free run
@@ -448,7 +466,7 @@ class ScenarioRejoin:
         """The share of the measured points whose child rejoins in ``view``."""
         return self.rejoined[view] / self.points if self.points else 0.0
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> RejoinDoc:
         """The measurement as JSON (``durable-sim rejoin --json``, the bench)."""
         share = {
             view: round(self.met[view] / self.points, 4) if self.points else 0.0 for view in VIEWS
