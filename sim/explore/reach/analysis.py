@@ -10,12 +10,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from sim.explore.reach.measurement import (
     CORPUS_SCHEMA_VERSION,
     REGENERATE,
     Case,
+    CaseRun,
     Raw,
     quiet_coverage,
 )
@@ -32,7 +33,68 @@ from sim.explore.reach.regions import (
 )
 
 
-def _coverage_report(arcs: set[Arc]) -> dict[str, Any]:
+class _Summary(TypedDict):
+    """A file's (or the total's) counts in coverage.py's JSON report (format 3)."""
+
+    num_statements: int
+    covered_lines: int
+    num_branches: NotRequired[int]  # only in a branch measurement, which this always is
+    covered_branches: NotRequired[int]
+
+
+class _FileReport(TypedDict):
+    """What the analysis reads of one file in coverage.py's JSON report (format 3)."""
+
+    summary: _Summary
+    executed_branches: NotRequired[list[list[int]]]
+    missing_branches: NotRequired[list[list[int]]]
+    missing_lines: NotRequired[list[int]]
+
+
+class _Count(TypedDict):
+    covered: int
+    total: int
+
+
+class Figures(TypedDict):
+    """One file's (or the total's) line and branch coverage, as the report lists it."""
+
+    lines: _Count
+    branches: _Count
+    lines_percent: float
+    branches_percent: float
+
+
+class FileFigures(Figures):
+    file: str
+
+
+#: A recovery branch as the report lists it (``from`` is a keyword: the functional form).
+BranchDoc = TypedDict(
+    "BranchDoc", {"branch": str, "function": str, "from": str, "to": str, "allowed": str | None}
+)
+
+
+class CorpusCase(TypedDict):
+    """A reach corpus case: the runs to replay and the recovery branches it is chosen for."""
+
+    scenario: str
+    store: str
+    runs: list[CaseRun]
+    reaches: list[str]
+
+
+class ReachCorpus(TypedDict):
+    """The reach corpus file (``--write-corpus``; ``tests/reach_corpus.json``)."""
+
+    schema_version: int
+    generated_by: str
+    seed: int
+    cases: list[CorpusCase]
+    uncovered: list[str]
+
+
+def _coverage_report(arcs: set[Arc]) -> dict[str, _FileReport]:
     """coverage.py's JSON report (format 3) of ``arcs`` over every file of ``durable/``: the
     possible arcs come from its static analysis, so a never-imported file counts as 0%."""
     # coverage.py (the reach extra): only `durable-sim coverage` needs it
@@ -52,7 +114,7 @@ def _coverage_report(arcs: set[Arc]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="durable-sim-reach-") as tmp:
         out = Path(tmp, "coverage.json")
         cov.json_report(outfile=str(out))
-        report: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        report: dict[str, dict[str, _FileReport]] = json.loads(out.read_text(encoding="utf-8"))
     return {
         rel: body
         for filename, body in report["files"].items()
@@ -78,7 +140,7 @@ class Branch:
     def target_label(self) -> str:
         return str(self.target) if self.target > 0 else "exit"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BranchDoc:
         return {
             "branch": self.key(),
             "function": self.region.partition(":")[2],
@@ -101,8 +163,12 @@ def analyze(raw: Raw) -> dict[str, Any]:
     for region in regions:
         body = files[region.path]
         lines = sources[region.path]
-        for bucket, key in ((missing, "missing_branches"), (reached, "executed_branches")):
-            for a, b in body.get(key, []):
+        buckets = (
+            (missing, body.get("missing_branches", [])),
+            (reached, body.get("executed_branches", [])),
+        )
+        for bucket, pairs in buckets:
+            for a, b in pairs:
                 if a in region.lines and _innermost(regions, region.path, a) is region:
                     branch = _branch(region, a, b, lines)
                     allowance = _allowance(branch)
@@ -164,7 +230,7 @@ def _allowance(branch: Branch) -> Allowance | None:
     return None
 
 
-def _figures(summary: dict[str, Any]) -> dict[str, Any]:
+def _figures(summary: _Summary) -> Figures:
     lines = summary["num_statements"]
     branches = summary.get("num_branches", 0)
     return {
@@ -177,13 +243,18 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _file_figures(files: dict[str, Any]) -> list[dict[str, Any]]:
+def _file_figures(files: dict[str, _FileReport]) -> list[FileFigures]:
     return [{"file": path, **_figures(files[path]["summary"])} for path in sorted(files)]
 
 
-def _totals(files: dict[str, Any]) -> dict[str, Any]:
-    keys = ("num_statements", "covered_lines", "num_branches", "covered_branches")
-    total = {k: sum(body["summary"].get(k, 0) for body in files.values()) for k in keys}
+def _totals(files: dict[str, _FileReport]) -> Figures:
+    summaries = [body["summary"] for body in files.values()]
+    total: _Summary = {
+        "num_statements": sum(s.get("num_statements", 0) for s in summaries),
+        "covered_lines": sum(s.get("covered_lines", 0) for s in summaries),
+        "num_branches": sum(s.get("num_branches", 0) for s in summaries),
+        "covered_branches": sum(s.get("covered_branches", 0) for s in summaries),
+    }
     return _figures(total)
 
 
@@ -196,7 +267,7 @@ def build_corpus(
     *,
     seed: int,
     translate: Callable[[set[Arc]], set[Arc]] | None = None,
-) -> dict[str, Any]:
+) -> ReachCorpus:
     """A greedy set cover of the reached recovery branches by the measurement's corpus
     candidates. Branches no candidate is credited with (reached only by the fuzzer, or only in
     the parent between sweeps) are listed in ``uncovered``: the corpus test will report them.
@@ -240,7 +311,7 @@ def _translator() -> Callable[[set[Arc]], set[Arc]]:
     from coverage.python import PythonFileReporter
 
     cov = coverage.Coverage(data_file=None, branch=True, config_file=False, auto_data=False)
-    reporters: dict[str, Any] = {}
+    reporters: dict[str, PythonFileReporter] = {}
 
     def translate(arcs: set[Arc]) -> set[Arc]:
         by_file: dict[str, list[tuple[int, int]]] = {}

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from hypothesis.configuration import set_hypothesis_home_dir
 
@@ -30,7 +30,14 @@ from sim.explore.reach.regions import (
     region_filter,
     relative_source,
 )
-from sim.world.faults import Schedule, parse_schedule
+from sim.world.faults import CrashPoint, Schedule, parse_schedule
+
+if TYPE_CHECKING:  # names for annotations only: coverage.py and durable load inside the child
+    from coverage import Coverage
+
+    from sim.explore.fuzz import Finding
+    from sim.explore.recording import ScenarioSweep
+    from sim.world.scenario import Scenario
 
 CORPUS_SCHEMA_VERSION = 1
 REGENERATE = "durable-sim coverage --write-corpus tests/reach_corpus.json"
@@ -54,6 +61,58 @@ def require_coverage() -> None:
 # -- what the measurement covers -----------------------------------------------------------------
 
 
+class OptionsDoc(TypedDict):
+    """``Options`` as it crosses to the measuring interpreter (its first argument)."""
+
+    scenarios: list[str]
+    stores: list[str]
+    crash_kinds: list[str]
+    fuzz_examples: int
+    seed: int
+    corpus: str | None
+    quiet: bool
+
+
+class CaseRun(TypedDict):
+    """One run a corpus case replays: its schedule's text, whether the scenario's own faults
+    are left out, and the boundary label each crash point was chosen at."""
+
+    schedule: str
+    fault_free: bool
+    labels: list[str]
+
+
+class SweepFigures(TypedDict):
+    """One measured sweep, as the report's ``measurement`` lists it."""
+
+    scenario: str
+    store: str
+    schedules: int
+    measured_children: int
+    verdicts: dict[str, int]
+
+
+class CaseDoc(TypedDict):
+    """A corpus candidate as the measuring interpreter hands it back."""
+
+    scenario: str
+    store: str
+    runs: list[CaseRun]
+    arcs: dict[str, list[list[int]]]
+    cost: int
+
+
+class RawDoc(TypedDict):
+    """``Raw`` as the measuring interpreter writes it (its output file)."""
+
+    arcs: dict[str, list[list[int]]]
+    fuzz_arcs: dict[str, list[list[int]]]
+    cases: list[CaseDoc]
+    sweeps: list[SweepFigures]
+    notes: list[str]
+    wall_s: float
+
+
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """What to run under coverage: a sweep (narrowed by scenarios and stores) plus the fuzzer, or
@@ -67,16 +126,19 @@ class Options:
     corpus: str | None = None  # replay this corpus instead of sweeping
     quiet: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(
-            self.__dict__,
-            scenarios=list(self.scenarios),
-            stores=list(self.stores),
-            crash_kinds=list(self.crash_kinds),
-        )
+    def to_json(self) -> OptionsDoc:
+        return {
+            "scenarios": list(self.scenarios),
+            "stores": list(self.stores),
+            "crash_kinds": list(self.crash_kinds),
+            "fuzz_examples": self.fuzz_examples,
+            "seed": self.seed,
+            "corpus": self.corpus,
+            "quiet": self.quiet,
+        }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Options:
+    def from_json(cls, doc: OptionsDoc) -> Options:
         return cls(
             scenarios=tuple(doc["scenarios"]),
             stores=tuple(doc["stores"]),
@@ -95,7 +157,7 @@ class Case:
 
     scenario: str
     store: str
-    runs: list[dict[str, Any]]  # {"schedule": text, "fault_free": bool, "labels": [...]}
+    runs: list[CaseRun]
     arcs: set[Arc] = field(default_factory=set)
     cost: int = 0  # boundaries its runs pass: the corpus prefers cheap cases among equals
 
@@ -107,11 +169,11 @@ class Raw:
     arcs: set[Arc] = field(default_factory=set)
     cases: list[Case] = field(default_factory=list)
     fuzz_arcs: set[Arc] = field(default_factory=set)
-    sweeps: list[dict[str, Any]] = field(default_factory=list)
+    sweeps: list[SweepFigures] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RawDoc:
         return {
             "arcs": _arcs_json(self.arcs),
             "fuzz_arcs": _arcs_json(self.fuzz_arcs),
@@ -131,7 +193,7 @@ class Raw:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Raw:
+    def from_json(cls, doc: RawDoc) -> Raw:
         return cls(
             arcs=_arcs_from(doc["arcs"]),
             fuzz_arcs=_arcs_from(doc["fuzz_arcs"]),
@@ -187,7 +249,7 @@ def save_child_coverage(schedule: str) -> None:
         pass
 
 
-def _harvest(cov: Any) -> set[Arc]:
+def _harvest(cov: Coverage) -> set[Arc]:
     """The arcs recorded since the last harvest (flushing the collector), as repository paths;
     the data is erased so the next harvest starts empty. After a fork, coverage.py gives the
     child a data store of its own, so a child's harvest never touches the parent's."""
@@ -210,7 +272,7 @@ def quiet_coverage() -> None:
     warnings.filterwarnings("ignore", message="No data was collected")
 
 
-def _start_coverage() -> Any:
+def _start_coverage() -> Coverage:
     # coverage.py (the reach extra): only `durable-sim coverage` needs it
     import coverage
 
@@ -222,7 +284,7 @@ def _start_coverage() -> Any:
     return cov
 
 
-def measure(options: Options, cov: Any) -> Raw:
+def measure(options: Options, cov: Coverage) -> Raw:
     """Run the sweep (and the fuzzer) or the corpus under the already started ``cov``."""
     started = time.perf_counter()
     raw = Raw()
@@ -246,7 +308,7 @@ def _scenario_names(options: Options) -> list[str]:
     return list(options.scenarios) or bundled_names()
 
 
-def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
+def _measure_sweeps(options: Options, cov: Coverage, raw: Raw, progress: Progress) -> None:
     global _SINK
     # imports durable: only after coverage started in this child, so its import-time lines count
     from sim.explore import forking
@@ -291,18 +353,18 @@ def _measure_sweeps(options: Options, cov: Any, raw: Raw, progress: Any) -> None
 
 def _record_sweep(
     raw: Raw,
-    scenario: Any,
+    scenario: Scenario,
     store: str,
-    result: Any,
+    result: ScenarioSweep,
     parent: set[Arc],
     children: list[tuple[str, set[Arc]]],
 ) -> None:
     """Corpus candidates of one sweep: its fault-free runs (credited with ``parent``) and each
     measured child (credited with what it reached beyond ``parent``)."""
-    labels: list[str] = result.labels
+    labels: list[str] = result.reference.labels
     regional = region_filter()
     base = _schedule_text(result.reference.base_points)
-    fault_free = [{"schedule": "none", "fault_free": True, "labels": []}]
+    fault_free: list[CaseRun] = [{"schedule": "none", "fault_free": True, "labels": []}]
     if base != "none":
         fault_free.append(
             {"schedule": base, "fault_free": True, "labels": _labels_of(base, labels)}
@@ -319,7 +381,7 @@ def _record_sweep(
         raw.arcs |= arcs
         own = regional(arcs - parent)
         if own:
-            run = {
+            run: CaseRun = {
                 "schedule": schedule,
                 "fault_free": False,
                 "labels": _labels_of(schedule, labels),
@@ -338,7 +400,7 @@ def _record_sweep(
         raw.notes.append(f"{scenario.name}[{store}]: its fault-free run fails; nothing was swept")
 
 
-def _schedule_text(points: list[Any]) -> str:
+def _schedule_text(points: list[CrashPoint]) -> str:
     return Schedule(tuple(points)).text()
 
 
@@ -368,7 +430,15 @@ def _remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _measure_fuzz(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
+class _Fuzzer(Protocol):
+    """``fuzz_schedules`` bound to a scenario, or ``fuzz_machine``: what ``_measure_fuzz`` runs."""
+
+    def __call__(
+        self, *, store: str, examples: int, fuzz_seed: int, on_example: Callable[[], None]
+    ) -> Finding | None: ...
+
+
+def _measure_fuzz(options: Options, cov: Coverage, raw: Raw, progress: Progress) -> None:
     """The schedule fuzzer on every chosen scenario, and the world machine when no scenario was
     named, on the file store if it is chosen (the fuzzer's default), else SQLite."""
     # imports durable: only after coverage started in this child, so its import-time lines count
@@ -380,7 +450,7 @@ def _measure_fuzz(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
     home = tempdirs.make("reach")
     set_hypothesis_home_dir(home)
     findings = 0
-    runs: list[tuple[str, Callable[..., Any]]] = [
+    runs: list[tuple[str, _Fuzzer]] = [
         (f"fuzz {name}[{store}]", partial(fuzz_schedules, load_scenario(name)))
         for name in _scenario_names(options)
     ]
@@ -424,7 +494,7 @@ def load_corpus(path: str) -> dict[str, Any]:
     return doc
 
 
-def _replay_corpus(options: Options, cov: Any, raw: Raw, progress: Any) -> None:
+def _replay_corpus(options: Options, cov: Coverage, raw: Raw, progress: Progress) -> None:
     """Replay every run of every corpus case (no forking: one ``run_scenario`` each) and check
     that each crash point still lands on the boundary it was chosen for."""
     # imports durable: only after coverage started in this child, so its import-time lines count
