@@ -34,7 +34,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
 
 #: Set when the process is told to stop; never cleared while a command runs (``main`` clears it
 #: when a command starts). A list, so tests can patch it and readers need no ``global``.
@@ -106,7 +105,9 @@ def flag_interrupts() -> Iterator[None]:
             signal.signal(signal.SIGINT, inner)
 
 
-def _recording(inner: Callable[[int, FrameType | None], Any]) -> Callable[..., None]:
+def _recording(
+    inner: Callable[[int, FrameType | None], object],
+) -> Callable[[int, FrameType | None], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         request_stop()
         inner(signum, frame)
@@ -184,7 +185,7 @@ def record_dropped() -> Iterator[None]:
 
     previous = sys.unraisablehook
 
-    def hook(unraisable: Any) -> None:
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             request_stop()
         previous(unraisable)

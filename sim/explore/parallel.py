@@ -253,7 +253,7 @@ def _work(step: Step, write_fd: int, path: Path) -> int:
         os.write(write_fd, b"+" * n)  # at most a few bytes: atomic on a pipe
 
     try:
-        outcome: tuple[bool, Any] = (True, step.run(progress=advance))
+        outcome: tuple[bool, object] = (True, step.run(progress=advance))
     except BaseException as exc:  # the worker must report whatever happened, then exit
         # Bad input (a seam's code that raised) is passed on as itself: the caller's one line.
         outcome = (False, user_error(exc) or traceback.format_exc())

@@ -13,7 +13,11 @@ import sys
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:  # rich is imported only when a bar is drawn (see ``__enter__``)
+    from rich.progress import Progress as Bar
+    from rich.progress import TaskID
 
 HEARTBEAT_S = 15.0
 
@@ -30,6 +34,8 @@ class _Step:
 class Progress:
     """``with Progress(...) as p: p.start("step"); p.advance(n); p.finish("summary")``."""
 
+    _task: TaskID  # the bar's one task: set with ``_bar``, and read only while it is drawn
+
     def __init__(
         self,
         *,
@@ -45,8 +51,7 @@ class Progress:
         self._enabled = enabled
         self._stream = stream if stream is not None else sys.stderr
         self._heartbeat_s = heartbeat_s
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: Bar | None = None
         self._label = ""  # the step started last
         self._steps: dict[str, _Step] = {}  # the steps begun and not yet finished
 

@@ -14,9 +14,9 @@ depth or crash kind its sweeps were not run with; sweeps that disagree are refus
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 from sim.errors import UserError
 from sim.explore.sweep import ScenarioSweep
@@ -29,6 +29,9 @@ SCHEMA_VERSION = 1
 #: failures); ``VERDICT_ORDER`` is by severity.
 DISPLAY_VERDICTS = ("pass", "safety", "liveness", "nondeterminism", "error")
 assert set(DISPLAY_VERDICTS) == set(VERDICT_ORDER)
+
+
+T = TypeVar("T")
 
 
 class ResultsError(UserError, ValueError):
@@ -84,7 +87,7 @@ def results_document(
     }
 
 
-def _shared(sweeps: Sequence[ScenarioSweep], what: str, read: Any) -> Any:
+def _shared(sweeps: Sequence[ScenarioSweep], what: str, read: Callable[[ScenarioSweep], T]) -> T:
     values = [read(one) for one in sweeps]
     if any(value != values[0] for value in values):
         shown = ", ".join(sorted({str(v) for v in values}))
