@@ -28,7 +28,7 @@ from sim.targets.host import Crash
 from sim.targets.kit.options import check_options
 from sim.targets.protocol import Target, TargetOptions
 from sim.targets.registry import get_target
-from sim.targets.sweep import library_versions, run_name, sweep_target
+from sim.targets.sweep import run_name, sweep_target, target_versions
 
 SCHEMA_VERSION = 1
 #: Seconds one child may run: Prefect's children start an API server each, and a loaded
@@ -106,7 +106,7 @@ def scoreboard(
         if missing is not None:
             doc["skipped"].append({"target": name, "why": missing})
             continue
-        doc["versions"][name] = library_versions(target.distributions)
+        doc["versions"][name] = target_versions(target)
         for variant, options in combinations(target):
             # Rows are keyed by the checked durability (the default mode's name, not "").
             durability = options.durability or target.durabilities[0]

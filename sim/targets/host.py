@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,10 @@ from typing import Any
 
 from sim.targets.boundaries import TRACE_NAME, crash_row, read_trace
 from sim.targets.child import POINT_NAME
+from sim.targets.environments import READ_TIMEOUT_S, interpreter
 from sim.targets.ledger import LEDGER_NAME, Ledger, LedgerRow
 from sim.targets.protocol import Target, TargetOptions, TargetState
+from sim.targets.reader import STATE_NAME
 from sim.targets.snapshots import restore
 from sim.targets.zygote import ChildExit, Zygote, ZygoteRefused
 from sim.world import tempdirs
@@ -168,8 +169,9 @@ def _children_then_state(
             extra_env=env,
             zygote=zygote,
             first=first,
+            python=interpreter(target.environment),
         )
-        _collect(run, target, options, point_dir)
+        _collect(run, target, options, point_dir, zygote)
 
 
 def target_service(
@@ -191,16 +193,18 @@ def _run_children(
     extra_env: dict[str, str],
     zygote: Zygote | None,
     first: int,
+    python: str,
 ) -> str | None:
     """The point's processes from number ``first`` on, until one ends on its own. A killed
     first process is followed by the next; so is a preempted one however it ended (SIGTERM's
     default, its own exit within the grace, or the SIGKILL after it) -- unless the harness or
-    the target raised in it."""
+    the target raised in it. ``python``: the interpreter of a fresh child (the target's own
+    environment's, ``sim.targets.environments``)."""
     env = dict(os.environ, PYTHONHASHSEED="0", **extra_env)
     for number in range(first, MAX_PROCESSES + 1):
         run.processes = number
         try:
-            proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s)
+            proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s, python)
         except TimeoutError:  # the child is killed already
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
         except ZygoteRefused as exc:  # the zygote died mid-sweep: this point's error, not a crash
@@ -221,13 +225,13 @@ def _run_children(
 
 
 def _child(
-    zygote: Zygote | None, args: list[str], env: dict[str, str], timeout_s: float
+    zygote: Zygote | None, args: list[str], env: dict[str, str], timeout_s: float, python: str
 ) -> ChildExit:
     """One child, ``python -m sim.targets.child ARGS``: forked from the zygote, or a fresh
     interpreter without one. ``TimeoutError`` once it is killed for overrunning ``timeout_s``."""
     if zygote is not None:
         return zygote.run(["sim.targets.child", *args], env=env, timeout_s=timeout_s)
-    command = [sys.executable, "-m", "sim.targets.child", *args]
+    command = [python, "-m", "sim.targets.child", *args]
     try:
         proc = subprocess.run(command, capture_output=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:  # subprocess.run has killed it
@@ -235,7 +239,9 @@ def _child(
     return ChildExit(proc.returncode, proc.stderr)
 
 
-def _collect(run: PointRun, target: Target, options: TargetOptions, point_dir: Path) -> None:
+def _collect(
+    run: PointRun, target: Target, options: TargetOptions, point_dir: Path, zygote: Zygote | None
+) -> None:
     run.rows = read_trace(point_dir / TRACE_NAME)
     for row in run.rows:
         if row["t"] == "b":
@@ -250,7 +256,35 @@ def _collect(run: PointRun, target: Target, options: TargetOptions, point_dir: P
     finally:
         ledger.close()
     try:
-        run.state = target.read_state(point_dir, options)
+        run.state = read_state(target, options, point_dir, zygote)
     except Exception as exc:  # the runtime cannot read its own files: worth reporting as is
         message = f"reading the runtime's state failed: {type(exc).__name__}: {exc}"
         run.error = f"{run.error}; {message}" if run.error else message
+
+
+def read_state(
+    target: Target, options: TargetOptions, point_dir: Path, zygote: Zygote | None = None
+) -> TargetState:
+    """``Target.read_state`` of the point: here, or -- for a target with an environment of its
+    own, whose framework this process must not import -- by a reader under its interpreter
+    (``sim.targets.reader``, forked from ``zygote`` when there is one, which imported the
+    framework already), whose failure is raised here with its last line."""
+    if target.environment is None:
+        return target.read_state(point_dir, options)
+    answer = point_dir / STATE_NAME
+    answer.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    args = ["sim.targets.reader", str(point_dir)]
+    try:
+        if zygote is not None:
+            proc = zygote.run(args, env=env, timeout_s=READ_TIMEOUT_S)
+        else:
+            command = [interpreter(target.environment), "-m", *args]
+            done = subprocess.run(command, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
+            proc = ChildExit(done.returncode, done.stderr)
+    except (TimeoutError, subprocess.TimeoutExpired):
+        raise TimeoutError(f"the state reader did not finish in {READ_TIMEOUT_S:g} s") from None
+    if proc.returncode != 0:
+        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise RuntimeError(f"the state reader failed: {(tail or [str(proc.returncode)])[0]}")
+    return TargetState(**json.loads(answer.read_text(encoding="utf-8")))

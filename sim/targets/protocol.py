@@ -26,6 +26,7 @@ from sim.targets.kit.spec import AppSpec
 
 if TYPE_CHECKING:
     from sim.targets.boundaries import Boundaries
+    from sim.targets.environments import Environment
     from sim.targets.ledger import Ledger
 
 
@@ -257,6 +258,10 @@ class Target(Protocol):
     app_shape: AppShape | None  # None: its agent is bundled, it takes no --app
     timed_durabilities: tuple[str, ...]  # on engines of their own: the bench times them too
     snapshot_refusal: str | None  # why not --recovery-only (``no_snapshots``); None: it may
+    # None: its children run under this interpreter (its library an extra of this environment).
+    # Else the venv of its own they run under, and its state reader (a framework whose pins
+    # cannot be installed beside the other targets': ``sim.targets.environments``).
+    environment: Environment | None
 
     def missing(self) -> str | None:
         """Why the target cannot run here (its library is not installed), or None."""

@@ -27,6 +27,7 @@ from typing import Any
 from sim.errors import ScheduleError
 from sim.explore.results import results_document
 from sim.explore.sweep import Failure, ScenarioSweep
+from sim.targets.environments import interpreter, versions
 from sim.targets.host import DEFAULT_TIMEOUT_S, Crash, PointRun, run_point, target_service
 from sim.targets.judge import ORDER, PointVerdict, judge_point, timeline
 from sim.targets.kit.landing import effect_sites, undeclared_tools
@@ -333,7 +334,8 @@ def warm(
     env = dict(os.environ, PYTHONHASHSEED="0")
     with tempfile.TemporaryDirectory(prefix=f"zygote-{os.getpid()}-") as workdir:
         try:
-            zygote = Zygote(preload, workdir=Path(workdir), env=env)
+            python = interpreter(target.environment)
+            zygote = Zygote(preload, workdir=Path(workdir), env=env, python=python)
         except (ZygoteRefused, TimeoutError) as exc:
             yield None, f"a fresh interpreter each: the zygote refused to fork: {exc}"
             return
@@ -429,6 +431,12 @@ def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+def target_versions(target: Target) -> dict[str, str]:
+    """The versions of ``target``'s distributions where its children run: this environment's,
+    or its own (``sim.targets.environments.versions``)."""
+    return versions(target.environment, target.distributions)
 
 
 def target_document(

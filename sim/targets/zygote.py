@@ -65,14 +65,23 @@ class Zygote:
     ``ZygoteRefused`` when it cannot fork safely, ``TimeoutError`` when its preload overruns
     ``READY_TIMEOUT_S``."""
 
-    def __init__(self, preload: tuple[str, ...], *, workdir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        preload: tuple[str, ...],
+        *,
+        workdir: Path,
+        env: dict[str, str],
+        python: str = sys.executable,
+    ) -> None:
+        """``python``: the interpreter it runs under, and so its children (a target's own
+        environment's, ``sim.targets.environments``)."""
         self.workdir = workdir
         self._children = 0
         self._in_flight: int | None = None
         self._unread = b""  # answer bytes read from the pipe and not yet returned (``_receive``)
         self._log = open(workdir / "zygote.err", "wb")  # noqa: SIM115 -- closed in close()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sim.targets.zygote"],
+            [python, "-m", "sim.targets.zygote"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,

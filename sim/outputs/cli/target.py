@@ -398,6 +398,8 @@ def _run_list(args: argparse.Namespace) -> int:
         target = get_target(name)
         missing = target.missing()
         status = "installed" if missing is None else f"not installed: {missing}"
+        if missing is None and target.environment is not None:
+            status = target.environment.describe()
         print(f"{name:<{NAME_WIDTH}} {target.description}")
         print(
             f"{'':<{NAME_WIDTH}} --durability {'|'.join(target.durabilities)}  --saver "
@@ -419,7 +421,7 @@ def _parse_points(text: str | None) -> list[tuple[int, str]] | None:
 
 def _run_sweep(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
-    from sim.targets.sweep import library_versions, report_dir, sweep_target, target_document
+    from sim.targets.sweep import report_dir, sweep_target, target_document, target_versions
 
     target, options = _setup(args)
     points = _parse_points(args.points)
@@ -442,7 +444,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
         fork=not args.fresh,
         recovery=None if args.recovery_only is None else RecoveryCheck(args.recovery_only),
     )
-    versions = library_versions(target.distributions)
+    versions = target_versions(target)
     document = target_document([result], wall_s=time.perf_counter() - started, versions=versions)
     written = write_report(out_dir, document)
     if args.sarif:

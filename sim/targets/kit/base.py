@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from sim.targets.environments import Environment
 from sim.targets.kit.preload import app_preload
 from sim.targets.protocol import (
     PAYMENT_AGENT_TOOLS,
@@ -60,6 +61,9 @@ class TargetBase:
     #: Why ``--recovery-only`` cannot start its points from snapshots of the point's directory
     #: (``sim.targets.recovery_only``); None: it can. Said after the target's name.
     snapshot_refusal: str | None = "has not been shown to keep all its state in the point's files"
+    #: An environment of its own (``sim.targets.environments``): its children and its state
+    #: reader run under that venv's interpreter; None: under this one, its library an extra.
+    environment: Environment | None = None
 
     def missing(self) -> str | None:
         return missing_extra(self.name, self.required, self.extra) if self.required else None

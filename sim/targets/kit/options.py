@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sim.targets.environments import ensure
 from sim.targets.kit.spec import AppArgs, AppSpec, parse_app
 from sim.targets.protocol import Target, TargetError, TargetOptions
 from sim.targets.shapes import Json
@@ -51,6 +52,8 @@ def check_options(target: Target, options: TargetOptions) -> TargetOptions:
     ):
         if value not in choices:
             raise TargetError(f"{target.name}: --{flag} must be {'|'.join(choices)}, not {value!r}")
+    if target.environment is not None:  # made now, before any child, or refused in one line
+        ensure(target.environment)
     return options
 
 

@@ -153,6 +153,7 @@ class _Refusing:
     """A target whose preload starts a thread: the sweep must fall back and say so."""
 
     name = "refusing"
+    environment = None
 
     def preload(self, options: TargetOptions) -> tuple[str, ...]:
         del options
