@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
+from sim.targets.environments import ensure
 from sim.targets.kit.options import check_options
 from sim.targets.kit.spec import AppArgs, parse_app
-from sim.targets.protocol import TargetOptions
+from sim.targets.protocol import Target, TargetError, TargetOptions
 from sim.targets.registry import get_target
 
 
@@ -29,3 +32,19 @@ def app_options(
     )
     given = TargetOptions(durability=durability, app=spec, preempt_s=preempt_s)
     return check_options(get_target(target), given)
+
+
+def runnable(name: str) -> Target:
+    """The target called ``name``, ready to run: its extra installed, its own environment made
+    (``sim.targets.environments``: once, reused by every later test) -- else the test is
+    skipped with the reason (the extra to install, or why pip could not make the venv)."""
+    target = get_target(name)
+    missing = target.missing()
+    if missing is not None:
+        pytest.skip(missing)
+    if target.environment is not None:
+        try:
+            ensure(target.environment, say=lambda text: None)
+        except TargetError as exc:
+            pytest.skip(str(exc))
+    return target

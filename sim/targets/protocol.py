@@ -132,6 +132,9 @@ class TargetState:
     # The tools H1 judges (None: every tool). An app's effects are its service clients, not the
     # framework's tools: only those a tool called have results the history can record.
     hidden_judged: list[str] | None = None
+    # Measured, never judged: figures the runtime's state shows (an ADK session's bytes per
+    # turn), which a sweep reports from its fault-free run.
+    figures: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -17,6 +17,7 @@ TARGETS: dict[str, str] = {
     "agent-framework": "sim.targets.agent_framework",
     "temporal": "sim.targets.temporal",
     "openai-agents": "sim.targets.openai_agents",
+    "adk": "sim.targets.adk",
 }
 
 

@@ -368,6 +368,8 @@ def _sweep(
         "history": reference.state.history,
         "processes": reference.processes,
     }
+    if reference.state.figures:
+        out.reference_outcome["figures"] = reference.state.figures
     if options.app is not None:
         out.reference.outcome.update(app_outcome(options, reference))
     for row in reference.ledger:

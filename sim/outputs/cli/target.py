@@ -466,6 +466,9 @@ def _summary(result: Any, versions: dict[str, str]) -> None:
     )
     for note in app_notes({"reference_outcome": result.reference.outcome}):
         print(note)
+    figures = result.reference_outcome.get("figures", {})
+    if figures:  # measured in the fault-free run, never judged
+        print("measured: " + "  ".join(f"{name} {value}" for name, value in figures.items()))
     for failure in result.failures[:FAILURES_SHOWN]:
         also = [i for i in failure.invariants if i != failure.invariant]
         print(

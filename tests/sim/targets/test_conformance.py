@@ -13,10 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from targetkit import runnable
 from tiers import tiered
 
 from sim.outputs.cli.main import main
-from sim.targets.protocol import Demo, Target
+from sim.targets.protocol import Demo
 from sim.targets.registry import get_target, target_names
 from sim.targets.sweep import sweep_target
 
@@ -24,14 +25,6 @@ from sim.targets.sweep import sweep_target
 #: tier; the rest in the slow tier (each of those targets has a fast test of its own too).
 FAST_POINT_S = 1.0
 NAMES = target_names()
-
-
-def _installed(name: str) -> Target:
-    target = get_target(name)
-    missing = target.missing()
-    if missing is not None:
-        pytest.skip(missing)
-    return target
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -60,7 +53,7 @@ BAD = [
 def test_bad_options_are_one_line_and_exit_2(
     name: str, flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _installed(name)
+    runnable(name)
     needs_app = [] if get_target(name).demo().as_is.app is None else _app_words(name)
     status = main(["target", "sweep", name, *needs_app, *flags, "--quiet"])
     err = capsys.readouterr().err.strip()
@@ -82,7 +75,7 @@ def test_an_app_flag_it_does_not_take_is_named(
 ) -> None:
     """A bundled-only target refuses ``--app``; an app target refuses an app flag that is not
     its own, naming it."""
-    target = _installed(name)
+    target = runnable(name)
     given = tmp_path / "given.json"
     given.write_text("[]", encoding="utf-8")
     flags = ["--app", "my_app:main", "--effect", "charge"]
@@ -105,7 +98,7 @@ def _demo_ids() -> list[object]:
 
 @pytest.mark.parametrize("name", _demo_ids())
 def test_its_demo_finding_holds_and_its_fix_sweeps_clean(name: str) -> None:
-    target = _installed(name)
+    target = runnable(name)
     demo: Demo = target.demo()
     found = sweep_target(target, demo.as_is, choose=demo.choose)
     assert found.schedules == len(demo.points)

@@ -1,0 +1,55 @@
+"""The adk target: a Google ADK ``LlmAgent`` in a resumable ``App``
+(``ResumabilityConfig(is_resumable=True)``) on a ``SqliteSessionService``, with a ``BaseLlm``
+subclass answering from the payment script (no network) and two function tools.
+
+Asked to pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com, the agent calls
+``charge_card`` (payments, declared exactly once), then ``send_receipt`` (outbox, declared
+exactly once), then answers. ADK's durable state is the session: every event the runner yields
+is appended to the SQLite file (``append_event``, one commit each). The restart is what ADK's
+resume docs give a caller: load the session and, while its last invocation has not ended, call
+``run_async(..., invocation_id=...)`` with no new message (``--durability resumable``). With
+``--durability approval`` the charge needs a human's approval (``FunctionTool(...,
+require_confirmation=True)``): the first run stops at ADK's ``adk_request_confirmation`` call,
+the caller answers it with ``{"confirmed": true}`` in a new message under the same invocation
+id, and a restart answers a confirmation still unanswered, else resumes the invocation.
+
+Variants: ``as_is``; ``idempotent`` (each effect keyed by the invocation id and the function
+call id, both kept in the session and handed back on resume).
+
+Crash boundaries (in the child only): the scripted model's call (``model.call#n``), each tool's
+effect (``effect:{service}.{op}#{call_id}``) and each ``SqliteSessionService.append_event``
+(``session.append_event#n``).
+
+google-adk cannot be installed beside the other targets (its OpenTelemetry pin and Prefect's
+exclude each other), so this target runs in an environment of its own
+(``sim.targets.environments``): its children and its state reader run under that venv's
+interpreter. This module never imports google.adk: ``sim.targets.adk.agent`` and ``.state``
+do, there.
+"""
+
+from __future__ import annotations
+
+from sim.targets.environments import Environment
+from sim.targets.kit.base import TargetBase
+
+#: The release the target was built and measured against: the pin of its environment.
+ADK_PIN = "google-adk==2.13.0"
+
+
+class AdkTarget(TargetBase):
+    name = "adk"
+    description = (
+        "Google ADK resumable App (scripted BaseLlm, two function tools) on "
+        "SqliteSessionService, resumed by run_async(invocation_id=...); also a human approval"
+    )
+    distributions = ("google-adk",)
+    durabilities = ("resumable", "approval")
+    savers = ("sqlite",)
+    resumes = ("invocation",)
+    environment = Environment(name="adk", pins=(ADK_PIN,))
+    child_module = "sim.targets.adk.agent"
+    state_module = "sim.targets.adk.state"
+    demo_point_s = 4.0
+
+
+TARGET = AdkTarget()

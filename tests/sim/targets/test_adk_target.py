@@ -1,0 +1,109 @@
+"""The real adk target: a Google ADK resumable ``App`` on a ``SqliteSessionService``, with a
+scripted ``BaseLlm`` and two function tools, killed for real and resumed in a fresh process with
+``run_async(..., invocation_id=...)`` -- in an environment of its own
+(``sim.targets.environments``), since google-adk cannot be installed beside the other targets.
+
+The known finding: a kill between the charge and the append of its result event resumes the
+invocation, which runs the recorded function call again (same call id): the card is charged
+twice and the session shows one result (I1, H1). The replay line reproduces it; the approved
+charge of the human-approval flow is charged twice the same way; effects keyed by the invocation
+id and the function call id sweep those points clean. The parent never imports google.adk.
+The venv is made once by the fixture (skipped, with pip's one line, where it cannot be made).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+from targetkit import runnable
+
+from sim.outputs.cli.main import main
+from sim.targets.protocol import Target, TargetOptions
+from sim.targets.sweep import sweep_target
+
+CHARGE = "effect:payments.charge#"
+RECEIPT = "effect:outbox.send#"
+
+
+@pytest.fixture(scope="module")
+def adk() -> Target:
+    return runnable("adk")
+
+
+def _after(prefix: str) -> Callable[[list[str]], list[tuple[int, str]]]:
+    def choose(labels: list[str]) -> list[tuple[int, str]]:
+        """Just after the effect whose label starts with ``prefix``: chosen by label."""
+        return [(next(i for i, label in enumerate(labels) if label.startswith(prefix)), "after")]
+
+    return choose
+
+
+def _applied(witness: list[str]) -> list[str]:
+    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
+
+
+#: The kill right after the charge, in the fault-free trace of the default mode (boundaries:
+#: the user's event appended, the model's call, its event appended, then the charge).
+AFTER_THE_CHARGE = "3:after"
+
+
+def test_the_replay_after_the_charge_shows_it_charged_twice(
+    adk: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    del adk
+    assert main(["target", "replay", "adk", "--schedule", AFTER_THE_CHARGE]) == 1
+    said = capsys.readouterr().out
+    assert "crash       3:after at effect:payments.charge#call_p1_1" in said, said
+    assert "I1: charge_card is declared exactly_once" in said and "H1: " in said, said
+    rows = [line.strip() for line in said.splitlines() if line.strip().endswith("[applied]")]
+    applied = list(dict.fromkeys(rows))  # each violation's witness shows the ledger
+    # The resumed invocation runs the function call the session recorded: the same call id.
+    charges = [line for line in applied if "tool=charge_card call=call_p1_1 " in line]
+    assert len(charges) == 2 and "by p1" in charges[0] and "by p2" in charges[1], applied
+    assert "google.adk" not in sys.modules, "the parent imported the framework"
+
+
+@pytest.mark.slow
+def test_the_sweep_finds_it_and_its_replay_line_reproduces(
+    adk: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = sweep_target(adk, TargetOptions(), choose=_after(CHARGE))
+    (failure,) = result.failures
+    assert failure.invariants == ["I1", "H1"], failure.invariants
+    applied = _applied(failure.witness)
+    assert "call=call_p1_1 " in applied[0] and "by p1" in applied[0], applied
+    assert "call=call_p1_1 " in applied[1] and "by p2" in applied[1], applied
+    replay = f"durable-sim target replay adk --durability resumable --schedule {AFTER_THE_CHARGE}"
+    assert failure.repro == replay
+    figures = result.reference_outcome["figures"]
+    assert isinstance(figures, dict) and figures["session_events"] == 7, figures
+    capsys.readouterr()
+    assert main(failure.repro.split()[1:]) == 1
+    assert "call=call_p1_1" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_keyed_by_invocation_and_call_id_the_resume_is_deduplicated(adk: Target) -> None:
+    options = TargetOptions(variant="idempotent")
+    result = sweep_target(adk, options, choose=_after(CHARGE))
+    assert result.failures == [] and result.schedules == 1
+
+
+@pytest.mark.slow
+def test_an_approved_charge_resumed_after_its_effect_is_charged_twice(adk: Target) -> None:
+    result = sweep_target(adk, TargetOptions(durability="approval"), choose=_after(CHARGE))
+    (failure,) = result.failures
+    assert failure.invariants == ["I1", "H1"], failure.invariants
+    applied = _applied(failure.witness)
+    assert "call=call_p1_1 " in applied[0] and "call=call_p1_1 " in applied[1], applied
+    fixed = TargetOptions(durability="approval", variant="idempotent")
+    assert sweep_target(adk, fixed, choose=_after(CHARGE)).failures == []
+
+
+def test_it_is_listed_with_its_environment(adk: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["target", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "adk " in out and "its own environment, made: " in out, out
+    assert adk.environment is not None and "google-adk==" in adk.environment.pins[0]
