@@ -34,14 +34,21 @@ def app_options(
     return check_options(get_target(target), given)
 
 
-def runnable(name: str) -> Target:
-    """The target called ``name``, ready to run: its extra installed, its own environment made
-    (``sim.targets.environments``: once, reused by every later test) -- else the test is
-    skipped with the reason (the extra to install, or why pip could not make the venv)."""
+def installed(name: str) -> Target:
+    """The target called ``name`` with its extra installed (else the test is skipped with the
+    extra to install), its own environment not made: for checks that refuse options first."""
     target = get_target(name)
     missing = target.missing()
     if missing is not None:
         pytest.skip(missing)
+    return target
+
+
+def runnable(name: str) -> Target:
+    """The target called ``name``, ready to run: its extra installed, its own environment made
+    (``sim.targets.environments``: once, reused by every later test) -- else the test is
+    skipped with the reason (the extra to install, or why pip could not make the venv)."""
+    target = installed(name)
     if target.environment is not None:
         try:
             ensure(target.environment, say=lambda text: None)

@@ -369,7 +369,7 @@ def _sweep(
         "processes": reference.processes,
     }
     if reference.state.figures:
-        out.reference_outcome["figures"] = reference.state.figures
+        out.reference.outcome["figures"] = reference.state.figures
     if options.app is not None:
         out.reference.outcome.update(app_outcome(options, reference))
     for row in reference.ledger:

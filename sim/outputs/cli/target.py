@@ -423,8 +423,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.sweep import report_dir, sweep_target, target_document, target_versions
 
+    points = _parse_points(args.points)  # refused before any environment is made
     target, options = _setup(args)
-    points = _parse_points(args.points)
     out_dir = Path(args.out or report_dir(target, options))
     check_out_dir(out_dir)
     if args.sarif:  # refused now, not after the sweep
@@ -485,8 +485,8 @@ def _run_bundle(args: argparse.Namespace) -> int:
     from sim.targets.bundling import ISSUE, PROGRAM, write_bundle
     from sim.targets.sweep import parse_point
 
+    point = parse_point(args.schedule)  # refused before any environment is made
     target, options = _setup(args)
-    point = parse_point(args.schedule)
     out = Path(args.out)
     check_out_dir(out)
     report = write_bundle(
@@ -508,8 +508,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     # this command's own modules, imported when it runs (the CLI's start imports none)
     from sim.targets.sweep import crash_at, parse_point, reference_run, replay_line, warm
 
+    index, when = parse_point(args.schedule)  # refused before any environment is made
     target, options = _setup(args)
-    index, when = parse_point(args.schedule)
     keep = Path(args.keep) if args.keep else None
     # One service (if any) for both runs; their three children forked from one warm zygote.
     with target.service(options), warm(target, options) as (zygote, _):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from targetkit import runnable
+from targetkit import installed, runnable
 from tiers import tiered
 
 from sim.outputs.cli.main import main
@@ -53,7 +53,7 @@ BAD = [
 def test_bad_options_are_one_line_and_exit_2(
     name: str, flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runnable(name)
+    installed(name)  # refused before any environment is made (``check_options``)
     needs_app = [] if get_target(name).demo().as_is.app is None else _app_words(name)
     status = main(["target", "sweep", name, *needs_app, *flags, "--quiet"])
     err = capsys.readouterr().err.strip()
@@ -75,7 +75,7 @@ def test_an_app_flag_it_does_not_take_is_named(
 ) -> None:
     """A bundled-only target refuses ``--app``; an app target refuses an app flag that is not
     its own, naming it."""
-    target = runnable(name)
+    target = installed(name)
     given = tmp_path / "given.json"
     given.write_text("[]", encoding="utf-8")
     flags = ["--app", "my_app:main", "--effect", "charge"]
