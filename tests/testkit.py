@@ -470,10 +470,13 @@ class Workspace:
     async def verify(self, arguments: dict[str, Any], ctx: ToolContext) -> Verification:
         assert ctx.edit is not None
         current = content_hash(self.files.get(ctx.edit.path))
-        status = {ctx.edit.after_hash: "applied", ctx.edit.before_hash: "not_applied"}
-        verdict = status.get(current, "unknown")
+        status: dict[str, Literal["applied", "not_applied"]] = {
+            ctx.edit.after_hash: "applied",
+            ctx.edit.before_hash: "not_applied",
+        }
+        verdict: Literal["applied", "not_applied", "unknown"] = status.get(current, "unknown")
         self.verdicts.append(verdict)
-        return Verification(status=verdict, output=f"edited {ctx.edit.path}")  # type: ignore[arg-type]
+        return Verification(status=verdict, output=f"edited {ctx.edit.path}")
 
     async def check(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
         if str(arguments["expect"]) not in self.files.get(str(arguments["path"]), ""):

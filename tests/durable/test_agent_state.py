@@ -22,6 +22,7 @@ from testkit import (
     settled,
 )
 
+from durable.codec import canonical_json
 from durable.config import RuntimeConfig
 from durable.events import (
     EventRecord,
@@ -29,7 +30,6 @@ from durable.events import (
     ModelCompleted,
     ModelRequested,
     ToolIntent,
-    canonical_json,
 )
 from durable.model import ModelRequest, ModelResponse
 from durable.runtime import Runtime

@@ -12,13 +12,15 @@ import trio
 from testkit import CONV, EffectTool, Harness, Stores, of_type, settled
 
 from durable import ModelRequest, ModelResponse, ProposedCall
+from durable.codec import canonical_json
 from durable.compaction import estimate_tokens
 from durable.config import RuntimeConfig
 from durable.events import (
     CompactionApplied,
+    CompactionSettled,
+    CompactionStarted,
     EventRecord,
     ModelRequested,
-    canonical_json,
 )
 from durable.model import ModelError
 from durable.state import InvariantViolation, State, new_state, reduce
@@ -198,7 +200,8 @@ async def test_an_intent_that_predates_a_crash_is_settled_stale_and_a_new_one_ap
     applied = {a.compaction_id for a in of_type(records, "compaction_applied")}
     assert stale[0].compaction_id not in applied and applied
     # The new intent was written by the recovering incarnation, after the stale settlement.
-    epochs = {r.event.compaction_id: r.epoch for r in records if r.event.type.startswith("compa")}
+    compaction = (CompactionStarted, CompactionApplied, CompactionSettled)
+    epochs = {r.event.compaction_id: r.epoch for r in records if isinstance(r.event, compaction)}
     assert all(epochs[c] == 2 for c in applied)
 
 
@@ -218,7 +221,7 @@ async def test_a_resent_request_keeps_its_pinned_window(
             await harness.crasher.crash()
         return await original(request)
 
-    model.complete = crash_on_the_first_compacted_request  # type: ignore[method-assign]
+    model.complete = crash_on_the_first_compacted_request  # type: ignore[method-assign]  # patch
 
     async def body(runtime: Any) -> None:
         conversation = await runtime.conversation(CONV)

@@ -92,7 +92,8 @@ async def inspected_compensations(stores: Stores) -> list[dict[str, Any]]:
     """What ``python -m durable inspect`` reports of the compensations of the one conversation."""
     report = await inspect_store(str(stores.path))
     (conversation,) = report.conversations
-    return conversation.to_json()["compensations"]  # type: ignore[no-any-return]
+    compensations: list[dict[str, Any]] = conversation.to_json()["compensations"]
+    return compensations
 
 
 def intents(records: list[EventRecord]) -> list[str]:

@@ -46,6 +46,7 @@ from durable.store.base import CorruptStore
 from durable.store.damage import DAMAGE, Damage, Kept, Mode, Repair, Response, markdown_table
 from durable.store.file import is_quarantine
 from durable.store.logscan import scan_log
+from sim.world.stores import StoreKind
 
 ALL_RECORDS = 27
 #: The modes the battery runs, and the table's mode each one is.
@@ -74,8 +75,8 @@ class PgStores(Stores):
     """PostgreSQL stores on one schema of the session's server."""
 
     def __init__(self, root: Path, conninfo: str, namespace: str) -> None:
-        super().__init__("sqlite", root)
-        self.kind = "postgres"  # type: ignore[assignment]
+        super().__init__(StoreKind.SQLITE, root)
+        self.kind = StoreKind.POSTGRES
         self.conninfo = conninfo
         self.namespace = namespace
         self._pg: list[PostgresStore] = []
@@ -96,10 +97,10 @@ def _stores(mode: str, root: Path, request: pytest.FixtureRequest) -> Stores:
         conninfo = request.getfixturevalue("pg_conninfo")
         return PgStores(root, conninfo, request.getfixturevalue("pg_namespace"))
     if mode == "sqlite-normal":
-        return NormalStores("sqlite", root)
+        return NormalStores(StoreKind.SQLITE, root)
     if mode == "sqlite-full":
-        return Stores("sqlite", root)
-    return Stores("file", root, fsync=mode == "file-fsync")
+        return Stores(StoreKind.SQLITE, root)
+    return Stores(StoreKind.FILE, root, fsync=mode == "file-fsync")
 
 
 # -- damage ---------------------------------------------------------------------------------------
@@ -131,13 +132,13 @@ def _sql(stores: Stores, *statements: str) -> None:
         with psycopg.connect(stores.conninfo, autocommit=True) as conn:
             conn.execute(f"SET search_path TO {stores.namespace}")
             for statement in statements:
-                conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute(statement)
         return
-    conn = sqlite3.connect(stores.path)
+    db = sqlite3.connect(stores.path)
     for statement in statements:
-        conn.execute(statement)
-    conn.commit()
-    conn.close()
+        db.execute(statement)
+    db.commit()
+    db.close()
 
 
 def _is_sql(stores: Stores) -> bool:
@@ -434,7 +435,7 @@ def _fingerprint(stores: Stores) -> dict[str, str]:
             dump = {"tables": repr(tables)}
             for table in tables:
                 query = f"SELECT * FROM {stores.namespace}.{table} ORDER BY 1, 2"
-                dump[table] = repr(conn.execute(query).fetchall())  # type: ignore[arg-type]
+                dump[table] = repr(conn.execute(query).fetchall())
             return dump
     out: dict[str, str] = {}
     for directory, dirs, files in os.walk(stores.root):
@@ -521,7 +522,11 @@ def test_damage_row(case: Case, tmp_path: Path, request: pytest.FixtureRequest) 
     outcome = case.damage.outcome(case.table_mode)
     assert outcome is not None
     stores = _stores(case.mode, tmp_path, request)
-    build("file" if stores.kind == "file" else "sqlite", tmp_path, stores=stores)
+    build(
+        StoreKind.FILE if stores.kind == StoreKind.FILE else StoreKind.SQLITE,
+        tmp_path,
+        stores=stores,
+    )
     before_damage = DAMAGING[case.damage.kind](stores)
     family = "file" if stores.kind == "file" else "sqlite"
     said = case.damage.inspect.get(family)
@@ -599,7 +604,11 @@ def test_a_refusal_names_the_lost_sequences_exactly(
     for mode in ("file-fsync", "sqlite-full"):
         stores = _stores(mode, tmp_path / mode, request)
         (tmp_path / mode).mkdir()
-        build("file" if stores.kind == "file" else "sqlite", tmp_path / mode, stores=stores)
+        build(
+            StoreKind.FILE if stores.kind == StoreKind.FILE else StoreKind.SQLITE,
+            tmp_path / mode,
+            stores=stores,
+        )
         log_cut_under_checkpoint(stores)
         refusal = _open(stores)
         assert isinstance(refusal, CorruptStore) and "sequences 24..27" in str(refusal), refusal
@@ -607,7 +616,7 @@ def test_a_refusal_names_the_lost_sequences_exactly(
 
 def test_refusals_are_one_line_from_inspect(tmp_path: Path) -> None:
     """``inspect`` on a refusing store prints one line naming the damaged file."""
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     damaged_earlier_commit(stores)
     code, out = _inspect(stores)
     assert code == 1 and out.count("\n") == 1 and "events.jsonl" in out
@@ -627,7 +636,7 @@ def test_every_sqlite_refusal_names_the_database_file(
     """An operator with several stores must know which one to look at: every refusal of the
     table's SQLite rows names the database file (the lease rows once named only the row)."""
     stores = _stores("sqlite-full", tmp_path, request)
-    build("sqlite", tmp_path, stores=stores)
+    build(StoreKind.SQLITE, tmp_path, stores=stores)
     DAMAGING[damage.kind](stores)
     refusal = _open(stores)
     assert isinstance(refusal, CorruptStore) and str(stores.path) in str(refusal), refusal
@@ -657,7 +666,7 @@ def test_a_dropped_table_is_refused_without_a_write(table: str, tmp_path: Path) 
     naming the database and the table, twice the same way, and writes nothing -- the database
     file and its log hold the same bytes before and after (the old behaviour: the store created
     an empty table, then refused -- for the events table, as commits lost under a checkpoint)."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     gc.collect()
     _drop_keeping_the_log(stores.path, table)
     found = _db_bytes(stores.path)

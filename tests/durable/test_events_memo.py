@@ -14,13 +14,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from durable.codec import canonical_json
 from durable.events import (
     EventRecord,
     InputAccepted,
     Memo,
     ToolCall,
     ToolIntent,
-    canonical_json,
     parse_record,
 )
 from durable.state import new_state

@@ -102,7 +102,7 @@ def test_every_documented_public_name_is_exported() -> None:
         for name in documented
         if name not in durable.__all__
         and name not in NOT_EXPORTED
-        and not (inspect.isclass(defined[name]) and issubclass(defined[name], _Event))
+        and not (inspect.isclass(obj := defined[name]) and issubclass(obj, _Event))
     ]
     assert not missing, (
         f"documented but not in durable.__all__: {missing} (export them, or say in "

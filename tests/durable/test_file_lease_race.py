@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,12 @@ def _race(root: str, owner: str, out: str, start: Any, *, drop_lock: bool) -> No
     """One worker (a forked child): acquire the lease ROUNDS times, recording each epoch won."""
     store = FileStore(root, fs=OsFileSystem(), fsync=True)
     if drop_lock:  # the mutant: the read-modify-write without the lock
-        store._exclusive = lambda conversation_id: nullcontext()  # type: ignore[method-assign]
+
+        @contextmanager
+        def unlocked(conversation_id: str) -> Iterator[None]:
+            yield
+
+        store._exclusive = unlocked  # type: ignore[method-assign]  # the mutant's patch
     read_lease = store._read_lease
 
     def slow_read(conversation_id: str) -> Lease | None:
@@ -44,7 +50,7 @@ def _race(root: str, owner: str, out: str, start: Any, *, drop_lock: bool) -> No
         time.sleep(WIDEN_S)
         return lease
 
-    store._read_lease = slow_read  # type: ignore[method-assign]
+    store._read_lease = slow_read  # type: ignore[method-assign]  # the test's patch
     won: list[int] = []
     errors: list[str] = []
 

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from testkit import (
@@ -21,8 +23,10 @@ from testkit import (
 )
 
 from durable import ConversationBusy, ModelRequest, ModelResponse
-from durable.events import EventRecord, InputAccepted, InputsSteered, canonical_json
+from durable.codec import canonical_json
+from durable.events import EventRecord, InputAccepted, InputsSteered
 from durable.state import InvariantViolation, new_state, reduce
+from durable.tools import ToolContext
 
 
 def roles(request: ModelRequest) -> list[str]:
@@ -40,11 +44,11 @@ async def test_steer_lands_after_the_tool_results_before_the_next_request(
     gate = EffectTool("gate", "replay_safe")
     original = gate.fn
 
-    async def gated(arguments: dict[str, object], ctx: object) -> str:
+    async def gated(arguments: dict[str, Any], ctx: ToolContext) -> str:
         await release.wait()
-        return await original(arguments, ctx)  # type: ignore[arg-type]
+        return await original(arguments, ctx)
 
-    gate.fn = gated  # type: ignore[method-assign]
+    gate.fn = gated  # type: ignore[method-assign]  # the test's patch
     model = ScriptedModel([call("gate"), answer("deployed to staging")])
     harness = Harness(stores, model=model, tools=[gate.spec()])
     async with harness.process("owner-a") as runtime:
@@ -72,6 +76,7 @@ async def test_steer_lands_after_the_tool_results_before_the_next_request(
     (placed,) = [r for r in records if isinstance(r.event, InputsSteered)]
     batch = [r for r in records if r.batch == placed.batch]
     assert event_types(batch) == ["task_settled", "inputs_steered", "task_created"]
+    assert isinstance(placed.event, InputsSteered)
     assert placed.event.inputs == [steer.id, steer2.id]
     starts = of_type(records, "run_started")
     assert [s.inputs for s in starts] == [[first.id], [follow.id]]
@@ -202,7 +207,7 @@ async def test_unknown_mode_is_refused(stores: Stores, autojump_clock: trio.abc.
     async with harness.process("owner-a") as runtime:
         conversation = await runtime.conversation(CONV)
         with pytest.raises(ValueError, match="unknown inbox mode"):
-            await conversation.submit("x", mode="shout")  # type: ignore[arg-type]
+            await conversation.submit("x", mode="shout")  # type: ignore[arg-type]  # tested
 
 
 def test_follow_up_mode_is_not_encoded() -> None:

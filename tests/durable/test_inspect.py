@@ -26,7 +26,6 @@ from testkit import (
     EffectTool,
     Harness,
     ScriptedModel,
-    StoreKind,
     Stores,
     ToolLoopModel,
     Workspace,
@@ -45,6 +44,7 @@ from durable.runtime import Runtime
 from durable.state import new_state, reduce
 from durable.store import make_checkpoint
 from durable.tools import content_hash
+from sim.world.stores import StoreKind
 
 CONV_2 = "conv-2"
 LONG_ANSWER = "The invoice was paid in full; " * 5
@@ -120,7 +120,7 @@ def records_of(stores: Stores, conversation_id: str = CONV) -> list[Any]:
 
 @pytest.fixture(params=["file", "sqlite"])
 def kind(request: pytest.FixtureRequest) -> StoreKind:
-    return request.param  # type: ignore[no-any-return]
+    return StoreKind(request.param)
 
 
 # -- healthy stores ------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_json_report_of_a_healthy_store(kind: StoreKind, tmp_path: Path) -> None
 
 
 def test_inspect_is_read_only_and_ignores_a_torn_tail(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     events = stores.path / CONV / "events.jsonl"
     tail = b'{"schema_version":1,"conversation_id":"conv-1","seq'
     with events.open("ab") as f:
@@ -202,7 +202,7 @@ def test_inspect_is_read_only_and_ignores_a_torn_tail(tmp_path: Path) -> None:
 
 
 def test_inspect_of_sqlite_takes_no_lease_and_writes_nothing(tmp_path: Path) -> None:
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
 
     def dump() -> list[str]:
         conn = sqlite3.connect(stores.path)
@@ -218,7 +218,7 @@ def test_inspect_of_sqlite_takes_no_lease_and_writes_nothing(tmp_path: Path) -> 
 
 def test_inspect_of_sqlite_does_not_wait_for_a_live_writer(tmp_path: Path) -> None:
     """A runtime holding the write lock (mid-commit) does not stop, or get stopped by, inspect."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     writer = sqlite3.connect(stores.path, isolation_level=None, timeout=0)
     try:
         writer.execute("BEGIN IMMEDIATE")
@@ -242,7 +242,7 @@ def _killed_sqlite(tmp_path: Path, *, shm: bool, journal: bool) -> Path:
     shared memory), and perhaps a garbage ``-journal`` beside it. Made by copying the files of
     a live connection, which is what a kill leaves on disk."""
     (tmp_path / "src").mkdir()
-    stores = build("sqlite", tmp_path / "src")
+    stores = build(StoreKind.SQLITE, tmp_path / "src")
     gc.collect()
     live = sqlite3.connect(stores.path, isolation_level=None)
     live.execute("PRAGMA journal_mode=WAL")
@@ -278,7 +278,7 @@ def test_inspect_of_a_killed_sqlite_store_reads_its_log_and_changes_no_byte(
 def test_inspect_of_a_closed_sqlite_store_creates_no_side_file(tmp_path: Path) -> None:
     """A store whose last connection closed is one file; ``mode=ro`` would have created ``-wal``
     and ``-shm`` beside it (what the damage battery found)."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     gc.collect()
     before = _files(tmp_path)
     assert list(before) == ["store.db"]
@@ -300,7 +300,7 @@ def test_a_directory_it_cannot_read_is_a_one_line_usage_error(
 ) -> None:
     """A conversation whose files this user cannot read would look absent ("no store here",
     exit 0). As root nothing is unreadable, so ``os.access`` says what another user's would."""
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     hidden = str(stores.path / CONV)
     real_access = os.access
     monkeypatch.setattr(
@@ -314,7 +314,7 @@ def test_a_directory_it_cannot_read_is_a_one_line_usage_error(
 
 
 def test_a_log_that_is_a_directory_is_a_one_line_refusal(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     events = stores.path / CONV / "events.jsonl"
     events.unlink()
     events.mkdir()
@@ -326,7 +326,7 @@ def test_a_log_that_is_a_directory_is_a_one_line_refusal(tmp_path: Path) -> None
 def test_a_damaged_sqlite_header_is_corrupt_not_a_usage_error(tmp_path: Path) -> None:
     """A file that holds the store's tables without SQLite's header is this store, damaged:
     exit 1; a file holding neither is still no store at all (exit 2)."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     gc.collect()
     data = stores.path.read_bytes()
     stores.path.write_bytes(b"\x00" * 16 + data[16:])
@@ -341,7 +341,7 @@ def test_a_damaged_sqlite_header_is_corrupt_not_a_usage_error(tmp_path: Path) ->
 
 
 def test_corrupted_middle_record_of_a_file_log(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     events = stores.path / CONV / "events.jsonl"
     lines = events.read_bytes().splitlines(keepends=True)
     middle = len(lines) // 2
@@ -362,7 +362,7 @@ def test_corrupted_middle_record_of_a_file_log(tmp_path: Path) -> None:
 
 
 def test_corrupted_middle_record_of_a_sqlite_log(tmp_path: Path) -> None:
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     conn = sqlite3.connect(stores.path)
     conn.execute(
         "UPDATE events SET record = replace(record, 'pay', 'PAY') "
@@ -409,7 +409,7 @@ def test_checkpoint_that_differs_from_the_replay_fails(kind: StoreKind, tmp_path
 
 
 def test_checkpoint_with_a_bad_checksum_fails(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     newest = sorted((stores.path / CONV).glob("checkpoint-*.json"))[-1]
     body = json.loads(newest.read_text())
     body["state"]["submissions"][next(iter(body["state"]["submissions"]))]["content"] = "edited"
@@ -428,7 +428,7 @@ def test_checkpoint_beyond_the_log_fails(tmp_path: Path) -> None:
     """The log lost its last batch, the checkpoint of it survived: acknowledged commits are
     gone (legitimate only after power loss in a non-durable mode, which inspect cannot tell),
     so the check fails and names the missing sequences."""
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     events = stores.path / CONV / "events.jsonl"
     lines = events.read_bytes().splitlines(keepends=True)
     batches = [json.loads(line)["batch"] for line in lines]
@@ -443,7 +443,7 @@ def test_checkpoint_beyond_the_log_fails(tmp_path: Path) -> None:
 def test_log_that_does_not_replay_fails(tmp_path: Path) -> None:
     """Records that verify but cannot follow each other (here: a second lease record at the same
     epoch, re-sealed so that its checksum is valid) fail the replay check."""
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     events = stores.path / CONV / "events.jsonl"
     records = records_of(stores)
     last = records[-1]
@@ -533,7 +533,7 @@ def test_directory_of_other_files_says_no_store_here(tmp_path: Path) -> None:
 
 
 def test_empty_sqlite_store_says_nothing_checked(tmp_path: Path) -> None:
-    stores = Stores("sqlite", tmp_path)
+    stores = Stores(StoreKind.SQLITE, tmp_path)
 
     async def create_tables() -> None:
         assert await stores().list_conversations() == []
@@ -550,7 +550,7 @@ def test_directory_holding_a_sqlite_store_names_the_file(tmp_path: Path) -> None
     """The easy mistake: the directory a SQLite store lives in, instead of the store's file. It
     used to pass as an empty FileStore ("all checks pass"); it is a usage error that says which
     path to inspect, and that path is the store."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     database = stores.path
     # A connection the runtime dropped without closing checkpoints the log into the database
     # when the garbage collector finalises it: let that happen before the snapshot, not during
@@ -586,7 +586,7 @@ def test_sqlite_files_are_recognised_by_name_or_header(tmp_path: Path) -> None:
 
 
 def test_file_store_with_a_sqlite_file_beside_it_is_a_file_store(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     (stores.path / "stray.sqlite").write_bytes(b"")
     code, out, _ = inspect(stores.path)
     assert code == 0 and out.rstrip().endswith("all checks pass")
@@ -595,7 +595,7 @@ def test_file_store_with_a_sqlite_file_beside_it_is_a_file_store(tmp_path: Path)
 def test_python_dash_m_durable_on_a_directory_without_a_store(tmp_path: Path) -> None:
     """Through the real entry point: a missing path and a directory holding only a SQLite
     store exit 2 with one line and no traceback; an empty directory says there is no store."""
-    build("sqlite", tmp_path)
+    build(StoreKind.SQLITE, tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -621,7 +621,7 @@ def test_python_dash_m_durable_on_a_directory_without_a_store(tmp_path: Path) ->
 
 
 def test_unparseable_lease_file(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     (stores.path / CONV / "lease.json").write_bytes(b"{not json")
     code, out, _ = inspect(stores.path)
     assert code == 1 and out.startswith("corrupt store: ") and out.count("\n") == 1
@@ -648,7 +648,7 @@ def test_command_line_arguments(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 
 def test_python_dash_m_durable(tmp_path: Path) -> None:
     """The real entry point, in a subprocess: a report, and no traceback for a bad path."""
-    stores = build("sqlite", tmp_path)
+    stores = build(StoreKind.SQLITE, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     ok = subprocess.run(
         [sys.executable, "-m", "durable", "inspect", str(stores.path), "--json"],
@@ -696,13 +696,13 @@ def build_agent_state(kind: StoreKind, root: Path) -> Stores:
 
     trio.run(write, clock=trio.testing.MockClock(autojump_threshold=0))
     stores.close()
-    stores.workspace = workspace  # type: ignore[attr-defined]
+    stores.workspace = workspace  # type: ignore[attr-defined]  # this test's own attribute
     return stores
 
 
 def test_inspect_shows_agent_state(kind: StoreKind, tmp_path: Path) -> None:
     stores = build_agent_state(kind, tmp_path)
-    final_hash = content_hash(stores.workspace.files["app.py"])  # type: ignore[attr-defined]
+    final_hash = content_hash(stores.workspace.files["app.py"])  # type: ignore[attr-defined]  # ^
     code, out, err = inspect(stores.path)
     assert (code, err) == (0, "")
     assert "plan (2 revisions): edit; check; report" in out
@@ -731,7 +731,7 @@ def test_inspect_shows_agent_state(kind: StoreKind, tmp_path: Path) -> None:
 
 
 def test_a_conversation_without_agent_state_prints_no_agent_lines(tmp_path: Path) -> None:
-    stores = build("file", tmp_path)
+    stores = build(StoreKind.FILE, tmp_path)
     code, out, _ = inspect(stores.path)
     assert code == 0
     for line in ("plan (", "mutation revision", "changed file", "validation '", "cursor:"):

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from durable.config import RuntimeConfig
+from durable.errors import Fenced
 from durable.events import LeaseAcquired
-from durable.journal import Fenced, Journal
+from durable.journal import Journal
 from durable.ports import InlineBlocking, OsFileSystem, Ports, real_ports
 from durable.store import FileStore, SQLiteStore
 from durable.store.base import CorruptStore, Lease, Store
@@ -73,7 +74,7 @@ async def test_a_takeover_while_opening_fences_the_opener(kind: str, tmp_path: P
     paused = _PausedAfterAcquire(reopen(), taken_over)
     with pytest.raises(Fenced, match="taken over"):
         await Journal.open(
-            store=paused,  # type: ignore[arg-type]
+            store=paused,
             ports=_ports(),
             config=CONFIG,
             conversation_id=CONV,
@@ -91,6 +92,7 @@ async def test_a_lease_record_that_went_back_is_still_corrupt(tmp_path: Path) ->
     overwritten by the refusing process's own lease)."""
     reopen = _stores(tmp_path)["file"]
     lease_file = tmp_path / "files" / CONV / "lease.json"
+    old_copy: bytes | None = None
     for owner in ("a", "a2"):
         journal = await Journal.open(
             store=reopen(), ports=_ports(), config=CONFIG, conversation_id=CONV, owner_id=owner
@@ -98,6 +100,7 @@ async def test_a_lease_record_that_went_back_is_still_corrupt(tmp_path: Path) ->
         await journal.store.release_lease(journal.lease)
         if owner == "a":
             old_copy = lease_file.read_bytes()  # epoch 1, released
+    assert old_copy is not None
     lease_file.write_bytes(old_copy)
     for _ in range(2):
         with pytest.raises(CorruptStore, match="the lease went back"):

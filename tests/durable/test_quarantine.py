@@ -13,6 +13,7 @@ from testkit import CONV, Stores
 from durable.ports import OsFileSystem
 from durable.store.base import make_checkpoint
 from durable.store.file import FileStore, is_quarantine
+from sim.world.stores import StoreKind
 
 #: Newest first: the order recovery moves them aside in.
 CHECKPOINTS = ("checkpoint-000000000027.json", "checkpoint-000000000023.json")
@@ -34,7 +35,7 @@ def _recover(root: Path) -> int:
 
 
 def test_damage_is_copied_to_a_quarantine_file_before_the_log_is_cut(tmp_path: Path) -> None:
-    stores: Stores = build("file", tmp_path)
+    stores: Stores = build(StoreKind.FILE, tmp_path)
     conv = stores.path / CONV
     checkpoints = {name: (conv / name).read_bytes() for name in CHECKPOINTS}
     kept, damaged = _damage_record_10(conv)
@@ -55,7 +56,7 @@ def test_damage_is_copied_to_a_quarantine_file_before_the_log_is_cut(tmp_path: P
 
 
 def test_a_second_recovery_quarantines_nothing_more(tmp_path: Path) -> None:
-    stores: Stores = build("file", tmp_path)
+    stores: Stores = build(StoreKind.FILE, tmp_path)
     conv = stores.path / CONV
     _damage_record_10(conv)
     _recover(stores.path)
@@ -66,7 +67,7 @@ def test_a_second_recovery_quarantines_nothing_more(tmp_path: Path) -> None:
 
 def test_a_torn_tail_is_cut_without_a_copy(tmp_path: Path) -> None:
     """A torn tail is a crash's leftover, never acknowledged: no quarantine (the crash model)."""
-    stores: Stores = build("file", tmp_path)
+    stores: Stores = build(StoreKind.FILE, tmp_path)
     conv = stores.path / CONV
     log = (conv / "events.jsonl").read_bytes()
     (conv / "events.jsonl").write_bytes(log + b'{"schema_version":1,"conv')
@@ -78,7 +79,7 @@ def test_a_torn_tail_is_cut_without_a_copy(tmp_path: Path) -> None:
 def test_a_save_sets_a_damaged_checkpoint_aside_instead_of_rotating_it_out(tmp_path: Path) -> None:
     """A save keeps two checkpoints and deletes older ones it rotates out -- if they verify (a
     copy of what the log and the newer ones hold); one that does not is evidence, moved aside."""
-    stores: Stores = build("file", tmp_path)
+    stores: Stores = build(StoreKind.FILE, tmp_path)
     conv = stores.path / CONV
     older = conv / "checkpoint-000000000023.json"
     damaged = older.read_bytes().replace(b"pay req-1", b"pay req-9")

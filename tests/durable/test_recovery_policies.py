@@ -31,6 +31,7 @@ from testkit import (
 from durable.config import RuntimeConfig
 from durable.runtime import Runtime
 from durable.tools import interrupted_message
+from sim.world.stores import StoreKind
 
 
 def world(stores: Stores, tool: EffectTool, **config: Any) -> tuple[Harness, ToolLoopModel]:
@@ -286,7 +287,7 @@ async def test_intent_to_checkpoint_crash_points(
     checkpoint: after reopening, the run completes, the effect happened exactly once (the service
     dedupes by key) and the log's sequences are exactly 1..n. A checkpoint is written after every
     commit, and the checkpoint crash points hit the one written right after the tool's result."""
-    stores = Stores("file", tmp_path)
+    stores = Stores(StoreKind.FILE, tmp_path)
     tool = EffectTool(policy="idempotent", dedupe=True)
     harness, _ = world(stores, tool, checkpoint_every=1)
     seen_result = False

@@ -20,7 +20,7 @@ import functools
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -60,6 +60,7 @@ from durable.runtime import Conversation, Runtime
 from durable.state import InvariantViolation, State, apply, new_state, reduce
 from durable.store import make_checkpoint
 from durable.tools import ToolSpec
+from sim.world.stores import StoreKind
 
 # -- generating logs by driving the runtime ------------------------------------------------------
 
@@ -74,6 +75,11 @@ ACTIONS = (
     "hang",
     "crash",
 )
+# The crash policies that verify, and what their verifier answers.
+VERDICTS: dict[str, Literal["applied", "unknown"]] = {
+    "verify_applied": "applied",
+    "verify_unknown": "unknown",
+}
 CRASH_POLICIES = (
     "unsafe",
     "replay_safe",
@@ -122,9 +128,8 @@ async def _bad(arguments: dict[str, Any], ctx: Any) -> str:
 
 def _fragile(script: Script) -> EffectTool:
     policy = script.crash_policy
-    verdict = None
-    if policy.startswith("verify_"):
-        verdict = policy.removeprefix("verify_")
+    verdict = VERDICTS.get(policy)
+    if verdict is not None:
         policy = "verify_then_continue"
     return EffectTool("fragile", policy, dedupe=True, crash_at="after_effect", verdict=verdict)
 
@@ -149,7 +154,7 @@ def _all_settled(conversation: Conversation) -> bool:
 
 
 async def _drive(script: Script, root: Path) -> tuple[list[EventRecord], dict[str, Any]]:
-    stores = Stores("file", root, fsync=False)
+    stores = Stores(StoreKind.FILE, root, fsync=False)
     steps = [_step(a, i) for i, a in enumerate(script.actions)]
     model = ScriptedModel(steps, default=answer("default answer", tokens=1))
     fragile = _fragile(script)
@@ -409,6 +414,7 @@ def test_settle_run_closes_open_intents_with_exactly_one_result() -> None:
     accepted = InputAccepted(submission_id="sub-a", request_id=None, content="a")
     log.commit([accepted, *start_run(log.state, log.ids, budget, ["sub-a"])])
     run_id = log.state.active_run
+    assert run_id is not None
     call_ = ToolCall(call_id="call-1", tool="pay", arguments={})
     log.commit(
         [TaskCreated(task_id="tool-1", kind="tool", run_id=run_id, phase="call", call=call_)]

@@ -31,6 +31,7 @@ from durable.config import RuntimeConfig
 from durable.ports import real_ports
 from durable.state import new_state, reduce
 from durable.store import LeaseHeld
+from sim.world.stores import StoreKind
 
 
 def user_messages(request: ModelRequest) -> list[str]:
@@ -405,7 +406,8 @@ async def test_second_owner_waits_for_a_live_lease(
             with pytest.raises(LeaseHeld):
                 await runtime_b.conversation(CONV)
         assert not conversation.journal.fenced
-        assert (await stores().current_lease(CONV)).epoch == epoch  # type: ignore[union-attr]
+        lease = await stores().current_lease(CONV)
+        assert lease is not None and lease.epoch == epoch
         handle = await conversation.submit("still mine")
         assert (await settled(conversation, handle.id)).status == "done"
 
@@ -426,7 +428,8 @@ async def test_seed_001_model_error_then_new_input(
         state = conversation.state
 
     assert (failed.status, failed.reason) == ("unanswered", "model_error")
-    run_1 = state.runs[failed.run_id]  # type: ignore[index]
+    assert failed.run_id is not None
+    run_1 = state.runs[failed.run_id]
     assert (run_1.status, run_1.stop_reason) == ("stopped", "model_error")
     assert run_1.detail == "invalid api key (attempt 1)"
     assert (done.status, done.answer) == ("done", "second answer")
@@ -444,8 +447,8 @@ async def test_seed_001_model_error_then_new_input(
     after = await stores.records()
     assert event_types(after[count:]) == ["lease_acquired"]
     assert len(model.requests) == calls
-    task_events = [r.event for r in after[count:] if getattr(r.event, "task_id", None)]
-    assert not [e for e in task_events if e.task_id in run_1_tasks]
+    task_ids = [getattr(r.event, "task_id", None) for r in after[count:]]
+    assert not [t for t in task_ids if t in run_1_tasks]
 
 
 async def test_seed_001_model_error_with_a_queued_input(
@@ -513,7 +516,7 @@ async def test_crash_mid_model_call_resends_the_pinned_request(
 def test_real_clock_lease_expiry_is_meaningful_to_the_next_process(tmp_path: Path) -> None:
     """Regression: lease expiries are compared by other processes, so the real clock must share
     its scale across processes (trio's own clock has a random offset per ``trio.run``)."""
-    stores = Stores("file", tmp_path)
+    stores = Stores(StoreKind.FILE, tmp_path)
     ttl = 30.0
 
     async def process_a() -> float:

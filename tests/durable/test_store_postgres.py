@@ -42,6 +42,7 @@ from durable.state import new_state, reduce
 from durable.store import CorruptStore, Lease, PostgresStore, StaleLease, make_checkpoint
 from durable.store import postgres as pg_module
 from durable.store.base import StoreError
+from durable.store.postgres import PgConnection
 
 if TYPE_CHECKING:
     import psycopg
@@ -70,13 +71,13 @@ def _race(conninfo: str, namespace: str, owner: str, out: str, start: Any, unloc
     store = _store(conninfo, namespace)
     read = store._lease_row
 
-    def slow_read(conn: psycopg.Connection[Any], conversation_id: str, *, lock: bool) -> Any:
+    def slow_read(conn: PgConnection, conversation_id: str, *, lock: bool) -> Lease | None:
         # The mutant reads the row without FOR UPDATE: nothing holds it until the write.
         lease = read(conn, conversation_id, lock=lock and not unlocked)
         time.sleep(WIDEN_S)
         return lease
 
-    store._lease_row = slow_read  # type: ignore[method-assign]
+    store._lease_row = slow_read  # type: ignore[method-assign]  # the test's patch
     won: list[int] = []
     errors: list[str] = []
 
@@ -182,7 +183,7 @@ def check_then_write(store: PostgresStore) -> None:
             write=True,
         )
 
-    store.append = mutant_append  # type: ignore[method-assign]
+    store.append = mutant_append  # type: ignore[method-assign]  # the test's patch
 
 
 @dataclass(frozen=True)
@@ -215,12 +216,17 @@ def _stale_append_round(conninfo: str, namespace: str, conv: str, *, mutant: boo
     waited: list[bool] = []
     with psycopg.connect(conninfo, autocommit=True) as watch:
 
-        def paused_insert(conn: psycopg.Connection[Any], *args: Any) -> None:
+        def paused_insert(
+            conn: PgConnection,
+            conversation_id: str,
+            records: list[EventRecord],
+            expected_sequence: int,
+        ) -> None:
             taker.start()
             waited.append(not _done_or_blocked(watch, taker))
-            insert(conn, *args)
+            insert(conn, conversation_id, records, expected_sequence)
 
-        a._insert_batch = paused_insert  # type: ignore[method-assign]
+        a._insert_batch = paused_insert  # type: ignore[method-assign]  # the test's patch
         try:
             trio.run(append, a, input_batch(2, 2, lease=lease_a, conversation_id=conv), lease_a)
             accepted = True
@@ -277,7 +283,7 @@ def test_append_during_a_takeover_waits_and_is_refused(pg_conninfo: str, pg_name
             waited.append(not _done_or_blocked(watch, appender))
             return lease
 
-        b._acquire_body = paused_acquire  # type: ignore[method-assign]
+        b._acquire_body = paused_acquire  # type: ignore[method-assign]  # the test's patch
         lease_b = trio.run(partial(b.acquire_lease, CONV, "owner-b", ttl_s=30.0, now_s=10.0))
         appender.join(JOIN_TIMEOUT_S)
     assert waited == [True], "the append did not wait for the takeover's lock"
@@ -407,7 +413,7 @@ async def test_a_dropped_table_is_refused_and_not_created_again(
     await _written(store)
     tables = "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1"
     with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE {ns}.{table}")  # type: ignore[arg-type]
+        conn.execute(f"DROP TABLE {ns}.{table}")
         before = conn.execute(tables, (ns,)).fetchall()
         for attempt in range(2):
             reopened = _store(pg_conninfo, ns)

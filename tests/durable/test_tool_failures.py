@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from durable.journal import Fenced
+from durable.errors import Fenced
 from durable.store.base import CorruptStore, LeaseHeld
 from durable.tasks import is_tool_failure
 from durable.tools import ToolError
