@@ -75,7 +75,7 @@ def test_the_boundary_catalogue_lists_every_label_the_bundled_scenarios_reach() 
     heads: set[str] = set()
     for name in bundled_names():
         for store in ("file", "sqlite"):
-            result = run_scenario(load_scenario(name), seed=0, store=store)  # type: ignore[arg-type]
+            result = run_scenario(load_scenario(name), seed=0, store=store)
             heads |= {_label_head(b.label) for b in result.trace.boundaries}
     missing = sorted(
         head

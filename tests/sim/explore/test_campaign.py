@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import durable
 from durable.codec import canonical_json
 from sim.explore import forking
 from sim.explore.campaign import address as address_module
@@ -33,26 +34,28 @@ from sim.explore.campaign.plan import Plan, Split, plan_sweeps, shard_of
 from sim.explore.campaign.run import CampaignResult, merge_directories, run_campaign
 from sim.explore.campaign.unit import UnitRefused, run_unit
 from sim.explore.plan import Roots, SweepPlan
-from sim.explore.results import results_document
+from sim.explore.results import results_document, tool_version
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
+from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs fork and epoll")
 
 # Two of the shortest bundled scenarios (a run of 42-65 boundaries), on both stores, with every
 # crash kind.
 SMALL = ("abort_with_queued_input", "model_overloaded")
-STORES = ("file", "sqlite")
-KINDS = ("process", "power", "storage")
+STORES = (StoreKind.FILE, StoreKind.SQLITE)
+KINDS = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.STORAGE)
 # Small enough that every sweep above is cut into several units inside its trace.
 POINTS = 60
 
 
 def sweep_document(
     names: tuple[str, ...] = SMALL,
-    stores: tuple[str, ...] = STORES,
-    kinds: tuple[str, ...] = KINDS,
+    stores: tuple[StoreKind, ...] = STORES,
+    kinds: tuple[CrashKind, ...] = KINDS,
 ) -> dict[str, Any]:
     """The results document of one-process sweeps, in ``durable-sim sweep``'s order."""
     sweeps = [
@@ -85,7 +88,9 @@ def campaign_document(result: CampaignResult) -> dict[str, Any]:
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two results documents agree, timings aside, as ``results.json`` holds them."""
-    return json.loads(json.dumps(timings_aside(a))) == json.loads(json.dumps(timings_aside(b)))
+    first: object = json.loads(json.dumps(timings_aside(a)))
+    second: object = json.loads(json.dumps(timings_aside(b)))
+    return first == second
 
 
 @pytest.fixture(scope="module")
@@ -186,9 +191,10 @@ def test_a_unit_refuses_a_malformed_plan() -> None:
 def test_the_version_digests_the_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One changed byte in a source of ``durable`` changes the version every address holds."""
     version = address_module.project_version()
-    assert version.startswith(address_module.tool_version() + "+src.")
+    assert version.startswith(tool_version() + "+src.")
     copy = tmp_path / "durable"
-    shutil.copytree(Path(address_module.durable.__file__).parent, copy)
+    assert durable.__file__ is not None
+    shutil.copytree(Path(durable.__file__).parent, copy)
     fake = SimpleNamespace(__name__="durable", __file__=str(copy / "__init__.py"))
     monkeypatch.setattr(address_module, "durable", fake)
     try:
@@ -453,7 +459,7 @@ def test_github_annotations_name_the_scenario_file_and_a_summary_is_appended(
     out = capsys.readouterr().out
     assert status == 1
     annotations = [line for line in out.splitlines() if line.startswith("::error ")]
-    path = os.path.relpath(SCENARIO_DIR / f"{mutant.scenario}.json")
+    path = os.path.relpath(str(SCENARIO_DIR / f"{mutant.scenario}.json"))
     assert annotations and all(a.startswith(f"::error file={path},title=") for a in annotations)
     assert "%0Arepro: durable-sim replay --scenario idempotent_payment" in annotations[0]
     written = summary.read_text()

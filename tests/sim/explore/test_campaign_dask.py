@@ -26,6 +26,7 @@ from testkit import needs
 
 from sim.explore import forking
 from sim.explore.campaign.run import run_campaign
+from sim.world.stores import StoreKind
 
 pytestmark = [
     needs("distributed", reason="needs the dask extra: pip install -e '.[dask]'"),
@@ -92,7 +93,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             started.append(_start(command, tmp, tmp_path / f"worker-{n}.log"))
         import distributed  # the extra's own: not imported at collection (testkit.needs)
 
-        with distributed.Client(address, timeout=START_S) as client:
+        client = distributed.Client(  # type: ignore[no-untyped-call]  # unannotated there
+            address, timeout=START_S
+        )
+        with client:
             client.wait_for_workers(2, timeout=START_S)
         yield Cluster(address, started[1:])
     finally:
@@ -161,7 +165,7 @@ def test_a_worker_killed_while_it_runs_units_changes_nothing(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=WAIT_S)
-    expected = sweep_document(SMALL, ("file",))
+    expected = sweep_document(SMALL, (StoreKind.FILE,))
     assert same(json.loads((out / "results.json").read_text()), expected)
 
 
@@ -169,4 +173,4 @@ def test_a_local_cluster_campaign_equals_the_sweep(tmp_path: Path) -> None:
     plan = small_plan(SMALL, ("file",))
     result = run_campaign(plan, tmp_path / "c", engine=_engine(jobs=2, scheduler=None))
     assert not result.errors and not result.conflicts
-    assert same(campaign_document(result), sweep_document(SMALL, ("file",)))
+    assert same(campaign_document(result), sweep_document(SMALL, (StoreKind.FILE,)))

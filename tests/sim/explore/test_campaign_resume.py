@@ -30,6 +30,7 @@ from sim.explore import forking
 from sim.explore.campaign.engines import LocalEngine
 from sim.explore.campaign.run import run_campaign
 from sim.explore.sweep import FORK_FROM_BOUNDARIES
+from sim.world.stores import StoreKind
 
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs fork and epoll")
 
@@ -101,7 +102,7 @@ def _wait_for_units(units: Path, count: int, proc: subprocess.Popen[str]) -> lis
 
 @pytest.fixture(scope="module")
 def reference() -> dict[str, Any]:
-    return sweep_document(SMALL, ("file",))
+    return sweep_document(SMALL, (StoreKind.FILE,))
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the driver's processes in /proc")
@@ -155,7 +156,7 @@ def test_a_stopped_driver_ends_promptly_and_leaves_nothing_behind(
 def test_a_forked_sweep_split_into_units_equals_the_sweep(tmp_path: Path) -> None:
     """``retry_backoff`` (184 boundaries on the file store) is swept by forking: its units each
     fork only the points whose fold root is theirs, and together they record the sweep."""
-    names, stores = ("retry_backoff",), ("file",)
+    names, stores = ("retry_backoff",), (StoreKind.FILE,)
     plan = small_plan(names, stores, KINDS, points=300)
     assert len(plan.units) >= 3
     result = run_campaign(plan, tmp_path, engine=LocalEngine(2))

@@ -25,9 +25,11 @@ from tiers import tiered
 
 from sim.explore import forking, tier
 from sim.explore.plan import SweepPlan
-from sim.explore.results import ScenarioSweep
+from sim.explore.recording import ScenarioSweep
 from sim.explore.sweep import FORK_FROM_BOUNDARIES, sweep
+from sim.world.faults import CrashKind
 from sim.world.scenario import bundled_names, load_scenario
+from sim.world.stores import StoreKind
 
 # long_horizon's naive sweep alone takes many minutes; a 4-turn cut of it is compared instead.
 # Every other scenario on the file store, and on SQLite too: the two with several processes or a
@@ -58,8 +60,8 @@ CASES = [
 ]
 
 
-def _verdicts(result: object) -> list[tuple[int, str, str, str]]:
-    return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]  # type: ignore[attr-defined]
+def _verdicts(result: ScenarioSweep) -> list[tuple[int, str, str, str]]:
+    return [(m["index"], m["when"], m["kind"], m["verdict"]) for m in result.matrix]
 
 
 #: The naive side's sample per trace: more than the CI tier's ``SAMPLE_POINTS`` (the strata,
@@ -132,7 +134,9 @@ def test_fast_and_naive_sweeps_agree(name: str, store: str, naive: Naive) -> Non
     scenario = load_scenario(name)
     slow = naive(scenario, store=store, determinism=False)
     fast = sweep(
-        SweepPlan(scenario=scenario, store=store, determinism=False), fast=True, fork_from=0
+        SweepPlan(scenario=scenario, store=StoreKind(store), determinism="off"),
+        fast=True,
+        fork_from=0,
     )
     _agree(fast, slow)
     assert slow.failures == [], slow.failures[0].repro  # every bundled scenario passes
@@ -146,7 +150,9 @@ def test_fast_and_naive_agree_on_a_short_long_horizon(naive: Naive) -> None:
     script = [scenario.script[0][:4] + scenario.script[0][-1:]]
     short = scenario.model_copy(update={"script": script})
     slow = naive(short, store="file", determinism=False)
-    fast = sweep(SweepPlan(scenario=short, store="file", determinism=False), fast=True, fork_from=0)
+    fast = sweep(
+        SweepPlan(scenario=short, store=StoreKind.FILE, determinism="off"), fast=True, fork_from=0
+    )
     _agree(fast, slow)
 
 
@@ -169,9 +175,11 @@ def test_fast_sweep_catches_a_mutant_like_the_naive_one(mutant_name: str) -> Non
     mutant = mutant_named(mutant_name)
     scenario, store = load_scenario(mutant.scenario), mutant.store
     with planted(mutant):
-        naive = sweep(SweepPlan(scenario=scenario, store=store, determinism=False), fast=False)  # type: ignore[arg-type]
+        naive = sweep(SweepPlan(scenario=scenario, store=store, determinism="off"), fast=False)
         fast = sweep(
-            SweepPlan(scenario=scenario, store=store, determinism=False), fast=True, fork_from=0
+            SweepPlan(scenario=scenario, store=StoreKind(store), determinism="off"),
+            fast=True,
+            fork_from=0,
         )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert [f.invariants for f in fast.failures] == [f.invariants for f in naive.failures]
@@ -193,10 +201,10 @@ def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(
     must be the naive sweep's. Power losses too: a folded power loss must leave the same
     workspace and rejections as its twin's."""
     scenario = load_scenario(name)
-    kinds = ("process", "power")
+    kinds = (CrashKind.PROCESS, CrashKind.POWER)
     slow = naive(scenario, store="file", crash_kinds=kinds, determinism=False)
     fast = sweep(
-        SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+        SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds, determinism="off"),
         fast=True,
         fork_from=0,
     )
@@ -211,10 +219,10 @@ def test_fast_and_naive_agree_on_inbox_modes_agent_state_and_compensation(
 )
 def test_fast_and_naive_agree_on_storage_faults(name: str, naive: Naive) -> None:
     scenario = load_scenario(name)
-    kinds = ("storage",)
+    kinds = (CrashKind.STORAGE,)
     slow = naive(scenario, store="file", crash_kinds=kinds, determinism=False)
     fast = sweep(
-        SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+        SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds, determinism="off"),
         fast=True,
         fork_from=0,
     )
@@ -231,15 +239,19 @@ def test_fast_sweep_catches_a_storage_mutant_like_the_naive_one(mutant_name: str
     from sim.explore.mutants import mutant_named, planted
 
     mutant = mutant_named(mutant_name)
-    kinds = ("storage",)
+    kinds = (CrashKind.STORAGE,)
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
         naive = sweep(
-            SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+            SweepPlan(
+                scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds, determinism="off"
+            ),
             fast=False,
         )
         fast = sweep(
-            SweepPlan(scenario=scenario, store="file", crash_kinds=kinds, determinism=False),
+            SweepPlan(
+                scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds, determinism="off"
+            ),
             fast=True,
             fork_from=0,
         )
@@ -269,16 +281,22 @@ def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike()
     key = mutant_named("key-per-attempt")
     with planted(key):
         scenario = load_scenario(key.scenario)
-        naive = sweep(SweepPlan(scenario=scenario, store="file", determinism="sample"), fast=False)
+        naive = sweep(
+            SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="sample"), fast=False
+        )
         fast = sweep(
-            SweepPlan(scenario=scenario, store="file", determinism="sample"), fast=True, fork_from=0
+            SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="sample"),
+            fast=True,
+            fork_from=0,
         )
     assert naive.failures and _verdicts(fast) == _verdicts(naive)
     assert fast.determinism == naive.determinism == "sample"
     leaky = mutant_named("leaky-counter")
     with planted(leaky):
         result = sweep(
-            SweepPlan(scenario=load_scenario(leaky.scenario), store="file", determinism="sample")
+            SweepPlan(
+                scenario=load_scenario(leaky.scenario), store=StoreKind.FILE, determinism="sample"
+            )
         )
     assert result.verdicts["nondeterminism"] > 0
 
@@ -286,11 +304,11 @@ def test_sampled_determinism_twins_every_failing_schedule_fast_and_naive_alike()
 SPLIT = ("read_edit_answer", "lease_takeover", "crash_during_recovery", "idempotent_payment")
 
 
-def _document(result: object) -> dict[str, object]:
-    doc = result.to_json()  # type: ignore[attr-defined]
+def _document(result: ScenarioSweep) -> dict[str, object]:
+    doc = result.to_json()
     doc.pop("wall_s")
     doc.pop("folded")  # the naive path folds nothing; every other figure must agree
-    return doc  # type: ignore[no-any-return]
+    return doc
 
 
 @pytest.mark.skipif(not forking.AVAILABLE, reason="os.fork is not available")
@@ -299,9 +317,10 @@ def _document(result: object) -> dict[str, object]:
 @pytest.mark.parametrize("store", ["file", "sqlite"])
 def test_a_split_sweep_records_exactly_what_the_naive_one_does(name: str, store: str) -> None:
     scenario = load_scenario(name)
-    kinds = ("process", "power", "storage")
-    naive = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), fast=False)  # type: ignore[arg-type]
-    split = sweep(SweepPlan(scenario=scenario, store=store, crash_kinds=kinds), jobs=2)  # type: ignore[arg-type]
+    kinds = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.STORAGE)
+    plan = SweepPlan(scenario=scenario, store=StoreKind(store), crash_kinds=kinds)
+    naive = sweep(plan, fast=False)
+    split = sweep(plan, jobs=2)
     assert split.reference.boundaries < FORK_FROM_BOUNDARIES  # the split path, not the forking one
     assert split.expansion.folded > 0  # folded schedules inherit verdicts: that is what is compared
     assert _document(split) == _document(naive)
@@ -319,7 +338,11 @@ def test_a_split_sweep_fails_a_mutant_exactly_as_the_naive_one(mutant_name: str,
     with planted(mutant):
         scenario = load_scenario(mutant.scenario)
         kinds = mutant.crash_kinds
-        naive = sweep(SweepPlan(scenario=scenario, store="file", crash_kinds=kinds), fast=False)
-        split = sweep(SweepPlan(scenario=scenario, store="file", crash_kinds=kinds), jobs=jobs)
+        naive = sweep(
+            SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds), fast=False
+        )
+        split = sweep(
+            SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=kinds), jobs=jobs
+        )
     assert naive.failures
     assert _document(split) == _document(naive)  # every failure, its timeline and repro line

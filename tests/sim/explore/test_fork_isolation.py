@@ -20,7 +20,8 @@ import trio
 
 from sim.explore import forking
 from sim.explore.plan import SweepPlan
-from sim.world.faults import Schedule
+from sim.world.faults import CrashKind, Schedule
+from sim.world.stores import StoreKind
 
 pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs os.fork")
 
@@ -29,7 +30,7 @@ CHILD_SAW_PARENT_BYTE = 3
 
 
 def _pairs() -> list[Any]:
-    runner: Any = trio._core._run.GLOBAL_RUN_CONTEXT.runner  # type: ignore[attr-defined]
+    runner: Any = trio._core._run.GLOBAL_RUN_CONTEXT.runner
     return [runner.io_manager._force_wakeup, runner.entry_queue.wakeup]
 
 
@@ -92,7 +93,7 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
     killed, and its schedule gets an error outcome naming the bound."""
     plan = forking.ForkPlan(
         base=Schedule(),
-        kinds=("process",),
+        kinds=(CrashKind.PROCESS,),
         reference=None,
         reruns=lambda _text: False,
         tears={},
@@ -105,7 +106,9 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
         time.sleep(600)
         os._exit(0)
     out = tmp_path / "0-0.json"
-    plan.running.append(forking._Child(pid, "3:after:process", str(out), time.monotonic(), None))
+    plan.running.append(
+        forking._Child(pid, "3:after:process", str(out), time.monotonic(), counted=False)
+    )
     plan.running[0].deadline += plan.child_timeout_s
     started = time.monotonic()
     plan.wait_all()
@@ -130,8 +133,8 @@ def test_a_requested_stop_ends_a_forking_sweep_at_its_next_fork(
         sweep(
             SweepPlan(
                 scenario=load_scenario("read_edit_answer"),
-                store="file",
-                crash_kinds=("process",),
+                store=StoreKind.FILE,
+                crash_kinds=(CrashKind.PROCESS,),
                 determinism="off",
             ),
             fork_from=0,

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from testkit import REPO
 
+from durable.events import CompactionStarted
 from sim.explore import fuzz as fuzz_mod
 from sim.explore.fuzz import fuzz_machine, fuzz_schedules, save_case, schedule_strategy
 from sim.explore.mutants import MUTANTS, Mutant, mutant_named, planted
 from sim.explore.plan import SweepPlan
 from sim.judgement.judge import judge
-from sim.run.runner import run_scenario
+from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import Schedule, parse_schedule, tries_kind
 from sim.world.scenario import load_scenario, load_scenario_file
 
@@ -81,7 +83,7 @@ def test_planted_bug_is_invisible_at_depth_1(mutant: Mutant) -> None:
                 scenario=load_scenario(mutant.scenario),
                 store=mutant.store,
                 crash_kinds=mutant.crash_kinds,
-                determinism=False,
+                determinism="off",
             )
         )
     assert result.failures == []
@@ -155,23 +157,21 @@ def test_corpus_case_passes(path: Path) -> None:
 def test_world_machine_drives_compaction(monkeypatch: pytest.MonkeyPatch) -> None:
     """The machine's ``compact`` rule is drawn, and the programs it writes really compact (a
     compaction starts in a judged run), with every oracle holding."""
-    from sim.explore import fuzz as fuzz_mod
-
     notes: list[str] = []
     started: list[str] = []
     original_note = fuzz_mod.WorldMachine._note
-    original_run = fuzz_mod.run_scenario
+    original_run = run_scenario  # what fuzz_mod.run_scenario is until it is patched below
 
     def note(self: fuzz_mod.WorldMachine, text: str) -> None:
         notes.append(text)
         original_note(self, text)
 
-    def run(*args: object, **kwargs: object) -> object:
-        result = original_run(*args, **kwargs)  # type: ignore[arg-type]
+    def run(*args: Any, **kwargs: Any) -> RunResult:
+        result = original_run(*args, **kwargs)
         started.extend(
             r.event.compaction_id
             for r in result.durable.records
-            if r.event.type == "compaction_started"
+            if isinstance(r.event, CompactionStarted)
         )
         return result
 

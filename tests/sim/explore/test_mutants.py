@@ -25,9 +25,10 @@ from sim.explore.mutants.core import RUNTIME_CODES
 from sim.explore.sweep import base_schedule, twins
 from sim.judgement.judge import judge
 from sim.run.labels import LabelledCrash
-from sim.run.runner import StoreKind, run_scenario
-from sim.world.faults import parse_schedule
+from sim.run.runner import run_scenario
+from sim.world.faults import CrashKind, When, parse_schedule
 from sim.world.scenario import bundled_names, load_scenario
+from sim.world.stores import StoreKind
 
 SWEPT = [m for m in MUTANTS if m.swept]
 
@@ -103,7 +104,9 @@ def _record(**overrides: Any) -> Mutant:
         "apply": lambda mp: None,
         "scenario": "idempotent_payment",
         "caught_by": ("I1",),
-        "witness": (LabelledCrash(label="store.commit#3", when="after", kind="process"),),
+        "witness": (
+            LabelledCrash(label="store.commit#3", when=When.AFTER, kind=CrashKind.PROCESS),
+        ),
         "first_kill": "14:after:process",
     }
     return Mutant(**{**fields, **overrides})
@@ -148,7 +151,8 @@ def test_patches_restore_attributes_and_items() -> None:
     patches.setattr(Box, "inherited", 3)
     patches.setattr(Box, "helper", staticmethod(abs))
     patches.setitem(table, "a", 5)
-    assert (Box.value, Box.inherited, Box.helper(-1), table) == (2, 3, 1, {"a": 5})
+    helped = Box.helper(-1)  # type: ignore[arg-type]  # abs now: len's type is all mypy sees
+    assert (Box.value, Box.inherited, helped, table) == (2, 3, 1, {"a": 5})
     patches.undo()
     assert (Box.value, Box.inherited, table) == (1, 0, {"a": 1})
     assert "inherited" not in Box.__dict__ and Box.helper("ab") == 2

@@ -13,6 +13,7 @@ from sim.explore.plan import SweepPlan
 from sim.explore.recording import ScenarioSweep
 from sim.explore.sweep import sweep
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 # Its first killing schedule (a commit's ``after``) is folded into a point inside that commit,
 # which the forking run reaches first and the sweep's order lists after it: the fast path must
@@ -27,7 +28,7 @@ def naive() -> ScenarioSweep:
         return sweep(
             SweepPlan(
                 scenario=load_scenario(mutant.scenario),
-                store="file",
+                store=StoreKind.FILE,
                 determinism="off",
                 stop_at_first_failure=True,
             ),
@@ -44,7 +45,7 @@ def test_a_stopping_fast_sweep_stops_where_the_naive_one_does(
         fast = sweep(
             SweepPlan(
                 scenario=load_scenario(mutant.scenario),
-                store="file",
+                store=StoreKind.FILE,
                 determinism="sample",
                 stop_at_first_failure=True,
             ),

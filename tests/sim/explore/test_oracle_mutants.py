@@ -27,7 +27,9 @@ from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.judgement.judge import ScheduleOutcome
 from sim.run.labels import LabelledCrash
+from sim.world.faults import CrashKind, When
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 
 def describe(outcome: ScheduleOutcome) -> str:
@@ -70,12 +72,12 @@ AFTER_A_CRASH = [
     # The re-sent steer-2 lands mid-read again.
     (
         "steer-anywhere",
-        LabelledCrash(label="tool.effect:workspace.read", when="before", kind="process"),
+        LabelledCrash(label="tool.effect:workspace.read", when=When.BEFORE, kind=CrashKind.PROCESS),
     ),
     # The recovered turn places steer-4 before steer-3.
     (
         "steer-reversed",
-        LabelledCrash(label="tool.effect:workspace.read", when="after", kind="process"),
+        LabelledCrash(label="tool.effect:workspace.read", when=When.AFTER, kind=CrashKind.PROCESS),
     ),
 ]
 
@@ -108,9 +110,9 @@ def test_the_sqlite_sweep_kills_it_too(name: str) -> None:
         result = sweep(
             SweepPlan(
                 scenario=load_scenario(mutant.scenario),
-                store="sqlite",
+                store=StoreKind.SQLITE,
                 crash_kinds=mutant.crash_kinds,
-                determinism=False,
+                determinism="off",
                 stop_at_first_failure=True,
             )
         )

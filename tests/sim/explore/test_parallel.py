@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sim.explore import parallel
+from sim.explore import forking
 from sim.explore.parallel import Step, WorkerError, estimated_cost, run_steps
 from sim.explore.progress import Progress
 from sim.explore.sweep import SweepPlan, sweep
@@ -19,7 +19,7 @@ from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
 from sim.world.stores import StoreKind
 
-pytestmark = pytest.mark.skipif(not parallel.forking.AVAILABLE, reason="needs fork and epoll")
+pytestmark = pytest.mark.skipif(not forking.AVAILABLE, reason="needs fork and epoll")
 
 
 def _counting(n: int, *, progress: Any) -> dict[str, int]:
@@ -58,7 +58,11 @@ def test_a_sweep_in_a_worker_equals_the_sweep_in_process() -> None:
             f"{name}[sqlite]",
             partial(
                 sweep,
-                SweepPlan(scenario=load_scenario(name), store="sqlite", crash_kinds=("process",)),
+                SweepPlan(
+                    scenario=load_scenario(name),
+                    store=StoreKind.SQLITE,
+                    crash_kinds=(CrashKind.PROCESS,),
+                ),
             ),
         )
         for name in ("read_edit_answer", "idempotent_payment")
@@ -78,7 +82,7 @@ def _document(tmp_path: Path, jobs: str, capsys: pytest.CaptureFixture[str]) -> 
     args = ["sweep", "read_edit_answer", "retry_backoff", "--store", "file", "--json"]
     args += ["--crash", "process"]
     main([*args, "--out", str(out), "--jobs", jobs, "--quiet"])
-    doc = json.loads(capsys.readouterr().out)
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
     doc["totals"].pop("wall_s")
     for scenario in doc["scenarios"]:
         scenario.pop("wall_s")

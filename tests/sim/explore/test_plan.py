@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from sim.errors import StoreKindError
 from sim.explore.plan import EVERY_POINT, Roots, SweepPlan
 from sim.world.faults import CrashKind, ScheduleError
 from sim.world.scenario import load_scenario
 from sim.world.seeded import SEED_MAX
-from sim.world.stores import StoreKind, StoreKindError
+from sim.world.stores import StoreKind
 
 SCENARIO = load_scenario("idempotent_payment")
 
@@ -118,9 +119,9 @@ def test_names_become_enums_and_booleans_modes() -> None:
 def test_a_plan_is_frozen_and_keyword_only() -> None:
     plan = _plan()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan.seed = 1  # type: ignore[misc]
+        plan.seed = 1  # type: ignore[misc]  # frozen: the refusal is what is tested
     with pytest.raises(TypeError):
-        SweepPlan(SCENARIO, StoreKind.FILE)  # type: ignore[misc]
+        SweepPlan(SCENARIO, StoreKind.FILE)  # type: ignore[call-arg]  # keyword-only, tested
     assert dataclasses.replace(plan, seed=2).seed == 2 and plan.seed == 0
 
 

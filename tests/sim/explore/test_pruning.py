@@ -26,6 +26,7 @@ from sim.outputs.cli import main
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import CrashKind, Schedule
 from sim.world.scenario import TimedCrashDef, bundled_names, load_scenario
+from sim.world.stores import StoreKind
 
 
 def _verdicts(result: Any) -> list[tuple[int, str, str, str]]:
@@ -37,12 +38,14 @@ def test_options_are_validated_eagerly() -> None:
     with pytest.raises(ValueError, match="prune check must be one of sample, full"):
         pruning.prune_check("some")
     with pytest.raises(ValueError, match="simulated stores only"):
-        pruning.sweep(SweepPlan(scenario=load_scenario("read_edit_answer"), store="postgres"))
+        pruning.sweep(
+            SweepPlan(scenario=load_scenario("read_edit_answer"), store=StoreKind.POSTGRES)
+        )
     timed = load_scenario("read_edit_answer").model_copy(
         update={"timed_crashes": [TimedCrashDef(at_s=1.0)]}
     )
     with pytest.raises(ValueError, match="timed crashes"):
-        pruning.sweep(SweepPlan(scenario=timed, store="file"))
+        pruning.sweep(SweepPlan(scenario=timed, store=StoreKind.FILE))
 
 
 def test_the_check_samples_one_in_sixteen_stably() -> None:
@@ -146,8 +149,9 @@ EXACT_CASES = [
 )
 def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
-    pruned = pruning.sweep(SweepPlan(scenario=scenario, store=store, determinism=False))
-    exact = sweep(SweepPlan(scenario=scenario, store=store, determinism=False))
+    plan = SweepPlan(scenario=scenario, store=StoreKind(store), determinism="off")
+    pruned = pruning.sweep(plan)
+    exact = sweep(plan)
     assert _verdicts(pruned) == _verdicts(exact)
     assert [f.invariants for f in pruned.failures] == [f.invariants for f in exact.failures]
     # Pruned, or swept again exactly where the check caught the renaming failing (below).
@@ -158,7 +162,8 @@ def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
 
 def test_a_sweep_prunes_and_checks_some_children() -> None:
     out = pruning.sweep(
-        SweepPlan(scenario=load_scenario("crash_during_recovery"), store="file"), check_mode="full"
+        SweepPlan(scenario=load_scenario("crash_during_recovery"), store=StoreKind.FILE),
+        check_mode="full",
     )
     assert out.prune is not None and "broken" not in out.prune, out.prune
     assert 0 < out.prune["pruned"] == out.prune["checked"]
@@ -171,12 +176,12 @@ def test_the_check_catches_the_scheduler_parting_a_rejoined_run() -> None:
     the fault-free run leaves it (docs/performance.md, "Rejoin"). The check turns pruning off."""
     scenario = load_scenario("parallel_tools_mixed_policies")
     out = pruning.sweep(
-        SweepPlan(scenario=scenario, store="file", determinism=False), check_mode="full"
+        SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="off"), check_mode="full"
     )
     assert out.prune is not None, out.prune
     assert "then left it" in out.prune["broken"] and out.prune["broken"].endswith("in tasks")
     assert _verdicts(out) == _verdicts(
-        sweep(SweepPlan(scenario=scenario, store="file", determinism=False))
+        sweep(SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="off"))
     )
 
 

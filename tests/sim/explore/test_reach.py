@@ -34,7 +34,8 @@ def _coverage(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _report(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return report
 
 
 def test_the_reach_corpus_reaches_every_recovery_branch(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ from sim.explore.results import ResultsError, results_document
 from sim.explore.sweep import sweep
 from sim.outputs.cli import main
 from sim.outputs.options import DEFAULT_CRASH_KINDS
+from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 SCENARIO = "idempotent_payment"
 
@@ -35,7 +37,7 @@ def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
     kinds = DEFAULT_CRASH_KINDS  # the command line's default, which the library leaves to it
     sweeps = [
         sweep(SweepPlan(scenario=scenario, ref=SCENARIO, store=store, crash_kinds=kinds))
-        for store in ("file", "sqlite")
+        for store in (StoreKind.FILE, StoreKind.SQLITE)
     ]
     built = results_document(sweeps, wall_s=1.0)
     assert _without_wall_times(built) == _without_wall_times(written)
@@ -44,8 +46,12 @@ def test_the_library_builds_the_document_the_cli_writes(tmp_path: Path) -> None:
 
 def test_sweeps_of_different_runs_cannot_share_a_document() -> None:
     scenario = load_scenario(SCENARIO)
-    one = sweep(SweepPlan(scenario=scenario, store="file", seed=0, crash_kinds=("process",)))
-    other = sweep(SweepPlan(scenario=scenario, store="file", seed=1, crash_kinds=("process",)))
+    one = sweep(
+        SweepPlan(scenario=scenario, store=StoreKind.FILE, seed=0, crash_kinds=(CrashKind.PROCESS,))
+    )
+    other = sweep(
+        SweepPlan(scenario=scenario, store=StoreKind.FILE, seed=1, crash_kinds=(CrashKind.PROCESS,))
+    )
     with pytest.raises(ResultsError, match="different seed"):
         results_document([one, other], wall_s=0.0)
     with pytest.raises(ResultsError, match="at least one"):

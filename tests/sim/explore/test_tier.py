@@ -13,19 +13,19 @@ from functools import cache
 import pytest
 
 from sim.explore import forking, tier
-from sim.explore.mutants import MUTANTS
+from sim.explore.mutants import MUTANTS, Mutant
 from sim.explore.mutants.core import planted
 from sim.explore.plan import SweepPlan
 from sim.explore.recording import ReferenceRun, Sample, ScenarioSweep
 from sim.explore.results import results_document
 from sim.explore.sweep import listed_schedules, sweep, twins
 from sim.explore.sweep.parts import account
-from sim.world.faults import Schedule, boundary_kind
+from sim.world.faults import CrashKind, Schedule, boundary_kind
 from sim.world.scenario import bundled_names, load_scenario
 from sim.world.stores import StoreKind
 
 # What ``make sweep`` sweeps with.
-KINDS = ("process", "power", "storage", "pause")
+KINDS = (CrashKind.PROCESS, CrashKind.POWER, CrashKind.STORAGE, CrashKind.PAUSE)
 STORES = (StoreKind.FILE, StoreKind.SQLITE)
 LONG = "long_horizon"
 
@@ -48,15 +48,11 @@ def trace(name: str, store: StoreKind) -> tuple[list[str], list[Schedule]]:
     return labels, schedules
 
 
-def kinds(store: StoreKind, name: str = LONG) -> list[str]:
+def kinds(store: StoreKind, name: str = LONG) -> list[CrashKind]:
     """The kinds the store is swept with (no pause where the scenario has no standby, as
     ``long_horizon``)."""
     standby = load_scenario(name).standby_at_s() is not None
-    return [
-        k
-        for k in KINDS
-        if store.can_inject(k) and (standby or k != "pause")  # type: ignore[arg-type]
-    ]
+    return [k for k in KINDS if store.can_inject(k) and (standby or k != CrashKind.PAUSE)]
 
 
 def chosen(name: str, store: StoreKind) -> frozenset[str]:
@@ -109,7 +105,7 @@ def test_a_sampled_trace_runs_its_storage_faults(name: str, store: StoreKind) ->
 def test_the_sample_covers_every_stratum_and_recovery_class(store: StoreKind) -> None:
     labels, schedules = listed(LONG, store)
     points = chosen(LONG, store)
-    cover = tier.coverage(points, labels, kinds(store), Schedule())  # type: ignore[arg-type]
+    cover = tier.coverage(points, labels, kinds(store), Schedule())
     assert cover.complete, cover.missing
     assert cover.strata_covered == cover.strata_total > 10
     assert cover.classes_covered == cover.classes_total > 10
@@ -141,7 +137,7 @@ def test_without_the_stratum_guarantee_the_sample_misses_cells(
     monkeypatch.setattr(tier, "_one_of_each", lambda rng, keys, texts, chosen: set())
     labels, _ = listed(LONG, StoreKind.FILE)
     points = chosen(LONG, StoreKind.FILE)
-    cover = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())  # type: ignore[arg-type]
+    cover = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())
     assert not cover.complete
     out = ScenarioSweep(
         LONG,
@@ -198,7 +194,7 @@ def test_the_sample_covers_the_cells_of_an_independent_count(
     points = chosen(LONG, StoreKind.FILE)
     want_strata, want_classes = _cells_enumerated_apart({s.text() for s in schedules}, labels)
     got_strata, got_classes = _cells_enumerated_apart(points, labels)
-    blind = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())  # type: ignore[arg-type]
+    blind = tier.coverage(points, labels, kinds(StoreKind.FILE), Schedule())
     missed = sorted(map(str, want_strata - got_strata)) + sorted(
         map(str, want_classes - got_classes)
     )
@@ -231,7 +227,7 @@ def test_the_sample_is_deterministic_across_runs_and_hash_seeds() -> None:
 @pytest.mark.parametrize(
     "m", [m for m in MUTANTS if m.swept and m.store in STORES], ids=lambda m: m.name
 )
-def test_the_tier_kills_every_mutant(m) -> None:  # type: ignore[no-untyped-def]
+def test_the_tier_kills_every_mutant(m: Mutant) -> None:
     """A known bug class the tier would not catch is a tier that misses it: with each
     registered mutant planted, the points ``make sweep`` judges for its scenario and store
     fail -- every point of a trace under the threshold (the mutant tests hold its first kill

@@ -9,7 +9,7 @@ import dataclasses
 
 from sim.judgement.oracles import _compacted, check_compaction, check_model_calls
 from sim.run.runner import RunResult, run_scenario
-from sim.world.faults import CrashPoint, Schedule
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When
 from sim.world.model import ModelCall
 from sim.world.scenario import load_scenario
 
@@ -24,7 +24,7 @@ def _runs() -> tuple[RunResult, RunResult]:
         scenario,
         seed=0,
         store="file",
-        schedule=Schedule.of(CrashPoint(edit.index, "after", "process")),
+        schedule=Schedule.of(CrashPoint(edit.index, When.AFTER, CrashKind.PROCESS)),
     )
     return reference, crashed
 

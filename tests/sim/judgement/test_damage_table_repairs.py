@@ -128,11 +128,13 @@ def test_a_record_a_later_power_loss_supersedes_is_not_held_against_the_next_cut
     damages (which makes its own records); the unbroken store passes both."""
     result, reference = _run("47:after:power~1,60:after:power")
     first, _ = result.trace.crashes
-    assert first.damage_rows and first.damage_rows[LOG] == TableRow(
+    assert first.damage_rows
+    row = first.damage_rows[LOG]
+    assert row is not None and row == TableRow(
         "damaged-last-commit-under-checkpoint",
-        first.damage_rows[LOG].first_lost,  # type: ignore[union-attr]
+        row.first_lost,
         "c1",
-        offset=first.damage_rows[LOG].offset,  # type: ignore[union-attr]
+        offset=row.offset,
         beyond=PROOF,
     )
     assert [v for v in check(result, reference) if v.invariant == "I23"] == []

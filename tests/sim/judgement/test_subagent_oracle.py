@@ -16,7 +16,7 @@ from sim.judgement.oracles import (
     reduce_log,
 )
 from sim.run.runner import RunResult, run_scenario
-from sim.world.faults import CrashPoint, Schedule
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When
 from sim.world.scenario import load_scenario
 
 CHILD = "c1.sub.call-1"
@@ -33,7 +33,7 @@ def _runs() -> tuple[RunResult, RunResult]:
         scenario,
         seed=0,
         store="file",
-        schedule=Schedule.of(CrashPoint(edit.index, "after", "process")),
+        schedule=Schedule.of(CrashPoint(edit.index, When.AFTER, CrashKind.PROCESS)),
     )
     return reference, crashed
 

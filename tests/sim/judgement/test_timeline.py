@@ -7,6 +7,7 @@ from sim.judgement.judge import timeline
 from sim.run.runner import RunResult, run_scenario
 from sim.world.faults import Boundary, Schedule, parse_schedule
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 
 def _index_of(lines: list[str], needle: str) -> int:
@@ -36,7 +37,7 @@ def test_a_before_crash_precedes_its_boundary() -> None:
 
 
 def test_repeated_renewals_are_folded() -> None:
-    result = RunResult(load_scenario("idempotent_payment"), 0, "file", Schedule())
+    result = RunResult(load_scenario("idempotent_payment"), 0, StoreKind.FILE, Schedule())
     labels = ["store.commit#1"] + ["store.lease.renew#{n}", "fs.fsync:c1/lease.json"] * 500
     result.trace.boundaries = [
         Boundary(i, label.format(n=i), "p1", float(i)) for i, label in enumerate(labels)
@@ -48,7 +49,7 @@ def test_repeated_renewals_are_folded() -> None:
 
 
 def test_distinct_lines_are_not_folded() -> None:
-    result = RunResult(load_scenario("idempotent_payment"), 0, "file", Schedule())
+    result = RunResult(load_scenario("idempotent_payment"), 0, StoreKind.FILE, Schedule())
     labels = ["fs.write:a", "fs.write:b", "fs.fsync:a", "fs.fsync:b", "fs.rename:a"]
     result.trace.boundaries = [Boundary(i, label, "p1", 0.0) for i, label in enumerate(labels)]
     assert len(timeline(result)) == len(labels)

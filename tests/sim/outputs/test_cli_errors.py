@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -468,7 +469,7 @@ def test_an_interrupted_fleet_leaves_no_directory(
         (fleet_dir / "ledger.sqlite").write_text("what a fleet writes")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the module tempdirs calls
     monkeypatch.setattr(workers, "run_fleet", interrupted)
     assert main(["workers", "--workers", "1", "--conversations", "1"]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == "durable-sim: interrupted"

@@ -35,6 +35,8 @@ import pytest
 from testkit import REPO, python_with_sigint
 from tiers import tiered
 
+from sim.world.faults import CrashKind
+
 SIGNALS_PER_CASE = int(os.environ.get("DURABLE_SIM_STRESS_SIGNALS", "1"))
 # (store, jobs): one sweep in-process (its fork plan runs ``jobs`` children at once), and
 # ``both``: two sweeps in a pool of forked workers.
@@ -181,9 +183,10 @@ def test_an_interrupt_sqlite_drops_in_the_reference_twin_is_130_not_i10(
     With the hook's ``request_stop()`` removed, this fails with exit 2."""
     from sim.judgement import judge as judged
     from sim.outputs.cli import main
+    from sim.run.runner import run_scenario
     from sim.world import sqlite_vfs
 
-    real_run, real_sync = judged.run_scenario, sqlite_vfs.SimSQLiteFile.xSync
+    real_run, real_sync = run_scenario, sqlite_vfs.SimSQLiteFile.xSync  # judge's, unpatched
     # One interrupt, in the first run ``judge`` starts: the fault-free run's determinism twin.
     seen = {"runs": 0, "raised": 0}
 
@@ -412,11 +415,12 @@ def test_a_library_sweep_stops_instead_of_judging_a_dropped_interrupt(
     from sim.explore import interrupts
     from sim.explore.sweep import SweepPlan, sweep
     from sim.judgement import judge as judged
+    from sim.run.runner import run_scenario
     from sim.world import sqlite_vfs
     from sim.world.scenario import load_scenario
     from sim.world.stores import StoreKind
 
-    real_run, real_sync = judged.run_scenario, sqlite_vfs.SimSQLiteFile.xSync
+    real_run, real_sync = run_scenario, sqlite_vfs.SimSQLiteFile.xSync  # judge's, unpatched
     seen = {"runs": 0, "raised": 0}
 
     def twin(*args: Any, **kwargs: Any) -> Any:
@@ -435,7 +439,9 @@ def test_a_library_sweep_stops_instead_of_judging_a_dropped_interrupt(
     try:
         with interrupts.record_dropped(), pytest.raises(KeyboardInterrupt):
             sweep(
-                SweepPlan(scenario=scenario, store=StoreKind.SQLITE, crash_kinds=["process"]),
+                SweepPlan(
+                    scenario=scenario, store=StoreKind.SQLITE, crash_kinds=(CrashKind.PROCESS,)
+                ),
                 fast=False,
             )
     finally:

@@ -19,7 +19,9 @@ from durable.store import FileStore
 from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.run.runner import seams
+from sim.world.faults import CrashKind
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 # Not testkit.REPO: the CLI loads this file as a user's seam module (--file-store FILE.py:NAME),
 # outside pytest, where the tests' helpers are not importable.
@@ -39,7 +41,9 @@ def test_a_wrapped_runtime_runs_under_the_simulator() -> None:
     with seams(open_runtime=my_runtime):
         result = sweep(
             SweepPlan(
-                scenario=load_scenario("idempotent_payment"), store="file", determinism=False
+                scenario=load_scenario("idempotent_payment"),
+                store=StoreKind.FILE,
+                determinism="off",
             ),
             fast=False,
         )
@@ -72,9 +76,9 @@ def _caught_by_sweep() -> Any:
     return sweep(
         SweepPlan(
             scenario=load_scenario("idempotent_payment"),
-            store="file",
-            crash_kinds=("process",),
-            determinism=False,
+            store=StoreKind.FILE,
+            crash_kinds=(CrashKind.PROCESS,),
+            determinism="off",
             stop_at_first_failure=True,
         ),
         fast=False,

@@ -4,7 +4,6 @@ sweeps collected as pytest items (plain, failing under a planted bug, and under 
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -116,7 +115,7 @@ def test_replay_option_sets_the_schedule(pytester: pytest.Pytester) -> None:
 def _scenario_dir(pytester: pytest.Pytester) -> Path:
     """``scenarios/`` with one bundled scenario, next to an ordinary test module."""
     target = pytester.mkdir("scenarios")
-    shutil.copy(SCENARIO_DIR / SCENARIO, target / SCENARIO)
+    (target / SCENARIO).write_bytes((SCENARIO_DIR / SCENARIO).read_bytes())
     pytester.makepyfile(test_other="def test_other():\n    pass\n")
     return target
 
@@ -280,10 +279,10 @@ def test_sweep_items_run_under_xdist_and_land_in_junit(pytester: pytest.Pytester
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*2 workers*"])  # really distributed, not a silent fallback
-    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    cases = {case.attrib["name"]: case for case in ET.parse(junit).getroot().iter("testcase")}
     assert sorted(cases) == ["file", "sqlite"]
     for case in cases.values():
         assert case.get("classname") == "scenarios.idempotent_payment.json"
         assert case.find("failure") is None
-        properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+        properties = {p.attrib["name"]: p.attrib["value"] for p in case.iter("property")}
         assert int(properties["schedules"]) > 0 and properties["verdicts"].startswith("pass ")

@@ -18,7 +18,7 @@ from durable.store.file import FileStore
 from sim.explore.realcrash import refusal, select_points
 from sim.outputs.cli import main as cli_main
 from sim.outputs.realcrash import RealcrashError, realcrash, seam_specs
-from sim.world.faults import CrashPoint, Schedule
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When
 from sim.world.scenario import Scenario, load_scenario
 from sim.world.seams import seams
 
@@ -76,7 +76,9 @@ def test_select_points_covers_every_kind_first() -> None:
         "tool.effect:payments.charge#call-1",
     ]
     schedules = [
-        Schedule.of(CrashPoint(i, w, "process")) for i in range(5) for w in ("before", "after")
+        Schedule.of(CrashPoint(i, w, CrashKind.PROCESS))
+        for i in range(5)
+        for w in (When.BEFORE, When.AFTER)
     ]
     chosen = select_points(labels, schedules, 5)
     assert [s.text() for s in chosen] == [

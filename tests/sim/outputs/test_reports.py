@@ -14,6 +14,8 @@ import pytest
 from sim.explore.plan import SweepPlan
 from sim.outputs.report import ReportError, write_report
 from sim.outputs.report.markdown import block, code
+from sim.world.faults import CrashKind
+from sim.world.stores import StoreKind
 
 EVIL = "<script>alert(1)</script>"
 PIPE_LABEL = f"tool.call|pipe {EVIL}"
@@ -36,7 +38,9 @@ def _matrix(n: int, kinds: list[str], bad: dict[str, str]) -> list[dict[str, Any
     ]
 
 
-def _failure(schedule: str, verdict: str, invariant: str, repro: str, **extra: Any) -> dict:
+def _failure(
+    schedule: str, verdict: str, invariant: str, repro: str, **extra: Any
+) -> dict[str, Any]:
     failure = {
         "scenario": "evil_scenario",
         "store": "file",
@@ -127,13 +131,13 @@ def report(tmp_path: Path) -> tuple[Path, dict[str, Any], list[Path]]:
     return out, results, write_report(out, results)
 
 
-def test_writes_the_four_files(report: tuple[Path, dict, list[Path]]) -> None:
+def test_writes_the_four_files(report: tuple[Path, dict[str, Any], list[Path]]) -> None:
     out, _, paths = report
     assert [p.name for p in paths] == ["results.json", "report.md", "junit.xml", "index.html"]
     assert all(p.parent == out and p.is_file() and p.stat().st_size > 0 for p in paths)
 
 
-def test_results_json_round_trips(report: tuple[Path, dict, list[Path]]) -> None:
+def test_results_json_round_trips(report: tuple[Path, dict[str, Any], list[Path]]) -> None:
     out, results, _ = report
     text = (out / "results.json").read_text(encoding="utf-8")
     assert json.loads(text) == results
@@ -149,7 +153,7 @@ def test_lone_surrogates_do_not_break_the_files(tmp_path: Path) -> None:
     assert "bad \\udc80 bytes" in (tmp_path / "index.html").read_text(encoding="utf-8")
 
 
-def test_junit_counts_and_failures(report: tuple[Path, dict, list[Path]]) -> None:
+def test_junit_counts_and_failures(report: tuple[Path, dict[str, Any], list[Path]]) -> None:
     out, results, _ = report
     root = ET.parse(out / "junit.xml").getroot()
     assert root.tag == "testsuites"
@@ -158,26 +162,26 @@ def test_junit_counts_and_failures(report: tuple[Path, dict, list[Path]]) -> Non
     evil, calm = suites
 
     # reference + 12 depth-1 + the failing depth-2 schedule + one for the 4 passing depth-2 ones
-    assert len(evil.findall("testcase")) == int(evil.get("tests")) == 15
+    assert len(evil.findall("testcase")) == int(evil.attrib["tests"]) == 15
     assert (evil.get("failures"), evil.get("errors"), evil.get("skipped")) == ("2", "1", "0")
     assert {c.get("classname") for c in evil} - {None} == {"durable_sim.evil_scenario.file"}
-    names = [c.get("name") for c in evil.findall("testcase")]
+    names = [c.attrib["name"] for c in evil.findall("testcase")]
     assert names[0].startswith("reference")
     assert names[1] == "0:before:process store.lease.acquire#1"
     assert f"1:after:process {PIPE_LABEL}" in names
     assert "4 further schedules (second crashes and power tears), all passing" in names
 
     # depth 1: one testcase per schedule (reference included) + the skipped power schedules
-    assert int(calm.get("tests")) == results["scenarios"][1]["schedules"] + 1 == 6
+    assert int(calm.attrib["tests"]) == results["scenarios"][1]["schedules"] + 1 == 6
     assert (calm.get("failures"), calm.get("errors"), calm.get("skipped")) == ("0", "0", "1")
 
     for key in ("tests", "failures", "errors", "skipped"):
-        assert int(root.get(key)) == sum(int(s.get(key)) for s in suites)
+        assert int(root.attrib[key]) == sum(int(s.attrib[key]) for s in suites)
 
     case = next(c for c in evil if c.get("name", "").startswith("1:after:process "))
     failure = case.find("failure")
-    assert failure is not None and failure.get("type") == "safety"
-    assert failure.get("message").startswith("I1: charged twice | <b>bold</b>")
+    assert failure is not None and failure.get("type") == "safety" and failure.text is not None
+    assert failure.attrib["message"].startswith("I1: charged twice | <b>bold</b>")
     assert REPRO in failure.text
     assert f"payments.charge #1 answer={EVIL}" in failure.text
     assert "expected: 1 charge" in failure.text and "actual: 2 charges" in failure.text
@@ -186,7 +190,7 @@ def test_junit_counts_and_failures(report: tuple[Path, dict, list[Path]]) -> Non
     depth2 = next(c for c in evil if c.get("name", "").startswith("1:after:process,2:"))
     assert depth2.find("failure") is None
     error = depth2.find("error")
-    assert error is not None and REPRO_D2 in error.text
+    assert error is not None and error.text is not None and REPRO_D2 in error.text
 
 
 class _Tags(HTMLParser):
@@ -205,7 +209,9 @@ class _Tags(HTMLParser):
                 self.classes.append(value)
 
 
-def test_html_is_self_contained_and_escaped(report: tuple[Path, dict, list[Path]]) -> None:
+def test_html_is_self_contained_and_escaped(
+    report: tuple[Path, dict[str, Any], list[Path]],
+) -> None:
     out, _, _ = report
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "<script>alert" not in page
@@ -229,7 +235,9 @@ def test_html_is_self_contained_and_escaped(report: tuple[Path, dict, list[Path]
     assert calm.count("<th>before<br>") == 1 and "power" not in calm
 
 
-def test_markdown_escapes_and_carries_repro(report: tuple[Path, dict, list[Path]]) -> None:
+def test_markdown_escapes_and_carries_repro(
+    report: tuple[Path, dict[str, Any], list[Path]],
+) -> None:
     out, _, _ = report
     md = (out / "report.md").read_text(encoding="utf-8")
     assert md.startswith("# durable-sim report")
@@ -310,9 +318,9 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     s = sweep(
         SweepPlan(
             scenario=load_scenario("idempotent_payment"),
-            store="sqlite",
-            crash_kinds=("process", "power", "storage"),
-            determinism=False,
+            store=StoreKind.SQLITE,
+            crash_kinds=(CrashKind.PROCESS, CrashKind.POWER, CrashKind.STORAGE),
+            determinism="off",
         )
     )
     assert (
@@ -330,8 +338,8 @@ def test_report_from_a_real_sweep(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "results.json").read_text(encoding="utf-8")) == results
     suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("name") == "idempotent_payment[sqlite]"
-    assert int(suite.get("tests")) == s.schedules  # nothing skipped: SQLite takes every kind
-    assert int(suite.get("skipped")) == 0
+    assert int(suite.attrib["tests"]) == s.schedules  # nothing skipped: SQLite takes every kind
+    assert int(suite.attrib["skipped"]) == 0
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert page.count('<table class="matrix"') == 1
     assert page.count('<td class="i mono">') == s.reference.boundaries
@@ -410,6 +418,7 @@ def test_every_i2_failure_card_shows_expected_and_actual() -> None:
     import dataclasses
 
     from sim.judgement.oracles.log import check_log
+    from sim.judgement.violation import Violation
     from sim.outputs.report.markdown import render
     from sim.run.runner import run_scenario
     from sim.world.scenario import load_scenario
@@ -427,6 +436,7 @@ def test_every_i2_failure_card_shows_expected_and_actual() -> None:
         "a partial batch is visible": [*records[:-1], unended(records[-1])],
         "a batch ends without its last record": [unended(records[0]), *records[1:]],
     }
+    violations: list[Violation] = []
     for what, log in broken.items():
         durable = dataclasses.replace(result.durable, records=log)
         violations = check_log(dataclasses.replace(result, durable=durable))

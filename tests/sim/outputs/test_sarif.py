@@ -245,7 +245,8 @@ def test_an_http_calls_site_is_the_apps_requests_line(monkeypatch: pytest.Monkey
     monkeypatch.setattr(HTTPAdapter, "send", HTTPAdapter.send)  # the hook is undone after
     landing, boundaries = _landing()
     effect = parse_http("python", "POST https://pay.example.com/v1/refunds")
-    _hook_requests(Router(landing, SimpleNamespace(http=(effect,), http_stub=None)))  # type: ignore[arg-type]
+    options = SimpleNamespace(http=(effect,), http_stub=None)  # the two fields Router reads
+    _hook_requests(Router(landing, options))  # type: ignore[arg-type]  # options: see above
     answer = requests.post("https://pay.example.com/v1/refunds", json={"order": 1}, timeout=5)
     assert answer.status_code == 200
     assert _sites(boundaries) == [

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
-from sim.judgement.judge import judge
-from sim.run.runner import LatentDamage, run_scenario
-from sim.world.faults import parse_schedule
+from sim.judgement.judge import ScheduleOutcome, judge
+from sim.run.runner import LatentDamage, RunResult, run_scenario
+from sim.world.faults import CrashKind, parse_schedule
 from sim.world.fs import SimFS
 from sim.world.scenario import load_scenario
+from sim.world.stores import StoreKind
 
 SCENARIO = "delegate_to_subagent"
 
 
-def _run(schedule: str) -> tuple[object, object]:
+def _run(schedule: str) -> tuple[RunResult, ScheduleOutcome]:
     scenario = load_scenario(SCENARIO)
     reference = run_scenario(scenario.without_faults(), seed=0, store="file")
     result = run_scenario(scenario, seed=0, store="file", schedule=parse_schedule(schedule))
@@ -25,30 +26,30 @@ def test_damage_to_a_finished_child_is_found_by_the_judges_read() -> None:
     """After the run, the disk damages the finished child's log; the next process opens only
     the parent. The judge's read refuses naming the file, the child is judged as acknowledged."""
     result, outcome = _run("110:after:storage")
-    assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]  # type: ignore[attr-defined]
-    (child, error) = next(iter(result.durable.latent_damage.items()))  # type: ignore[attr-defined]
+    assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]
+    (child, error) = next(iter(result.durable.latent_damage.items()))
     assert child == "c1.sub.call-1" and "/store/c1.sub.call-1/events.jsonl" in error
-    assert result.errors.store_error is None and result.durable.child_records[child]  # type: ignore[attr-defined]
+    assert result.errors.store_error is None and result.durable.child_records[child]
 
 
 def test_damage_to_a_child_opened_again_makes_the_runtime_refuse() -> None:
     """The delegating call is re-run after the damage: opening the child raises CorruptStore,
     which stops the parent (it is not the call's result), naming the file, changing nothing."""
     result, outcome = _run("42:after:storage")
-    assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]  # type: ignore[attr-defined]
+    assert outcome.verdict == "pass", [v.to_json() for v in outcome.violations]
     assert (
         result.storage.refusal is not None
         and "c1.sub.call-1/events.jsonl" in result.storage.refusal
-    )  # type: ignore[attr-defined]
-    assert result.durable.latent_damage == {}  # type: ignore[attr-defined]
+    )
+    assert result.durable.latent_damage == {}
 
 
 def test_every_storage_fault_of_the_subagent_scenario_passes() -> None:
     result = sweep(
         SweepPlan(
             scenario=load_scenario(SCENARIO),
-            store="file",
-            crash_kinds=("storage",),
+            store=StoreKind.FILE,
+            crash_kinds=(CrashKind.STORAGE,),
             determinism="off",
         )
     )

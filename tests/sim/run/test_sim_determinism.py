@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from tiers import tiered
@@ -15,7 +16,9 @@ from sim.world.faults import parse_schedule
 from sim.world.scenario import load_scenario
 
 
-def _fingerprint_in_subprocess(hashseed: str, scenario: str, seed: int, schedule: str) -> dict:
+def _fingerprint_in_subprocess(
+    hashseed: str, scenario: str, seed: int, schedule: str
+) -> dict[str, Any]:
     env = dict(os.environ, PYTHONHASHSEED=hashseed)
     out = subprocess.run(
         [
@@ -37,7 +40,8 @@ def _fingerprint_in_subprocess(hashseed: str, scenario: str, seed: int, schedule
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    fingerprint: dict[str, Any] = json.loads(out.stdout)
+    return fingerprint
 
 
 @pytest.mark.parametrize(

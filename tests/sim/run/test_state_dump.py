@@ -11,7 +11,7 @@ import pydantic
 import pytest
 from tiers import tiered
 
-from durable.events import canonical_json
+from durable.codec import canonical_json
 from durable.state import State, dump_state, new_state, reduce
 from durable.store.base import make_checkpoint
 from sim.run.runner import run_scenario
@@ -72,8 +72,8 @@ def test_the_parts_dumped_once_are_frozen() -> None:
     result = next(iter(states[-1].tool_results.values()))
     pinned = next(iter(next(s for s in states if s.pinned).pinned.values()))
     with pytest.raises(pydantic.ValidationError):
-        message.content = "changed"
+        message.content = "changed"  # type: ignore[misc]  # frozen: refused, as tested
     with pytest.raises(pydantic.ValidationError):
-        result.output = "changed"  # type: ignore[misc]
+        result.output = "changed"  # type: ignore[misc]  # frozen: refused, as tested
     with pytest.raises(pydantic.ValidationError):
-        pinned.cutoff = 0
+        pinned.cutoff = 0  # type: ignore[misc]  # frozen: refused, as tested

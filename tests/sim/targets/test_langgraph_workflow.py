@@ -28,6 +28,7 @@ from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import reference_run, sweep_target
+from sim.world.faults import When
 
 pytestmark = [
     needs("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'"),
@@ -218,7 +219,7 @@ def test_each_interrupt_is_answered_once_per_id_across_a_kill(
     reference = reference_run(target, options, timeout_s=TIMEOUT_S)
     assert reference.state.history[1:3] == ['finance: "yes, finance"', 'manager: "yes, manager"']
     index = _after_the_last_answer(reference)
-    run = run_point(target, options, Crash(index, "before", reference.labels[index]))
+    run = run_point(target, options, Crash(index, When.BEFORE, reference.labels[index]))
     verdict = judge_point(run, reference, target.tools(options))
     assert verdict.verdict == "pass", verdict.violations
     answered = _answered(run)

@@ -30,6 +30,7 @@ from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
 from sim.targets.sweep import replay_line, sweep_target
+from sim.world.faults import When
 
 pytestmark = [
     needs("prefect", reason="needs pydantic-ai's prefect extra: pydantic-ai-slim[prefect]"),
@@ -92,7 +93,7 @@ def test_effects_keyed_by_flow_run_name_and_tool_call_id_sweep_clean() -> None:
 
 
 def _options(**given: Any) -> TargetOptions:
-    return check_options(get_target("pydantic-ai"), TargetOptions(**given))  # type: ignore[arg-type]
+    return check_options(get_target("pydantic-ai"), TargetOptions(**given))
 
 
 def test_prefect_takes_its_defaults_and_its_two_restarts() -> None:
@@ -121,7 +122,7 @@ def test_options_prefect_cannot_run_are_one_line(given: dict[str, Any], message:
 def test_the_replay_line_names_the_durability_and_a_rerun() -> None:
     target = get_target("pydantic-ai")
     options = _options(durability="prefect", resume="rerun")
-    line = replay_line(target, options, Crash(3, "after", f"{CHARGE}call_p1_1"))
+    line = replay_line(target, options, Crash(3, When.AFTER, f"{CHARGE}call_p1_1"))
     expected = "pydantic-ai --durability prefect --resume rerun --schedule 3:after"
     assert line == f"durable-sim target replay {expected}"
 

@@ -8,11 +8,13 @@ resume is a liveness finding; bad options are one line each.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from targetkit import app_options
 from testkit import REPO
 
+from sim.explore.recording import ScenarioSweep
 from sim.outputs.cli.main import main
 from sim.outputs.report.markdown import app_notes
 from sim.targets.host import run_point
@@ -28,11 +30,11 @@ from sim.targets.sweep import crash_at, reference_run, sweep_target
 APPS = REPO / "examples" / "orders_job"
 
 
-def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: object):  # type: ignore[no-untyped-def]
+def _sweep(app: str, *, preempt_s: float = 0.0, **kwargs: Any) -> ScenarioSweep:
     """Sweep ``FILE.py:FUNCTION`` of the apps (``FILE.py`` alone: its ``main``)."""
     app = app if ":" in app else f"{app}:main"
     options = app_options("python", f"{APPS / app}", effects=["charge"], preempt_s=preempt_s)
-    return sweep_target(get_target("python"), options, **kwargs)  # type: ignore[arg-type]
+    return sweep_target(get_target("python"), options, **kwargs)
 
 
 def test_a_charge_the_commit_did_not_record_is_charged_again() -> None:

@@ -13,6 +13,7 @@ from targetkit import app_options
 from testkit import terminated
 from tiers import tiered
 
+from sim.explore.recording import ScenarioSweep
 from sim.outputs.cli.main import main
 from sim.targets import recovery_only
 from sim.targets.host import Crash
@@ -57,9 +58,9 @@ def main():
 """
 
 
-def _seen(sweep: object) -> tuple[list[str], list[list[str]]]:
-    matrix = [c["verdict"] for c in sweep.matrix]  # type: ignore[attr-defined]
-    return matrix, [f.invariants for f in sweep.failures]  # type: ignore[attr-defined]
+def _seen(sweep: ScenarioSweep) -> tuple[list[str], list[list[str]]]:
+    matrix = [c["verdict"] for c in sweep.matrix]
+    return matrix, [f.invariants for f in sweep.failures]
 
 
 #: The targets whose points may start from snapshots (``snapshot_refusal`` None).

@@ -4,6 +4,7 @@ rows that prove it and stays quiet on the fault-free shape, and bad input is one
 from __future__ import annotations
 
 from dataclasses import replace
+from importlib.machinery import ModuleSpec
 
 import pytest
 
@@ -17,6 +18,7 @@ from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
 from sim.targets.registry import target_names
 from sim.targets.sweep import parse_point
+from sim.world.faults import When
 
 TOOLS = (TargetTool("charge_card", "payments", "exactly_once"),)
 ANSWER = "done"
@@ -50,7 +52,7 @@ def _crashed(
     ledger: list[LedgerRow], state: TargetState, action: str, label: str = "effect#1"
 ) -> PointRun:
     return PointRun(
-        Crash(6, "after", label),
+        Crash(6, When.AFTER, label),
         crashes=[{"t": "crash", "label": label, "when": "after", "p": "p1"}],
         actions={"p2": action},
         processes=2,
@@ -162,8 +164,8 @@ def test_cli_says_how_to_install_a_missing_extra(
 
     real = importlib.util.find_spec
 
-    def without_langgraph(name: str, *args: object) -> object:
-        return None if name.split(".")[0] == "langgraph" else real(name, *args)  # type: ignore[arg-type]
+    def without_langgraph(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name.split(".")[0] == "langgraph" else real(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", without_langgraph)
     assert main(["target", "sweep", "langgraph", "--durability", "sync"]) == 2
@@ -179,8 +181,8 @@ def test_cli_says_how_to_install_the_pydantic_ai_extra(
 
     real = importlib.util.find_spec
 
-    def without_pydantic_ai(name: str, *args: object) -> object:
-        return None if name.split(".")[0] == "pydantic_ai" else real(name, *args)  # type: ignore[arg-type]
+    def without_pydantic_ai(name: str, package: str | None = None) -> ModuleSpec | None:
+        return None if name.split(".")[0] == "pydantic_ai" else real(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", without_pydantic_ai)
     assert main(["target", "sweep", "pydantic-ai"]) == 2

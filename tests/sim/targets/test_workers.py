@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tiers import tiered
 
-from durable.events import EventRecord, InputAccepted, LeaseAcquired
+from durable.events import Event, EventRecord, InputAccepted, LeaseAcquired
 from durable.state import new_state
 from sim.explore.mutants import FLEET_MUTANTS
 from sim.outputs.cli import main as cli_main
@@ -28,11 +28,12 @@ from sim.targets.workers.judge import (
     _grants_and_renewals,
     judge_fleet,
 )
+from sim.world.stores import StoreKind
 
 pytestmark = pytest.mark.timeout(600)
 
 
-def _record(seq: int, owner: str, epoch: int, event: object) -> EventRecord:
+def _record(seq: int, owner: str, epoch: int, event: Event) -> EventRecord:
     return EventRecord(
         conversation_id="c1",
         sequence=seq,
@@ -42,7 +43,7 @@ def _record(seq: int, owner: str, epoch: int, event: object) -> EventRecord:
         last_in_batch=True,
         owner_id=owner,
         epoch=epoch,
-        event=event,  # type: ignore[arg-type]
+        event=event,
     ).sealed()
 
 
@@ -105,7 +106,7 @@ def test_a_fleet_with_kills_and_pauses_passes(
     store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     options = FleetOptions(
-        store=store,  # type: ignore[arg-type]
+        store=StoreKind(store),
         workers=3,
         conversations=4,
         kills=3,
@@ -216,11 +217,11 @@ def _fenced_fleet(
     store: str, mutant: str | None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> tuple[FleetRun, list[str]]:
     options = FleetOptions(
-        store=store,  # type: ignore[arg-type]
+        store=StoreKind(store),
         seed=FENCED_SEEDS[store],
         mutant=mutant,
         conninfo=_conninfo(store, request),
-        **FENCED_FLEET,  # type: ignore[arg-type]
+        **FENCED_FLEET,
     )
     run = run_fleet(options, tmp_path / "fleet")
     return run, [f"{v.invariant}: {v.explanation}" for v in judge_fleet(run)]

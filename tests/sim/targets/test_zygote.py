@@ -165,11 +165,12 @@ def test_a_refused_zygote_falls_back_to_fresh_interpreters_and_says_why(
 ) -> None:
     (tmp_path / "threading_at_import_for_the_test.py").write_text(MODULES["threaded.py"])
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{REPO}")
-    with warm(_Refusing(), TargetOptions()) as (z, why):  # type: ignore[arg-type]
+    refusing = _Refusing()  # a stand-in Target: warm reads its name and preload only
+    with warm(refusing, TargetOptions()) as (z, why):  # type: ignore[arg-type]  # above
         assert z is None
     assert why.startswith("a fresh interpreter each: the zygote refused to fork: ")
     assert "thread(s) running (poller)" in why
-    with warm(_Refusing(), TargetOptions(), fork=False) as (z, why):  # type: ignore[arg-type]
+    with warm(refusing, TargetOptions(), fork=False) as (z, why):  # type: ignore[arg-type]  # same
         assert z is None and why.endswith("asked for (--fresh)")
 
 

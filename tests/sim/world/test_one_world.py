@@ -10,6 +10,7 @@ import pytest
 
 from durable.tools import ToolContext, ToolError
 from sim.world.pointlog import PointLog, read_entries, replay
+from sim.world.process import SimProcess
 from sim.world.services import Services
 from sim.world.sqlite_services import SQLiteServices
 from sim.world.stores import StoreKind, store_kind
@@ -47,6 +48,12 @@ class _Process:
         return 0.0
 
 
+def _as_sim_process(process: _Process) -> SimProcess:
+    """The stand-in where a ``SimProcess`` is asked for: ``Services.effect`` reads only its
+    ``machine``, so a test runs an effect without a world."""
+    return process  # type: ignore[return-value]  # duck-typed, as the docstring says
+
+
 CALLS: list[tuple[str, dict[str, Any], str, int]] = [
     ("workspace.read", {"path": "a.txt"}, "k1", 1),
     ("workspace.read", {"path": "missing.txt"}, "k2", 1),
@@ -67,7 +74,11 @@ def _run(services: Any) -> tuple[list[str], list[tuple[Any, ...]], list[str]]:
     for n, (op, arguments, key, epoch) in enumerate(CALLS):
         operation = OPERATIONS[op]
         ctx = ToolContext(
-            conversation_id="c1", call_id=f"call-{n}", idempotency_key=key, epoch=epoch, attempt=1
+            conversation_id="c1",
+            call_id=f"call-{n}",
+            idempotency_key=key,
+            epoch=epoch,
+            attempt="first",
         )
         apply = operation.effect(arguments, ctx)
         try:
@@ -100,7 +111,8 @@ def test_both_hosts_services_run_the_same_operations_alike(tmp_path: Path) -> No
 
 
 def test_store_kinds_know_what_the_simulator_can_inject() -> None:
-    assert store_kind("file") is StoreKind.FILE and StoreKind.FILE == "file"
+    assert store_kind("file") is StoreKind.FILE
+    assert StoreKind.FILE == "file"  # type: ignore[comparison-overlap]  # a member is its text
     assert StoreKind.FILE.can_inject("power") and StoreKind.FILE.can_inject("storage")
     assert StoreKind.SQLITE.can_inject("process")
     assert StoreKind.SQLITE.can_inject("power") and StoreKind.SQLITE.can_inject("storage")
@@ -137,7 +149,11 @@ def _undo_run(services: Any) -> list[str]:
     pre_images = []
     for n, path in enumerate(("a.txt", "new.txt")):
         ctx = ToolContext(
-            conversation_id="c1", call_id=f"call-{n}", idempotency_key=f"k{n}", epoch=1, attempt=1
+            conversation_id="c1",
+            call_id=f"call-{n}",
+            idempotency_key=f"k{n}",
+            epoch=1,
+            attempt="first",
         )
         pre_images.append(undoing.capture(services.view(), {"path": path, "line": "x"}, ctx))
         outputs.append(
@@ -151,7 +167,7 @@ def _undo_run(services: Any) -> list[str]:
             call_id=f"call-{n}.undo",
             idempotency_key=f"k{n}:undo",
             epoch=1,
-            attempt=1,
+            attempt="first",
         )
         apply = undoing.undo({}, pre_images[n], ctx)
         outputs.append(services.effect(process, "workspace", undoing.op, ctx, apply))
@@ -190,9 +206,13 @@ def test_both_hosts_refund_a_charge_once(tmp_path: Path) -> None:
     try:
         outputs = []
         for services in (memory, sqlite):
-            process = _Process()
+            process = _as_sim_process(_Process())
             ctx = ToolContext(
-                conversation_id="c1", call_id="call-1", idempotency_key="k1", epoch=1, attempt=1
+                conversation_id="c1",
+                call_id="call-1",
+                idempotency_key="k1",
+                epoch=1,
+                attempt="first",
             )
             pre = undoing.capture(services.view(), {"amount": 30}, ctx)
             services.effect(
@@ -201,7 +221,7 @@ def test_both_hosts_refund_a_charge_once(tmp_path: Path) -> None:
             ran = []
             for charge_key, key in (("k1", "k1:undo"), ("k1", "k1:undo"), ("k9", "k9:undo")):
                 undo_ctx = ToolContext(
-                    conversation_id="c1", call_id="u", idempotency_key=key, epoch=1, attempt=1
+                    conversation_id="c1", call_id="u", idempotency_key=key, epoch=1, attempt="first"
                 )
                 apply = undoing.undo({}, {**pre, "charge_key": charge_key}, undo_ctx)
                 ran.append(services.effect(process, "payments", undoing.op, undo_ctx, apply))

@@ -100,7 +100,12 @@ def test_a_scenario_without_a_standby_has_no_pause_points() -> None:
     with pytest.raises(ScheduleError, match="no standby"):
         run_scenario(scenario, seed=0, store="file", schedule=parse_schedule("7:before:pause"))
     result = sweep(
-        SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False)
+        SweepPlan(
+            scenario=scenario,
+            store=StoreKind.FILE,
+            crash_kinds=(CrashKind.PAUSE,),
+            determinism="off",
+        )
     )
     assert result.expansion.skipped_pause and result.schedules == 1  # the fault-free run only
     assert result.crash_kinds == ["pause"]  # asked for: every sweep of a command shares them
@@ -111,7 +116,9 @@ def test_the_standby_scenarios_sweep_pauses() -> None:
     the file store), every one passing."""
     for name in ("lease_takeover", "graceful_shutdown_takeover"):
         result = sweep(
-            SweepPlan(scenario=load_scenario(name), store="file", crash_kinds=("pause",))
+            SweepPlan(
+                scenario=load_scenario(name), store=StoreKind.FILE, crash_kinds=(CrashKind.PAUSE,)
+            )
         )
         assert result.crash_kinds == ["pause"]
         assert result.schedules > 5 and result.verdicts["pass"] == result.schedules, name
@@ -125,11 +132,21 @@ def test_a_forked_child_pauses_as_a_fresh_run_does() -> None:
     scenario = load_scenario(TAKEOVER)
     with planted(mutant_named("fence-outside-transaction-file")):
         naive = sweep(
-            SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False),
+            SweepPlan(
+                scenario=scenario,
+                store=StoreKind.FILE,
+                crash_kinds=(CrashKind.PAUSE,),
+                determinism="off",
+            ),
             fast=False,
         )
         fast = sweep(
-            SweepPlan(scenario=scenario, store="file", crash_kinds=("pause",), determinism=False),
+            SweepPlan(
+                scenario=scenario,
+                store=StoreKind.FILE,
+                crash_kinds=(CrashKind.PAUSE,),
+                determinism="off",
+            ),
             fast=True,
             fork_from=0,
         )
@@ -144,12 +161,14 @@ def test_sweeps_with_and_without_a_standby_share_one_results_document() -> None:
     refuses sweeps of different kinds, and once refused ``make sweep`` at its very end."""
     from sim.explore.results import results_document
 
-    kinds = ("process", "pause")
+    kinds = (CrashKind.PROCESS, CrashKind.PAUSE)
     standby = sweep(
-        SweepPlan(scenario=load_scenario("lease_takeover"), store="file", crash_kinds=kinds)
+        SweepPlan(scenario=load_scenario("lease_takeover"), store=StoreKind.FILE, crash_kinds=kinds)
     )
     alone = sweep(
-        SweepPlan(scenario=load_scenario("idempotent_payment"), store="file", crash_kinds=kinds)
+        SweepPlan(
+            scenario=load_scenario("idempotent_payment"), store=StoreKind.FILE, crash_kinds=kinds
+        )
     )
     assert (standby.expansion.skipped_pause, alone.expansion.skipped_pause) == (False, True)
     assert any(cell["kind"] == "pause" for cell in standby.matrix)

@@ -29,7 +29,7 @@ from sim.explore.plan import SweepPlan
 from sim.explore.sweep import sweep
 from sim.run.runner import run_scenario
 from sim.world import pgserver
-from sim.world.faults import ScheduleError, parse_schedule
+from sim.world.faults import CrashKind, ScheduleError, parse_schedule
 from sim.world.pgserver import CONNINFO_ENV
 from sim.world.scenario import load_scenario
 from sim.world.stores import StoreKind
@@ -70,7 +70,11 @@ def test_a_depth1_process_sweep_passes(pg_server: str, name: str) -> None:
     """Every process kill at every boundary, each schedule from scratch in its own schema; power
     is asked for and skipped (said so in the results); no schema is left on the server."""
     result = sweep(
-        SweepPlan(scenario=load_scenario(name), store="postgres", crash_kinds=("process", "power"))
+        SweepPlan(
+            scenario=load_scenario(name),
+            store=StoreKind.POSTGRES,
+            crash_kinds=(CrashKind.PROCESS, CrashKind.POWER),
+        )
     )
     assert (
         result.schedules == 2 * result.reference.boundaries + 1
@@ -111,7 +115,9 @@ def test_a_postgres_world_cannot_be_forked(pg_server: str) -> None:
         in_child = False
 
     with pytest.raises(ValueError, match="cannot be forked"):
-        run_scenario(load_scenario("idempotent_payment"), seed=0, store="postgres", fork=Fork())  # type: ignore[arg-type]
+        scenario = load_scenario("idempotent_payment")
+        fork = Fork()  # a stand-in: the run refuses before it reads one
+        run_scenario(scenario, seed=0, store="postgres", fork=fork)  # type: ignore[arg-type]  # ^
 
 
 def test_abandon_rolls_back_and_releases_the_lease_row(pg_conninfo: str, pg_namespace: str) -> None:
@@ -180,7 +186,9 @@ def test_renewal_ignoring_the_epoch_is_killed_by_the_takeover_sweep(
     _renew_ignores_epoch(monkeypatch)
     result = sweep(
         SweepPlan(
-            scenario=load_scenario("lease_takeover"), store="postgres", crash_kinds=("process",)
+            scenario=load_scenario("lease_takeover"),
+            store=StoreKind.POSTGRES,
+            crash_kinds=(CrashKind.PROCESS,),
         )
     )
     assert result.reference.failed
@@ -198,8 +206,8 @@ def test_a_batch_split_over_transactions_is_killed_by_a_process_kill(
     result = sweep(
         SweepPlan(
             scenario=scenario,
-            store="postgres",
-            crash_kinds=("process",),
+            store=StoreKind.POSTGRES,
+            crash_kinds=(CrashKind.PROCESS,),
             stop_at_first_failure=True,
         )
     )

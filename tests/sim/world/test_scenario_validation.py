@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from testkit import REPO
 from tiers import tiered
 
+from durable.events import ReconciliationRequested
 from sim.explore.sweep import base_schedule
 from sim.run.runner import run_scenario
 from sim.world.scenario import (
@@ -96,6 +97,12 @@ def write(tmp_path: Path, text: str | bytes, name: str = "bad.json") -> Path:
     return path
 
 
+def writing(doc: dict[str, Any]) -> Callable[[Path], Path]:
+    """A ``Bad.make`` that writes ``doc`` as JSON: built now, so a comprehension's variable is
+    read at its own iteration, not at the last."""
+    return lambda tmp: write(tmp, json.dumps(doc))
+
+
 @dataclass(frozen=True)
 class Bad:
     """A bad input: ``make`` writes it under ``tmp_path`` (or names a real path) and returns its
@@ -170,9 +177,7 @@ BAD_SCENARIOS = [
     *(
         Bad(
             f"verify_then_continue-on-{operation}",
-            lambda tmp, op=operation: write(
-                tmp, json.dumps(one_tool_doc(op, "verify_then_continue"))
-            ),
+            writing(one_tool_doc(operation, "verify_then_continue")),
             f"tool 'act' has the verify_then_continue policy but its operation {operation} has "
             "no verifier, and the scenario has no operator: after a crash its call would wait "
             "for manual reconciliation forever; bind it to an operation with a verifier "
@@ -189,7 +194,7 @@ BAD_SCENARIOS = [
     *(
         Bad(
             f"verifier-{mode}-without-operator",
-            lambda tmp, mode=mode: write(tmp, json.dumps(_with_verifier(mode))),
+            writing(_with_verifier(mode)),
             f"tool 'act' has a verifier that always {says}, and the scenario has no operator: "
             "after a crash its call would wait for manual reconciliation forever; add an operator",
         )
@@ -374,7 +379,9 @@ def test_a_verifier_that_cannot_tell_sends_the_call_to_the_operator(mode: str) -
     )
     assert result.trace.settled
     events = {r.event.type: r.event for r in result.durable.records}
-    reason = events["reconciliation_requested"].reason  # type: ignore[attr-defined]
+    requested = events["reconciliation_requested"]
+    assert isinstance(requested, ReconciliationRequested)
+    reason = requested.reason
     expected = "verifier failed: ToolError" if mode == "fails" else "cannot be verified"
     assert reason.startswith("verifier could not tell: ") and expected in reason
     sources = [r.event.source for r in result.durable.records if r.event.type == "tool_result"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sim.judgement.oracles import check
 from sim.run.runner import RunResult, run_scenario
-from sim.world.faults import CrashPoint, Schedule
+from sim.world.faults import CrashKind, CrashPoint, Schedule, When
 from sim.world.scenario import load_scenario
 from sim.world.stores import StoreKind
 
@@ -35,7 +35,7 @@ def test_normal_loses_a_suffix_on_power_loss_and_passes() -> None:
     assert not scenario.fsync
     reference = run_scenario(scenario, seed=0, store="sqlite")
     for index in range(len(reference.trace.boundaries)):
-        schedule = Schedule.of(CrashPoint(index, "after", "power"))
+        schedule = Schedule.of(CrashPoint(index, When.AFTER, CrashKind.POWER))
         result = run_scenario(scenario, seed=0, store="sqlite", schedule=schedule)
         if _lost(result):
             assert check(result, reference) == [], schedule.text()

@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import sys
+from typing import Literal
 
 import trio
 from testkit import input_batch
@@ -32,7 +33,7 @@ WAL = f"{DB}-wal"
 CONV = "c1"
 
 
-def sqlite_disk(*, commits: int, synchronous: str = "FULL") -> SimFS:
+def sqlite_disk(*, commits: int, synchronous: Literal["FULL", "NORMAL"] = "FULL") -> SimFS:
     """A SQLite store on a simulated disk as the runtime leaves it: a lease, then ``commits``
     single-record commits, each a transaction of its own (the log is never checkpointed)."""
     fs = SimFS()
@@ -40,7 +41,7 @@ def sqlite_disk(*, commits: int, synchronous: str = "FULL") -> SimFS:
     vfs = SimSQLiteVFS(fs)
     store = SQLiteStore(
         DB, blocking=InlineBlocking(), synchronous=synchronous, vfs=vfs.name, shared_memory=False
-    )  # type: ignore[arg-type]
+    )
 
     async def write() -> None:
         lease = await store.acquire_lease(CONV, "w", ttl_s=9.0, now_s=0.0)

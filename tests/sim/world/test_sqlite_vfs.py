@@ -63,7 +63,9 @@ def _after_power_loss(fs: SimFS, seed: int) -> tuple[list[int], str]:
         conn = apsw.Connection(DB, vfs=vfs.name)
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         rows = [n for (n,) in conn.execute("SELECT n FROM t ORDER BY n")]
-        (check,) = conn.execute("PRAGMA integrity_check").fetchone()
+        row = conn.execute("PRAGMA integrity_check").fetchone()
+        assert row is not None
+        (check,) = row
         conn.close()
     finally:
         vfs.close()
@@ -114,7 +116,7 @@ def test_a_refused_write_fails_the_transaction_and_leaves_the_last_commit() -> N
                 return refuse
             return method
 
-    vfs = SimSQLiteVFS(Refusing())  # type: ignore[arg-type]
+    vfs = SimSQLiteVFS(Refusing())  # type: ignore[arg-type]  # a SimFS by __getattr__
     try:
         conn = _connect(vfs, "FULL")
         with pytest.raises(Dead):

@@ -32,7 +32,7 @@ def _kind(path: str) -> str:
     return "wal" if name.endswith("-wal") else "journal" if name.endswith("-journal") else "db"
 
 
-class _RecordingFile(apsw.VFSFile):  # type: ignore[misc]
+class _RecordingFile(apsw.VFSFile):
     """The OS's file, each write, sync and truncate recorded."""
 
     def __init__(self, log: list[Op], name: Any, flags: list[int]) -> None:
@@ -53,7 +53,7 @@ class _RecordingFile(apsw.VFSFile):  # type: ignore[misc]
         super().xTruncate(newsize)
 
 
-class _RecordingOsVFS(apsw.VFS):  # type: ignore[misc]
+class _RecordingOsVFS(apsw.VFS):
     def __init__(self, log: list[Op]) -> None:
         self.name = "durable-sim-recording-os"
         self._log = log

@@ -5,8 +5,10 @@ provably gone, never one a user kept, never one it cannot tell about -- and a fl
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,7 +102,7 @@ def test_the_start_time_is_read_after_the_process_name(
 def test_a_fleet_directory_is_owned_and_a_kept_one_is_never_removed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     fleet = make_fleet_dir(31337)
     assert fleet.parent == tmp_path and fleet.name.startswith("durable-sim-fleet-seed31337-")
     assert make_fleet_dir(-2).name.startswith("durable-sim-fleet-seedm2-")
@@ -127,15 +129,15 @@ def test_an_interrupt_while_a_directory_is_made_leaves_no_unmarked_directory(
     import signal
     import threading
 
+    stop = threading.Event()
     if other_thread:
-        stop = threading.Event()
         helper = threading.Thread(target=stop.wait, daemon=True)
         helper.start()
 
-    real = tempdirs.tempfile.mkdtemp
+    real = tempfile.mkdtemp
 
-    def interrupted(**kwargs: object) -> str:
-        made = real(**kwargs)  # type: ignore[call-overload]
+    def interrupted(**kwargs: Any) -> str:
+        made = real(**kwargs)
         if other_thread:  # the kernel hands the Ctrl-C to a thread that does not block it
             signal.pthread_kill(helper.ident or 0, signal.SIGINT)
             time.sleep(0.2)  # time for it to arrive while the directory is still unmarked
@@ -143,7 +145,7 @@ def test_an_interrupt_while_a_directory_is_made_leaves_no_unmarked_directory(
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, right after the directory exists
         return str(made)
 
-    monkeypatch.setattr(tempdirs.tempfile, "mkdtemp", interrupted)
+    monkeypatch.setattr(tempfile, "mkdtemp", interrupted)
     try:
         with pytest.raises(KeyboardInterrupt):
             tempdirs.make("fork", parent=str(tmp_path))
