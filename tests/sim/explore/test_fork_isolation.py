@@ -94,7 +94,7 @@ def test_a_hung_child_is_killed_and_reported(tmp_path: Path) -> None:
     plan = forking.ForkPlan(
         base=Schedule(),
         kinds=(CrashKind.PROCESS,),
-        reference=None,
+        reference=None,  # type: ignore[arg-type]  # never read: no point is folded here
         reruns=lambda _text: False,
         tears={},
         jobs=1,

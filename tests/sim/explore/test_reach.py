@@ -18,6 +18,7 @@ import pytest
 from testkit import REPO
 
 from sim.explore import reach
+from sim.explore.reach.measurement import CaseRun
 
 ROOT = REPO
 CORPUS = ROOT / "tests" / "reach_corpus.json"
@@ -143,7 +144,7 @@ def test_the_corpus_is_a_greedy_cover_preferring_cheap_cases() -> None:
     path = "durable/tasks/tool.py"
 
     def case(schedule: str, cost: int, *arcs: tuple[int, int]) -> reach.Case:
-        run = {"schedule": schedule, "fault_free": False, "labels": ["x"]}
+        run: CaseRun = {"schedule": schedule, "fault_free": False, "labels": ["x"]}
         return reach.Case("s", "file", [run], {(path, a, b) for a, b in arcs}, cost)
 
     raw = reach.Raw(

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
-from sim.targets import environments
 from sim.targets.environments import Environment, ensure, interpreter, versions
 from sim.targets.host import run_point
 from sim.targets.kit.options import check_options
 from sim.targets.kit.spec import AppArgs, parse_app
-from sim.targets.protocol import TargetError, TargetOptions
+from sim.targets.protocol import Target, TargetError, TargetOptions
 from sim.targets.python_app import PythonTarget
 from sim.targets.sweep import crash_at, reference_run, warm
 
@@ -52,7 +51,7 @@ class FakePip:
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, pip: FakePip) -> list[str]:
-    monkeypatch.setattr(environments.subprocess, "run", pip)
+    monkeypatch.setattr(subprocess, "run", pip)
     said: list[str] = []
     return said
 
@@ -125,7 +124,14 @@ class OwnPython(PythonTarget):
     """The ``python`` target, declared to run in an environment of its own: no pins, only the
     project's dependencies (the child finds it by name, ``python``, as any child does)."""
 
-    environment = Environment(name="test-python", pins=())
+    environment: Environment | None = Environment(name="test-python", pins=())
+
+
+def own_python() -> Target:
+    """An ``OwnPython`` as the harness takes a target (the registry hands them out typed so)."""
+    # A subclass's class attributes are inferred as narrow as their values (``("own",)``), and
+    # a protocol's mutable members must match exactly.
+    return OwnPython()  # type: ignore[return-value]  # see above: the same object, typed wide
 
 
 APP = """\
@@ -143,7 +149,7 @@ def main():
 
 
 def test_children_zygote_and_reader_run_in_the_environment(tmp_path: Path) -> None:
-    target = OwnPython()
+    target = own_python()
     app_file = tmp_path / "job.py"
     app_file.write_text(APP, encoding="utf-8")
     app = parse_app("python", AppArgs(app=f"{app_file}:main", effects=("charge",)))

@@ -27,6 +27,7 @@ from sim.targets.host import Crash, PointRun, run_point
 from sim.targets.judge import judge_point
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
+from sim.targets.shapes import as_int
 from sim.targets.sweep import reference_run, sweep_target
 from sim.world.faults import When
 
@@ -177,7 +178,9 @@ def test_the_keyed_refund_desk_passes_there_on_its_own_thread() -> None:
 
 def _answered(run: PointRun) -> list[tuple[str, str, int]]:
     """The answers a run sent: (process, interrupt id, k), in order."""
-    return [(str(n["p"]), str(n["interrupt"]), int(n["k"])) for n in notes_of(run.rows, "answered")]
+    return [
+        (str(n["p"]), str(n["interrupt"]), as_int(n["k"])) for n in notes_of(run.rows, "answered")
+    ]
 
 
 def _after_the_last_answer(reference: PointRun) -> int:

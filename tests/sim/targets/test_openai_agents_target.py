@@ -117,7 +117,7 @@ def test_session_items_read_as_one_row_each() -> None:
     from sim.targets.protocol import TargetState
 
     state = TargetState(exists=True)
-    items = [
+    items: list[object] = [
         {"role": "user", "content": "pay"},
         {"type": "function_call", "name": "charge_card", "call_id": "c1", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "charged"},

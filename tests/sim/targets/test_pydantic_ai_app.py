@@ -289,7 +289,7 @@ def test_deps_that_do_not_fit_the_deps_type_are_one_line(tmp_path: Path) -> None
 
     from sim.targets.pydantic_ai.app import agent_deps
 
-    agent: Agent[int, str] = Agent("test", deps_type=int)
+    agent: Agent[object, object] = Agent("test", deps_type=int)
     assert agent_deps(agent, "42") == 42
     with pytest.raises(AppError, match="--deps: not a int") as caught:
         agent_deps(agent, {"no": "int"})

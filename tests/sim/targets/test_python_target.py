@@ -25,6 +25,7 @@ from sim.targets.kit.spec import AppArgs
 from sim.targets.offline import is_local
 from sim.targets.protocol import TargetError, TargetOptions
 from sim.targets.registry import get_target
+from sim.targets.shapes import TraceRow
 from sim.targets.sweep import crash_at, reference_run, sweep_target
 
 APPS = REPO / "examples" / "orders_job"
@@ -194,10 +195,10 @@ def test_an_effect_the_program_does_not_have_is_one_line_exit_2(
 
 
 def test_undeclared_tools_are_those_whose_calls_landed_no_declared_effect() -> None:
-    def note(**fields: str) -> dict[str, str]:
+    def note(**fields: str) -> TraceRow:
         return {"t": "note", "p": "p1", **fields}
 
-    rows = [
+    rows: list[TraceRow] = [
         note(what=TOOL_NOTE, tool="lookup"),
         note(what=TOOL_NOTE, tool="refund_order"),
         note(what=CALLER_NOTE, effect="refund", tool="refund_order"),

@@ -21,6 +21,7 @@ from sim.outputs.cli.main import main
 from sim.targets.protocol import TargetError
 from sim.targets.recording import record_script
 from sim.targets.registry import get_target
+from sim.targets.shapes import ScriptTurn
 from sim.targets.sweep import sweep_target
 
 pytestmark = [
@@ -194,4 +195,5 @@ def test_a_pydantic_ai_agents_own_model_is_recorded(tmp_path: Path) -> None:
     )
     handwritten = json.loads((BOOKING / "script.json").read_text(encoding="utf-8"))
     assert [t["tool_calls"] for t in turns] == [t.get("tool_calls", []) for t in handwritten]
-    assert turns[-1] == {"content": "Booked and emailed.", "tool_calls": []}
+    last: ScriptTurn = {"content": "Booked and emailed.", "tool_calls": []}
+    assert turns[-1] == last

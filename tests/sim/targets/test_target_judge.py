@@ -17,6 +17,7 @@ from sim.targets.kit.spec import AppArgs, parse_app
 from sim.targets.ledger import LedgerRow
 from sim.targets.protocol import RECOVERY_GUARANTEES, TargetError, TargetState, TargetTool
 from sim.targets.registry import target_names
+from sim.targets.shapes import TraceRow
 from sim.targets.sweep import parse_point
 from sim.world.faults import When
 
@@ -196,7 +197,7 @@ def test_cli_says_how_to_install_the_pydantic_ai_extra(
 def test_h1_on_an_app_judges_only_effects_a_tool_called() -> None:
     """An app's effect maps to the results of the framework tools that called it; one called
     from outside any tool has no results the history could record, so H1 leaves it alone."""
-    rows = [
+    rows: list[TraceRow] = [
         {"t": "note", "p": "p1", "what": CALLER_NOTE, "effect": "charge_card", "tool": "pay"},
         {"t": "note", "p": "p2", "what": CALLER_NOTE, "effect": "charge_card", "tool": "pay"},
     ]
