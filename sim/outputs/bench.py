@@ -109,7 +109,7 @@ def bench(
             out["sweeps"][key] = {
                 "schedules": result.schedules,
                 "folded": result.expansion.folded,
-                "boundaries": result.boundaries,
+                "boundaries": result.reference.boundaries,
                 "median_wall_s": round(wall, 3),
                 "verdicts": result.verdicts,
             }
@@ -121,11 +121,11 @@ def bench(
         times = growth_repeats or (repeats if turns <= 50 else 1)
         plan = SweepPlan(scenario=scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PROCESS,))
         wall, result = _median_time(partial(sweep, plan), times)
-        growth.append((result.boundaries, wall))
+        growth.append((result.reference.boundaries, wall))
         out["growth"].append(
             {
                 "turns": turns,
-                "boundaries": result.boundaries,
+                "boundaries": result.reference.boundaries,
                 "schedules": result.schedules,
                 "folded": result.expansion.folded,
                 "median_wall_s": round(wall, 3),

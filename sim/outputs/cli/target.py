@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sim.explore.recording import ScenarioSweep
 from sim.outputs import options
 from sim.outputs.cli.common import EXIT, check_out_dir, exit_for, text_arg
 from sim.outputs.report import write_report, write_sarif
@@ -457,16 +458,16 @@ def _run_sweep(args: argparse.Namespace) -> int:
     return exit_for(document["totals"]["verdicts"])
 
 
-def _summary(result: Any, versions: dict[str, str]) -> None:
+def _summary(result: ScenarioSweep, versions: dict[str, str]) -> None:
     shown = ", ".join(f"{name} {version}" for name, version in versions.items())
     print(f"{result.name}[{result.store}]" + (f"  ({shown})" if shown else ""))
     print(
-        f"boundaries {result.boundaries}  schedules {result.schedules}  "
+        f"boundaries {result.reference.boundaries}  schedules {result.schedules}  "
         f"{result.verdict_counts()}  wall {result.wall_s:.1f} s"
     )
     for note in app_notes({"reference_outcome": result.reference.outcome}):
         print(note)
-    figures = result.reference_outcome.get("figures", {})
+    figures = result.reference.outcome.get("figures", {})
     if figures:  # measured in the fault-free run, never judged
         print("measured: " + "  ".join(f"{name} {value}" for name, value in figures.items()))
     for failure in result.failures[:FAILURES_SHOWN]:

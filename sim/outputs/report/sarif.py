@@ -187,7 +187,8 @@ def place(one: Any, failure: Any) -> Place | None:
     """Where a failure points (see the module docstring): a target app's effect site or entry
     point, else the scenario file's line of its name; None where there is no file of the
     user's to point at (a bundled foreign-runtime target)."""
-    outcome = getattr(one, "reference_outcome", None) or {}
+    # A sweep's fault-free run (``ScenarioSweep.reference``); a fuzz finding has none.
+    outcome = getattr(getattr(one, "reference", None), "outcome", None) or {}
     if "app" in outcome:
         return _app_place(outcome, failure)
     path = scenario_path(getattr(one, "ref", "") or one.name)

@@ -164,7 +164,11 @@ def _app_sweep(explanation: str, invariant: str = "I1") -> SimpleNamespace:
         },
     }
     return SimpleNamespace(
-        name="python", store="files", ref="python", failures=[failure], reference_outcome=outcome
+        name="python",
+        store="files",
+        ref="python",
+        failures=[failure],
+        reference=SimpleNamespace(outcome=outcome),
     )
 
 
