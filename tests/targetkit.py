@@ -3,7 +3,7 @@ by the kit (``sim.targets.kit``), so the tests build options the way users do.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -55,3 +55,21 @@ def runnable(name: str) -> Target:
         except TargetError as exc:
             pytest.skip(str(exc))
     return target
+
+
+def applied_rows(witness: list[str]) -> list[str]:
+    """The ledger rows a violation's witness shows applied, in the order they landed."""
+    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
+
+
+def just_after(*prefixes: str) -> Callable[[list[str]], list[tuple[int, str]]]:
+    """A ``choose`` for ``sweep_target``: just after the first boundary whose label starts with
+    each prefix (chosen by label, not by an index that moves when the trace does)."""
+
+    def choose(labels: list[str]) -> list[tuple[int, str]]:
+        return [
+            (next(i for i, label in enumerate(labels) if label.startswith(p)), "after")
+            for p in prefixes
+        ]
+
+    return choose

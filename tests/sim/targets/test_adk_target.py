@@ -14,10 +14,9 @@ The venv is made once by the fixture (skipped, with pip's one line, where it can
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 import pytest
-from targetkit import runnable
+from targetkit import applied_rows, just_after, runnable
 from tiers import RELEASE_ENV, release
 
 from sim.outputs.cli.main import main
@@ -41,18 +40,6 @@ only_in_release = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def adk() -> Target:
     return runnable("adk")
-
-
-def _after(prefix: str) -> Callable[[list[str]], list[tuple[int, str]]]:
-    def choose(labels: list[str]) -> list[tuple[int, str]]:
-        """Just after the effect whose label starts with ``prefix``: chosen by label."""
-        return [(next(i for i, label in enumerate(labels) if label.startswith(prefix)), "after")]
-
-    return choose
-
-
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
 
 
 #: The kill right after the charge, in the fault-free trace of the default mode (boundaries:
@@ -80,10 +67,10 @@ def test_the_replay_after_the_charge_shows_it_charged_twice(
 def test_the_sweep_finds_it_and_its_replay_line_reproduces(
     adk: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = sweep_target(adk, TargetOptions(), choose=_after(CHARGE))
+    result = sweep_target(adk, TargetOptions(), choose=just_after(CHARGE))
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"], failure.invariants
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     assert "call=call_p1_1 " in applied[0] and "by p1" in applied[0], applied
     assert "call=call_p1_1 " in applied[1] and "by p2" in applied[1], applied
     replay = f"durable-sim target replay adk --durability resumable --schedule {AFTER_THE_CHARGE}"
@@ -98,19 +85,19 @@ def test_the_sweep_finds_it_and_its_replay_line_reproduces(
 
 def test_keyed_by_invocation_and_call_id_the_resume_is_deduplicated(adk: Target) -> None:
     options = TargetOptions(variant="idempotent")
-    result = sweep_target(adk, options, choose=_after(CHARGE))
+    result = sweep_target(adk, options, choose=just_after(CHARGE))
     assert result.failures == [] and result.schedules == 1
 
 
 @only_in_release
 def test_an_approved_charge_resumed_after_its_effect_is_charged_twice(adk: Target) -> None:
-    result = sweep_target(adk, TargetOptions(durability="approval"), choose=_after(CHARGE))
+    result = sweep_target(adk, TargetOptions(durability="approval"), choose=just_after(CHARGE))
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"], failure.invariants
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     assert "call=call_p1_1 " in applied[0] and "call=call_p1_1 " in applied[1], applied
     fixed = TargetOptions(durability="approval", variant="idempotent")
-    assert sweep_target(adk, fixed, choose=_after(CHARGE)).failures == []
+    assert sweep_target(adk, fixed, choose=just_after(CHARGE)).failures == []
 
 
 def test_it_is_listed_with_its_environment(adk: Target, capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from targetkit import applied_rows, just_after
 from testkit import needs
 
 from sim.targets.boundaries import TRACE_NAME, Boundaries, TraceLog
@@ -48,26 +49,10 @@ RECEIPT = "effect:outbox.send#"
 LAST_SAVE = "checkpoint.save#4"
 
 
-def _after(*prefixes: str) -> Callable[[list[str]], list[tuple[int, str]]]:
-    """Just after each labelled instant (chosen by label, not by an index that moves)."""
-
-    def choose(labels: list[str]) -> list[tuple[int, str]]:
-        return [
-            (next(i for i, label in enumerate(labels) if label.startswith(p)), "after")
-            for p in prefixes
-        ]
-
-    return choose
-
-
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_kill_before_the_superstep_checkpoint_reruns_the_effect() -> None:
     result = sweep_target(
-        get_target("agent-framework"), TargetOptions(), choose=_after(CHARGE, RECEIPT)
+        get_target("agent-framework"), TargetOptions(), choose=just_after(CHARGE, RECEIPT)
     )
     assert [c["verdict"] for c in result.matrix] == ["safety", "safety"]
     after_charge, after_receipt = result.failures
@@ -75,7 +60,7 @@ def test_a_kill_before_the_superstep_checkpoint_reruns_the_effect() -> None:
     # One call id (it travels in the checkpointed order), applied by the killed process and
     # again by the one that restored the superstep.
     for failure, call in ((after_charge, "call_p1_1"), (after_receipt, "call_p1_2")):
-        applied = _applied(failure.witness)
+        applied = applied_rows(failure.witness)
         assert [("by p1" in applied[0]), ("by p2" in applied[1])] == [True, True]
         assert f"call={call} " in applied[0] and f"call={call} " in applied[1]
     charge = after_charge.schedule.split(":")[0]
@@ -89,11 +74,11 @@ def test_a_kill_after_the_last_checkpoint_loses_the_answer() -> None:
     nothing to resume and no answer to give -- unless the workflow keeps its answer in the
     shared state, as the fixed (``idempotent``) variant does."""
     target = get_target("agent-framework")
-    result = sweep_target(target, TargetOptions(), choose=_after(LAST_SAVE))
+    result = sweep_target(target, TargetOptions(), choose=just_after(LAST_SAVE))
     (failure,) = result.failures
     assert failure.invariants == ["I5"]
     assert failure.actual == "None"
-    fixed = sweep_target(target, TargetOptions(variant="idempotent"), choose=_after(LAST_SAVE))
+    fixed = sweep_target(target, TargetOptions(variant="idempotent"), choose=just_after(LAST_SAVE))
     assert fixed.verdicts["pass"] == 1, [f.explanation for f in fixed.failures]
 
 
@@ -102,7 +87,7 @@ def test_effects_keyed_by_workflow_and_call_id_sweep_clean() -> None:
     result = sweep_target(
         get_target("agent-framework"),
         TargetOptions(variant="idempotent"),
-        choose=_after(CHARGE, RECEIPT),
+        choose=just_after(CHARGE, RECEIPT),
     )
     assert result.schedules == 2
     assert result.verdicts["pass"] == 2, [f.explanation for f in result.failures]

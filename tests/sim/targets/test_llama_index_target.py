@@ -14,6 +14,7 @@ and the work item id must sweep the same points clean. Skipped, with the reason,
 from __future__ import annotations
 
 import pytest
+from targetkit import applied_rows
 from testkit import needs
 
 from sim.targets.kit.options import check_options
@@ -38,10 +39,6 @@ def _after_each_effect(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "after"), (send, "after")]
 
 
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_step_in_flight_at_the_kill_runs_again_on_resume() -> None:
     result = sweep_target(get_target("llama-index"), TargetOptions(), choose=_after_each_effect)
@@ -49,11 +46,11 @@ def test_a_step_in_flight_at_the_kill_runs_again_on_resume() -> None:
     after_charge, after_send = result.failures
     # No snapshot yet: the restart starts the run over and charges again.
     assert after_charge.invariants == ["I1", "H1", "P1"]
-    charged = _applied(after_charge.witness)
+    charged = applied_rows(after_charge.witness)
     assert [("by p1" in charged[0]), ("by p2" in charged[1])] == [True, True]
     # The snapshot holds send_receipt in progress: resumed, it runs again under the same id.
     assert after_send.invariants == ["I1", "H1"]
-    sent = _applied(after_send.witness)
+    sent = applied_rows(after_send.witness)
     assert [("by p1" in sent[0]), ("by p2" in sent[1])] == [True, True]
     same = "call=pay-INV-42:work_item_2 "
     assert same in sent[0] and same in sent[1]

@@ -14,9 +14,8 @@ not, since the re-asked model mints new call ids. Skipped where the extra is not
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
+from targetkit import applied_rows, just_after
 from testkit import needs
 
 from sim.targets.kit.options import check_options
@@ -33,25 +32,13 @@ CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
 
 
-def _after(prefix: str) -> Callable[[list[str]], list[tuple[int, str]]]:
-    def choose(labels: list[str]) -> list[tuple[int, str]]:
-        """Just after the effect whose label starts with ``prefix``: chosen by label."""
-        return [(next(i for i, label in enumerate(labels) if label.startswith(prefix)), "after")]
-
-    return choose
-
-
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_session_re_entered_after_the_charge_charges_again_under_a_new_call_id() -> None:
     target = get_target("openai-agents")
-    result = sweep_target(target, TargetOptions(durability="session"), choose=_after(CHARGE))
+    result = sweep_target(target, TargetOptions(durability="session"), choose=just_after(CHARGE))
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"]
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     # p1's call was never written to the session: p2's model issued a new call.
     assert "call=call_p1_1 " in applied[0] and "by p1" in applied[0]
     assert "call=call_p2_1 " in applied[1] and "by p2" in applied[1]
@@ -64,10 +51,10 @@ def test_a_session_re_entered_after_the_charge_charges_again_under_a_new_call_id
 @pytest.mark.slow
 def test_a_saved_run_state_resumed_after_the_approved_charge_runs_it_again() -> None:
     target = get_target("openai-agents")
-    result = sweep_target(target, TargetOptions(durability="run_state"), choose=_after(CHARGE))
+    result = sweep_target(target, TargetOptions(durability="run_state"), choose=just_after(CHARGE))
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"]
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     # The saved state holds the approved call: the same call id runs twice.
     assert "call=call_p1_1 " in applied[0] and "by p1" in applied[0]
     assert "call=call_p1_1 " in applied[1] and "by p2" in applied[1]
@@ -77,14 +64,14 @@ def test_a_saved_run_state_resumed_after_the_approved_charge_runs_it_again() -> 
 def test_a_key_of_the_tool_call_id_misses_the_call_the_model_is_asked_for_again() -> None:
     target = get_target("openai-agents")
     options = TargetOptions(durability="run_state", variant="call_id")
-    result = sweep_target(target, options, choose=_after(RECEIPT))
+    result = sweep_target(target, options, choose=just_after(RECEIPT))
     (failure,) = result.failures
     # The charge's call id is in the saved state, so its key deduplicates the re-run; the
     # receipt's call was never saved, and the re-asked model gave it a new id and a new key.
     assert failure.invariants == ["I1", "H1"]
     assert failure.explanation.startswith("send_receipt is declared exactly_once")
     assert not any(w.startswith("also I1: charge_card") for w in failure.witness)
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     assert "call=call_p1_2 key=pay-INV-42:call_p1_2 by p1" in applied[0]
     assert "call=call_p2_1 key=pay-INV-42:call_p2_1 by p2" in applied[1]
 
@@ -93,7 +80,7 @@ def test_a_key_of_the_tool_call_id_misses_the_call_the_model_is_asked_for_again(
 def test_tools_keyed_by_run_tool_and_arguments_sweep_clean() -> None:
     target = get_target("openai-agents")
     options = TargetOptions(durability="session", variant="idempotent")
-    result = sweep_target(target, options, choose=_after(CHARGE))
+    result = sweep_target(target, options, choose=just_after(CHARGE))
     assert result.schedules == 1
     assert result.verdicts["pass"] == 1, [f.explanation for f in result.failures]
 

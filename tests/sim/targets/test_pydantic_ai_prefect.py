@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from targetkit import applied_rows
 from testkit import needs
 
 from sim.targets.host import Crash
@@ -53,10 +54,6 @@ def _charge_then_next_request(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "after"), (second, "before")]
 
 
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_retried_flow_run_calls_the_tool_whose_result_was_not_persisted_again() -> None:
     result = sweep_target(
@@ -70,7 +67,7 @@ def test_a_retried_flow_run_calls_the_tool_whose_result_was_not_persisted_again(
     assert [c["verdict"] for c in result.matrix] == ["safety", "pass"]
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"]
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     assert [("by p1" in applied[0]), ("by p2" in applied[1])] == [True, True]
     # One tool call: the retry got the model's response back from Prefect's cache.
     assert "call=call_p1_1 " in applied[0] and "call=call_p1_1 " in applied[1]

@@ -13,6 +13,7 @@ installed.
 from __future__ import annotations
 
 import pytest
+from targetkit import applied_rows
 from testkit import needs
 
 from sim.targets.protocol import TargetOptions
@@ -36,10 +37,6 @@ def _charge_and_outcome(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, "after"), (outcome, "before")]
 
 
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_recovered_workflow_calls_its_function_tools_again(
     capsys: pytest.CaptureFixture[str],
@@ -51,12 +48,12 @@ def test_a_recovered_workflow_calls_its_function_tools_again(
     after_charge, before_outcome = result.failures
     assert after_charge.invariants == ["I1", "H1"]
     # One tool call (the recorded model response gives p2 the same call id), applied twice.
-    applied = _applied(after_charge.witness)
+    applied = applied_rows(after_charge.witness)
     assert [("by p1" in applied[0]), ("by p2" in applied[1])] == [True, True]
     assert "call=call_p1_1 " in applied[0] and "call=call_p1_1 " in applied[1]
     # Every model step recorded, the workflow not yet over: both tools run again.
     also = [w for w in before_outcome.witness if w.startswith("also I1: send_receipt")]
-    assert len(_applied(before_outcome.witness)) == 2 and len(also) == 1
+    assert len(applied_rows(before_outcome.witness)) == 2 and len(also) == 1
     charge = after_charge.schedule.split(":")[0]
     repro = f"durable-sim target replay pydantic-ai --durability agent --schedule {charge}:after"
     assert after_charge.repro == repro

@@ -17,6 +17,7 @@ import socket
 from dataclasses import replace
 
 import pytest
+from targetkit import applied_rows
 from testkit import needs
 
 from sim.targets.boundaries import notes_of
@@ -46,10 +47,6 @@ def _around_the_report(labels: list[str]) -> list[tuple[int, str]]:
     return [(charge, When.AFTER), (labels.index(REPORTED), When.AFTER)]
 
 
-def _applied(witness: list[str]) -> list[str]:
-    return [w for w in witness if w.startswith("ledger#") and w.endswith("[applied]")]
-
-
 @pytest.mark.slow
 def test_a_worker_killed_before_reporting_an_activity_charges_twice() -> None:
     result = sweep_target(get_target("temporal"), TargetOptions(), choose=_around_the_report)
@@ -57,7 +54,7 @@ def test_a_worker_killed_before_reporting_an_activity_charges_twice() -> None:
     (failure,) = result.failures
     assert failure.invariants == ["I1", "H1"]
     # One activity (the server keeps its id), two attempts, one effect each.
-    applied = _applied(failure.witness)
+    applied = applied_rows(failure.witness)
     assert [("by p1" in applied[0]), ("by p2" in applied[1])] == [True, True]
     assert all("call=activity-1 " in row for row in applied)
     assert "(attempt 1)" in applied[0] and "(attempt 2)" in applied[1]
