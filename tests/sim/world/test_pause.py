@@ -130,26 +130,12 @@ def test_a_forked_child_pauses_as_a_fresh_run_does() -> None:
     child runs on); its verdicts are the naive sweep's, schedule by schedule, with the file
     mutant planted so that some of them fail."""
     scenario = load_scenario(TAKEOVER)
+    plan = SweepPlan(
+        scenario=scenario, store=StoreKind.FILE, crash_kinds=(CrashKind.PAUSE,), determinism="off"
+    )
     with planted(mutant_named("fence-outside-transaction-file")):
-        naive = sweep(
-            SweepPlan(
-                scenario=scenario,
-                store=StoreKind.FILE,
-                crash_kinds=(CrashKind.PAUSE,),
-                determinism="off",
-            ),
-            fast=False,
-        )
-        fast = sweep(
-            SweepPlan(
-                scenario=scenario,
-                store=StoreKind.FILE,
-                crash_kinds=(CrashKind.PAUSE,),
-                determinism="off",
-            ),
-            fast=True,
-            fork_from=0,
-        )
+        naive = sweep(plan, fast=False)
+        fast = sweep(plan, fast=True, fork_from=0)
     verdicts = [(m["index"], m["when"], m["kind"], m["verdict"]) for m in naive.matrix]
     assert verdicts == [(m["index"], m["when"], m["kind"], m["verdict"]) for m in fast.matrix]
     assert {v for *_, v in verdicts} == {"pass", "safety"}
