@@ -204,7 +204,8 @@ def _run_children(
     for number in range(first, MAX_PROCESSES + 1):
         run.processes = number
         try:
-            proc = _child(zygote, [str(point_dir), str(number)], env, timeout_s, python)
+            argv = ["sim.targets.child", str(point_dir), str(number)]
+            proc = _child(zygote, argv, env, timeout_s, python)
         except TimeoutError:  # the child is killed already
             return f"child p{number} did not finish within {timeout_s:g} s (killed)"
         except ZygoteRefused as exc:  # the zygote died mid-sweep: this point's error, not a crash
@@ -225,15 +226,21 @@ def _run_children(
 
 
 def _child(
-    zygote: Zygote | None, args: list[str], env: dict[str, str], timeout_s: float, python: str
+    zygote: Zygote | None,
+    argv: list[str],
+    env: dict[str, str],
+    timeout_s: float,
+    python: str,
 ) -> ChildExit:
-    """One child, ``python -m sim.targets.child ARGS``: forked from the zygote, or a fresh
-    interpreter without one. ``TimeoutError`` once it is killed for overrunning ``timeout_s``."""
+    """One child, ``python -m ARGV`` (``sim.targets.child`` or ``sim.targets.reader`` and their
+    arguments): forked from the zygote, or a fresh ``python`` without one. ``TimeoutError`` once
+    it is killed for overrunning ``timeout_s``."""
     if zygote is not None:
-        return zygote.run(["sim.targets.child", *args], env=env, timeout_s=timeout_s)
-    command = [python, "-m", "sim.targets.child", *args]
+        return zygote.run(argv, env=env, timeout_s=timeout_s)
     try:
-        proc = subprocess.run(command, capture_output=True, timeout=timeout_s, env=env)
+        proc = subprocess.run(
+            [python, "-m", *argv], capture_output=True, timeout=timeout_s, env=env
+        )
     except subprocess.TimeoutExpired:  # subprocess.run has killed it
         raise TimeoutError from None
     return ChildExit(proc.returncode, proc.stderr)
@@ -274,15 +281,11 @@ def read_state(
     answer = point_dir / STATE_NAME
     answer.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONHASHSEED="0")
-    args = ["sim.targets.reader", str(point_dir)]
+    argv = ["sim.targets.reader", str(point_dir)]
+    python = interpreter(target.environment)
     try:
-        if zygote is not None:
-            proc = zygote.run(args, env=env, timeout_s=READ_TIMEOUT_S)
-        else:
-            command = [interpreter(target.environment), "-m", *args]
-            done = subprocess.run(command, capture_output=True, timeout=READ_TIMEOUT_S, env=env)
-            proc = ChildExit(done.returncode, done.stderr)
-    except (TimeoutError, subprocess.TimeoutExpired):
+        proc = _child(zygote, argv, env, READ_TIMEOUT_S, python)
+    except TimeoutError:
         raise TimeoutError(f"the state reader did not finish in {READ_TIMEOUT_S:g} s") from None
     if proc.returncode != 0:
         tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
