@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.targets import environments
 from sim.targets.host import Crash, PointRun, run_point
 from sim.targets.judge import PointVerdict, judge_point
 from sim.targets.kit.bundle import KILL_COMMENT
@@ -34,7 +35,7 @@ from sim.targets.protocol import (
     TargetOptions,
     TargetTool,
 )
-from sim.targets.sweep import crash_at, library_versions, reference_run, replay_line, warm
+from sim.targets.sweep import crash_at, reference_run, replay_line, warm
 
 #: The files a bundle writes (besides its ``Bundle.files``).
 PROGRAM, REQUIREMENTS, ISSUE = "repro.py", "requirements.txt", "ISSUE.md"
@@ -140,7 +141,7 @@ def _write_files(out: Path, bundle: Bundle) -> None:
 def requirements(bundle: Bundle) -> str:
     """The framework's distributions at the versions installed here (``name==version``); a
     program of the standard library only gets a comment (``pip install -r`` takes it)."""
-    versions = library_versions(bundle.distributions)
+    versions = environments.versions(None, bundle.distributions)
     pinned = "".join(f"{name}=={version}\n" for name, version in versions.items())
     return pinned or "# repro.py needs the Python standard library only\n"
 
@@ -177,7 +178,9 @@ def issue_text(target: Target, options: TargetOptions, report: BundleReport) -> 
     """``ISSUE.md``: title, versions, what happens, the expected behaviour, the count of
     reproducing runs, the program's first lines and how to run it."""
     bundle = report.bundle
-    versions = "".join(f", {n} {v}" for n, v in library_versions(bundle.distributions).items())
+    versions = "".join(
+        f", {n} {v}" for n, v in environments.versions(None, bundle.distributions).items()
+    )
     python = f"{platform.python_version()} ({platform.python_implementation()})"
     lines = bundle.program.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith(KILL_COMMENT)), 0)

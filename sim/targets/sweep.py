@@ -20,7 +20,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -423,16 +422,6 @@ def record(
             invariants=sorted({v.invariant for v in verdict.violations}, key=ORDER.index),
         )
     )
-
-
-def library_versions(distributions: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in distributions:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def target_versions(target: Target) -> dict[str, str]:

@@ -18,7 +18,7 @@ from sim.outputs.scoreboard import (
     scoreboard,
 )
 from sim.targets.registry import get_target, target_names
-from sim.targets.sweep import library_versions
+from sim.targets.sweep import target_versions
 
 
 def test_the_markdown_is_what_the_generator_writes_from_the_json() -> None:
@@ -52,7 +52,7 @@ def test_a_real_sweep_fills_the_python_rows() -> None:
 
 def test_a_resumed_generation_keeps_the_rows_it_saved_and_sweeps_nothing_again() -> None:
     target = get_target("python")
-    versions = library_versions(target.distributions)
+    versions = target_versions(target)
     rows = [
         {"target": "python", "durability": target.durabilities[0], "variant": variant, "n": n}
         for n, (variant, options) in enumerate(combinations(target))
