@@ -11,7 +11,10 @@ under that venv's interpreter (``interpreter``, ``read_state_in``); the parent n
 the framework.
 
 The key is a hash of what went in (the requirements, the Python version, where the project's
-packages are), so a second run reuses the venv and a change of any of them makes a new one. A
+packages are, how it is filled: ``FILLING``), so a second run reuses the venv and a change of any
+of them makes a new one. pip compiles the bytecode of what it installs: an interpreter that may
+not write it (``PYTHONDONTWRITEBYTECODE``, as some shells and CI runners set) would otherwise
+compile the framework from source in every process that imports it. A
 venv is built in a temporary directory beside its final name and renamed into place only once
 pip has filled it: a Ctrl-C, a timeout or a failed install leaves nothing that is later trusted.
 """
@@ -36,9 +39,14 @@ from pathlib import Path
 
 from sim.targets.kit.declarations import TargetError
 
-#: Seconds ``pip install`` may take to fill a venv (measured: 14 s for google-adk 2.13.0 from
-#: pip's cache on the 2-core machine; a cold cache downloads about 120 distributions).
+#: Seconds ``pip install`` may take to fill a venv (measured: google-adk 2.13.0 from pip's cache
+#: on the 2-core machine, 14-26 s without its bytecode, 31 s with it at load 5; a cold cache
+#: downloads about 120 distributions).
 INSTALL_TIMEOUT_S = 900.0
+#: How ``_fill`` makes a venv, in its key: changed when the making changes, so a venv made the
+#: old way is not reused (2: the bytecode compiled at install, not by every process that
+#: imports it).
+FILLING = 2
 #: The distribution whose dependencies a venv gets besides the pins: the harness's own.
 PROJECT = "durable-sim"
 #: The packages of the project a child imports, linked into the venv.
@@ -64,6 +72,7 @@ class Environment:
             "requirements": sorted(self.requirements()),
             "python": [platform.python_implementation(), platform.python_version()],
             "packages": [str(package_dir(name)) for name in PACKAGES],
+            "filling": FILLING,
         }
         return hashlib.sha256(json.dumps(made_from).encode()).hexdigest()[:12]
 
@@ -146,7 +155,7 @@ def _fill(environment: Environment, where: Path) -> None:
     ``pip --python``), the requirements installed, the project's packages linked in."""
     venv.EnvBuilder(with_pip=False, system_site_packages=False, symlinks=True).create(where)
     python = where / "bin" / "python"
-    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile"]
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
     command = [*pip, "--disable-pip-version-check", *environment.requirements()]
     what = f"{environment.name}: its environment could not be made"
     try:

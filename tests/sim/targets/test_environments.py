@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from sim.targets import environments
 from sim.targets.environments import Environment, ensure, interpreter, versions
 from sim.targets.host import run_point
 from sim.targets.kit.options import check_options
@@ -67,6 +68,7 @@ def test_an_environment_is_made_once_then_reused(
     assert python == environment.python() and python.exists()
     assert python.parent.parent.parent == cache
     assert len(pip.calls) == 1 and "example-framework==1.0" in pip.calls[0]
+    assert "--no-compile" not in pip.calls[0], "pip compiles: no process compiles the framework"
     assert [c for c in pip.calls[0] if c.startswith("pydantic")], "the project's dependencies"
     assert len(said) == 2 and "making its own environment" in said[0], said
     assert said[1].startswith("example: environment made in "), said
@@ -80,6 +82,8 @@ def test_an_environment_is_made_once_then_reused(
     assert [p.name for p in cache.iterdir()] == [environment.path().name], "no scratch left"
     other = Environment(name="example", pins=("example-framework==2.0",))
     assert other.path() != environment.path(), "other pins, another venv"
+    monkeypatch.setattr(environments, "FILLING", environments.FILLING + 1)
+    assert environment.path() != python.parent.parent, "filled another way, another venv"
 
 
 @pytest.mark.parametrize(
