@@ -27,10 +27,10 @@ CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
 
 
-# Every test here starts ADK's children in their own venv (made once, ~15-30 s) and costs tens of
-# seconds a point on this 2-core machine: the slow tier runs the finding and its fix; the
-# approval flow and the lone replay (the sweep's test replays its line too) run in a release
-# check.
+# Every test here starts ADK's children in their own venv (made once, ~30 s) and a zygote under
+# it (~3 s), then about a second a point on this 2-core machine: the slow tier runs the finding
+# and its fix (5-10 s each); the approval flow and the lone replay (the sweep's test replays its
+# line too) run in a release check.
 pytestmark = pytest.mark.slow
 only_in_release = pytest.mark.skipif(
     not release(), reason=f"{RELEASE_ENV}=1 runs it: the slow tier checks the finding and its fix"
@@ -77,6 +77,10 @@ def test_the_sweep_finds_it_and_its_replay_line_reproduces(
     assert failure.repro == replay
     figures = result.reference.outcome["figures"]
     assert isinstance(figures, dict) and figures["session_events"] == 7, figures
+    # Forked from a zygote that imported what ADK imports on its first run: a refusal (a module
+    # the pin lacks) would still pass, at several seconds a point.
+    children = str(result.reference.outcome["children"])
+    assert children.startswith("forked from a warm zygote") and "auto_flow" in children, children
     capsys.readouterr()
     assert main(failure.repro.split()[1:]) == 1
     assert "call=call_p1_1" in capsys.readouterr().out
