@@ -2,11 +2,23 @@
 the point's file (ADK's own reader), under the target's environment (``sim.targets.reader``).
 
 The events give the history (one comparable row each: who, and the call, result or text, with
-no ADK id in it), the calls and results per tool, the user's texts and the answer. The tool
-result ADK writes when it asks for a confirmation (an error, with the request in the event's
-``requested_tool_confirmations``) is no result of the tool. Also measured, never judged: the
-session's size, per model turn -- the bytes of the events each turn appended (ADK stores each
-event as one JSON row) and the session's total after it.
+no ADK id in it), the calls and results per tool, the user's texts and the answer.
+
+The tool result ADK writes when a tool asks for a confirmation (an error, "requires
+confirmation", its call id in the event's ``requested_tool_confirmations``) is neither a result
+of the tool nor a row of the history: it is ADK's placeholder, not a message. When every
+response awaits confirmation, ADK 2.13.0's ``postprocess_handle_function_calls_async`` yields the
+``adk_request_confirmation`` call first and the placeholder after it, each appended on its own
+(when a response is settled it yields the responses first, "so callers stopping at" the request
+"still persist them": a caller that stops at the request is expected, and persists no
+placeholder). The confirmed tool's result replaces it in what the model is sent (the contents
+keep a call's last response) and the confirmation processor does not count it. A kill between
+the two appends leaves a session without it, from which the human is asked once, answers, and
+the tool runs once, as in the fault-free run: the history the judge compares is the
+conversation's, which such a session keeps whole (the request and the answer are rows of it).
+
+Also measured, never judged: the session's size, per model turn -- the bytes of the events each
+turn appended (ADK stores each event as one JSON row) and the session's total after it.
 """
 
 from __future__ import annotations
@@ -73,7 +85,7 @@ def _add(state: TargetState, event: Event) -> None:
         elif response is not None and response.name == CONFIRMATION:
             state.history.append(f"user: confirms {response.response}")
         elif response is not None and response.id in asking:
-            state.history.append(f"{event.author}: {response.name} awaits confirmation")
+            continue  # ADK's placeholder while the human is asked: no message (see the module)
         elif response is not None:
             state.results.setdefault(str(response.name), []).append(str(response.id))
             state.history.append(f"{event.author}: {response.name} -> {response.response}")

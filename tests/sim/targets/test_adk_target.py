@@ -7,30 +7,38 @@ The known finding: a kill between the charge and the append of its result event 
 invocation, which runs the recorded function call again (same call id): the card is charged
 twice and the session shows one result (I1, H1). The replay line reproduces it; the approved
 charge of the human-approval flow is charged twice the same way; effects keyed by the invocation
-id and the function call id sweep those points clean. The parent never imports google.adk.
-The venv is made once by the fixture (skipped, with pip's one line, where it cannot be made).
+id and the function call id sweep those points clean. A kill between ADK's confirmation request
+and the tool's "requires confirmation" placeholder result loses no message of the conversation
+(``sim.targets.adk.state``). The parent never imports google.adk. The venv is made once by the
+fixture (skipped, with pip's one line, where it cannot be made).
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import sys
+from pathlib import Path
 
 import pytest
 from targetkit import applied_rows, just_after, runnable
 from tiers import RELEASE_ENV, release
 
 from sim.outputs.cli.main import main
+from sim.targets.host import DEFAULT_TIMEOUT_S, run_point
+from sim.targets.judge import judge_point
 from sim.targets.protocol import Target, TargetOptions
-from sim.targets.sweep import sweep_target
+from sim.targets.sweep import crash_at, reference_run, sweep_target, warm
 
 CHARGE = "effect:payments.charge#"
 RECEIPT = "effect:outbox.send#"
 
 
 # Every test here starts ADK's children in their own venv (made once, ~30 s) and a zygote under
-# it (~3 s), then about a second a point on this 2-core machine: the slow tier runs the finding
-# and its fix (5-10 s each); the approval flow and the lone replay (the sweep's test replays its
-# line too) run in a release check.
+# it (~3 s), then about a second a point on this 2-core machine: the slow tier runs the finding,
+# its fix and the point between the confirmation request and its placeholder (5-10 s each); the
+# approval sweeps and the lone replay (the sweep's test replays its line too) run in a release
+# check.
 pytestmark = pytest.mark.slow
 only_in_release = pytest.mark.skipif(
     not release(), reason=f"{RELEASE_ENV}=1 runs it: the slow tier checks the finding and its fix"
@@ -109,3 +117,60 @@ def test_it_is_listed_with_its_environment(adk: Target, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "adk " in out and "its own environment, made: " in out, out
     assert adk.environment is not None and "google-adk==" in adk.environment.pins[0]
+
+
+#: The kill right after ADK appended its confirmation request, in the fault-free trace of the
+#: approval mode (boundaries: the user's event, the model's call, its call event, the request,
+#: then the tool's "requires confirmation" placeholder result, which is never appended).
+AFTER_THE_REQUEST = (3, "after")
+
+
+def _session(path: Path) -> list[dict[str, object]]:
+    """The events ADK stored, in its order (read as JSON: the parent never imports ADK)."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = connection.execute("SELECT event_data FROM events ORDER BY timestamp, rowid")
+        return [json.loads(data) for (data,) in rows.fetchall()]
+    finally:
+        connection.close()
+
+
+def _parts(events: list[dict[str, object]], kind: str, name: str) -> list[object]:
+    """The function calls or responses (``kind``) of one name, in the session's order."""
+    found = []
+    for event in events:
+        content = event.get("content")
+        for part in content.get("parts", []) if isinstance(content, dict) else []:
+            if kind in part and part[kind]["name"] == name:
+                found.append(part[kind].get("response", part[kind].get("args")))
+    return found
+
+
+def test_a_kill_before_the_confirmation_placeholder_loses_no_message(
+    adk: Target, tmp_path: Path
+) -> None:
+    """ADK appends its confirmation request, then the tool's placeholder result: killed between
+    the two, the resumed run asks the human once, is approved once and charges once, and the
+    session lacks only the placeholder, which is no message (``sim.targets.adk.state``): no I6."""
+    options = TargetOptions(durability="approval", variant="idempotent")
+    with warm(adk, options) as (zygote, _):
+        reference = reference_run(
+            adk, options, timeout_s=DEFAULT_TIMEOUT_S, zygote=zygote, keep=tmp_path / "reference"
+        )
+        crash = crash_at(reference, *AFTER_THE_REQUEST)
+        point = run_point(adk, options, crash, keep=tmp_path / "point", zygote=zygote)
+    killed = [str(b["details"]["what"]) for b in point.boundaries if b["p"] == "p1"]
+    assert killed[-1].startswith("payer: call adk_request_confirmation"), killed
+    fault_free = _session(tmp_path / "reference" / "sessions.sqlite")
+    resumed = _session(tmp_path / "point" / "sessions.sqlite")
+    for events in (fault_free, resumed):
+        assert len(_parts(events, "function_call", "adk_request_confirmation")) == 1
+        assert _parts(events, "function_response", "adk_request_confirmation") == [
+            {"confirmed": True}
+        ]
+    charged = {"result": "charged 42 EUR for INV-42"}
+    placeholder = {"error": "This tool call requires confirmation, please approve or reject."}
+    assert _parts(fault_free, "function_response", "charge_card") == [placeholder, charged]
+    assert _parts(resumed, "function_response", "charge_card") == [charged]
+    assert point.state.history == reference.state.history
+    assert judge_point(point, reference, adk.tools(options)).verdict == "pass"
