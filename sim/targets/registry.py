@@ -18,6 +18,7 @@ TARGETS: dict[str, str] = {
     "temporal": "sim.targets.temporal",
     "openai-agents": "sim.targets.openai_agents",
     "adk": "sim.targets.adk",
+    "crewai": "sim.targets.crewai",
 }
 
 

@@ -131,7 +131,8 @@ def test_its_demo_bundle_reproduces_in_a_fresh_venv(
 
 
 def _bundled(name: str) -> Target:
-    """The target, skipped with its one line when it has no repro bundle yet (``adk``)."""
+    """The target, skipped with its one line when it has no repro bundle yet (``adk``,
+    ``crewai``)."""
     target = get_target(name)
     try:
         target.bundle(_options(target))

@@ -1,0 +1,90 @@
+"""The crewai target: a CrewAI ``Flow`` with structured state (a pydantic model), decorated with
+``@persist(SQLiteFlowPersistence(...))`` on a file in the point's directory, whose steps ask a
+``BaseLLM`` subclass answering from the payment script (no network) for the next step.
+
+Asked to pay invoice INV-42 (42 EUR) and email the receipt to ada@example.com, the flow's router
+asks the model, which calls ``charge_card`` (payments, declared exactly once), then
+``send_receipt`` (outbox, declared exactly once), then answers; a listener runs each call the
+state holds without a result and appends the result. CrewAI's durable state is the flow's state:
+after each method completes, ``@persist`` inserts the whole state as one row of the SQLite file
+(``SQLiteFlowPersistence.save_state``, one commit each). The restart is what CrewAI's docs give a
+caller: ``kickoff(inputs={"id": FLOW_ID})`` of the fixed flow id, which loads the latest saved
+state and runs the flow from its start method again over it (``--durability persist``).
+
+Variants: ``as_is``; ``idempotent`` (each effect keyed by the flow id and the tool call id, both
+kept in the persisted state: a method run again after a kill sends its first attempt's key).
+
+Crash boundaries (in the child only): the scripted model's call (``model.call#n``), each tool's
+effect (``effect:{service}.{op}#{call_id}``), and each durable write CrewAI makes here:
+``SQLiteFlowPersistence.init_db`` (the schema, once per process) and ``save_state``.
+
+crewai cannot be installed beside the other targets without moving them back (it pins older
+pydantic, openai, mcp, httpx, rich and aiosqlite), so this target runs in an environment of its
+own (``sim.targets.environments``): its zygote, children and state reader run under that venv's
+interpreter. This module never imports crewai: ``.flow`` and ``.state`` do, there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+
+from sim.targets.environments import Environment
+from sim.targets.kit.base import TargetBase
+from sim.targets.protocol import TargetOptions
+
+#: The release the target was built and measured against: the pin of its environment.
+CREWAI_PIN = "crewai==1.15.44"
+#: The flow's persisted state, in the point's directory, and the flow id every run kicks off.
+DB_NAME = "flows.sqlite"
+FLOW_ID = "pay-INV-42"
+#: What every crewai process of a point finds in its environment, before crewai is imported
+#: (``sim.targets.crewai.offline`` sets it in the zygote and the state reader): CrewAI would
+#: otherwise reach the network. Its anonymous telemetry starts an OpenTelemetry exporter thread
+#: when imported (``CREWAI_DISABLE_TELEMETRY``, ``CREWAI_DISABLE_TRACKING``, ``OTEL_SDK_DISABLED``
+#: are all read by ``crewai_core.telemetry``); a flow's start asks PyPI for a newer crewai
+#: (``ConsoleFormatter._show_version_update_message_if_needed``); a first execution collects a
+#: trace, asks the terminal whether to upload it and writes the answer to the user's data
+#: directory (``crewai.execution._start_tracing``, off when ``CREWAI_TRACING_ENABLED`` is false).
+OFFLINE_ENV = MappingProxyType(
+    {
+        "CREWAI_DISABLE_TELEMETRY": "true",
+        "CREWAI_DISABLE_TRACKING": "true",
+        "OTEL_SDK_DISABLED": "true",
+        "CREWAI_DISABLE_VERSION_CHECK": "true",
+        "CREWAI_TRACING_ENABLED": "false",
+    }
+)
+
+
+class CrewAiTarget(TargetBase):
+    name = "crewai"
+    description = (
+        "CrewAI Flow (structured state, scripted BaseLLM, two tools) under "
+        "@persist(SQLiteFlowPersistence), restarted by kickoff(inputs={'id': ...})"
+    )
+    distributions = ("crewai",)
+    durabilities = ("persist",)
+    savers = ("sqlite",)
+    resumes = ("kickoff",)
+    environment = Environment(name="crewai", pins=(CREWAI_PIN,))
+    child_module = "sim.targets.crewai.flow"
+    state_module = "sim.targets.crewai.state"
+    # 0.7 s a point forked from the zygote (0.68-0.75 s in the full sweeps), but that zygote's
+    # import of crewai takes about 6 s and the first use makes the venv (about a minute, with its
+    # bytecode): kept out of the fast tier.
+    demo_point_s = 1.5
+
+    def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
+        """CrewAI's switches (``OFFLINE_ENV``): a child forked from the zygote gets the parent's
+        environment and this, not the zygote's, and CrewAI reads them again at each call."""
+        del options, point_dir
+        return dict(OFFLINE_ENV)
+
+    def preload(self, options: TargetOptions) -> tuple[str, ...]:
+        """The zygote sets CrewAI's switches (``offline``) before it imports the flow's module."""
+        del options
+        return ("sim.targets.child", "sim.targets.crewai.offline", self.child_module)
+
+
+TARGET = CrewAiTarget()
