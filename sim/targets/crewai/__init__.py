@@ -70,10 +70,9 @@ class CrewAiTarget(TargetBase):
     environment = Environment(name="crewai", pins=(CREWAI_PIN,))
     child_module = "sim.targets.crewai.flow"
     state_module = "sim.targets.crewai.state"
-    # 0.7 s a point forked from the zygote (0.68-0.75 s in the full sweeps), but that zygote's
-    # import of crewai takes about 6 s and the first use makes the venv (about a minute, with its
-    # bytecode): kept out of the fast tier.
-    demo_point_s = 1.5
+    # Forked from the zygote: 0.68-0.75 s a point in the full sweeps. The zygote's import of
+    # crewai takes about 6 s more, and the first use makes the venv (about a minute).
+    demo_point_s = 0.75
 
     def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
         """CrewAI's switches (``OFFLINE_ENV``): a child forked from the zygote gets the parent's
