@@ -7,6 +7,12 @@ CORE_STAMP := $(VENV)/.installed-core
 
 .PHONY: test check sweep coverage lint format clean
 
+# Python writes its bytecode caches (__pycache__, git-ignored) even where the caller's
+# environment asks it not to (PYTHONDONTWRITEBYTECODE, which some shells and CI runners set):
+# otherwise every process the suite starts (a CLI run, a target's zygote, a fresh child)
+# compiles the project from source again, about 0.3 s of CPU each for `import sim`.
+unexport PYTHONDONTWRITEBYTECODE
+
 # The postgres extra (PostgresStore's driver; its tests start a throw-away cluster), the targets'
 # extras (tests/sim/targets crash-test real installs of each runtime) and the dask extra
 # (tests/sim/explore/test_campaign_dask.py runs campaigns on a real Dask cluster).
