@@ -182,52 +182,67 @@ def run_child(ctx: ChildContext) -> str:
     """Start the conversation, or resume its unfinished invocation from the session."""
     global _CTX
     _CTX = ctx
+    wrap_appends(ctx.boundaries)
+    return asyncio.run(_run(ctx))
+
+
+def wrap_appends(boundaries: Boundaries) -> None:
+    """Each ``SqliteSessionService.append_event`` crosses ``session.append_event#n``: an event
+    is durable once its append returns."""
     wrap_async_method(
-        SqliteSessionService, "append_event", ctx.boundaries, "session.append_event",
+        SqliteSessionService, "append_event", boundaries, "session.append_event",
         _describe_append,
     )  # fmt: skip
-    return asyncio.run(_run(ctx))
 
 
 async def _run(ctx: ChildContext) -> str:
     approval = ctx.options.durability == "approval"
+    app = build_app(ctx.process, approval=approval)
+    message = types.Content(role="user", parts=[types.Part(text=PAYMENT_USER_INPUT)])
+    return await run_session(ctx, app, session_id=SESSION_ID, message=message)
+
+
+async def run_session(
+    ctx: ChildContext, app: App, *, session_id: str, message: types.Content
+) -> str:
+    """Run ``app`` on the point's ``SqliteSessionService`` as its caller does: a new session
+    gets ``message``; a session whose last invocation has not ended is resumed with
+    ``run_async(invocation_id=...)`` and no message; a confirmation ADK asks for is answered
+    (approved) under the same invocation. Returns ``start``, ``resume`` or ``none``."""
     service = SqliteSessionService(str(ctx.point_dir / DB_NAME))
-    runner = Runner(app=build_app(ctx.process, approval=approval), session_service=service)
-    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
+    runner = Runner(app=app, session_service=service)
+    key = {"app_name": app.name, "user_id": USER_ID, "session_id": session_id}
+    session = await service.get_session(**key)
     if session is None:
-        session = await service.create_session(
-            app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID
-        )
+        session = await service.create_session(**key)
     events = list(session.events)
     if finished(events):
         return "none"
     action = "resume" if events else "start"
     invocation: str | None = events[-1].invocation_id if events else None
-    message: types.Content | None = None
-    if not events:
-        message = types.Content(role="user", parts=[types.Part(text=PAYMENT_USER_INPUT)])
-    else:
+    given: types.Content | None = None if events else message
+    if events:
         _note_resume(ctx.boundaries, events)
     while True:
         confirmation = unanswered_confirmation(events) if events else None
         if confirmation is not None:
-            message = _approval(confirmation)
-        await _drain(runner, invocation=invocation, message=message)
-        session = await service.get_session(
-            app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID
-        )
+            given = _approval(confirmation)
+        await _drain(runner, session_id, invocation=invocation, message=given)
+        session = await service.get_session(**key)
         assert session is not None, "the session was created above"
         events = list(session.events)
         invocation = events[-1].invocation_id
         if finished(events) or unanswered_confirmation(events) is None:
             return action
-        message = None
+        given = None
 
 
-async def _drain(runner: Runner, *, invocation: str | None, message: types.Content | None) -> None:
+async def _drain(
+    runner: Runner, session_id: str, *, invocation: str | None, message: types.Content | None
+) -> None:
     """One ``run_async`` of the runner, every event consumed (each one appended as it comes)."""
     async for _ in runner.run_async(
-        user_id=USER_ID, session_id=SESSION_ID, invocation_id=invocation, new_message=message
+        user_id=USER_ID, session_id=session_id, invocation_id=invocation, new_message=message
     ):
         pass
 

@@ -44,10 +44,15 @@ from sim.targets.protocol import TargetOptions, TargetState
 
 def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
     del options
-    path = point_dir / DB_NAME
+    return read_session(point_dir / DB_NAME, APP_NAME, SESSION_ID)
+
+
+def read_session(path: Path, app_name: str, session_id: str) -> TargetState:
+    """The state of one session of the SQLite file at ``path`` (the bundled agent's, or a
+    user's app's: ``sim.targets.adk.app_state``), read by a fresh ``SqliteSessionService``."""
     if not path.exists():
         return TargetState()
-    events = asyncio.run(_events(path))
+    events = asyncio.run(_events(path, app_name, session_id))
     if events is None:
         return TargetState()
     state = TargetState(exists=True)
@@ -62,13 +67,13 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
         state.pending = [f"after {events[-1].author}: {texts[0] if texts else 'no text'}"]
     else:
         state.pending = ["the user's message"]
-    state.figures = session_sizes(path)
+    state.figures = session_sizes(path, session_id)
     return state
 
 
-async def _events(path: Path) -> list[Event] | None:
+async def _events(path: Path, app_name: str, session_id: str) -> list[Event] | None:
     service = SqliteSessionService(str(path))
-    session = await service.get_session(app_name=APP_NAME, user_id=USER_ID, session_id=SESSION_ID)
+    session = await service.get_session(app_name=app_name, user_id=USER_ID, session_id=session_id)
     return None if session is None else list(session.events)
 
 
@@ -95,14 +100,14 @@ def _add(state: TargetState, event: Event) -> None:
             state.history.append(f"{event.author}: {part.text}")
 
 
-def session_sizes(path: Path) -> dict[str, object]:
+def session_sizes(path: Path, session_id: str) -> dict[str, object]:
     """The session's size per model turn: a turn is a model event and the events after it up
     to the next one (its tools' results); the bytes are the JSON rows ADK stored."""
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = connection.execute(
             "SELECT event_data FROM events WHERE session_id = ? ORDER BY timestamp, rowid",
-            (SESSION_ID,),
+            (session_id,),
         ).fetchall()
     finally:
         connection.close()
