@@ -20,6 +20,13 @@ Crash boundaries (in the child only): the scripted model's call (``model.call#n`
 effect (``effect:{service}.{op}#{call_id}``) and each ``SqliteSessionService.append_event``
 (``session.append_event#n``).
 
+With ``--app MODULE:FACTORY`` the app is the user's own, unmodified (``sim.targets.adk.app``):
+the factory returns a resumable ``App`` or an agent the harness wraps in one, every
+``LlmAgent`` answers from ``--model-script``, ``--input`` is the user's message, and the effects
+are declared the kit's way (``--effect``, ``--effect-http``, ``--http-stub``); the same session
+service, resume and boundaries, and the session read the same way
+(``sim.targets.adk.app_state``).
+
 google-adk cannot be installed beside the other targets (its OpenTelemetry pin and Prefect's
 exclude each other), so this target runs in an environment of its own
 (``sim.targets.environments``): its children and its state reader run under that venv's
@@ -31,7 +38,7 @@ from __future__ import annotations
 
 from sim.targets.environments import Environment
 from sim.targets.kit.base import TargetBase
-from sim.targets.protocol import TargetOptions
+from sim.targets.protocol import AppShape, TargetError, TargetOptions
 
 #: The release the target was built and measured against: the pin of its environment.
 ADK_PIN = "google-adk==2.13.0"
@@ -70,7 +77,26 @@ class AdkTarget(TargetBase):
     environment = Environment(name="adk", pins=(ADK_PIN,))
     child_module = "sim.targets.adk.agent"
     state_module = "sim.targets.adk.state"
+    app_shape = AppShape(
+        names="a factory returning a resumable google.adk App or an agent, build_app()",
+        takes=frozenset({"--input", "--model-script"}),
+        requires=frozenset({"--input", "--model-script"}),
+        input_kinds=(str,),
+        child_module="sim.targets.adk.app",
+        state_module="sim.targets.adk.app_state",
+    )
     demo_point_s = 1.0  # measured 0.9-1.0 s a point at load 4-5, forked (docs/targets.md)
+
+    def validate(self, options: TargetOptions) -> TargetOptions:
+        """An app runs as it is written: ``--durability approval`` makes the bundled agent's
+        charge ask a human, and an app's own ``require_confirmation`` tools are approved under
+        the default ``resumable``."""
+        if options.app is not None and options.durability == "approval":
+            raise TargetError(
+                "adk: --durability approval is the bundled agent's; an app's own confirmations "
+                "are approved under --durability resumable"
+            )
+        return options
 
     def preload(self, options: TargetOptions) -> tuple[str, ...]:
         """The agent's modules, then what ADK imports on its first run (``LAZY_MODULES``)."""
