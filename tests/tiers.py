@@ -54,18 +54,20 @@ def sampled(
     values: Iterable[Any],
     *,
     fast: Collection[Any],
-    every: int,
+    every: int | None,
     keep: Collection[Any] = (),
     key: Callable[[Any], Any] = _itself,
 ) -> list[Any]:
     """``tiered``, for a family whose members repeat one property (the pruned sweep's agreement
     with the exact one, scenario by scenario): the ``fast`` members run in the fast tier; of the
     others, the ``keep`` members (those a claim names one by one) and one in ``every`` of the
-    rest -- the first, then every ``every``-th, in the family's own order, so the sample does not
-    move -- run with ``--run-slow``, and the rest only in a release check
-    (``DURABLE_SIM_RELEASE=1``), skipped with that reason otherwise, never dropped in silence.
+    rest (none when ``every`` is None: a family whose fast member shows the property and whose
+    others repeat it on costlier cases) -- the first, then every ``every``-th, in the family's
+    own order, so the sample does not move -- run with ``--run-slow``, and the rest only in a
+    release check (``DURABLE_SIM_RELEASE=1``), skipped with that reason otherwise, never
+    dropped in silence.
     Never for a test that is the only check of a promise."""
-    assert every >= 1, every
+    assert every is None or every >= 1, every
     values = list(values)
     out = tiered(values, fast=fast, key=key)
     keys = [key(value) for value in values]
@@ -76,7 +78,7 @@ def sampled(
     for n, name in enumerate(keys):
         if name in fast or name in keep:
             continue
-        if rest % every and not release():
+        if (every is None or rest % every) and not release():
             args = values[n] if isinstance(values[n], tuple) else (values[n],)
             reason = f"sampled: {RELEASE_ENV}=1 runs every member of this family"
             out[n] = pytest.param(*args, marks=[pytest.mark.slow, pytest.mark.skip(reason=reason)])

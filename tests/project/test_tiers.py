@@ -33,6 +33,18 @@ def test_a_sample_runs_the_kept_members_and_one_in_every_of_the_rest(
         sampled(names, fast=[], every=2, keep=["zz"])
 
 
+def test_a_sample_of_none_runs_only_the_fast_and_kept_members(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(RELEASE_ENV, raising=False)
+    names = ["a", "b", "c", "d"]
+    out = sampled(names, fast=["a"], every=None, keep=["c"])
+    marks = [_marks(param) for param in out]
+    assert marks == [[], ["slow", "skip"], ["slow"], ["slow", "skip"]]
+    monkeypatch.setenv(RELEASE_ENV, "1")
+    assert [_marks(p) for p in sampled(names, fast=["a"], every=None)][1:] == [["slow"]] * 3
+
+
 def test_a_release_check_runs_every_member(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RELEASE_ENV, "1")
     out = sampled(["a", "b", "c", "d"], fast=[], every=4)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from testkit import terminated
-from tiers import sampled, tiered
+from tiers import sampled
 
 from sim.explore import pruning
 from sim.explore.mutants import MUTANTS, mutant_named, planted
@@ -143,9 +143,9 @@ EXACT_CASES = [
 @pytest.mark.parametrize(
     ("name", "store"),
     # One property scenario by scenario (a repetition, and pruning is opt-in): the parted cases,
-    # which the test names one by one, and one in three of the rest run with --run-slow; a
+    # which the test names one by one, and one in six of the rest run with --run-slow; a
     # release check runs all (tests/tiers.py).
-    sampled(EXACT_CASES, fast=[("crash_during_recovery", "file")], every=3, keep=PARTED),
+    sampled(EXACT_CASES, fast=[("crash_during_recovery", "file")], every=6, keep=PARTED),
 )
 def test_pruned_and_exact_sweeps_agree(name: str, store: str) -> None:
     scenario = load_scenario(name)
@@ -224,7 +224,11 @@ def test_every_absolute_mutant_has_a_seed_its_sample_catches() -> None:
 
 
 @pytest.mark.parametrize("check_mode", ["sample", "full"])
-@pytest.mark.parametrize("name", tiered(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"]))
+# key-per-epoch shows it in the fast tier; the second absolute mutant (a sweep of minutes) in a
+# release check (tests/tiers.py).
+@pytest.mark.parametrize(
+    "name", sampled(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"], every=None)
+)
 def test_the_check_catches_a_runtime_that_branches_on_absolute_values(
     name: str, check_mode: str
 ) -> None:
@@ -243,7 +247,11 @@ def test_the_check_catches_a_runtime_that_branches_on_absolute_values(
     assert _verdicts(out) == _verdicts(exact) and out.failures
 
 
-@pytest.mark.parametrize("name", tiered(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"]))
+# key-per-epoch shows it in the fast tier; the second absolute mutant (a sweep of minutes) in a
+# release check (tests/tiers.py).
+@pytest.mark.parametrize(
+    "name", sampled(sorted(SAMPLE_CATCHES_AT_SEED), fast=["key-per-epoch"], every=None)
+)
 def test_without_the_check_an_absolute_mutant_passes_unnoticed(
     monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
