@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import UserError
+from sim.targets.environments import ensure
 from sim.targets.host import Crash
 from sim.targets.kit.options import check_options
 from sim.targets.protocol import Target, TargetOptions
@@ -106,6 +107,14 @@ def scoreboard(
         if missing is not None:
             doc["skipped"].append({"target": name, "why": missing})
             continue
+        if target.environment is not None:
+            # Its versions are read from its venv's site directory: made first (once), or the
+            # board would say its framework is not installed.
+            try:
+                ensure(target.environment)
+            except UserError as exc:
+                doc["skipped"].append({"target": name, "why": str(exc)})
+                continue
         doc["versions"][name] = target_versions(target)
         for variant, options in combinations(target):
             # Rows are keyed by the checked durability (the default mode's name, not "").

@@ -9,6 +9,7 @@ import json
 import pytest
 from testkit import REPO
 
+from sim.outputs import scoreboard as board
 from sim.outputs.scoreboard import (
     JSON_PATH,
     MARKDOWN_PATH,
@@ -17,6 +18,8 @@ from sim.outputs.scoreboard import (
     render,
     scoreboard,
 )
+from sim.targets.environments import Environment
+from sim.targets.protocol import Target, TargetOptions
 from sim.targets.registry import get_target, target_names
 from sim.targets.sweep import target_versions
 
@@ -60,3 +63,33 @@ def test_a_resumed_generation_keeps_the_rows_it_saved_and_sweeps_nothing_again()
     saved = {"schema_version": SCHEMA_VERSION, "versions": {"python": versions}, "rows": rows}
     doc = scoreboard(["python"], progress=False, done=saved)  # a row swept again has no "n"
     assert doc["rows"] == rows and doc["skipped"] == []
+
+
+def test_a_target_in_its_own_environment_gets_its_versions_from_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The board reads a target's versions from the venv its children run in: that venv is made
+    before they are read (a first generation had the ADK rows say "not installed")."""
+    made: list[str] = []
+    target = get_target("adk")
+    assert target.environment is not None
+
+    def make(environment: Environment, **_: object) -> None:
+        made.append(environment.name)
+
+    def read(read_from: Target) -> dict[str, str]:
+        assert made == ["adk"], "versions read before the environment was made"
+        return {"google-adk": "2.13.0"}
+
+    def sweep_one(target: Target, options: TargetOptions, variant: str) -> dict[str, object]:
+        return {
+            "target": "adk",
+            "durability": options.durability,
+            "variant": variant,
+        }
+
+    monkeypatch.setattr(board, "ensure", make)
+    monkeypatch.setattr(board, "target_versions", read)
+    monkeypatch.setattr(board, "score", sweep_one)
+    doc = scoreboard(["adk"], progress=False)
+    assert doc["versions"] == {"adk": {"google-adk": "2.13.0"}} and len(doc["rows"]) == 4
