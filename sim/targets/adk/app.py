@@ -59,8 +59,8 @@ from sim.targets.boundaries import Boundaries
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
 from sim.targets.kit.loading import load_app
+from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext
-from sim.targets.shapes import as_list, as_object
 
 #: The name of the ``App`` the harness wraps an agent in, when the agent's own name is no app
 #: name (ADK's app names start with a letter; an agent's may start with ``_``).
@@ -94,25 +94,11 @@ class ScriptModel(BaseLlm):
         yield response
 
     def _turn(self, turn: int, tools: set[str]) -> LlmResponse:
-        if turn >= len(self.script):
-            raise AppError(
-                f"--model-script has {len(self.script)} turns; the agent asked for turn {turn + 1}"
-            )
-        step = self.script[turn]
-        parts: list[types.Part] = []
-        if step.get("content"):
-            parts.append(types.Part(text=str(step["content"])))
-        for i, given in enumerate(as_list(step.get("tool_calls", []))):
-            call = as_object(given)
-            if call["name"] not in tools:
-                raise AppError(
-                    f"--model-script turn {turn + 1} calls {call['name']!r}, a tool the agent "
-                    f"does not have (it has: {', '.join(sorted(tools)) or 'none'})"
-                )
+        text, calls = scripted_turn(self.script, turn, tools)
+        parts: list[types.Part] = [types.Part(text=text)] if text else []
+        for i, call in enumerate(calls):
             function_call = types.FunctionCall(
-                name=str(call["name"]),
-                args=dict(as_object(call.get("args", {}))),
-                id=f"call_{self.process}_{self.calls}_{i}",
+                name=call.name, args=call.args, id=f"call_{self.process}_{self.calls}_{i}"
             )
             parts.append(types.Part(function_call=function_call))
         return LlmResponse(content=types.Content(role="model", parts=parts))

@@ -7,7 +7,8 @@ differs -- how its agent or the user's app is built, run, resumed, and how its s
 - ``options``: checking a target's options against its ``AppShape`` and its modes;
 - ``base``: ``TargetBase``, the defaults of every hook of ``sim.targets.protocol.Target``;
 - ``loading``, ``effects``, ``http``, ``landing``: inside a child, loading the app and landing
-  each declared effect (a function, a method, an HTTP call) on the ledger.
+  each declared effect (a function, a method, an HTTP call) on the ledger;
+- ``scripted``: a ``--model-script`` turn as the scripted model in a user's app answers it.
 
 docs/architecture.md, section 2.10 ("Targets"), says how the pieces fit.
 """

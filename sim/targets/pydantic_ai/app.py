@@ -59,10 +59,11 @@ from sim.targets.dbos.system_db import FINAL, RESULT_POLL_S, poll_quickly, sqlit
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
 from sim.targets.kit.loading import load_app
+from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext, TargetState
 from sim.targets.pydantic_ai.agent import DB_NAME, _history, wrap_boundaries
 from sim.targets.pydantic_ai.app_state import STATE_NOTE
-from sim.targets.shapes import Json, as_list, as_object
+from sim.targets.shapes import Json
 
 #: The run's workflow: one per point, so a later process finds the first one's.
 WORKFLOW_ID = "app-agent-run"
@@ -87,25 +88,12 @@ class ScriptModel:
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.calls += 1
         turn = sum(isinstance(m, ModelResponse) for m in messages)
-        if turn >= len(self.script):
-            raise AppError(
-                f"--model-script has {len(self.script)} turns; the agent asked for turn {turn + 1}"
-            )
-        step = self.script[turn]
         tools = {t.name for t in [*info.function_tools, *info.output_tools]}
-        parts: list[ModelResponsePart] = []
-        if step.get("content"):
-            parts.append(TextPart(str(step["content"])))
-        for i, given in enumerate(as_list(step.get("tool_calls", []))):
-            call = as_object(given)
-            if call["name"] not in tools:
-                raise AppError(
-                    f"--model-script turn {turn + 1} calls {call['name']!r}, a tool the agent "
-                    f"does not have (it has: {', '.join(sorted(tools)) or 'none'})"
-                )
+        text, calls = scripted_turn(self.script, turn, tools)
+        parts: list[ModelResponsePart] = [TextPart(text)] if text else []
+        for i, call in enumerate(calls):
             call_id = f"call_{self.process}_{self.calls}_{i}"
-            args = dict(as_object(call.get("args", {})))
-            parts.append(ToolCallPart(str(call["name"]), args, tool_call_id=call_id))
+            parts.append(ToolCallPart(call.name, dict(call.args), tool_call_id=call_id))
         return ModelResponse(parts=parts, model_name="scripted")
 
 
