@@ -7,9 +7,10 @@ which the harness wraps in a resumable ``App`` named after it, as ADK's resume d
 caller do. A non-resumable ``App`` is refused in one line: the restart under test is ADK's
 resume (``run_async(invocation_id=...)``), which such an app does not have.
 
-Every ``LlmAgent`` of the app (its sub-agents, and the agents of its ``AgentTool``s) gets the
-scripted model in place of its own (a model name or a ``BaseLlm``): one ``BaseLlm`` answering
-from ``--model-script``, so no request leaves the process. The n-th call in a conversation gets
+The app's ``LlmAgent`` gets the scripted model in place of its own (a model name or a
+``BaseLlm``): a ``BaseLlm`` answering from ``--model-script``, so no request leaves the process.
+An app of several ``LlmAgent``s (sub-agents, the agents of ``AgentTool``s) is refused in one
+line, naming them: one script follows one agent's turns. The n-th call in a conversation gets
 the n-th turn, n counted from the model's turns in the contents ADK sends it (so a resumed
 invocation gets the turn a real model would), each function call with an id of the process and
 its own call count, as a model re-asked after a crash mints new ones. A script that runs out,
@@ -122,6 +123,15 @@ def build_app(ctx: ChildContext) -> App:
         raise AppError(f"--app {spec.entry}: calling it raised {why}") from exc
     app = as_app(spec.entry, made)
     agents = llm_agents(app.root_agent)
+    if len(agents) > 1:
+        # Turns are counted from the contents ADK sends one agent; an AgentTool's agent starts a
+        # session of its own and a transferred-to agent sees the others' turns as the user's,
+        # so one script cannot follow several agents.
+        names = ", ".join(agent.name for agent in agents)
+        raise AppError(
+            f"--app {spec.entry}: --model-script scripts one LlmAgent; this app has "
+            f"{len(agents)}: {names}"
+        )
     if not any(agent.tools for agent in agents):
         raise AppError(
             f"--app {spec.entry}: no LlmAgent of it has a tool, so it makes no effect to test "

@@ -111,6 +111,19 @@ def without_tools():
 def not_resumable():
     agent = LlmAgent(name="billing", model="gemini-2.5-flash", tools=[send])
     return App(name="billing", root_agent=agent)
+
+
+def two_agents():
+    helper = LlmAgent(name="mailer", model="gemini-2.5-flash", tools=[send])
+    return LlmAgent(name="billing", model="gemini-2.5-flash", sub_agents=[helper])
+
+
+def needs_model(model):
+    return LlmAgent(name="billing", model=model, tools=[send])
+
+
+def raises():
+    raise RuntimeError("no API key")
 """
 
 REFUSED = [
@@ -118,6 +131,9 @@ REFUSED = [
     ("bad_apps:wrong_type", "returned a dict, not a google.adk App or agent"),
     ("bad_apps:without_tools", "no LlmAgent of it has a tool"),
     ("bad_apps:not_resumable", "its App is not resumable"),
+    ("bad_apps:two_agents", "scripts one LlmAgent; this app has 2: billing, mailer"),
+    ("bad_apps:needs_model", "the factory takes model; it is called with no argument"),
+    ("bad_apps:raises", "calling it raised RuntimeError: no API key"),
     ("broken:build_app", "--app broken:build_app: importing it raised ZeroDivisionError"),
 ]
 
