@@ -248,11 +248,15 @@ async def _drain(
 
 
 def _note_resume(boundaries: Boundaries, events: list[Event]) -> None:
-    """What the restart found: the session's last event and the calls with a saved result."""
+    """What the restart found: the session's last event and the calls with a saved result (not
+    ADK's placeholder while a confirmation is asked for, which the reader, ``.state``, does not
+    count as a result either)."""
     saved = [
         str(p.function_response.id)
         for e in events
         for p in parts_of(e)
-        if p.function_response is not None and p.function_response.name != CONFIRMATION
+        if p.function_response is not None
+        and p.function_response.name != CONFIRMATION
+        and p.function_response.id not in (e.actions.requested_tool_confirmations or {})
     ]
     boundaries.note(what="resume_state", next=[describe(events[-1])], tasks=[], saved=saved)
