@@ -26,10 +26,12 @@ class ScriptedCall:
 
 
 def scripted_turn(
-    script: list[dict[str, Json]], turn: int, tools: Collection[str]
+    script: list[dict[str, Json]], turn: int, tools: Collection[str] | None
 ) -> tuple[str, list[ScriptedCall]]:
     """Turn ``turn`` (from 0) of ``script``: its text ("" for none) and its tool calls, each
-    naming one of ``tools``; the module's ``AppError`` otherwise."""
+    naming one of ``tools``; the module's ``AppError`` otherwise. ``tools`` None: the framework
+    does not tell the model its tools (a LangGraph model need not be bound to the tools its
+    graph's nodes run), and any name is taken."""
     if turn >= len(script):
         raise AppError(
             f"--model-script has {len(script)} turns; the agent asked for turn {turn + 1}"
@@ -38,7 +40,7 @@ def scripted_turn(
     calls: list[ScriptedCall] = []
     for given in as_list(step.get("tool_calls", [])):
         call = as_object(given)
-        if call["name"] not in tools:
+        if tools is not None and call["name"] not in tools:
             raise AppError(
                 f"--model-script turn {turn + 1} calls {call['name']!r}, a tool the agent "
                 f"does not have (it has: {', '.join(sorted(tools)) or 'none'})"

@@ -45,6 +45,7 @@ from sim.targets.boundaries import TRACE_NAME, Boundaries, notes_of, read_trace
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import wrap_tool_calls
 from sim.targets.kit.loading import load_app
+from sim.targets.kit.scripted import scripted_turn
 from sim.targets.langgraph.agent import (
     STOP,
     THREAD_ID,
@@ -76,20 +77,17 @@ class ScriptModel(ScriptedChatModel):
         if not self.scripted:
             raise AppError(NO_SCRIPT)
         turn = sum(isinstance(m, AIMessage) for m in messages)
-        if turn >= len(self.script):
-            raise RuntimeError(f"the model script has {len(self.script)} turns; turn {turn + 1}")
-        step = self.script[turn]
-        calls = [
-            {"name": c["name"], "args": c.get("args", {}), "id": f"call_{suffix}_{i}"}
-            for i, c in enumerate(step.get("tool_calls", []))
-        ]
+        text, calls = scripted_turn(self.script, turn, None)
         boundaries = self._boundaries
         if boundaries is not None:
             boundaries.crossing(boundaries.numbered("model.call"), lambda: None, turn=turn)
         return AIMessage(
-            content=str(step.get("content", "")),
+            content=text,
             id=f"ai_{suffix}",
-            tool_calls=[{**c, "type": "tool_call"} for c in calls],
+            tool_calls=[
+                {"name": c.name, "args": c.args, "id": f"call_{suffix}_{i}", "type": "tool_call"}
+                for i, c in enumerate(calls)
+            ],
         )
 
 

@@ -31,3 +31,7 @@ def test_a_turn_past_the_script_is_one_line_naming_it() -> None:
 def test_a_call_of_a_tool_the_agent_lacks_names_the_turn_and_its_tools() -> None:
     with pytest.raises(AppError, match=r"turn 1 calls 'charge', .* \(it has: refund, send\)"):
         scripted_turn(SCRIPT, 0, {"send", "refund"})
+
+
+def test_a_framework_that_does_not_name_the_tools_takes_any_call() -> None:
+    assert scripted_turn(SCRIPT, 0, None)[1] == [ScriptedCall("charge", {"amount_eur": 42})]
