@@ -111,7 +111,10 @@ def scoreboard(
             # Its versions are read from its venv's site directory: made first (once), or the
             # board would say its framework is not installed.
             try:
-                ensure(target.environment)
+                if progress:
+                    ensure(target.environment)
+                else:
+                    ensure(target.environment, say=lambda _: None)
             except UserError as exc:
                 doc["skipped"].append({"target": name, "why": str(exc)})
                 continue

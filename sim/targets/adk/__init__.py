@@ -47,9 +47,9 @@ ADK_PIN = "google-adk==2.13.0"
 #: ``google.adk``: the agent router and its workflow scheduler, the LLM flows, auth, the Gemini
 #: model and the built-in tools (with fastapi, authlib and cryptography: about 550 modules).
 #: Preloaded by the zygote, so each forked child does not import them again: measured, a child
-#: went from 2.9 s to 0.5 s (2.4 s of it imports, 1.1 s compiling source where bytecode is not
-#: written). Each name is a root (none imports another); a name this pin lacks makes the zygote
-#: refuse, and the sweep says so and runs fresh interpreters (``sim.targets.zygote``).
+#: went from 2.9 s to 0.35-0.45 s (2.4 s of it imports, 1.1 s compiling source where bytecode
+#: is not written). Each name is a root (none imports another); a name this pin lacks makes
+#: the zygote refuse, and the sweep says so and runs fresh interpreters (``sim.targets.zygote``).
 LAZY_MODULES = (
     "google.adk.agents._agent_router",
     "google.adk.workflow._node_runner_utils",
