@@ -22,6 +22,13 @@ crewai cannot be installed beside the other targets without moving them back (it
 pydantic, openai, mcp, httpx, rich and aiosqlite), so this target runs in an environment of its
 own (``sim.targets.environments``): its zygote, children and state reader run under that venv's
 interpreter. This module never imports crewai: ``.flow`` and ``.state`` do, there.
+
+With ``--app MODULE:FACTORY`` the flow is the user's own, unmodified (``sim.targets.crewai.app``):
+the factory returns a ``Flow`` class, persisted by ``SQLiteFlowPersistence`` on the point's file,
+kicked off with the fixed id and ``--input``; its LLMs answer from ``--model-script`` (optional:
+a flow with no model needs none), its effects declared the kit's way (``--effect``,
+``--effect-http``, ``--http-stub``); the state read from what ``@persist`` saved
+(``sim.targets.crewai.app_state``).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from types import MappingProxyType
 
 from sim.targets.environments import Environment
 from sim.targets.kit.base import TargetBase
-from sim.targets.protocol import TargetOptions
+from sim.targets.protocol import AppShape, TargetOptions
 
 #: The release the target was built and measured against: the pin of its environment.
 CREWAI_PIN = "crewai==1.15.44"
@@ -70,6 +77,13 @@ class CrewAiTarget(TargetBase):
     environment = Environment(name="crewai", pins=(CREWAI_PIN,))
     child_module = "sim.targets.crewai.flow"
     state_module = "sim.targets.crewai.state"
+    app_shape = AppShape(
+        names="a factory returning a crewai Flow class, build_flow()",
+        takes=frozenset({"--input", "--model-script"}),
+        input_kinds=(dict,),
+        child_module="sim.targets.crewai.app",
+        state_module="sim.targets.crewai.app_state",
+    )
     # Forked from the zygote: 0.68-0.75 s a point in the full sweeps. The zygote's import of
     # crewai takes about 6 s more, and the first use makes the venv (about a minute).
     demo_point_s = 0.75
@@ -81,9 +95,10 @@ class CrewAiTarget(TargetBase):
         return dict(OFFLINE_ENV)
 
     def preload(self, options: TargetOptions) -> tuple[str, ...]:
-        """The zygote sets CrewAI's switches (``offline``) before it imports the flow's module."""
-        del options
-        return ("sim.targets.child", "sim.targets.crewai.offline", self.child_module)
+        """The zygote sets CrewAI's switches (``offline``) before it imports the flow's module
+        (the bundled flow's, or the app's child and the libraries the app imports)."""
+        modules = super().preload(options)
+        return (modules[0], "sim.targets.crewai.offline", *modules[1:])
 
 
 TARGET = CrewAiTarget()
