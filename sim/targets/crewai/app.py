@@ -207,8 +207,8 @@ def flow_class(entry: str, made: object) -> type:
     if not configs:
         persist(SQLiteFlowPersistence())(made)
         made._flow_definition = None  # type: ignore[attr-defined]  # rebuilt with the stamp
-    if getattr(made, "memory", None) is None:
-        made._skip_auto_memory = True  # type: ignore[attr-defined]  # CrewAI reads it by getattr
+    # CrewAI creates its memory only when the flow has none: a flow given its own keeps it.
+    made._skip_auto_memory = True  # type: ignore[attr-defined]  # CrewAI reads it by getattr
     return made
 
 
