@@ -1,7 +1,7 @@
-"""What CrewAI's persisted flow state holds, read as a fresh reader would: a new
-``SQLiteFlowPersistence`` on the point's file and its ``load_state`` of the flow id (CrewAI's own
-reader, what ``kickoff(inputs={"id": ...})`` restores), under the target's environment
-(``sim.targets.reader``).
+"""What CrewAI's persisted flow state holds, read as a restart would find it: the newest row
+``@persist`` saved for the flow id, by ``SQLiteFlowPersistence.load_state``'s own query (what
+``kickoff(inputs={"id": ...})`` restores), on a read-only connection, under the target's
+environment (``sim.targets.reader``).
 
 The state's conversation gives the history (one comparable row per message: who, and the call,
 result or text, with no call id in it), the calls and results per tool, the user's text and the
@@ -12,12 +12,12 @@ the square of the conversation: the rows, their bytes, and the method each was s
 
 from __future__ import annotations
 
-import os
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sim.targets.crewai import DB_NAME, FLOW_ID, OFFLINE_ENV
+from sim.targets.crewai import DB_NAME, FLOW_ID
 from sim.targets.crewai.conversation import Message, answer, calls, row, tool_name
 from sim.targets.protocol import TargetOptions, TargetState
 
@@ -43,13 +43,21 @@ def read_state(point_dir: Path, options: TargetOptions) -> TargetState:
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    """The flow's latest saved state, by CrewAI's own persistence class."""
-    # A reader that is not forked from the zygote imports crewai here: its switches first.
-    os.environ.update(OFFLINE_ENV)
-    # Late: crewai reads those switches when it is imported (``OFFLINE_ENV``).
-    from crewai.flow.persistence import SQLiteFlowPersistence
-
-    loaded: dict[str, Any] | None = SQLiteFlowPersistence(str(path)).load_state(FLOW_ID)
+    """The flow's latest saved state, read as CrewAI's ``SQLiteFlowPersistence.load_state``
+    reads it (the newest row of the flow's id), on a read-only connection: constructing CrewAI's
+    class would set the file's journal mode and create its table, writing to what is judged."""
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'flow_states'"
+        if connection.execute(table).fetchone() is None:  # killed before CrewAI's schema
+            return None
+        found = connection.execute(
+            "SELECT state_json FROM flow_states WHERE flow_uuid = ? ORDER BY id DESC LIMIT 1",
+            (FLOW_ID,),
+        ).fetchone()
+    finally:
+        connection.close()
+    loaded: dict[str, Any] | None = None if found is None else json.loads(found[0])
     return loaded
 
 
