@@ -46,7 +46,7 @@ CREWAI_PIN = "crewai==1.15.44"
 DB_NAME = "flows.sqlite"
 FLOW_ID = "pay-INV-42"
 #: What every crewai process of a point finds in its environment, before crewai is imported
-#: (``sim.targets.crewai.offline`` sets it in the zygote and the state reader): CrewAI would
+#: (``sim.targets.crewai.offline`` sets it in the zygote, ``point_env`` in a child): CrewAI would
 #: otherwise reach the network. Its anonymous telemetry starts an OpenTelemetry exporter thread
 #: when imported (``CREWAI_DISABLE_TELEMETRY``, ``CREWAI_DISABLE_TRACKING``, ``OTEL_SDK_DISABLED``
 #: are all read by ``crewai_core.telemetry``); a flow's start asks PyPI for a newer crewai
@@ -62,6 +62,22 @@ OFFLINE_ENV = MappingProxyType(
         "CREWAI_TRACING_ENABLED": "false",
     }
 )
+
+
+def isolated_home(root: Path) -> dict[str, str]:
+    """Where a crewai process keeps what it writes in the user's home, under ``root``: importing
+    crewai makes ``~/.config/crewai`` (and reads the user's ``settings.json`` there), writes an
+    encryption key to ``~/.local/share/crewai/credentials`` and makes a data directory named
+    after the working directory (``CREWAI_STORAGE_DIR``, fixed here). A sweep must depend on
+    neither the user's files nor the directory it runs from, and must not add to them. The
+    zygote's ``root`` is in its venv (``sim.targets.crewai.offline``: what crewai fixes when
+    imported), a child's in its point's directory (what it looks up when called)."""
+    return {
+        "HOME": str(root),
+        "XDG_CONFIG_HOME": str(root / ".config"),
+        "XDG_DATA_HOME": str(root / ".local" / "share"),
+        "CREWAI_STORAGE_DIR": "durable-sim",
+    }
 
 
 class CrewAiTarget(TargetBase):
@@ -89,10 +105,11 @@ class CrewAiTarget(TargetBase):
     demo_point_s = 0.75
 
     def point_env(self, options: TargetOptions, point_dir: Path) -> dict[str, str]:
-        """CrewAI's switches (``OFFLINE_ENV``): a child forked from the zygote gets the parent's
-        environment and this, not the zygote's, and CrewAI reads them again at each call."""
-        del options, point_dir
-        return dict(OFFLINE_ENV)
+        """CrewAI's switches (``OFFLINE_ENV``) and a home of the point's own (``isolated_home``):
+        a child forked from the zygote gets the parent's environment and this, not the
+        zygote's, and CrewAI reads them again at each call."""
+        del options
+        return {**OFFLINE_ENV, **isolated_home(point_dir / "home")}
 
     def preload(self, options: TargetOptions) -> tuple[str, ...]:
         """The zygote sets CrewAI's switches (``offline``) before it imports the flow's module

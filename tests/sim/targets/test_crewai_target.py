@@ -14,14 +14,19 @@ venv is made once by the fixture (skipped, with pip's one line, where it cannot 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from targetkit import applied_rows, just_after, runnable
 from tiers import RELEASE_ENV, release
 
 from sim.outputs.cli.main import main
+from sim.targets.environments import envs_root
+from sim.targets.host import run_point
+from sim.targets.kit.options import check_options
+from sim.targets.offline import network_attempts
 from sim.targets.protocol import Target, TargetOptions
-from sim.targets.sweep import sweep_target
+from sim.targets.sweep import crash_at, reference_run, sweep_target, warm
 
 CHARGE = "effect:payments.charge#"
 
@@ -63,6 +68,28 @@ def test_the_sweep_finds_it_and_says_its_replay_line(crewai: Target) -> None:
     children = str(result.reference.outcome["children"])
     assert children.startswith("forked from a warm zygote"), children
     assert "crewai" not in sys.modules, "the parent imported the framework"
+
+
+def test_a_run_tries_no_network_and_leaves_the_users_home_alone(
+    crewai: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CrewAI's switches keep it offline (a refused connection is noted in the trace even where
+    crewai swallows the error), and its files go to a home of the harness's, not the user's."""
+    cache = envs_root().parent.parent  # the venv stays where it was made
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "CREWAI_STORAGE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    options = check_options(crewai, TargetOptions())
+    with warm(crewai, options) as (zygote, why):
+        assert zygote is not None, why
+        reference = reference_run(crewai, options, timeout_s=120.0, zygote=zygote)
+    fresh = run_point(crewai, options, crash_at(reference, 4, "after"), timeout_s=120.0)
+    for run in (reference, fresh):
+        assert network_attempts(run.rows) == [], network_attempts(run.rows)
+    assert sorted(home.iterdir()) == [], sorted(home.rglob("*"))
 
 
 def test_keyed_by_flow_and_call_id_the_restart_is_deduplicated(crewai: Target) -> None:
