@@ -21,6 +21,7 @@ pip has filled it: a Ctrl-C, a timeout or a failed install leaves nothing that i
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -32,7 +33,8 @@ import sys
 import tempfile
 import time
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -131,23 +133,41 @@ def ensure(environment: Environment, *, say: Callable[[str], None] = _say_on_std
         return environment.python()
     final = environment.path()
     final.parent.mkdir(parents=True, exist_ok=True)
-    say(
-        f"{environment.name}: making its own environment (pip install "
-        f"{' '.join(environment.pins)}) in {final}; once, then reused"
-    )
-    started = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}-"))
-    try:
-        _fill(environment, scratch)
+    with _one_maker(final.parent):
+        if environment.ready():  # another run made it while this one waited
+            return environment.python()
+        say(
+            f"{environment.name}: making its own environment (pip install "
+            f"{' '.join(environment.pins)}) in {final}; once, then reused"
+        )
+        started = time.perf_counter()
+        scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}-"))
         try:
-            os.rename(scratch, final)
-        except OSError:  # another run made it first: theirs is as good, ours goes
-            if not environment.ready():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            _fill(environment, scratch)
+            try:
+                os.rename(scratch, final)
+            except OSError:  # another run made it first: theirs is as good, ours goes
+                if not environment.ready():
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     say(f"{environment.name}: environment made in {time.perf_counter() - started:.1f} s")
     return environment.python()
+
+
+@contextmanager
+def _one_maker(root: Path) -> Iterator[None]:
+    """One run at a time makes a venv under ``root``: an exclusive ``flock`` on the directory
+    itself (no lock file to leave behind; the kernel drops it with the process, however it
+    ends). Two test workers or two sweeps that need the same venv at once would otherwise both
+    run pip for it (a minute of CPU each for crewai), and one throw its venv away. The wait is
+    bounded by the holder's pip (``INSTALL_TIMEOUT_S``)."""
+    descriptor = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _fill(environment: Environment, where: Path) -> None:

@@ -10,6 +10,7 @@ from a zygote under the venv's interpreter and started fresh -- and its state is
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -108,6 +109,29 @@ def test_pip_that_cannot_install_is_refused_in_one_line_and_leaves_nothing(
     message = str(refused.value)
     assert message == f"example: its environment could not be made: {says}"
     assert list(cache.iterdir()) == [] and not environment.ready()
+
+
+def test_a_venv_another_run_made_while_this_one_waited_is_used_not_made_again(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers that need one venv at once: the second waits on the first's lock and then
+    finds it made, so pip runs once."""
+    pip = FakePip()
+    _install(monkeypatch, pip)
+    environment = Environment(name="example", pins=PINS)
+    take = fcntl.flock
+    waited: list[int] = []
+
+    def flock(descriptor: int, operation: int) -> None:
+        take(descriptor, operation)
+        waited.append(operation)
+        environment.python().parent.mkdir(parents=True)  # what the other run left, meanwhile
+        environment.python().touch()
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    said: list[str] = []
+    assert ensure(environment, say=said.append) == environment.python()
+    assert waited == [fcntl.LOCK_EX] and pip.calls == [] and said == []
 
 
 def test_an_interrupted_install_leaves_nothing_and_the_next_use_makes_it(
