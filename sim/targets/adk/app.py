@@ -38,9 +38,8 @@ target's own environment (``sim.targets.adk``).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import warnings
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
@@ -59,7 +58,7 @@ from sim.targets.adk.app_state import APP_NOTE, APP_SESSION_ID
 from sim.targets.boundaries import Boundaries
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
-from sim.targets.kit.loading import load_app
+from sim.targets.kit.loading import load_app, required_parameters
 from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext
 
@@ -111,10 +110,11 @@ def build_app(ctx: ChildContext) -> App:
     spec = ctx.options.app
     assert spec is not None, "an app child runs only with --app"
     _, factory = load_app(ctx)
-    if _required(factory):
+    required = required_parameters(factory)
+    if required:
         raise AppError(
-            f"--app {spec.entry}: the factory takes {', '.join(_required(factory))}; it is "
-            "called with no argument (the harness gives every LlmAgent its scripted model)"
+            f"--app {spec.entry}: the factory takes {', '.join(required)}; it is called with no "
+            "argument (the harness gives every LlmAgent its scripted model)"
         )
     try:
         made = factory()
@@ -142,19 +142,6 @@ def build_app(ctx: ChildContext) -> App:
     for agent in agents:
         agent.model = model
     return app
-
-
-def _required(factory: Callable[..., object]) -> list[str]:
-    """The factory's parameters that have no default (a callable without a signature: none)."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [
-        p.name
-        for p in parameters
-        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
 
 
 def as_app(entry: str, made: object) -> App:

@@ -37,10 +37,8 @@ own environment (``sim.targets.crewai``).
 
 from __future__ import annotations
 
-import inspect
 import json
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,7 @@ from sim.targets.crewai import DB_NAME
 from sim.targets.crewai.app_state import APP_FLOW_ID, APP_NOTE
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
-from sim.targets.kit.loading import load_app
+from sim.targets.kit.loading import load_app, required_parameters
 from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext
 from sim.targets.shapes import Json
@@ -217,7 +215,7 @@ def build_flow(ctx: ChildContext) -> type:
     spec = ctx.options.app
     assert spec is not None, "an app child runs only with --app"
     _, factory = load_app(ctx)
-    required = _required(factory)
+    required = required_parameters(factory)
     if required:
         raise AppError(
             f"--app {spec.entry}: the factory takes {', '.join(required)}; it is called with "
@@ -231,19 +229,6 @@ def build_flow(ctx: ChildContext) -> type:
     cls = flow_class(spec.entry, made)
     swap_models()  # again: the user's own BaseLLM subclasses exist now
     return cls
-
-
-def _required(factory: Callable[..., object]) -> list[str]:
-    """The factory's parameters that have no default (a callable without a signature: none)."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [
-        p.name
-        for p in parameters
-        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
 
 
 def wrap_methods(ctx: ChildContext) -> None:

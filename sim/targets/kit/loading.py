@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -85,3 +86,17 @@ def app_path(spec: AppSpec) -> None:
     where = str(Path(spec.app).parent) if spec.app.endswith(".py") else spec.workdir
     if where not in sys.path:
         sys.path.insert(0, where)
+
+
+def required_parameters(factory: Callable[..., object]) -> list[str]:
+    """The factory's parameters that have no default (a callable without a signature: none):
+    an app mode that calls its factory with nothing refuses one that needs more, naming them."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in parameters
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
