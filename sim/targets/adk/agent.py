@@ -17,7 +17,7 @@ import warnings
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from google.adk.agents import LlmAgent
+from google.adk.agents import BaseAgent, LlmAgent
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm
@@ -118,10 +118,16 @@ def build_app(process: str, *, approval: bool) -> App:
         instruction="Pay the invoice the user names, then email its receipt.",
         tools=[charge, FunctionTool(send_receipt)],
     )
-    with warnings.catch_warnings():  # ResumabilityConfig is marked experimental
+    return resumable_app(APP_NAME, agent)
+
+
+def resumable_app(name: str, agent: BaseAgent) -> App:
+    """``agent`` in a resumable ``App`` called ``name``, as ADK's resume docs have a caller make
+    one (its ``ResumabilityConfig`` warns that it is experimental: silenced here)."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         resumable = ResumabilityConfig(is_resumable=True)
-    return App(name=APP_NAME, root_agent=agent, resumability_config=resumable)
+    return App(name=name, root_agent=agent, resumability_config=resumable)
 
 
 def parts_of(event: Event) -> list[types.Part]:

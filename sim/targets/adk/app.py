@@ -38,12 +38,11 @@ target's own environment (``sim.targets.adk``).
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents import BaseAgent, LlmAgent
-from google.adk.apps import App, ResumabilityConfig
+from google.adk.apps import App
 from google.adk.flows.llm_flows.tools import _caller
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
@@ -53,7 +52,7 @@ from google.adk.tools.agent_tool import AgentTool
 from google.genai import types
 from pydantic import PrivateAttr
 
-from sim.targets.adk.agent import run_session, wrap_appends
+from sim.targets.adk.agent import resumable_app, run_session, wrap_appends
 from sim.targets.adk.app_state import APP_NOTE, APP_SESSION_ID
 from sim.targets.boundaries import Boundaries
 from sim.targets.kit.declarations import AppError
@@ -157,10 +156,7 @@ def as_app(entry: str, made: object) -> App:
         return made
     if isinstance(made, BaseAgent):
         name = made.name if made.name[:1].isalpha() else DEFAULT_APP_NAME
-        with warnings.catch_warnings():  # ResumabilityConfig is marked experimental
-            warnings.simplefilter("ignore", UserWarning)
-            resumable = ResumabilityConfig(is_resumable=True)
-        return App(name=name, root_agent=made, resumability_config=resumable)
+        return resumable_app(name, made)
     raise AppError(
         f"--app {entry}: returned a {type(made).__name__}, not a google.adk App or agent"
     )
