@@ -477,3 +477,27 @@ def test_an_interrupted_fleet_leaves_no_directory(
     assert main(["workers", "--workers", "1", "--conversations", "1", "--keep"]) == 130
     (kept,) = tmp_path.iterdir()
     assert (kept / tempdirs.KEPT_FILE).exists()  # asked to keep: kept, never cleaned
+
+
+ABANDONED = """
+import sys
+from sim.outputs.cli.main import quiet_abandoned_runs
+
+async def step():
+    pass
+
+LEFT = step()  # a task's first step an interrupt abandoned: never awaited
+quiet_abandoned_runs()
+print("durable-sim: interrupted", file=sys.stderr)
+sys.exit(130)
+"""
+
+
+def test_an_interrupted_exit_says_its_one_line_and_no_abandoned_coroutine() -> None:
+    """What the interpreter says of a coroutine an interrupt left unawaited, on its way out,
+    is not added to the one line (without ``quiet_abandoned_runs``: two lines more)."""
+    done = subprocess.run(
+        [sys.executable, "-c", ABANDONED], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130
+    assert done.stderr.splitlines() == ["durable-sim: interrupted"], done.stderr
