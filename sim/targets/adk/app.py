@@ -57,7 +57,7 @@ from sim.targets.adk.app_state import APP_NOTE, APP_SESSION_ID
 from sim.targets.boundaries import Boundaries
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
-from sim.targets.kit.loading import load_app, required_parameters
+from sim.targets.kit.loading import call_factory, load_app
 from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext
 
@@ -109,17 +109,9 @@ def build_app(ctx: ChildContext) -> App:
     spec = ctx.options.app
     assert spec is not None, "an app child runs only with --app"
     _, factory = load_app(ctx)
-    required = required_parameters(factory)
-    if required:
-        raise AppError(
-            f"--app {spec.entry}: the factory takes {', '.join(required)}; it is called with no "
-            "argument (the harness gives every LlmAgent its scripted model)"
-        )
-    try:
-        made = factory()
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        raise AppError(f"--app {spec.entry}: calling it raised {why}") from exc
+    made = call_factory(
+        spec.entry, factory, why_no_argument="the harness gives every LlmAgent its scripted model"
+    )
     app = as_app(spec.entry, made)
     agents = llm_agents(app.root_agent)
     if len(agents) > 1:

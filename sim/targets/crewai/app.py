@@ -52,7 +52,7 @@ from sim.targets.crewai import DB_NAME
 from sim.targets.crewai.app_state import APP_FLOW_ID, APP_NOTE
 from sim.targets.kit.declarations import AppError
 from sim.targets.kit.landing import running_tool
-from sim.targets.kit.loading import load_app, required_parameters
+from sim.targets.kit.loading import call_factory, load_app
 from sim.targets.kit.scripted import scripted_turn
 from sim.targets.protocol import ChildContext
 from sim.targets.shapes import Json
@@ -215,17 +215,11 @@ def build_flow(ctx: ChildContext) -> type:
     spec = ctx.options.app
     assert spec is not None, "an app child runs only with --app"
     _, factory = load_app(ctx)
-    required = required_parameters(factory)
-    if required:
-        raise AppError(
-            f"--app {spec.entry}: the factory takes {', '.join(required)}; it is called with "
-            "no argument (the harness gives every LLM of the flow its scripted model)"
-        )
-    try:
-        made = factory()
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        raise AppError(f"--app {spec.entry}: calling it raised {why}") from exc
+    made = call_factory(
+        spec.entry,
+        factory,
+        why_no_argument="the harness gives every LLM of the flow its scripted model",
+    )
     cls = flow_class(spec.entry, made)
     swap_models()  # again: the user's own BaseLLM subclasses exist now
     return cls

@@ -100,3 +100,20 @@ def required_parameters(factory: Callable[..., object]) -> list[str]:
         for p in parameters
         if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
+
+
+def call_factory(entry: str, factory: Callable[..., object], *, why_no_argument: str) -> object:
+    """What an app mode's factory returns, called with nothing (``why_no_argument``: what the
+    harness gives the app instead); a factory that needs arguments, or raises, is one
+    ``AppError`` line naming ``entry``."""
+    required = required_parameters(factory)
+    if required:
+        raise AppError(
+            f"--app {entry}: the factory takes {', '.join(required)}; it is called with no "
+            f"argument ({why_no_argument})"
+        )
+    try:
+        return factory()
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        raise AppError(f"--app {entry}: calling it raised {why}") from exc
