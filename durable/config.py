@@ -14,6 +14,12 @@ class RuntimeConfig(BaseModel):
     lease_ttl_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=10.0, gt=0)
     lease_wait_limit: int = Field(default=8, ge=1)
+    #: A checkpoint (and a lease renewal) where a commit's settled tasks cross a multiple of
+    #: this: points of the conversation, the same in a run that survived crashes
+    #: (``Journal._checkpoint_due``).
+    checkpoint_every_tasks: int = Field(default=4, ge=1)
+    #: And every this many records while no task settles: a bound on what recovery replays
+    #: when few tasks settle.
     checkpoint_every: int = Field(default=32, ge=1)
     budget: Budget = Budget()
     max_model_attempts: int = Field(default=4, ge=1)

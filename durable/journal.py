@@ -20,7 +20,7 @@ import trio
 from durable.config import RuntimeConfig
 from durable.errors import Fenced
 from durable.events import Event as EventT
-from durable.events import EventRecord, LeaseAcquired, RunStopped
+from durable.events import EventRecord, LeaseAcquired, RunStopped, TaskSettled
 from durable.ports import Ports
 from durable.state import State, apply, new_state
 from durable.store.base import (
@@ -36,6 +36,12 @@ from durable.store.base import (
 
 Builder = Callable[[State], list[EventT]]
 
+#: Every this many checkpoints placed by settled tasks also renews the lease
+#: (``Journal._checkpoint_due``): often enough that a replacement process's lease comes back
+#: into phase within a few checkpoints, rarely enough to cost few writes (the heartbeat keeps
+#: the lease alive between them).
+RENEWING_CHECKPOINTS = 1
+
 
 class Journal:
     def __init__(
@@ -48,16 +54,24 @@ class Journal:
         self.lease = lease
         self.fenced = False
         self._lock = trio.Lock()
-        self._since_checkpoint = 0
+        # Tasks settled in the log, and records since the last one settled (or this journal
+        # opened): where the next checkpoint falls (``_checkpoint_due``).
+        self._settled_tasks = sum(1 for t in state.tasks.values() if t.status == "terminal")
+        self._since_settled = 0
+        # When this process last acquired or renewed the lease (the heartbeat's phase): a
+        # journal is made as its lease is acquired (``open``; recovery reads take no time).
+        self.lease_granted_at_s = ports.clock.now()
         self._changed = trio.Event()
         self.on_commit: Callable[[], None] = lambda: None
+        self.on_renewal: Callable[[], None] = lambda: None
 
     @property
-    def records_since_checkpoint(self) -> int:
-        """Records applied since this journal's last checkpoint, or since it was opened: when it
-        writes the next one. Process-local, so a host inspecting a process reads it here (the
-        simulator compares it between a crashed run and the fault-free one)."""
-        return self._since_checkpoint
+    def records_since_settled(self) -> int:
+        """Records applied since a task last settled, or since this journal was opened: with
+        the state's settled tasks, when it writes the next checkpoint. Process-local, so a host
+        inspecting a process reads it here (the simulator compares it between a crashed run and
+        the fault-free one)."""
+        return self._since_settled
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -131,14 +145,40 @@ class Journal:
                 raise Fenced(str(exc)) from exc
             for record in records:
                 apply(self.state, record)
-            self._since_checkpoint += len(records)
             # Waiters are woken before the checkpoint: writing it may be a cancellation point,
             # and an applied commit must never go unannounced.
             self._notify()
-            stopped = any(isinstance(r.event, RunStopped) for r in records)
-            if stopped or self._since_checkpoint >= self.config.checkpoint_every:
-                await self._checkpoint()
+            due = self._checkpoint_due(records)
+            if due is not None:
+                await self._checkpoint(renew=due)
             return records
+
+    def _checkpoint_due(self, records: list[EventRecord]) -> bool | None:
+        """Whether a checkpoint follows this commit (None: no; else whether it renews the lease).
+
+        A checkpoint follows a commit that stops a run, or whose settled tasks cross a multiple
+        of ``checkpoint_every_tasks`` (it then renews the lease), or whose records since a task
+        last settled cross a multiple of ``checkpoint_every`` (a bound: a log that settles no
+        task, inputs queued or a crash loop's lease records, is not left to grow unread).
+
+        Each is a function of the log's content, not of this process's history: a recovery adds
+        records (its ``LeaseAcquired``, a tool call's second intent) but settles no task, so
+        from the first task settled after a crash a replacement process checkpoints and renews
+        where the process it replaced would have, and the heartbeat, which counts from the last
+        renewal, beats where it would have (docs/architecture.md, 1.3)."""
+        settled = sum(isinstance(r.event, TaskSettled) for r in records)
+        every_tasks = self.config.checkpoint_every_tasks
+        every_records = self.config.checkpoint_every
+        before_tasks, before_records = self._settled_tasks, self._since_settled
+        self._settled_tasks += settled
+        self._since_settled = 0 if settled else before_records + len(records)
+        if any(isinstance(r.event, RunStopped) for r in records):
+            return False  # the heartbeat renews a conversation that goes on
+        if before_tasks // every_tasks != self._settled_tasks // every_tasks:
+            return True
+        if before_records // every_records != self._since_settled // every_records:
+            return False
+        return None
 
     def _seal(self, events: list[EventT], epoch: int) -> list[EventRecord]:
         ids = self.ports.ids
@@ -161,7 +201,7 @@ class Journal:
             for i, event in enumerate(events)
         ]
 
-    async def _checkpoint(self) -> None:
+    async def _checkpoint(self, *, renew: bool) -> None:
         checkpoint = make_checkpoint(self.state, self.ports.clock.now())
         try:
             await self.store.save_checkpoint(
@@ -170,7 +210,8 @@ class Journal:
         except StaleLease as exc:
             self.fence()
             raise Fenced(str(exc)) from exc
-        self._since_checkpoint = 0
+        if renew:
+            await self.renew()
 
     async def _ensure_lease_fresh(self) -> None:
         """Renew before writing if the lease is past half its TTL: a paused process that wakes up
@@ -192,21 +233,26 @@ class Journal:
             await trio.lowlevel.checkpoint_if_cancelled()
             await self._ensure_lease_fresh()
 
-    async def renew_locked(self) -> None:
-        """Renew under the commit lock (the heartbeat's entry point)."""
+    async def renew_locked(self, *, granted_at_s: float) -> None:
+        """Renew under the commit lock (the heartbeat's entry point), unless the lease was
+        renewed since ``granted_at_s`` while the heartbeat waited for the lock."""
         async with self._lock:
             if self.fenced:
                 raise Fenced(f"{self.state.conversation_id}: lease lost")
-            await self.renew()
+            if self.lease_granted_at_s == granted_at_s:
+                await self.renew()
 
     async def renew(self) -> None:
+        now_s = self.ports.clock.now()
         try:
             self.lease = await self.store.renew_lease(
-                self.lease, ttl_s=self.config.lease_ttl_s, now_s=self.ports.clock.now()
+                self.lease, ttl_s=self.config.lease_ttl_s, now_s=now_s
             )
         except StaleLease as exc:
             self.fence()
             raise Fenced(str(exc)) from exc
+        self.lease_granted_at_s = now_s
+        self.on_renewal()
 
     # -- observing -----------------------------------------------------------------------------
 

@@ -15,20 +15,16 @@ and epochs by rank among the values present (``durable/`` only orders and compar
 world's ids by role and tables in id order (``Renaming``, ``Roles``); the oracles' history;
 each task's next timer relative to now and where each task waits; the world's RNG streams; the
 files whose last bytes a power loss would take (written, not yet synced); the
-lease's phase and the checkpoint cadence (which a process counts from its own start); and
-trio's run-queue RNG, which a process started after a crash reseeds from the seed and its
-number (``sim.world.seeded.seed_process_scheduler``), so it never rejoins. Views (``VIEWS``)
-leave out more and more of them.
+lease's phase and the checkpoint cadence (functions of the log: ``durable.journal``, the
+heartbeat counting from the last renewal); and trio's run-queue RNG, which both hosts reseed at
+every commit's end from what was committed (``sim.world.seeded.seed_commit_scheduler``). Views
+(``VIEWS``) leave out more and more of them.
 
 A child *meets* the reference when one view equals the reference's at a commit that ended after
 the crash point, and *rejoins* it when every later view equals the reference's from that commit
-on: meeting once proves nothing (the scheduler's draws can part them again).
-
-``reseed_scheduler`` measures a what-if harness whose scheduler RNG is a function of the view:
-every run reseeds trio's RNG at every commit's end from the seed and its renamed view.
-
-Rejoining is measured only: nothing is pruned on it. What a sound ``--prune rejoin`` would still
-need is in docs/performance.md, "Rejoin".
+on: meeting once proves nothing (a view that misses what decides the future can part them
+again). ``sim.explore.pruning`` stops a sweep's children at their rejoin; docs/performance.md,
+"Rejoin", has the measurements.
 """
 
 from __future__ import annotations
@@ -51,8 +47,9 @@ from sim.explore.sweep import base_schedule, depth1_schedules
 from sim.run.runner import run_scenario
 from sim.world.faults import CrashKind, Schedule, When
 from sim.world.injector import Injector, Victim
+from sim.world.process import COMMIT_LABEL
 from sim.world.scenario import Scenario
-from sim.world.seeded import digest_of, reseed_trio_scheduler, trio_rng_state
+from sim.world.seeded import digest_of, trio_rng_state
 from sim.world.stores import StoreKind
 
 #: The components of a canonical view, in report order.
@@ -72,12 +69,12 @@ COMPONENTS = (
 )
 
 #: The views a measurement compares, each the components it leaves out of ``COMPONENTS``:
-#: ``strict`` is everything; ``renamed`` leaves out trio's scheduler RNG (reseeded per process,
-#: so it never rejoins); ``judged`` also leaves the oracles' history to a judge that carries
-#: it (the model's call-log length, the services' ledger and workspace history); ``aligned``
-#: also leaves out what a process counts from its own start (when its lease was granted or
-#: renewed relative to now, the records since its last checkpoint, and so the checkpoint files):
-#: what would rejoin if the runtime renewed and checkpointed on a cadence of the log's own.
+#: ``strict`` is everything; ``renamed`` leaves out trio's scheduler RNG (a function of the
+#: rest since it is reseeded at every commit's end: the two rejoin alike, which a test
+#: checks); ``judged`` also leaves the oracles' history to a judge that carries it (the
+#: model's call-log length, the services' ledger and workspace history); ``aligned`` also
+#: leaves out the lease's phase and the checkpoint cadence, which the runtime derives from the
+#: log and which come back into phase only at the first checkpoint after a crash.
 VIEWS: dict[str, frozenset[str]] = {
     "strict": frozenset(),
     "renamed": frozenset({"scheduler"}),
@@ -104,7 +101,7 @@ _SPLIT = re.compile(r"(\d+)")
 #: a child that meets the reference only after its last commit (at the final lease release)
 #: has nothing left to save and is not counted. Viewing every boundary instead (five times as
 #: many in ``long_horizon``) met the reference more often, mostly at the run's end.
-VIEWED = "store.commit"
+VIEWED = COMMIT_LABEL
 
 #: The crash kinds a measurement takes: the ones a crash record marks (a probe views the world
 #: only once the crash has happened; a storage fault or a pause is not a crash of a process).
@@ -375,7 +372,7 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, object]:
             [renamings[lease["conversation_id"]].apply(lease, ids=ids) for lease in leases],
             [t for t in timers if t[0] in LEASE_TASKS],
         ],
-        "checkpoint_cadence": [[j.records_since_checkpoint for j in journals], files],
+        "checkpoint_cadence": [[j.records_since_settled for j in journals], files],
         "scheduler": trio_rng_state(),
     }
 
@@ -405,9 +402,6 @@ class CanonicalProbe(ForksNothing):
     child_schedule: Schedule = field(default_factory=Schedule)
     rows: list[Row] = field(default_factory=list)
     last_view: dict[str, object] = field(default_factory=dict)
-    # With a world seed: at every commit's end, reseed trio's run-queue RNG from the seed and
-    # the renamed view (``reseed_scheduler``), in the fault-free run and before a crash too.
-    reseed_from: int | None = None
 
     def fork_at(
         self, injector: Injector, process: Victim, index: int, when: When, label: str
@@ -416,18 +410,12 @@ class CanonicalProbe(ForksNothing):
         # an operation's inner boundaries come before a crash at its ``after``.
         if when != "after" or not label.startswith(VIEWED):
             return
-        crashed = not self.base.points or injector.crashed_at(self.base.points[-1])
-        if not crashed and self.reseed_from is None:
+        if self.base.points and not injector.crashed_at(self.base.points[-1]):
             return
         view = canonical_view(injector, when, label)
         digests = {k: digest_of([v]) for k, v in view.items()}
-        if self.reseed_from is not None:
-            renamed = Row(0, digests).key("renamed")
-            reseed_trio_scheduler(self.reseed_from, f"rejoin:{renamed}")
-            digests["scheduler"] = digest_of([trio_rng_state()])
-        if crashed:
-            self.rows.append(Row(injector.next_index, digests))
-            self.last_view = view
+        self.rows.append(Row(injector.next_index, digests))
+        self.last_view = view
 
 
 class RejoinDoc(TypedDict):
@@ -525,22 +513,17 @@ def measure(
     seed: int = 0,
     crash_kinds: Iterable[CrashKind | str] = ("process",),
     points: int = DEFAULT_POINTS,
-    reseed_scheduler: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> ScenarioRejoin:
     """Run the fault-free run and the depth-1 crashes of ``crash_kinds`` (``points`` of them,
     spread evenly) naively, each under a ``CanonicalProbe``, and count the children whose
-    canonical view meets, and rejoins, the reference's. ``reseed_scheduler`` runs the
-    what-if of a harness whose scheduler RNG is a function of the canonical state: every run
-    reseeds trio's run-queue RNG at every commit's end from the world seed and its renamed
-    view (the runs are then not the sweep's: a measurement only)."""
+    canonical view meets, and rejoins, the reference's."""
     kinds = [CrashKind(k) for k in crash_kinds]
     if not set(kinds) <= MEASURED_KINDS:
         raise ValueError(f"rejoin measures process and power crashes, not {kinds}")
     kind = StoreKind(store)
     base = base_schedule(scenario, seed=seed, store=kind)
-    reseed_from = seed if reseed_scheduler else None
-    reference_probe = CanonicalProbe(base, reseed_from=reseed_from)
+    reference_probe = CanonicalProbe(base)
     reference = run_scenario(scenario, seed=seed, store=kind, schedule=base, fork=reference_probe)
     keys = {view: [row.key(view) for row in reference_probe.rows] for view in VIEWS}
     stamps = [row.stamp for row in reference_probe.rows]
@@ -550,7 +533,7 @@ def measure(
     out = ScenarioRejoin(scenario.name, str(kind), points=len(schedules), of=len(every))
     for schedule in schedules:
         interrupts.stop_if_requested()
-        probe = CanonicalProbe(schedule, reseed_from=reseed_from)
+        probe = CanonicalProbe(schedule)
         run_scenario(scenario, seed=seed, store=kind, schedule=schedule, fork=probe)
         crashed_at = schedule.last_index
         for view in VIEWS:

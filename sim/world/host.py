@@ -84,6 +84,7 @@ def runtime_config(scenario: Scenario) -> RuntimeConfig:
         lease_ttl_s=scenario.lease_ttl_s,
         heartbeat_s=scenario.heartbeat_s,
         checkpoint_every=scenario.checkpoint_every,
+        checkpoint_every_tasks=scenario.checkpoint_every_tasks,
         budget=scenario.budget,
         max_model_attempts=scenario.max_model_attempts,
         context_budget_tokens=scenario.context_budget_tokens,

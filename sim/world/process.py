@@ -26,7 +26,7 @@ from sim.world.evidence import AcceptedAppend, Evidence, LeaseGrant
 from sim.world.faults import Boundary, CrashPoint, Schedule
 from sim.world.fs import SimFS
 from sim.world.injector import Injector, SimulatedCrash, Victim, end_simulated
-from sim.world.seeded import World, seed_process_scheduler
+from sim.world.seeded import World, seed_commit_scheduler, seed_process_scheduler
 
 T = TypeVar("T")
 
@@ -312,7 +312,11 @@ class Machine:
         return index
 
     def after(self, process: SimProcess, index: int, label: str) -> None:
-        """``process``'s operation at boundary ``index`` returned: maybe crashed there."""
+        """``process``'s operation at boundary ``index`` returned: maybe crashed there. At a
+        commit's end trio's scheduler is first reseeded from what was committed
+        (``seed_commit_scheduler``), so a crash or a fork there sees the reseeded stream."""
+        if label.startswith(COMMIT_LABEL):
+            seed_commit_scheduler(self.world.seed, commit_content(process))
         self.injector.after(process, index, label)
 
     def crossing(self, process: SimProcess, label: str, fn: Callable[[], T]) -> T:
@@ -334,6 +338,21 @@ class Machine:
         finally:
             self.pauses.finished(process, entered)  # the harness's bookkeeping, not the runtime's
         return result
+
+
+#: The label of a store's commit boundary (``sim.world.stores``): where the scheduler reseeds.
+COMMIT_LABEL = "store.commit"
+
+
+def commit_content(process: Any) -> tuple[tuple[int, ...], ...]:
+    """The sizes of ``process``'s open conversations (messages, tasks, settled tool results),
+    sorted: what a commit's end reseeds the scheduler from. Counts, not ids or sequence numbers,
+    which a recovery shifts; empty for a runtime that does not list its conversations."""
+    open_conversations = getattr(process.runtime, "open_conversations", None)
+    if open_conversations is None:
+        return ()
+    states = [c.journal.state for c in open_conversations()]
+    return tuple(sorted((len(s.messages), len(s.tasks), len(s.tool_results)) for s in states))
 
 
 def cross(machine: Any, process: Any, label: str, fn: Callable[[], T]) -> T:

@@ -270,6 +270,7 @@ class Scenario(_Model):
     sub_script: dict[str, list[Turn]] = Field(default_factory=dict, max_length=16)
     budget: Budget = Budget()
     checkpoint_every: int = Field(default=16, ge=1, le=10_000)
+    checkpoint_every_tasks: int = Field(default=4, ge=1, le=10_000)
     lease_ttl_s: float = Field(default=30.0, gt=0, le=3600)
     heartbeat_s: float = Field(default=10.0, gt=0, le=3600)
     max_model_attempts: int = Field(default=4, ge=1, le=32)

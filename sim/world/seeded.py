@@ -55,11 +55,24 @@ def seed_process_scheduler(seed: int, number: int) -> None:
     reseed_trio_scheduler(seed, f"trio.scheduler.p{number}")
 
 
+def seed_commit_scheduler(seed: int, content: tuple[tuple[int, ...], ...]) -> None:
+    """Reseed trio's run-queue order at the end of a commit from ``seed`` and ``content``, the
+    sizes of the committing process's conversations (``Machine.commit_content``): counts the
+    renaming of ``sim.explore.rejoin`` leaves as they are, so two runs whose canonical views
+    are equal at a commit's end draw the same interleaving from there on.
+
+    Without it the scheduler's draws count from the process's start: a process that replaced a
+    crashed one, back in the fault-free run's durable state, still interleaved its tasks as no
+    process of the fault-free run did, and a pruned sweep (``sim.explore.pruning``) could not
+    take its rest for the fault-free run's (docs/architecture.md, 2.1 and 2.5). Both hosts call
+    it (``Machine.after``), so realcrash's processes draw as the simulator's do."""
+    reseed_trio_scheduler(seed, f"trio.scheduler.commit:{content}")
+
+
 def reseed_trio_scheduler(seed: int, label: str) -> None:
-    """Reseed trio's run-queue order from ``seed`` and ``label`` in the middle of a run: the
-    rejoin measurement's what-if of a scheduler whose draws are a function of the world's
-    canonical state (``sim.explore.rejoin``), and a process started after a crash
-    (``seed_process_scheduler``)."""
+    """Reseed trio's run-queue order from ``seed`` and ``label`` in the middle of a run: at a
+    commit's end (``seed_commit_scheduler``), the rejoin measurement's what-if
+    (``sim.explore.rejoin``), and a process started after a crash (``seed_process_scheduler``)."""
     run_module: Any = trio._core._run
     assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
     run_module._r.seed(derive_seed(seed, label))

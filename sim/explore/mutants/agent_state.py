@@ -78,7 +78,7 @@ def _unchecked_compaction_applied(state: State, event: CompactionApplied, sequen
     caught_by=("I19",),
     # Between the first compaction's intent and its application.
     witness=LabelledCrash(label="store.commit#16", when=When.AFTER, kind=CrashKind.PROCESS),
-    first_kill="82:after:process",
+    first_kill="88:after:process",
 )
 def stale_summary_applied(mp: Patcher) -> None:
     """A compaction task resumed after a crash does not settle its intent stale: it sends the

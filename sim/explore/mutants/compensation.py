@@ -45,7 +45,7 @@ def compensate_forward_order(mp: Patcher) -> None:
     witness=LabelledCrash(
         label="tool.effect:workspace.restore#call-4.undo", when=When.AFTER, kind=CrashKind.PROCESS
     ),
-    first_kill="100:after:process",
+    first_kill="112:after:process",
 )
 def compensation_key_per_attempt(mp: Patcher) -> None:
     """A compensation re-run after a crash carries a new key (one per attempt, not per call), so

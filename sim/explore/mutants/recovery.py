@@ -107,7 +107,7 @@ def recover_without_progress(mp: Patcher) -> None:
     witness=LabelledCrash(
         label="tool.effect:workspace.append_line#call-2", when=When.AFTER, kind=CrashKind.PROCESS
     ),
-    first_kill="47:after:process",
+    first_kill="41:after:process",
 )
 def unsafe_replays_on_recovery(mp: Patcher) -> None:
     """Recovery ignores the policy and re-executes every interrupted tool (unsafe included)."""

@@ -73,13 +73,13 @@ def vfs_sync_noop(mp: Patcher) -> None:
     store=StoreKind.SQLITE,
     caught_by=("I2",),
     also=("I0",),
-    # Before the third checkpoint's log truncate, after the database's sync: the copied pages
-    # are durable, the unsynced log comes back as an older prefix that recovery replays over
-    # them.
+    # After the database's seventh sync (the third WAL checkpoint's), before its log truncate:
+    # the copied pages are durable, the unsynced log comes back as an older prefix that
+    # recovery replays over them.
     witness=LabelledCrash(
-        label="fs.truncate:store.sqlite-wal", when=When.BEFORE, kind=CrashKind.POWER, nth=3
+        label="fs.fsync:store.sqlite", when=When.AFTER, kind=CrashKind.POWER, nth=7
     ),
-    first_kill="89:before:power",
+    first_kill="63:after:power",
 )
 def checkpoint_without_wal_sync(mp: Patcher) -> None:
     """A checkpoint copies the write-ahead log into the database file without syncing the log

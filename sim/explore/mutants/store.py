@@ -105,11 +105,11 @@ def lease_written_in_place(mp: Patcher) -> None:
     caught_by=("I2",),
     also=("I0",),
     witness=LabelledCrash(
-        label="fs.open_trunc:c1/checkpoint-000000000019.json",
+        label="fs.open_trunc:c1/checkpoint-000000000024.json",
         when=When.AFTER,
         kind=CrashKind.PROCESS,
     ),
-    first_kill="39:after:process",
+    first_kill="49:after:process",
 )
 def checkpoint_written_in_place(mp: Patcher) -> None:
     """Checkpoints written straight under their final name (no temporary file, no rename): a
@@ -222,8 +222,8 @@ def checksums_not_verified(mp: Patcher) -> None:
     scenario="read_edit_answer",
     caught_by=("I2", "I3"),
     also=("I8",),
-    witness=LabelledCrash(label="store.commit#10", when=When.AFTER, kind=CrashKind.PROCESS),
-    first_kill="44:after:process",
+    witness=LabelledCrash(label="store.commit#13", when=When.AFTER, kind=CrashKind.PROCESS),
+    first_kill="60:after:process",
 )
 def expected_sequence_ignored(mp: Patcher) -> None:
     """The stores do not check ``expected_sequence`` -- and the writer's idea of the tail is stale
@@ -280,7 +280,7 @@ def checkpoint_claims_one_more(mp: Patcher) -> None:
     scenario="read_edit_answer",
     caught_by=("I3",),
     witness=LabelledCrash(label="store.checkpoint#1", when=When.AFTER, kind=CrashKind.PROCESS),
-    first_kill="38:after:process",
+    first_kill="48:after:process",
 )
 def checkpoint_restore_drops_request_ids(mp: Patcher) -> None:
     """Recovery from a checkpoint restores every field but the request-id index (a field added
@@ -435,8 +435,8 @@ def corruption_unnamed(mp: Patcher) -> None:
     scenario="read_edit_answer",
     crash_kinds=STORAGE,
     caught_by=("I23",),
-    witness=LabelledCrash(label="store.checkpoint#1", when=When.AFTER, kind=CrashKind.STORAGE),
-    first_kill="38:after:storage",
+    witness=LabelledCrash(label="store.checkpoint#2", when=When.AFTER, kind=CrashKind.STORAGE),
+    first_kill="67:after:storage",
 )
 def unparseable_checkpoint_skipped(mp: Patcher) -> None:
     """``FileStore(fsync=True)`` skips a checkpoint that does not parse, as the mode without
@@ -466,7 +466,7 @@ def unparseable_checkpoint_skipped(mp: Patcher) -> None:
     crash_kinds=STORAGE,
     caught_by=("I23",),
     also=("I6", "I11"),  # the lost commits' effects and model calls are done again
-    witness=LabelledCrash(label="store.commit#11", when=When.AFTER, kind=CrashKind.STORAGE),
+    witness=LabelledCrash(label="store.checkpoint#1", when=When.AFTER, kind=CrashKind.STORAGE),
     first_kill="48:after:storage",
 )
 def short_log_repaired(mp: Patcher) -> None:
@@ -488,10 +488,11 @@ def short_log_repaired(mp: Patcher) -> None:
     scenario="weak_durability_nofsync",
     crash_kinds=STORAGE,
     caught_by=("I23",),
-    # The release's lease write syncs the directory, so checkpoint #29's name survives the power
-    # loss while the unsynced log loses its last commits: a tail that checkpoint proves.
+    # The release's lease write syncs the directory, so the newest checkpoint's name survives
+    # the power loss while the unsynced log loses its last commits: a tail that checkpoint
+    # proves.
     witness=LabelledCrash(label="store.lease.release#1", when=When.AFTER, kind=CrashKind.POWER),
-    first_kill="47:after:power",
+    first_kill="38:after:power~1",
 )
 def tail_cut_without_copy(mp: Patcher) -> None:
     """``FileStore``'s repair takes every tail for a torn one: it no longer looks for proof

@@ -56,12 +56,6 @@ def add_parsers(sub: Any) -> None:
         help=f"crash points per scenario and store, spread evenly over its depth-1 points, "
         f"1..{MAX_POINTS} (default {DEFAULT_POINTS}: each is a whole run viewed at every commit)",
     )
-    rj.add_argument(
-        "--reseed-scheduler",
-        action="store_true",
-        help="what-if: every run reseeds trio's scheduler RNG at every commit from its renamed "
-        "view, as a harness whose scheduling is a function of the canonical state would",
-    )
     rj.add_argument("--seed", type=seed_arg, default=options.DEFAULT_SEED, help=SEED_HELP)
     rj.add_argument("--jobs", type=jobs_arg, default=None, help="scenarios measured at once")
     rj.add_argument("--json", action="store_true", help="print the measurement as JSON")
@@ -85,7 +79,6 @@ def run_rejoin(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 kinds=args.crash,
                 points=args.points,
-                reseed=args.reseed_scheduler,
             ),
             estimated_cost(scenario, store, args.crash),
         )
@@ -120,7 +113,6 @@ def _measure(
     seed: int,
     kinds: tuple[str, ...],
     points: int,
-    reseed: bool,
     progress: Any,
 ) -> Any:
     """One step: imported in the worker, so the command's parser does not load the sweep."""
@@ -131,6 +123,5 @@ def _measure(
         seed=seed,
         crash_kinds=kinds,
         points=points,
-        reseed_scheduler=reseed,
         progress=progress,
     )

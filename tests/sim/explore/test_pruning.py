@@ -120,16 +120,10 @@ def test_a_suffix_mismatch_names_the_commit_and_the_components() -> None:
     )
 
 
-#: Where, at seed 0, the sampled check finds a child that met the fault-free run and left it
-#: (docs/performance.md, "Pruned sweeps"): trio's draws order the sub-agent's and the parallel
-#: tools' tasks; the standby's wait is not in the view; on SQLite, a child's files are left
-#: unsynced at other commits than the fault-free run's (the cause is not traced yet).
-PARTED = (
-    ("delegate_to_subagent", "file"),
-    ("parallel_tools_mixed_policies", "file"),
-    ("standby_gives_up", "file"),
-    ("read_edit_answer", "sqlite"),
-)
+#: Where, at seed 0, the sampled check finds a child that met the fault-free run and left it:
+#: none since the scheduler is reseeded at every commit's end and the runtime checkpoints and
+#: renews where the log says (docs/performance.md, "Rejoin"); a case found later goes here.
+PARTED: tuple[tuple[str, str], ...] = ()
 
 EXACT_CASES = [
     (name, store)
@@ -170,19 +164,17 @@ def test_a_sweep_prunes_and_checks_some_children() -> None:
     assert out.to_json()["prune"] == out.prune
 
 
-def test_the_check_catches_the_scheduler_parting_a_rejoined_run() -> None:
-    """The renamed view leaves out trio's run-queue RNG, which a restarted process reseeds: in
-    ``parallel_tools_mixed_policies`` its draws order the parallel tools, so a child that met
-    the fault-free run leaves it (docs/performance.md, "Rejoin"). The check turns pruning off."""
-    scenario = load_scenario("parallel_tools_mixed_policies")
-    out = pruning.sweep(
-        SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="off"), check_mode="full"
-    )
+def test_the_check_catches_a_view_that_misses_what_decides_the_future() -> None:
+    """On SQLite a child of ``read_edit_answer`` that met the fault-free run leaves it a
+    commit later in ``unsynced`` (its files are left unsynced at other commits than the
+    fault-free run's; the cause is not traced yet): checked to its end, the renaming fails and
+    the scenario is swept exactly (docs/performance.md, "Rejoin")."""
+    scenario = load_scenario("read_edit_answer")
+    plan = SweepPlan(scenario=scenario, store=StoreKind.SQLITE, determinism="off")
+    out = pruning.sweep(plan, check_mode="full")
     assert out.prune is not None, out.prune
-    assert "then left it" in out.prune["broken"] and out.prune["broken"].endswith("in tasks")
-    assert _verdicts(out) == _verdicts(
-        sweep(SweepPlan(scenario=scenario, store=StoreKind.FILE, determinism="off"))
-    )
+    assert "then left it" in out.prune["broken"] and out.prune["broken"].endswith("in unsynced")
+    assert _verdicts(out) == _verdicts(sweep(plan))
 
 
 #: A seed whose 1-in-16 sample picks a child of the mutant's scenario that leaves the fault-free

@@ -19,12 +19,15 @@ from sim.world.storage_faults import TableRow
 
 SCENARIO = "weak_durability_nofsync"  # FileStore(fsync=False)
 LOG = "/store/c1/events.jsonl"
-#: The power loss after the lease's release: its lease write synced the directory, so the name
-#: of checkpoint #29 survives while the unsynced log loses commits; enumerated tear 1 cuts the
-#: log at its durable end, a seeded draw there damages a letter before later commits.
-UNDER_CHECKPOINT = "47:after:power~1"
-BEFORE_LATER_COMMITS = "47:after:power"
-PROOF = ("checkpoint-000000000029.json",)
+#: The power loss after the lease's release (``store.lease.release#1``): its lease write synced
+#: the directory, as the renewal after checkpoint #24 had, so the names of checkpoints #24 and
+#: #29 survive while the unsynced log loses commits; enumerated tear 1 cuts the log at its
+#: durable end, under both.
+UNDER_CHECKPOINT = "53:after:power~1"
+#: The power loss at the release's first file write (its lease file opened, the directory not
+#: yet synced): a seeded draw there damages a letter of record #16, before later commits.
+BEFORE_LATER_COMMITS = "54:after:power"
+PROOF = ("checkpoint-000000000024.json", "checkpoint-000000000029.json")
 
 
 def _run(schedule: str) -> tuple[RunResult, RunResult]:
@@ -126,7 +129,9 @@ def test_a_checkpoint_deleted_instead_of_set_aside_is_caught(
 def test_a_record_a_later_power_loss_supersedes_is_not_held_against_the_next_cut() -> None:
     """Two power losses: each record is judged on the recovery before the next crash that
     damages (which makes its own records); the unbroken store passes both."""
-    result, reference = _run("47:after:power~1,60:after:power")
+    # The second strikes the first recovery once it has written its quarantine copy of the
+    # tail, before it syncs and renames the copy or cuts the log.
+    result, reference = _run(f"{UNDER_CHECKPOINT},66:after:power")
     first, _ = result.trace.crashes
     assert first.damage_rows
     row = first.damage_rows[LOG]
