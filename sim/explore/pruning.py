@@ -23,25 +23,35 @@ run again without pruning, so every verdict it reports is the exact one.
 
 from __future__ import annotations
 
+import shutil
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sim.explore import interrupts
+from sim.explore import folding, forking, interrupts, parallel
 from sim.explore import sweep as exact
 from sim.explore.plan import SweepPlan
 from sim.explore.recording import Judged, ScenarioSweep, record_outcome
-from sim.explore.rejoin import COMPONENTS, MEASURED_KINDS, VIEWS, CanonicalProbe, Row
+from sim.explore.rejoin import (
+    COMPONENTS,
+    MEASURED_KINDS,
+    VIEWED,
+    VIEWS,
+    CanonicalProbe,
+    Row,
+    sketch,
+)
 from sim.explore.sweep import naive, parts, prepare
+from sim.explore.sweep.fast import FastRun, merged, outcome_doc
 from sim.judgement.invariants import invariant
 from sim.judgement.judge import ScheduleOutcome, judge
-from sim.judgement.oracles import Violation, check, check_determinism, verdict_of
+from sim.judgement.oracles import Verdict, Violation, check, check_determinism, verdict_of
 from sim.run import collector
 from sim.run.runner import RunResult, run_scenario
 from sim.world import tempdirs
-from sim.world.faults import Schedule, When
+from sim.world.faults import Schedule, When, parse_schedule
 from sim.world.injector import ForkHook, Injector, Victim
 from sim.world.scenario import Scenario
 
@@ -103,27 +113,95 @@ class Reference:
                 out.setdefault(key, position)
         return out
 
+    def sketches_after(self, crashed_at: int) -> frozenset[str]:
+        """The sketches of the commits that ended after boundary ``crashed_at``."""
+        return frozenset(row.sketch for row in self.rows if row.stamp > crashed_at)
+
+    def probe(self, schedule: Schedule, *, in_child: bool = False) -> PruneProbe:
+        """The probe of a child crashed by ``schedule``."""
+        crashed_at = schedule.last_index
+        return PruneProbe(
+            schedule,
+            in_child=in_child,
+            lookup=self.after(crashed_at),
+            sketches=self.sketches_after(crashed_at),
+        )
+
 
 @dataclass
 class PruneProbe(CanonicalProbe):
     """A ``CanonicalProbe`` that ends the world at the first commit where the child's renamed
     view equals the fault-free run's at a commit that ended after the crash (``lookup``:
-    ``Reference.after``). ``met`` is then (the child's commit, the reference's)."""
+    ``Reference.after``). ``met`` is then (the child's commit, the reference's), the child's
+    counted from its crash. A commit whose ``sketch`` is none of the fault-free run's there
+    (``sketches``) cannot meet it: its full view is not taken (nor a row kept)."""
 
     lookup: dict[str, int] = field(default_factory=dict)
+    sketches: frozenset[str] = frozenset()
     met: tuple[int, int] | None = None
+    commits: int = 0  # the commits viewed or sketched since the crash
 
     def fork_at(
         self, injector: Injector, process: Victim, index: int, when: When, label: str
     ) -> None:
+        if self.met is not None or when != "after" or not label.startswith(VIEWED):
+            return
+        if not injector.crashed_at(self.base.points[-1]):
+            return
+        self.commits += 1
+        if sketch(injector, when, label) not in self.sketches:
+            return
         viewed = len(self.rows)
         super().fork_at(injector, process, index, when, label)
-        if self.met is not None or len(self.rows) == viewed:
-            return
+        assert len(self.rows) == viewed + 1, "a sketched commit is viewed"
         position = self.lookup.get(self.rows[-1].key(PRUNED_VIEW))
         if position is not None:
-            self.met = (len(self.rows) - 1, position)
+            self.met = (self.commits - 1, position)
             injector.stop_world()
+
+
+@dataclass
+class PruneForkPlan(forking.ForkPlan):
+    """The forking run of a pruned sweep: a child forks at its crash point as the exact
+    sweep's do (``sim.explore.forking``: the prefix is run once, not once per schedule). A
+    child of a process or power crash then runs under a ``PruneProbe``: it ends its world at
+    its rejoin and is judged on its window (``window_outcome``), and its outcome says where
+    it met the fault-free run (``met``: its commit, the fault-free run's). Any other child
+    runs to its end and is judged as the exact sweep's."""
+
+    views: Reference | None = None  # the fault-free run's views (the parent's, inherited)
+    probe: PruneProbe | None = None  # a child's, once its crash has happened
+
+    def fork_at(
+        self, injector: Injector, process: Victim, index: int, when: When, label: str
+    ) -> None:
+        if not self.in_child:
+            super().fork_at(injector, process, index, when, label)
+            return
+        if self.probe is None:
+            schedule = self.child_schedule
+            if schedule.points[-1].kind not in MEASURED_KINDS:
+                return
+            assert self.views is not None
+            self.probe = self.views.probe(schedule, in_child=True)
+        self.probe.fork_at(injector, process, index, when, label)
+
+    def finish_child(self, result: RunResult) -> None:
+        probe = self.probe
+        if probe is None or probe.met is None:
+            super().finish_child(result)
+            return
+        try:
+            judged = Judged.of_run(window_outcome(result, self.reference), result)
+            doc: dict[str, object] = {
+                "schedule": result.schedule.text(),
+                "fingerprint": result.trace.fingerprint,
+                "met": list(probe.met),
+                **judged.to_json(),
+            }
+        except BaseException as exc:  # the child must always report and exit
+            doc = {"error": f"{type(exc).__name__}: {exc}"}
+        self._leave(doc, 0)
 
 
 def window_violations(result: RunResult, reference: RunResult) -> list[Violation]:
@@ -133,8 +211,21 @@ def window_violations(result: RunResult, reference: RunResult) -> list[Violation
     return [v for v in check(result, reference) if not invariant(v.invariant).judged_at_end]
 
 
-def _verdict_codes(outcome: ScheduleOutcome) -> list[str]:
-    return [v.invariant for v in outcome.violations if v.invariant != "I10"]
+def window_outcome(
+    result: RunResult, reference: RunResult, again: RunResult | None = None
+) -> ScheduleOutcome:
+    """A pruned run's outcome: its window's violations (``window_violations``), and I10 against
+    ``again`` (the same schedule pruned a second time) if given."""
+    violations = window_violations(result, reference)
+    if again is not None:
+        violations += check_determinism(result, again)
+    labels = tuple(c.label for c in result.trace.crashes)
+    fingerprint = result.trace.fingerprint
+    return ScheduleOutcome(result.schedule, verdict_of(violations), violations, fingerprint, labels)
+
+
+def _verdict_codes(violations: tuple[Violation, ...] | list[Violation]) -> list[str]:
+    return [v.invariant for v in violations if v.invariant != "I10"]
 
 
 def suffix_mismatch(met: tuple[int, int], full: CanonicalProbe, reference: Reference) -> str | None:
@@ -175,7 +266,7 @@ class _Pruner:
         )
 
     def probed(self, schedule: Schedule) -> tuple[RunResult, PruneProbe]:
-        probe = PruneProbe(schedule, lookup=self.views.after(schedule.last_index))
+        probe = self.views.probe(schedule)
         return self.run(schedule, probe), probe
 
     def judge(self, schedule: Schedule) -> tuple[ScheduleOutcome, RunResult]:
@@ -194,27 +285,41 @@ class _Pruner:
         outcome = self.pruned_outcome(result, exact.wants_rerun(self.determinism, seed, text))
         if wants_check(self.check_mode, seed, text):
             stats["checked"] += 1
-            self.check_suffix(schedule, probe.met, outcome)
+            self.check_suffix(schedule, probe.met, outcome.violations)
         if outcome.verdict != "pass":
-            # A failure is reported as the exact sweep reports it: every violation of the
-            # whole run, its timeline and recovery paths, and I10 on it whatever the sample
-            # drew, as ``exact.judge_as`` does (failures are few; this costs little).
-            whole = self.run(schedule)
-            return exact.judge_as(whole, self.reference, self.determinism), whole
+            return self.whole(schedule)
         return outcome, result
 
+    def whole(self, schedule: Schedule) -> tuple[ScheduleOutcome, RunResult]:
+        """A failing pruned schedule, reported as the exact sweep reports it: every violation
+        of the whole run, its timeline and recovery paths, and I10 on it whatever the sample
+        drew, as ``exact.judge_as`` does (failures are few; this costs little)."""
+        whole = self.run(schedule)
+        return exact.judge_as(whole, self.reference, self.determinism), whole
+
+    def settle(self, schedule: Schedule, met: tuple[int, int], pruned: Judged) -> Judged:
+        """What the forked path records of a child pruned at its rejoin (``met``), judged on
+        its window as ``pruned``: checked to its end when ``wants_check`` says so, a failure
+        run whole, as ``judge`` does for the naive path."""
+        stats = self.out.prune
+        assert stats is not None
+        stats["pruned"] += 1
+        if wants_check(self.check_mode, self.out.seed, schedule.text()):
+            stats["checked"] += 1
+            self.check_suffix(schedule, met, pruned.violations)
+        if pruned.verdict is not Verdict.PASS:
+            return Judged.of_run(*self.whole(schedule))
+        return pruned
+
     def pruned_outcome(self, result: RunResult, rerun: bool) -> ScheduleOutcome:
-        violations = window_violations(result, self.reference)
-        if rerun:
-            violations += check_determinism(result, self.probed(result.schedule)[0])
-        labels = tuple(c.label for c in result.trace.crashes)
-        fingerprint = result.trace.fingerprint
-        return ScheduleOutcome(
-            result.schedule, verdict_of(violations), violations, fingerprint, labels
-        )
+        again = self.probed(result.schedule)[0] if rerun else None
+        return window_outcome(result, self.reference, again)
 
     def check_suffix(
-        self, schedule: Schedule, met: tuple[int, int], pruned: ScheduleOutcome
+        self,
+        schedule: Schedule,
+        met: tuple[int, int],
+        pruned: tuple[Violation, ...] | list[Violation],
     ) -> None:
         """Run the child to its end: its verdict and its views from the rejoin on must be the
         pruned verdict and the fault-free run's views, else ``RejoinBroken``."""
@@ -222,10 +327,11 @@ class _Pruner:
         full = self.run(schedule, probe)
         whole = judge(full, self.reference, determinism=False)
         where = f"{self.out.name}/{self.out.store} {schedule.text()}"
-        if _verdict_codes(whole) != _verdict_codes(pruned):
+        if _verdict_codes(whole.violations) != _verdict_codes(pruned):
             raise RejoinBroken(
-                f"{where}: run to its end it is {whole.verdict} {_verdict_codes(whole)}, "
-                f"pruned at its rejoin {pruned.verdict} {_verdict_codes(pruned)}"
+                f"{where}: run to its end it is {whole.verdict} "
+                f"{_verdict_codes(whole.violations)}, pruned at its rejoin "
+                f"{verdict_of(list(pruned))} {_verdict_codes(pruned)}"
             )
         mismatch = suffix_mismatch(met, probe, self.views)
         if mismatch is not None:
@@ -237,9 +343,14 @@ def sweep(
     *,
     check_mode: PruneCheck | str = "sample",
     progress: Callable[[int], None] | None = None,
+    fast: bool = True,
+    jobs: int | None = None,
 ) -> ScenarioSweep:
-    """The depth-1 sweep of ``--prune rejoin``: every schedule of the exact sweep, each run
-    from scratch and stopped where it rejoins the fault-free run (see the module's docstring).
+    """The depth-1 sweep of ``--prune rejoin``: every schedule of the exact sweep, each stopped
+    where it rejoins the fault-free run (see the module's docstring). ``fast`` (where
+    ``os.fork`` exists) forks each child at its crash point from one run of the fault-free
+    schedule, ``jobs`` at once (``PruneForkPlan``); the naive path runs each from scratch.
+    Both give every schedule the same verdict.
     A ``RejoinBroken`` from the full-suffix check is recorded in ``prune`` and the scenario is
     swept again exactly (``sim.explore.sweep.sweep``): its verdicts are then the exact ones.
     ``plan.stop_at_first_failure`` as the exact sweep's: the same schedules, the same first
@@ -251,7 +362,9 @@ def sweep(
     started = time.perf_counter()
     tempdirs.remove_all_stale()  # what killed sweeps left behind
     out, kinds, base = prepare.described(scenario, kind, seed, 1, plan.crash_kinds, mode, plan.ref)
-    reference, traced = prepare.traced_runs(scenario, seed=seed, store=kind, base=base)
+    forked = fast and forking.AVAILABLE
+    fold = folding.FoldPlan(base, tuple(kinds)) if forked else None
+    reference, traced = prepare.traced_runs(scenario, seed=seed, store=kind, base=base, fold=fold)
     prepare.describe(out, reference, traced, base, kinds)
     stats: dict[str, str | int] = {"mode": "rejoin", "check": checking, "pruned": 0, "checked": 0}
     out.prune = stats
@@ -269,7 +382,13 @@ def sweep(
         out.reference.labels, kinds, base=base, tears=traced.trace.tear_counts
     )
     try:
-        _judge_all(pruner, schedules, plan.stop_at_first_failure, progress)
+        if fold is not None:
+            out.expansion.folded = len(fold.twin_of)
+            listed = _forked(pruner, traced, fold, jobs or parallel.default_jobs(), plan, progress)
+            for text, judged in listed:
+                record_outcome(out, parse_schedule(text), judged)
+        else:
+            _judge_all(pruner, schedules, plan.stop_at_first_failure, progress)
     except RejoinBroken as broken:
         again = exact.sweep(plan)
         again.prune = {**stats, "broken": str(broken)}
@@ -278,6 +397,66 @@ def sweep(
     parts.account(out, len(schedules), [s.text() for s in schedules])
     out.wall_s = time.perf_counter() - started
     return out
+
+
+def _forked(
+    pruner: _Pruner,
+    traced: RunResult,
+    fold: folding.FoldPlan,
+    jobs: int,
+    plan: SweepPlan,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[str, Judged]]:
+    """The forking run of a pruned sweep (``PruneForkPlan``) and each schedule's outcome in
+    the sweep's order: a pruned child's settled here (``_Pruner.settle``), any other's as the
+    exact sweep reads it (``FastRun.children``; a folded point inherits its twin's outcome,
+    ``sim.explore.folding``). A forking run whose fingerprint is not the traced run's is I10
+    on the fault-free prefix, recorded as the exact sweep records it."""
+    out, mode, stop = pruner.out, pruner.determinism, plan.stop_at_first_failure
+    workdir = tempdirs.make("prune")
+    forks = PruneForkPlan(
+        twin_of=fold.twin_of,
+        base=fold.base,
+        kinds=fold.kinds,
+        reference=pruner.reference,
+        reruns=lambda text: exact.wants_rerun(mode, out.seed, text),
+        tears=traced.trace.tear_counts,
+        jobs=jobs,
+        workdir=workdir,
+        progress=progress,
+        stop_at_first_failure=stop,
+        views=pruner.views,
+    )
+    try:
+        parent = pruner.run(fold.base, forks)
+        forks.wait_all()
+        if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
+            prefix = check_determinism(traced, parent)
+            record_outcome(out, fold.base, Judged.of_violations(prefix))
+        twins = fold.twin_of
+        run = FastRun(out, pruner.scenario, pruner.reference, mode, None, jobs, twins, _every, stop)
+        unpruned = run.children(forks)
+        docs: dict[str, list[dict[str, object]]] = {}
+        for text, path in forks.done:
+            docs.setdefault(text, []).append(outcome_doc(path))
+
+        def outcome_of(text: str) -> Judged:
+            if text not in docs:  # folded: its twin's outcome (``FastRun.children``)
+                return unpruned(text)
+            met = docs[text][0].get("met")
+            if not isinstance(met, list) or any("error" in doc for doc in docs[text]):
+                return unpruned(text)
+            return pruner.settle(parse_schedule(text), (met[0], met[1]), merged(docs[text]))
+
+        return run.listed(forks.ordered(), outcome_of)
+    finally:
+        forks.kill_running()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _every(text: str) -> bool:
+    """A pruned sweep owns every point (``_check_plan``)."""
+    return True
 
 
 def _check_plan(plan: SweepPlan) -> None:

@@ -377,13 +377,41 @@ def canonical_view(injector: Any, when: str, label: str) -> dict[str, object]:
     }
 
 
+def sketch(injector: Any, when: str, label: str) -> str:
+    """A digest of a few counts the canonical view determines (the boundary, the live
+    processes, each open conversation's collections by size, its fencing and its records since
+    a task settled): two equal views have equal sketches, so a child whose sketch is not the
+    fault-free run's there cannot meet it, and its full view (a walk of every conversation's
+    whole state, which grows with the run) need not be taken (``sim.explore.pruning``)."""
+    sizes = sorted(
+        (
+            len(j.state.messages),
+            len(j.state.tasks),
+            len(j.state.tool_results),
+            len(j.state.runs),
+            len(j.state.submissions),
+            len(j.state.queue),
+            j.state.active_run is None,
+            j.fenced,
+            j.records_since_settled,
+        )
+        for process in injector.processes()
+        if process.alive and process.runtime is not None
+        for j in (c.journal for c in process.runtime.open_conversations())
+    )
+    alive = sorted(p.slot for p in injector.processes() if p.alive)
+    return digest_of([_DIGITS.sub("#", label.split("#")[0]), when, alive, sizes])
+
+
 @dataclass
 class Row:
     """One commit's end in a probed run: ``stamp`` counts the boundaries entered by then (a
-    commit's end comes after every boundary inside it), with a digest per component."""
+    commit's end comes after every boundary inside it), with a digest per component and the
+    ``sketch`` of its view."""
 
     stamp: int
     digests: dict[str, str]
+    sketch: str = ""
 
     def key(self, view: str) -> str:
         """The digest of the components ``view`` compares."""
@@ -414,7 +442,7 @@ class CanonicalProbe(ForksNothing):
             return
         view = canonical_view(injector, when, label)
         digests = {k: digest_of([v]) for k, v in view.items()}
-        self.rows.append(Row(injector.next_index, digests))
+        self.rows.append(Row(injector.next_index, digests, sketch(injector, when, label)))
         self.last_view = view
 
 

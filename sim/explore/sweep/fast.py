@@ -125,16 +125,16 @@ class FastRun:
             prefix: list[Violation] = []
             if mode != "off" and parent.trace.fingerprint != traced.trace.fingerprint:
                 prefix = check_determinism(traced, parent)
-            return prefix, self.listed(plan.ordered(), self._children(plan))
+            return prefix, self.listed(plan.ordered(), self.children(plan))
         finally:
             plan.kill_running()
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _children(self, plan: forking.ForkPlan) -> Callable[[str], Judged]:
+    def children(self, plan: forking.ForkPlan) -> Callable[[str], Judged]:
         """Each listed schedule's outcome, from its forked children's files (or inherited)."""
         children: dict[str, list[dict[str, object]]] = {}
         for text, path in plan.done:
-            children.setdefault(text, []).append(_outcome_doc(path))
+            children.setdefault(text, []).append(outcome_doc(path))
         equivalent = dict(plan.equivalent)
 
         @cache
@@ -143,7 +143,7 @@ class FastRun:
             docs = children.get(text)
             if docs is None:
                 return None
-            judged = _merged(docs)
+            judged = merged(docs)
             failed = judged.verdict not in (Verdict.PASS, Verdict.ERROR)
             if self.mode == "sample" and len(docs) == 1 and failed:
                 judged = self._late_rerun(judged, _fingerprint(docs[0]), text)
@@ -168,7 +168,7 @@ class FastRun:
         return judged.with_violations(differs) if differs else judged
 
 
-def _outcome_doc(path: str) -> dict[str, object]:
+def outcome_doc(path: str) -> dict[str, object]:
     """A child's outcome file; one that cannot be read is the harness's error, not a verdict."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -177,7 +177,7 @@ def _outcome_doc(path: str) -> dict[str, object]:
     return doc if isinstance(doc, dict) else {"error": f"malformed outcome {path}"}
 
 
-def _merged(docs: list[dict[str, object]]) -> Judged:
+def merged(docs: list[dict[str, object]]) -> Judged:
     """One schedule's outcome from its child (or its two children: I10 compares their
     fingerprints)."""
     for doc in docs:
@@ -192,7 +192,7 @@ def _merged(docs: list[dict[str, object]]) -> Judged:
 
 def _fingerprint(doc: dict[str, object]) -> str:
     """A passing or failing child's fingerprint (``ForkPlan.finish_child`` writes it with the
-    verdict; only an ``error`` outcome has none, and ``_merged`` reads that one first)."""
+    verdict; only an ``error`` outcome has none, and ``merged`` reads that one first)."""
     fingerprint = doc["fingerprint"]
     assert isinstance(fingerprint, str), f"a child's fingerprint is text, not {fingerprint!r}"
     return fingerprint

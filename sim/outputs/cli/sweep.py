@@ -157,8 +157,8 @@ def _add_prune_options(sw: argparse.ArgumentParser) -> None:
         help=(
             "rejoin = stop each crashed run where its renamed view rejoins the fault-free run "
             "and judge only the window between (depth 1, file and sqlite; every point, each "
-            "schedule from scratch; docs/architecture.md 2.5); off = run every schedule to "
-            "its end (default)"
+            "child forked at its crash point as the exact sweep's, from scratch with --naive; "
+            "docs/architecture.md 2.5); off = run every schedule to its end (default)"
         ),
     )
     sw.add_argument(
@@ -265,7 +265,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     if args.prune == "rejoin":
         # A pruned sweep judges every point (its own check: ``_check_prune``), at depth 1.
         plans = _plans(args, scenarios, determinism=determinism, depth=1, exhaustive=True)
-        steps = _steps(plans, pruning.sweep, check_mode=args.prune_check)
+        steps = _steps(
+            plans, pruning.sweep, check_mode=args.prune_check, fast=not args.naive, jobs=jobs
+        )
     else:
         plans = _plans(
             args, scenarios, determinism=determinism, depth=args.depth, exhaustive=args.exhaustive
@@ -277,9 +279,8 @@ def run_sweep(args: argparse.Namespace) -> int:
         )
     interrupts.stop_if_requested()  # no report of a sweep that was told to stop (``_swept``)
 
-    # A store that cannot be forked (Postgres) is swept naively whatever --naive says, and so
-    # is a pruned sweep.
-    fast = not args.naive and args.prune == "off" and all(store.forks for store in stores)
+    # A store that cannot be forked (Postgres) is swept naively whatever --naive says.
+    fast = not args.naive and all(store.forks for store in stores)
     document = results_document(results, wall_s=time.perf_counter() - started, fast=fast)
 
     written = write_report(out_dir, document)

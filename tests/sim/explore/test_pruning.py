@@ -68,7 +68,7 @@ def _met(name: str) -> tuple[Schedule, RunResult, pruning.PruneProbe, RunResult]
     views = pruning.Reference.of(probe)
     labels = [b.label for b in reference.trace.boundaries]
     for schedule in depth1_schedules(labels, [CrashKind.PROCESS], base=base):
-        pruned = pruning.PruneProbe(schedule, lookup=views.after(schedule.last_index))
+        pruned = views.probe(schedule)
         result = run_scenario(scenario, seed=0, store="file", schedule=schedule, fork=pruned)
         if pruned.met is not None:
             return schedule, result, pruned, reference
@@ -79,7 +79,9 @@ def test_a_pruned_run_stops_at_its_rejoin_and_is_judged_on_its_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     schedule, result, probe, reference = _met("read_edit_answer")
-    assert probe.met is not None and probe.met[0] == len(probe.rows) - 1  # stopped there
+    assert probe.met is not None and probe.met[0] == probe.commits - 1  # stopped there
+    # Only the commits whose sketch is one of the fault-free run's were viewed in full.
+    assert 0 < len(probe.rows) <= probe.commits
     assert result.trace.halted_at is not None and not result.trace.settled
     whole = run_scenario(load_scenario("read_edit_answer"), seed=0, store="file", schedule=schedule)
     assert len(result.trace.boundaries) < len(whole.trace.boundaries)
@@ -93,6 +95,42 @@ def test_a_pruned_run_stops_at_its_rejoin_and_is_judged_on_its_window(
 
     monkeypatch.setattr(pruning, "invariant", _at_any_time)
     assert [v.invariant for v in pruning.window_violations(result, reference)] == ["I7"]
+
+
+def test_the_sketch_never_hides_a_meeting() -> None:
+    """A pruned child views in full only the commits whose sketch is one of the fault-free
+    run's; it stops where a child viewed at every commit first meets the fault-free run, so the
+    sketch (a function of the view) hides no meeting."""
+    scenario = load_scenario("read_edit_answer")
+    base = Schedule()
+    probe = CanonicalProbe(base)
+    reference = run_scenario(scenario, seed=0, store="file", schedule=base, fork=probe)
+    views = pruning.Reference.of(probe)
+    labels = [b.label for b in reference.trace.boundaries]
+    met = 0
+    for schedule in depth1_schedules(labels, [CrashKind.PROCESS], base=base)[::3]:
+        full = CanonicalProbe(schedule)
+        run_scenario(scenario, seed=0, store="file", schedule=schedule, fork=full)
+        lookup = views.after(schedule.last_index)
+        keys = [row.key(pruning.PRUNED_VIEW) for row in full.rows]
+        first = next(((i, lookup[k]) for i, k in enumerate(keys) if k in lookup), None)
+        pruned = views.probe(schedule)
+        run_scenario(scenario, seed=0, store="file", schedule=schedule, fork=pruned)
+        assert pruned.met == first, schedule.text()
+        met += first is not None
+    assert met > 0
+
+
+def test_forked_and_naive_pruned_sweeps_agree() -> None:
+    """The forking pruned sweep (children forked at their crash points, folded points
+    inheriting their twin's outcome) gives every schedule the naive pruned sweep's verdict."""
+    plan = SweepPlan(scenario=load_scenario("crash_during_recovery"), store=StoreKind.FILE)
+    forked = pruning.sweep(plan, fast=True, jobs=2)
+    naive = pruning.sweep(plan, fast=False)
+    assert _verdicts(forked) == _verdicts(naive)
+    assert forked.prune is not None and naive.prune is not None
+    assert 0 < forked.prune["pruned"] <= naive.prune["pruned"]  # folded points are inherited
+    assert "broken" not in forked.prune and "broken" not in naive.prune
 
 
 def test_only_the_end_of_a_run_is_judged_at_its_end() -> None:
