@@ -39,7 +39,9 @@ def test_a_small_bench_reports_every_figure() -> None:
     # the cuts it runs, and what it cuts off.
     fractions = doc["rejoin_fraction"]
     assert set(fractions) == {"idempotent_payment", "long_horizon/2", "overall"}
-    assert fractions["overall"]["strict"] == 0.0 < fractions["overall"]["renamed"]
+    # A replacement process continues as the one it replaced (docs/architecture.md, 1.2), so
+    # some crashed runs rejoin even in the strict view; the renamed view only adds meetings.
+    assert 0.0 < fractions["overall"]["strict"] <= fractions["overall"]["renamed"]
     pruned = doc["growth_rejoin"]
     assert [(g["turns"], g["boundaries"]) for g in pruned] == [
         (g["turns"], g["boundaries"]) for g in doc["growth"]
