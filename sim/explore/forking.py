@@ -25,6 +25,7 @@ its own before crashing, and never touches (or closes) the connections it inheri
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -89,6 +90,7 @@ class ForkPlan:
     in_child: bool = False
     child_out: str = ""
     child_schedule: Schedule = field(default_factory=Schedule)
+    child_copy: int = 0  # in a child: 0, or 1 for the second child of an I10 rerun
     child_timeout_s: float = 300.0  # wall time a child may take before it is killed
     running: list[_Child] = field(default_factory=list)
     done: list[tuple[str, str]] = field(default_factory=list)  # schedule, path
@@ -181,6 +183,7 @@ class ForkPlan:
             self.running = []
             self.child_out = path
             self.child_schedule = schedule
+            self.child_copy = copy
             try:
                 interrupts.release(mask)
                 _private_trio_io()
@@ -215,7 +218,7 @@ class ForkPlan:
                 overdue.timed_out = True
                 self._finish(overdue, status)
                 return
-            _wait_for_exit(
+            wait_for_exit(
                 [c.pid for c in self.running], min(overdue.deadline - now, interrupts.STOP_CHECK_S)
             )
 
@@ -301,6 +304,41 @@ class ForkPlan:
             os._exit(code)
 
 
+def fork_within_child() -> int:
+    """Fork a child's own child at a boundary (a pruned child's full-suffix check,
+    ``sim.explore.pruning``): 0 in the new process, which gets trio I/O of its own and dies with
+    the child that forked it (the parent kills an overdue or interrupted child, and nothing
+    forked below it may outlive it); the new process's pid in the child."""
+    assert AVAILABLE, "only a child of a forking run forks again"
+    mask = interrupts.hold()
+    forker = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _die_with(forker)
+            interrupts.release(mask)
+            _private_trio_io()
+        except BaseException:  # never unwind into the forking child's frames
+            os._exit(1)
+        return 0
+    interrupts.release(mask)
+    return pid
+
+
+#: Linux's ``prctl`` option that signals a process when the thread that forked it exits.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(forker_pid: int) -> None:
+    """Have the kernel kill this process when ``forker_pid`` (its parent) dies, so a killed
+    child leaves no process of its own behind. Where ``prctl`` is missing the process still
+    ends with its run; a parent already gone ends it at once."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != forker_pid:
+        os._exit(1)
+
+
 def _private_trio_io() -> None:
     """Give a forked child trio I/O primitives of its own: fresh wakeup socketpairs and a fresh
     epoll instance.
@@ -365,7 +403,7 @@ def _write_outcome(path: str, doc: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def _wait_for_exit(pids: list[int], timeout_s: float) -> None:
+def wait_for_exit(pids: list[int], timeout_s: float) -> None:
     """Block until one of ``pids`` may have exited or ``timeout_s`` passes. A pidfd becomes
     readable when its process exits (Linux >= 5.3); elsewhere, poll briefly."""
     opener = getattr(os, "pidfd_open", None)

@@ -13,22 +13,27 @@ pass. A schedule whose window fails is run to its end and judged as the exact sw
 so a failure's report is the exact one.
 
 The assumption is checked, never trusted: on a seeded 1 in ``CHECK_EVERY`` of the pruned
-schedules (every one with ``--prune-check full``) the child is also run to its end, and its
-verdict and its canonical views from the rejoin on must equal the pruned verdict and the
-fault-free run's views. A mismatch (a runtime that branches on an absolute sequence number,
-epoch or time; a view that misses what decides the future) is a harness error
-(``RejoinBroken``) naming the first commit where they differ, and the sweep of that scenario is
-run again without pruning, so every verdict it reports is the exact one.
+schedules (every one with ``--prune-check full``) the child is also run to its end (a forked
+child forks that run at its rejoin, ``PruneForkPlan``), and its verdict and its canonical views
+from the rejoin on must equal the pruned verdict and the fault-free run's views. A mismatch
+(a runtime that branches on an absolute sequence number, epoch or time; a view that misses what
+decides the future) is a harness error (``RejoinBroken``) naming the first commit where they
+differ, and the sweep of that scenario is run again without pruning, so every verdict it
+reports is the exact one.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Literal, cast
 
 from sim.explore import folding, forking, interrupts, parallel
 from sim.explore import sweep as exact
@@ -140,10 +145,18 @@ class PruneProbe(CanonicalProbe):
     sketches: frozenset[str] = frozenset()
     met: tuple[int, int] | None = None
     commits: int = 0  # the commits viewed or sketched since the crash
+    # Called at the rejoin: True in a process that runs on to the end instead of stopping
+    # there (``PruneForkPlan``'s full-suffix check), which then views every later commit.
+    on_meet: Callable[[], bool] | None = None
+    following: bool = False
+    met_row: int = 0  # the rejoin's row in ``rows``
 
     def fork_at(
         self, injector: Injector, process: Victim, index: int, when: When, label: str
     ) -> None:
+        if self.following:
+            super().fork_at(injector, process, index, when, label)
+            return
         if self.met is not None or when != "after" or not label.startswith(VIEWED):
             return
         if not injector.crashed_at(self.base.points[-1]):
@@ -157,6 +170,10 @@ class PruneProbe(CanonicalProbe):
         position = self.lookup.get(self.rows[-1].key(PRUNED_VIEW))
         if position is not None:
             self.met = (self.commits - 1, position)
+            self.met_row = len(self.rows) - 1
+            if self.on_meet is not None and self.on_meet():
+                self.following = True
+                return
             injector.stop_world()
 
 
@@ -171,6 +188,9 @@ class PruneForkPlan(forking.ForkPlan):
 
     views: Reference | None = None  # the fault-free run's views (the parent's, inherited)
     probe: PruneProbe | None = None  # a child's, once its crash has happened
+    checks: Callable[[str], bool] = field(default=lambda text: False)  # ``wants_check``
+    checker_pid: int = 0  # in a pruned child: its full-suffix check's process
+    checking: bool = False  # this process is a full-suffix check
 
     def fork_at(
         self, injector: Injector, process: Victim, index: int, when: When, label: str
@@ -184,10 +204,26 @@ class PruneForkPlan(forking.ForkPlan):
                 return
             assert self.views is not None
             self.probe = self.views.probe(schedule, in_child=True)
+            if self.child_copy == 0 and self.checks(schedule.text()):
+                self.probe.on_meet = self._fork_check
         self.probe.fork_at(injector, process, index, when, label)
+
+    def _fork_check(self) -> bool:
+        """At a checked child's rejoin: fork its full-suffix check, which runs on to the end
+        from here (True in it) while the child stops. The check then costs the suffix alone,
+        beside the other children, not a whole run from scratch in the parent."""
+        pid = forking.fork_within_child()
+        if pid == 0:
+            self.checking = True
+            self.child_out = f"{self.child_out}.check"
+            return True
+        self.checker_pid = pid
+        return False
 
     def finish_child(self, result: RunResult) -> None:
         probe = self.probe
+        if self.checking:
+            self._leave(self._check_doc(result), 0)
         if probe is None or probe.met is None:
             super().finish_child(result)
             return
@@ -199,9 +235,42 @@ class PruneForkPlan(forking.ForkPlan):
                 "met": list(probe.met),
                 **judged.to_json(),
             }
+            if self.checker_pid:
+                doc["check"] = self._checked()
         except BaseException as exc:  # the child must always report and exit
             doc = {"error": f"{type(exc).__name__}: {exc}"}
         self._leave(doc, 0)
+
+    def _check_doc(self, result: RunResult) -> dict[str, object]:
+        """What a full-suffix check reports: its whole run's verdict, and where its views leave
+        the fault-free run's after the rejoin (``suffix_mismatch``)."""
+        probe = self.probe
+        try:
+            assert probe is not None and probe.met is not None and self.views is not None
+            whole = judge(result, self.reference, determinism=False)
+            return {
+                "verdict": str(whole.verdict),
+                "codes": _verdict_codes(whole.violations),
+                "mismatch": rows_mismatch(probe.rows[probe.met_row :], self.views, probe.met[1]),
+            }
+        except BaseException as exc:  # the check must always report and exit
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def _checked(self) -> dict[str, object]:
+        """The check's report, once its process has ended (killed if it overruns the bound a
+        child has: an error, and the parent then runs the check from scratch)."""
+        pid, deadline = self.checker_pid, time.monotonic() + self.child_timeout_s
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return {"error": f"the check did not end within {self.child_timeout_s:g} s"}
+            forking.wait_for_exit([pid], deadline - time.monotonic())
+        try:
+            doc = json.loads(Path(f"{self.child_out}.check").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return {"error": f"the check left no report: {exc}"}
+        return doc if isinstance(doc, dict) else {"error": "the check's report is not an object"}
 
 
 def window_violations(result: RunResult, reference: RunResult) -> list[Violation]:
@@ -232,7 +301,13 @@ def suffix_mismatch(met: tuple[int, int], full: CanonicalProbe, reference: Refer
     """Where a child run to its end (``full``) leaves the fault-free run after the commit its
     pruned run rejoined at (``met``): None if every later view equals the reference's."""
     child_at, reference_at = met
-    ours, theirs = full.rows[child_at:], reference.rows[reference_at:]
+    return rows_mismatch(full.rows[child_at:], reference, reference_at)
+
+
+def rows_mismatch(ours: list[Row], reference: Reference, reference_at: int) -> str | None:
+    """``suffix_mismatch`` of a child's rows from its rejoin on (``ours``), the fault-free
+    run's from its commit ``reference_at`` on."""
+    theirs = reference.rows[reference_at:]
     for offset, (a, b) in enumerate(zip(ours, theirs, strict=False)):
         if a.key(PRUNED_VIEW) != b.key(PRUNED_VIEW):
             left_out = VIEWS[PRUNED_VIEW]
@@ -297,16 +372,30 @@ class _Pruner:
         whole = self.run(schedule)
         return exact.judge_as(whole, self.reference, self.determinism), whole
 
-    def settle(self, schedule: Schedule, met: tuple[int, int], pruned: Judged) -> Judged:
+    def settle(
+        self,
+        schedule: Schedule,
+        met: tuple[int, int],
+        pruned: Judged,
+        check: dict[str, object] | None = None,
+    ) -> Judged:
         """What the forked path records of a child pruned at its rejoin (``met``), judged on
-        its window as ``pruned``: checked to its end when ``wants_check`` says so, a failure
-        run whole, as ``judge`` does for the naive path."""
+        its window as ``pruned``: checked to its end when ``wants_check`` says so (by the
+        ``check`` its child forked at the rejoin, ``PruneForkPlan``; from scratch here if that
+        check failed to report), a failure run whole, as ``judge`` does for the naive path."""
         stats = self.out.prune
         assert stats is not None
         stats["pruned"] += 1
         if wants_check(self.check_mode, self.out.seed, schedule.text()):
             stats["checked"] += 1
-            self.check_suffix(schedule, met, pruned.violations)
+            codes = check.get("codes") if check is not None else None
+            if check is None or "error" in check or not isinstance(codes, list):
+                self.check_suffix(schedule, met, pruned.violations)
+            else:
+                mismatch = check.get("mismatch")
+                shown = None if mismatch is None else str(mismatch)
+                whole = (str(check.get("verdict")), [str(c) for c in codes])
+                self.judge_check(schedule, pruned.violations, whole, shown)
         if pruned.verdict is not Verdict.PASS:
             return Judged.of_run(*self.whole(schedule))
         return pruned
@@ -326,14 +415,26 @@ class _Pruner:
         probe = CanonicalProbe(schedule)
         full = self.run(schedule, probe)
         whole = judge(full, self.reference, determinism=False)
+        codes = _verdict_codes(whole.violations)
+        mismatch = suffix_mismatch(met, probe, self.views)
+        self.judge_check(schedule, pruned, (str(whole.verdict), codes), mismatch)
+
+    def judge_check(
+        self,
+        schedule: Schedule,
+        pruned: tuple[Violation, ...] | list[Violation],
+        whole: tuple[str, list[str]],
+        mismatch: str | None,
+    ) -> None:
+        """``RejoinBroken`` unless the whole run's verdict (``whole``: its name and codes) is
+        the pruned one and its views never left the fault-free run's (``mismatch`` is None)."""
         where = f"{self.out.name}/{self.out.store} {schedule.text()}"
-        if _verdict_codes(whole.violations) != _verdict_codes(pruned):
+        verdict, codes = whole
+        if codes != _verdict_codes(pruned):
             raise RejoinBroken(
-                f"{where}: run to its end it is {whole.verdict} "
-                f"{_verdict_codes(whole.violations)}, pruned at its rejoin "
+                f"{where}: run to its end it is {verdict} {codes}, pruned at its rejoin "
                 f"{verdict_of(list(pruned))} {_verdict_codes(pruned)}"
             )
-        mismatch = suffix_mismatch(met, probe, self.views)
         if mismatch is not None:
             raise RejoinBroken(f"{where}: rejoined the fault-free run, then left it: {mismatch}")
 
@@ -426,6 +527,7 @@ def _forked(
         progress=progress,
         stop_at_first_failure=stop,
         views=pruner.views,
+        checks=lambda text: wants_check(pruner.check_mode, out.seed, text),
     )
     try:
         parent = pruner.run(fold.base, forks)
@@ -446,7 +548,10 @@ def _forked(
             met = docs[text][0].get("met")
             if not isinstance(met, list) or any("error" in doc for doc in docs[text]):
                 return unpruned(text)
-            return pruner.settle(parse_schedule(text), (met[0], met[1]), merged(docs[text]))
+            checks = [d["check"] for d in docs[text] if isinstance(d.get("check"), dict)]
+            check = cast("dict[str, object]", checks[0]) if checks else None
+            judged = merged(docs[text])
+            return pruner.settle(parse_schedule(text), (met[0], met[1]), judged, check)
 
         return run.listed(forks.ordered(), outcome_of)
     finally:

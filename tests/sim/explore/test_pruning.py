@@ -202,6 +202,29 @@ def test_a_sweep_prunes_and_checks_some_children() -> None:
     assert out.to_json()["prune"] == out.prune
 
 
+def test_a_checked_child_forks_its_check_at_its_rejoin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked pruned sweep's full-suffix check runs in a process its child forks at the
+    rejoin (the suffix alone, beside the other children), never from scratch in the parent:
+    with that path switched off it still passes every pruned child of a sound runtime and
+    still catches the absolute-value mutant."""
+
+    def from_scratch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a pruned child was checked from scratch")
+
+    monkeypatch.setattr(pruning._Pruner, "check_suffix", from_scratch)
+    plan = SweepPlan(scenario=load_scenario("crash_during_recovery"), store=StoreKind.FILE)
+    clean = pruning.sweep(plan, check_mode="full")
+    assert clean.prune is not None and "broken" not in clean.prune, clean.prune
+    assert 0 < clean.prune["pruned"] == clean.prune["checked"]
+    mutant = mutant_named("key-per-epoch")
+    with planted(mutant):
+        out = pruning.sweep(
+            SweepPlan(scenario=load_scenario(mutant.scenario), store=mutant.store),
+            check_mode="full",
+        )
+    assert out.prune is not None and "then left it" in str(out.prune.get("broken")), out.prune
+
+
 def test_the_check_catches_a_view_that_misses_what_decides_the_future() -> None:
     """On SQLite a child of ``read_edit_answer`` that met the fault-free run leaves it a
     commit later in ``unsynced`` (its files are left unsynced at other commits than the
