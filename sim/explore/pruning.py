@@ -42,6 +42,7 @@ from sim.explore.recording import Judged, ScenarioSweep, record_outcome
 from sim.explore.rejoin import (
     COMPONENTS,
     MEASURED_KINDS,
+    SKETCHED,
     VIEWED,
     VIEWS,
     CanonicalProbe,
@@ -72,6 +73,7 @@ CHECK_EVERY = 16
 #: after a crash reseeds (``sim.explore.rejoin.VIEWS``); the full-suffix check covers the rest.
 PRUNED_VIEW = "renamed"
 assert PRUNED_VIEW in VIEWS
+assert not VIEWS[PRUNED_VIEW] & SKETCHED, "a child's sketch must be a function of its view"
 
 
 def prune_check(value: str) -> PruneCheck:
