@@ -24,7 +24,6 @@ reports is the exact one.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -32,7 +31,6 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, cast
 
 from sim.explore import folding, forking, interrupts, parallel
@@ -192,7 +190,6 @@ class PruneForkPlan(forking.ForkPlan):
     probe: PruneProbe | None = None  # a child's, once its crash has happened
     checks: Callable[[str], bool] = field(default=lambda text: False)  # ``wants_check``
     checker_pid: int = 0  # in a pruned child: its full-suffix check's process
-    checking: bool = False  # this process is a full-suffix check
 
     def fork_at(
         self, injector: Injector, process: Victim, index: int, when: When, label: str
@@ -216,7 +213,6 @@ class PruneForkPlan(forking.ForkPlan):
         beside the other children, not a whole run from scratch in the parent."""
         pid = forking.fork_within_child()
         if pid == 0:
-            self.checking = True
             self.child_out = f"{self.child_out}.check"
             return True
         self.checker_pid = pid
@@ -224,7 +220,7 @@ class PruneForkPlan(forking.ForkPlan):
 
     def finish_child(self, result: RunResult) -> None:
         probe = self.probe
-        if self.checking:
+        if probe is not None and probe.following:  # this process is a full-suffix check
             self._leave(self._check_doc(result), 0)
         if probe is None or probe.met is None:
             super().finish_child(result)
@@ -268,11 +264,7 @@ class PruneForkPlan(forking.ForkPlan):
                 os.waitpid(pid, 0)
                 return {"error": f"the check did not end within {self.child_timeout_s:g} s"}
             forking.wait_for_exit([pid], deadline - time.monotonic())
-        try:
-            doc = json.loads(Path(f"{self.child_out}.check").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return {"error": f"the check left no report: {exc}"}
-        return doc if isinstance(doc, dict) else {"error": "the check's report is not an object"}
+        return outcome_doc(f"{self.child_out}.check")
 
 
 def window_violations(result: RunResult, reference: RunResult) -> list[Violation]:
