@@ -36,12 +36,6 @@ from durable.store.base import (
 
 Builder = Callable[[State], list[EventT]]
 
-#: Every this many checkpoints placed by settled tasks also renews the lease
-#: (``Journal._checkpoint_due``): often enough that a replacement process's lease comes back
-#: into phase within a few checkpoints, rarely enough to cost few writes (the heartbeat keeps
-#: the lease alive between them).
-RENEWING_CHECKPOINTS = 1
-
 
 class Journal:
     def __init__(

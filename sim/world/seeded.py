@@ -57,9 +57,9 @@ def seed_process_scheduler(seed: int, number: int) -> None:
 
 def seed_commit_scheduler(seed: int, content: tuple[tuple[int, ...], ...]) -> None:
     """Reseed trio's run-queue order at the end of a commit from ``seed`` and ``content``, the
-    sizes of the committing process's conversations (``Machine.commit_content``): counts the
-    renaming of ``sim.explore.rejoin`` leaves as they are, so two runs whose canonical views
-    are equal at a commit's end draw the same interleaving from there on.
+    sizes of the committing process's conversations (``sim.world.process.commit_content``):
+    counts the renaming of ``sim.explore.rejoin`` leaves as they are, so two runs whose
+    canonical views are equal at a commit's end draw the same interleaving from there on.
 
     Without it the scheduler's draws count from the process's start: a process that replaced a
     crashed one, back in the fault-free run's durable state, still interleaved its tasks as no
@@ -71,8 +71,8 @@ def seed_commit_scheduler(seed: int, content: tuple[tuple[int, ...], ...]) -> No
 
 def reseed_trio_scheduler(seed: int, label: str) -> None:
     """Reseed trio's run-queue order from ``seed`` and ``label`` in the middle of a run: at a
-    commit's end (``seed_commit_scheduler``), the rejoin measurement's what-if
-    (``sim.explore.rejoin``), and a process started after a crash (``seed_process_scheduler``)."""
+    commit's end (``seed_commit_scheduler``) and in a process started after a crash
+    (``seed_process_scheduler``)."""
     run_module: Any = trio._core._run
     assert run_module._ALLOW_DETERMINISTIC_SCHEDULING, "seed_trio_scheduler first"
     run_module._r.seed(derive_seed(seed, label))
